@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Logging: one line per message on stderr, prefixed with the VM's id and the level. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "vmm.h"
+
+static char log_id[64] = "sandbox-vmm";
+static enum log_level log_min = LOG_INFO;
+
+/* Logging configuration is process-wide: one VMM process serves one sandbox. */
+void log_init(const char *id, enum log_level level)
+{
+	if (id)
+		snprintf(log_id, sizeof(log_id), "%s", id);
+	log_min = level;
+}
+
+void log_msg(enum log_level level, const char *fmt, ...)
+{
+	static const char *const names[] = {"debug", "info", "warning", "error"};
+	char line[512];
+	va_list ap;
+	int n;
+
+	if (level < log_min)
+		return;
+	n = snprintf(line, sizeof(line), "%s: %s: ", log_id, names[level]);
+	va_start(ap, fmt);
+	vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+	va_end(ap);
+	/* One fputs per line so that lines from several threads do not interleave. */
+	strncat(line, "\n", sizeof(line) - strlen(line) - 1);
+	fputs(line, stderr);
+}
+
+/* A fixed one-second window: at most `burst` messages pass per window. */
+bool log_ratelimit_ok(struct log_ratelimit *rl, unsigned burst)
+{
+	struct timespec ts;
+	uint64_t now_ns, window;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	window = now_ns / 1000000000ull;
+	if (window != rl->window_ns) {
+		rl->window_ns = window;
+		rl->count = 0;
+	}
+	return rl->count++ < burst;
+}

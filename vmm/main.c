@@ -1,0 +1,321 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * sandbox-vmm: one process, one microVM. Parse and check the command line, acquire every
+ * resource (KVM, RAM, devices, the guest image), then run the vCPUs until the guest stops and
+ * exit with a status saying how it stopped (docs/vmm.md). Every failure is one line on stderr.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "layout.h"
+#include "vmm.h"
+
+#define DEFAULT_CMDLINE "console=ttyS0 reboot=k panic=-1 quiet"
+
+struct options {
+	struct boot_config boot;
+	uint64_t memory_mib;
+	const char *console_path;
+	unsigned timeout_s;
+	bool check;
+	bool verbose;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: sandbox-vmm (--kernel PATH | --payload PATH) [options]\n"
+		"       sandbox-vmm --check\n"
+		"\n"
+		"  --kernel PATH     Linux bzImage or ELF vmlinux with a PVH note\n"
+		"  --payload PATH    freestanding ELF started in 64-bit ring 3 (vmm/payload_abi.h)\n"
+		"  --initrd PATH     initramfs for the kernel\n"
+		"  --cmdline STR     kernel command line (default: \"" DEFAULT_CMDLINE "\")\n"
+		"  --cpus N          vCPUs, 1-%u (default 1)\n"
+		"  --memory MiB      guest RAM, %llu-%llu (default 256)\n"
+		"  --console PATH    write the serial console to PATH instead of stdout\n"
+		"  --timeout SEC     stop the guest after SEC seconds (exit status 6)\n"
+		"  --check           say which KVM this host has and what can boot on it\n"
+		"  -v, --verbose     debug logging\n"
+		"\n"
+		"exit status: 0 guest shut down, 1 VMM failure, 2 bad arguments or input,\n"
+		"3 guest panic, 4 guest triple fault, 5 emulation failure, 6 timeout, 7 signal\n",
+		VCPU_MAX, MEM_MIN_MIB, MEM_MAX_MIB);
+}
+
+/* Parse a decimal number in [min, max]; false on anything else. */
+static bool parse_uint(const char *s, unsigned long long min, unsigned long long max,
+		       unsigned long long *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!s || !*s || *s == '-')
+		return false;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || v < min || v > max)
+		return false;
+	*out = v;
+	return true;
+}
+
+/* Returns 0, or an exit status when the command line is unusable. */
+static int parse_options(int argc, char **argv, struct options *o)
+{
+	static const struct option longopts[] = {
+		{"kernel", required_argument, NULL, 'k'},  {"payload", required_argument, NULL, 'p'},
+		{"initrd", required_argument, NULL, 'i'},  {"cmdline", required_argument, NULL, 'c'},
+		{"cpus", required_argument, NULL, 'n'},    {"memory", required_argument, NULL, 'm'},
+		{"console", required_argument, NULL, 'o'}, {"timeout", required_argument, NULL, 't'},
+		{"check", no_argument, NULL, 'C'},         {"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+	};
+	unsigned long long v;
+	bool cmdline_given = false;
+	int c;
+
+	memset(o, 0, sizeof(*o));
+	o->boot.cmdline = DEFAULT_CMDLINE;
+	o->boot.ncpus = 1;
+	o->memory_mib = 256;
+	while ((c = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'k':
+		case 'p':
+			if (o->boot.kernel_path) {
+				log_error("give one of --kernel and --payload, once");
+				return VM_EXIT_BAD_INPUT;
+			}
+			o->boot.kernel_path = optarg;
+			o->boot.payload = c == 'p';
+			break;
+		case 'i':
+			o->boot.initrd_path = optarg;
+			break;
+		case 'c':
+			o->boot.cmdline = optarg;
+			cmdline_given = true;
+			break;
+		case 'n':
+			if (!parse_uint(optarg, 1, VCPU_MAX, &v)) {
+				log_error("--cpus %s: give a number of vCPUs from 1 to %u", optarg, VCPU_MAX);
+				return VM_EXIT_BAD_INPUT;
+			}
+			o->boot.ncpus = (unsigned)v;
+			break;
+		case 'm':
+			if (!parse_uint(optarg, 0, ULLONG_MAX, &v) || v < MEM_MIN_MIB || v > MEM_MAX_MIB) {
+				log_error("--memory %s: give MiB from %llu to %llu", optarg, MEM_MIN_MIB,
+					  MEM_MAX_MIB);
+				return VM_EXIT_BAD_INPUT;
+			}
+			o->memory_mib = v;
+			break;
+		case 'o':
+			o->console_path = optarg;
+			break;
+		case 't':
+			if (!parse_uint(optarg, 1, 7 * 24 * 3600, &v)) {
+				log_error("--timeout %s: give seconds, at least 1", optarg);
+				return VM_EXIT_BAD_INPUT;
+			}
+			o->timeout_s = (unsigned)v;
+			break;
+		case 'C':
+			o->check = true;
+			break;
+		case 'v':
+			o->verbose = true;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			usage(stderr);
+			return VM_EXIT_BAD_INPUT;
+		}
+	}
+	if (optind < argc) {
+		log_error("unexpected argument: %s", argv[optind]);
+		return VM_EXIT_BAD_INPUT;
+	}
+	if (o->check)
+		return 0;
+	if (!o->boot.kernel_path) {
+		log_error("nothing to boot: give --kernel PATH or --payload PATH (see --help)");
+		return VM_EXIT_BAD_INPUT;
+	}
+	if (o->boot.payload && (o->boot.initrd_path || cmdline_given)) {
+		log_error("--initrd and --cmdline are for Linux kernels, not payloads");
+		return VM_EXIT_BAD_INPUT;
+	}
+	return 0;
+}
+
+/* --check: one sentence about this host; the status says whether Linux boots here
+ * (0 yes, 3 only payloads, 1 nothing). */
+static int run_check(void)
+{
+	enum kvm_flavour f = kvm_detect_flavour("/sys/module");
+	bool dev = access("/dev/kvm", R_OK | W_OK) == 0;
+
+	if (!dev)
+		f = KVM_NONE;
+	printf("%s: %s\n", kvm_flavour_name(f), kvm_flavour_verdict(f));
+	switch (f) {
+	case KVM_INTEL:
+	case KVM_AMD:
+		return 0;
+	case KVM_PVM:
+	case KVM_OTHER:
+		return 3;
+	case KVM_NONE:
+		break;
+	}
+	return 1;
+}
+
+static int open_console(const char *path)
+{
+	int fd;
+
+	if (!path)
+		return STDOUT_FILENO;
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_APPEND, 0640);
+	if (fd < 0)
+		log_error("cannot open console file %s: %s", path, strerror(errno));
+	return fd;
+}
+
+/* Wait until a vCPU asks to stop, a signal arrives, or the timeout expires. */
+static void main_loop(struct vm *vm, unsigned timeout_s)
+{
+	struct epoll_event ev, events[4];
+	int ep, sfd, tfd = -1;
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	if (sfd < 0 || ep < 0) {
+		vm_request_stop(vm, VM_EXIT_VMM_ERROR, "cannot set up the main loop: %s", strerror(errno));
+		goto out;
+	}
+	ev = (struct epoll_event){.events = EPOLLIN, .data.fd = sfd};
+	epoll_ctl(ep, EPOLL_CTL_ADD, sfd, &ev);
+	ev = (struct epoll_event){.events = EPOLLIN, .data.fd = vm->stop_fd};
+	epoll_ctl(ep, EPOLL_CTL_ADD, vm->stop_fd, &ev);
+	if (timeout_s) {
+		struct itimerspec its = {.it_value = {.tv_sec = timeout_s}};
+
+		tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+		if (tfd < 0 || timerfd_settime(tfd, 0, &its, NULL) < 0) {
+			vm_request_stop(vm, VM_EXIT_VMM_ERROR, "cannot arm the timeout: %s", strerror(errno));
+			goto out;
+		}
+		ev = (struct epoll_event){.events = EPOLLIN, .data.fd = tfd};
+		epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &ev);
+	}
+	while (!atomic_load(&vm->stopping)) {
+		int n = epoll_wait(ep, events, 4, -1);
+
+		for (int i = 0; i < n; i++) {
+			if (events[i].data.fd == sfd) {
+				struct signalfd_siginfo si;
+
+				if (read(sfd, &si, sizeof(si)) == sizeof(si))
+					vm_request_stop(vm, VM_EXIT_SIGNAL, "stopped by signal %u", si.ssi_signo);
+			} else if (events[i].data.fd == tfd) {
+				vm_request_stop(vm, VM_EXIT_TIMEOUT, "guest still running after %u s: stopped",
+						timeout_s);
+			}
+		}
+	}
+out:
+	if (tfd >= 0)
+		close(tfd);
+	if (sfd >= 0)
+		close(sfd);
+	if (ep >= 0)
+		close(ep);
+}
+
+int main(int argc, char **argv)
+{
+	struct boot_entry entry;
+	struct options o;
+	struct vm vm;
+	sigset_t set;
+	int status, err, console_fd;
+
+	log_init("sandbox-vmm", LOG_INFO);
+	status = parse_options(argc, argv, &o);
+	if (status)
+		return status;
+	if (o.verbose)
+		log_init(NULL, LOG_DEBUG);
+	if (o.check)
+		return run_check();
+
+	/* Signals we wait for are taken through a signalfd: block them before any thread. */
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	console_fd = open_console(o.console_path);
+	if (console_fd < 0)
+		return VM_EXIT_BAD_INPUT;
+	if (vm_create(&vm, o.memory_mib << 20, o.boot.ncpus) < 0)
+		return VM_EXIT_VMM_ERROR;
+	if ((err = serial_create(&vm, console_fd, &vm.serial)) ||
+	    (err = i8042_create(&vm, &vm.i8042))) {
+		log_error("cannot create the legacy devices: %s", strerror(-err));
+		status = VM_EXIT_VMM_ERROR;
+		goto out;
+	}
+	if (boot_load(&vm.mem, &o.boot, &entry) < 0) {
+		status = VM_EXIT_BAD_INPUT;
+		goto out;
+	}
+	for (unsigned i = 0; i < o.boot.ncpus; i++) {
+		if (vcpu_create(&vm, i, &entry) < 0) {
+			status = VM_EXIT_VMM_ERROR;
+			goto out;
+		}
+	}
+	log_debug("booting %s with %u vCPU(s), %llu MiB", o.boot.kernel_path, o.boot.ncpus,
+		  (unsigned long long)o.memory_mib);
+	if (vcpu_start_all(&vm) == 0)
+		main_loop(&vm, o.timeout_s);
+	vcpu_stop_all(&vm);
+	status = atomic_load(&vm.exit_status);
+	if (status < 0)
+		status = VM_EXIT_VMM_ERROR;
+	if (status == VM_EXIT_SHUTDOWN)
+		log_debug("%s", vm.exit_reason);
+	else
+		log_error("%s", vm.exit_reason);
+out:
+	vm_destroy(&vm);
+	if (console_fd != STDOUT_FILENO)
+		close(console_fd);
+	return status;
+}

@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Guest RAM: one memfd holding all of it, mapped once in the VMM. The guest sees it as up to
+ * two regions: [0, min(ram, 3 GiB)) and, for larger guests, the rest from 4 GiB. A later
+ * snapshot writes the memfd out; a restore maps the snapshot file privately instead.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "layout.h"
+#include "vmm.h"
+
+void mem_layout(struct guest_mem *mem, uint8_t *base, uint64_t ram_len)
+{
+	uint64_t low = ram_len < MMIO_HOLE_GPA ? ram_len : MMIO_HOLE_GPA;
+
+	memset(mem->regions, 0, sizeof(mem->regions));
+	mem->base = base;
+	mem->ram_len = ram_len;
+	mem->regions[0] = (struct mem_region){.gpa = 0, .len = low, .hva = base, .fd_offset = 0};
+	mem->nregions = 1;
+	if (ram_len > low) {
+		mem->regions[1] = (struct mem_region){
+			.gpa = MMIO_HOLE_END_GPA, .len = ram_len - low, .hva = base + low, .fd_offset = low};
+		mem->nregions = 2;
+	}
+}
+
+int mem_create(struct guest_mem *mem, uint64_t ram_len)
+{
+	void *base;
+	int fd, err;
+
+	fd = memfd_create("guest-ram", MFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)ram_len) < 0) {
+		err = -errno;
+		goto out_close;
+	}
+	/* MAP_NORESERVE: a 64 GiB guest that touches 100 MiB costs 100 MiB. */
+	base = mmap(NULL, ram_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+	if (base == MAP_FAILED) {
+		err = -errno;
+		goto out_close;
+	}
+	/* Guest RAM never belongs in a core dump of the VMM, nor in a fork of it. */
+	madvise(base, ram_len, MADV_DONTDUMP);
+	madvise(base, ram_len, MADV_DONTFORK);
+	mem_layout(mem, base, ram_len);
+	mem->fd = fd;
+	return 0;
+out_close:
+	close(fd);
+	return err;
+}
+
+void mem_destroy(struct guest_mem *mem)
+{
+	if (mem->base && mem->fd >= 0)
+		munmap(mem->base, mem->ram_len);
+	if (mem->fd >= 0)
+		close(mem->fd);
+	mem->base = NULL;
+	mem->fd = -1;
+}
+
+void *mem_gpa_to_hva(const struct guest_mem *mem, gpa_t gpa, uint64_t len)
+{
+	for (unsigned i = 0; i < mem->nregions; i++) {
+		const struct mem_region *r = &mem->regions[i];
+
+		/* Written so that nothing can overflow: gpa >= r->gpa is checked first. */
+		if (gpa < r->gpa || gpa - r->gpa >= r->len)
+			continue;
+		if (len > r->len - (gpa - r->gpa))
+			return NULL;
+		return r->hva + (gpa - r->gpa);
+	}
+	return NULL;
+}
+
+gpa_t mem_low_end(const struct guest_mem *mem)
+{
+	return mem->regions[0].len;
+}
+
+gpa_t mem_top(const struct guest_mem *mem)
+{
+	const struct mem_region *r = &mem->regions[mem->nregions - 1];
+
+	return r->gpa + r->len;
+}
+
+int mem_write(const struct guest_mem *mem, gpa_t gpa, const void *src, uint64_t len)
+{
+	void *dst = mem_gpa_to_hva(mem, gpa, len);
+
+	if (!dst)
+		return -EFAULT;
+	memcpy(dst, src, len);
+	return 0;
+}

@@ -1,0 +1,245 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * An 8250 UART (16450 flavour: no FIFO) at 0x3f8 on IRQ 4, enough for Linux's 8250 driver and
+ * for payloads: transmit to an fd, the loopback mode the driver's probe uses, a transmitter
+ * that is always empty, and its interrupt. Reached at port 0x3f8 and, for payload guests, at
+ * the MMIO window of payload_abi.h. Lines are also watched for a kernel panic, which
+ * changes the VMM's exit status.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "payload_abi.h"
+#include "vmm.h"
+
+#define SERIAL_PORT 0x3f8
+#define SERIAL_IRQ 4
+
+#define UART_RX 0  /* in: receive buffer (DLAB=0) */
+#define UART_TX 0  /* out: transmit holding (DLAB=0) */
+#define UART_DLL 0 /* divisor latch low (DLAB=1) */
+#define UART_IER 1 /* interrupt enable (DLAB=0) */
+#define UART_DLM 1 /* divisor latch high (DLAB=1) */
+#define UART_IIR 2 /* in: interrupt identification */
+#define UART_FCR 2 /* out: FIFO control, ignored: we are a 16450 */
+#define UART_LCR 3
+#define UART_MCR 4
+#define UART_LSR 5
+#define UART_MSR 6
+#define UART_SCR 7
+
+#define UART_LCR_DLAB 0x80
+#define UART_IER_RDI 0x01
+#define UART_IER_THRI 0x02
+#define UART_IIR_NO_INT 0x01
+#define UART_IIR_THRI 0x02
+#define UART_IIR_RDI 0x04
+#define UART_LSR_DR 0x01
+#define UART_LSR_THRE 0x20
+#define UART_LSR_TEMT 0x40
+#define UART_MCR_DTR 0x01
+#define UART_MCR_RTS 0x02
+#define UART_MCR_OUT1 0x04
+#define UART_MCR_OUT2 0x08
+#define UART_MCR_LOOP 0x10
+#define UART_MSR_CTS 0x10
+#define UART_MSR_DSR 0x20
+#define UART_MSR_RI 0x40
+#define UART_MSR_DCD 0x80
+
+#define SERIAL_LINE_MAX 256
+#define PANIC_MARK "Kernel panic - not syncing"
+
+struct serial {
+	struct vm *vm;
+	int out_fd;
+	pthread_mutex_t lock; /* vCPUs access the UART concurrently */
+	uint8_t ier, lcr, mcr, scr, dll, dlm;
+	uint8_t rx;           /* one byte, from loopback only */
+	bool rx_full;
+	bool thr_pending;     /* a THR-empty interrupt is due */
+	int irq_level;
+	char line[SERIAL_LINE_MAX];
+	size_t line_len;
+	struct log_ratelimit write_rl;
+};
+
+static uint8_t serial_iir(const struct serial *s)
+{
+	if ((s->ier & UART_IER_RDI) && s->rx_full)
+		return UART_IIR_RDI;
+	if ((s->ier & UART_IER_THRI) && s->thr_pending)
+		return UART_IIR_THRI;
+	return UART_IIR_NO_INT;
+}
+
+/* Raise or lower IRQ 4 to match the interrupt state; only edges reach KVM. */
+static void serial_update_irq(struct serial *s)
+{
+	int level = serial_iir(s) != UART_IIR_NO_INT;
+	struct kvm_irq_level irq = {.irq = SERIAL_IRQ, .level = (uint32_t)level};
+
+	if (level == s->irq_level)
+		return;
+	s->irq_level = level;
+	if (ioctl(s->vm->vm_fd, KVM_IRQ_LINE, &irq) < 0 && log_ratelimit_ok(&s->write_rl, 1))
+		log_warn("serial: KVM_IRQ_LINE: %s", strerror(errno));
+}
+
+/* A complete console line: look for the kernel's panic message. */
+static void serial_scan_line(struct serial *s)
+{
+	s->line[s->line_len] = '\0';
+	if (strstr(s->line, PANIC_MARK))
+		atomic_store(&s->vm->guest_panicked, true);
+	s->line_len = 0;
+}
+
+static void serial_transmit(struct serial *s, uint8_t byte)
+{
+	ssize_t n;
+
+	if (s->mcr & UART_MCR_LOOP) {
+		s->rx = byte;
+		s->rx_full = true;
+		return;
+	}
+	do
+		n = write(s->out_fd, &byte, 1);
+	while (n < 0 && errno == EINTR);
+	if (n < 0 && log_ratelimit_ok(&s->write_rl, 1))
+		log_warn("serial: console write: %s", strerror(errno));
+	if (byte == '\n' || s->line_len == SERIAL_LINE_MAX - 1)
+		serial_scan_line(s);
+	else
+		s->line[s->line_len++] = (char)byte;
+}
+
+static uint8_t serial_msr(const struct serial *s)
+{
+	uint8_t m = s->mcr;
+
+	if (!(m & UART_MCR_LOOP))
+		return UART_MSR_DCD | UART_MSR_DSR | UART_MSR_CTS; /* a terminal is always there */
+	/* Loopback wires the modem outputs back to the inputs: the driver's probe checks this. */
+	return (uint8_t)(((m & UART_MCR_RTS) ? UART_MSR_CTS : 0) | ((m & UART_MCR_DTR) ? UART_MSR_DSR : 0) |
+			 ((m & UART_MCR_OUT1) ? UART_MSR_RI : 0) | ((m & UART_MCR_OUT2) ? UART_MSR_DCD : 0));
+}
+
+static uint8_t serial_read(struct serial *s, uint64_t reg)
+{
+	bool dlab = s->lcr & UART_LCR_DLAB;
+	uint8_t v;
+
+	switch (reg) {
+	case UART_RX:
+		if (dlab)
+			return s->dll;
+		v = s->rx;
+		s->rx_full = false;
+		return v;
+	case UART_IER:
+		return dlab ? s->dlm : s->ier;
+	case UART_IIR:
+		v = serial_iir(s);
+		if (v == UART_IIR_THRI) /* reading IIR acknowledges a THR-empty interrupt */
+			s->thr_pending = false;
+		return v;
+	case UART_LCR:
+		return s->lcr;
+	case UART_MCR:
+		return s->mcr;
+	case UART_LSR:
+		return UART_LSR_THRE | UART_LSR_TEMT | (s->rx_full ? UART_LSR_DR : 0);
+	case UART_MSR:
+		return serial_msr(s);
+	case UART_SCR:
+		return s->scr;
+	}
+	return 0;
+}
+
+static void serial_write(struct serial *s, uint64_t reg, uint8_t v)
+{
+	bool dlab = s->lcr & UART_LCR_DLAB;
+
+	switch (reg) {
+	case UART_TX:
+		if (dlab) {
+			s->dll = v;
+			return;
+		}
+		serial_transmit(s, v);
+		s->thr_pending = true; /* sent at once: the holding register is empty again */
+		return;
+	case UART_IER:
+		if (dlab) {
+			s->dlm = v;
+			return;
+		}
+		/* Enabling the THR-empty interrupt while the THR is empty raises it at once. */
+		if ((v & UART_IER_THRI) && !(s->ier & UART_IER_THRI))
+			s->thr_pending = true;
+		s->ier = v & 0x0f;
+		return;
+	case UART_FCR:
+		return;
+	case UART_LCR:
+		s->lcr = v;
+		return;
+	case UART_MCR:
+		s->mcr = v & 0x1f;
+		return;
+	case UART_SCR:
+		s->scr = v;
+		return;
+	}
+}
+
+static void serial_access(void *opaque, uint64_t offset, uint8_t *data, uint32_t len, bool write)
+{
+	struct serial *s = opaque;
+
+	pthread_mutex_lock(&s->lock);
+	/* Byte registers: a wider access touches only the first (Linux never does this). */
+	if (write)
+		serial_write(s, offset, data[0]);
+	else {
+		memset(data, 0, len);
+		data[0] = serial_read(s, offset);
+	}
+	serial_update_irq(s);
+	pthread_mutex_unlock(&s->lock);
+}
+
+int serial_create(struct vm *vm, int out_fd, struct serial **out)
+{
+	struct serial *s = calloc(1, sizeof(*s));
+	int err;
+
+	if (!s)
+		return -ENOMEM;
+	s->vm = vm;
+	s->out_fd = out_fd;
+	s->mcr = UART_MCR_OUT2;
+	pthread_mutex_init(&s->lock, NULL);
+	/* The same registers at the port Linux knows and at the MMIO window payloads use. */
+	err = bus_register(&vm->pio, SERIAL_PORT, 8, serial_access, s, "serial");
+	if (!err)
+		err = bus_register(&vm->mmio, PAYLOAD_UART_GPA, 8, serial_access, s, "serial-mmio");
+	if (err) {
+		free(s);
+		return err;
+	}
+	*out = s;
+	return 0;
+}
+
+void serial_destroy(struct serial *s)
+{
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}

@@ -1,0 +1,302 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * sandbox-vmm internal interfaces. One header for the component: every function another file
+ * calls is declared here with a comment saying what it does. Functions return 0 or -errno and
+ * hand results back through out parameters unless the comment says otherwise.
+ */
+#ifndef SANDBOX_VMM_H
+#define SANDBOX_VMM_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <linux/kvm.h>
+
+#include "layout.h"
+
+#define __must_check __attribute__((warn_unused_result))
+
+typedef uint64_t gpa_t;
+
+/* ---- log.c: one small logging module; every line is prefixed with the VM's id. ---- */
+
+enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
+
+/* Set the prefix ("sandbox-vmm" by default) and the least level printed. */
+void log_init(const char *id, enum log_level level);
+void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
+#define log_info(...) log_msg(LOG_INFO, __VA_ARGS__)
+#define log_warn(...) log_msg(LOG_WARN, __VA_ARGS__)
+#define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
+/* True at most `burst` times per second per call site's limiter: for guest-triggered logs. */
+struct log_ratelimit {
+	uint64_t window_ns;
+	unsigned count;
+};
+bool log_ratelimit_ok(struct log_ratelimit *rl, unsigned burst);
+
+/* ---- memory.c: guest RAM in one memfd, split around the 3-4 GiB MMIO hole. ---- */
+
+#define MEM_MAX_REGIONS 2
+
+struct mem_region {
+	gpa_t gpa;
+	uint64_t len;
+	uint8_t *hva;
+	uint64_t fd_offset; /* where the region starts in the RAM file */
+};
+
+struct guest_mem {
+	struct mem_region regions[MEM_MAX_REGIONS];
+	unsigned nregions;
+	uint64_t ram_len; /* total RAM bytes */
+	int fd;           /* the memfd, -1 for a buffer made by a test */
+	uint8_t *base;    /* host mapping of the whole RAM file */
+};
+
+/* Lay out `ram_len` bytes of RAM mapped at `base` (no allocation): below the hole, then above
+ * 4 GiB. Used by mem_create and by unit tests with a malloc'ed buffer. */
+void mem_layout(struct guest_mem *mem, uint8_t *base, uint64_t ram_len);
+/* Create RAM as a memfd of `ram_len` bytes mapped shared; pages are allocated on first touch. */
+int mem_create(struct guest_mem *mem, uint64_t ram_len) __must_check;
+void mem_destroy(struct guest_mem *mem);
+/* Host address of [gpa, gpa+len) if the whole range is RAM in one region, else NULL.
+ * Every guest address goes through here: overflow and bounds are checked. */
+void *mem_gpa_to_hva(const struct guest_mem *mem, gpa_t gpa, uint64_t len);
+/* End of RAM below the hole (the top of "low" RAM). */
+gpa_t mem_low_end(const struct guest_mem *mem);
+/* End of the highest RAM byte + 1 (above 4 GiB when the guest has that much). */
+gpa_t mem_top(const struct guest_mem *mem);
+/* Copy `len` bytes to guest RAM at `gpa`; -EFAULT if the range is not RAM. */
+int mem_write(const struct guest_mem *mem, gpa_t gpa, const void *src, uint64_t len) __must_check;
+
+/* ---- x86 boot structures (e820.c, pagetable.c, gdt.c, mptable.c, bootparams.c) ---- */
+
+struct e820_entry_host {
+	uint64_t addr;
+	uint64_t size;
+	uint32_t type; /* E820_RAM_TYPE, E820_RESERVED_TYPE */
+};
+#define E820_RAM_TYPE 1
+#define E820_RESERVED_TYPE 2
+#define E820_MAX 8
+
+/* The guest's memory map: base memory, the EBDA/MP table, RAM from 1 MiB, RAM above 4 GiB.
+ * Returns the number of entries written to `out` (at most E820_MAX). */
+unsigned e820_build(const struct guest_mem *mem, struct e820_entry_host *out);
+
+/* Identity-map [0, *map_end) with 2 MiB pages at PAGETABLE_GPA, covering at least 4 GiB and all
+ * of RAM. `user` sets the U/S bit on every level (payload guests run at CPL 3). */
+int pagetable_build(const struct guest_mem *mem, bool user, gpa_t *map_end) __must_check;
+
+/* The GDT every vCPU loads (selectors below), written at GDT_GPA. */
+#define GDT_SEL_CODE32 0x08
+#define GDT_SEL_CODE64 0x10 /* __BOOT_CS of the Linux boot protocol */
+#define GDT_SEL_DATA 0x18   /* __BOOT_DS */
+#define GDT_SEL_TSS 0x20
+#define GDT_SEL_UDATA 0x2b /* ring 3 data, the payload ABI's PAYLOAD_SEL_DATA */
+#define GDT_SEL_UCODE64 0x33
+#define GDT_ENTRIES 7
+/* Fill `gdt` with the descriptors. */
+void gdt_build(uint64_t gdt[GDT_ENTRIES]);
+/* The kvm_segment KVM wants for selector `sel` of `gdt` (the same bits, unpacked). */
+void gdt_to_kvm_segment(const uint64_t gdt[GDT_ENTRIES], uint16_t sel, struct kvm_segment *seg);
+int gdt_write(const struct guest_mem *mem) __must_check;
+
+/* Write an Intel MP table (floating pointer + config table: one processor entry per vCPU with
+ * APIC id = index, an ISA bus, the IOAPIC, its interrupt routing) at MPTABLE_GPA. */
+int mptable_write(const struct guest_mem *mem, unsigned ncpus) __must_check;
+/* Sum of `len` bytes, the MP spec's checksum (the table is valid when the sum is 0). */
+uint8_t mptable_checksum(const void *buf, size_t len);
+
+/* ---- bzimage.c / elf.c: parsing kernel files (pure, on bytes in host memory) ---- */
+
+struct bzimage {
+	const uint8_t *setup; /* the setup header is at setup + 0x1f1 */
+	size_t setup_len;     /* (setup_sects + 1) * 512 */
+	const uint8_t *kernel; /* the protected-mode kernel */
+	size_t kernel_len;
+	uint16_t version;        /* boot protocol version */
+	uint32_t cmdline_max;    /* longest command line, without the NUL */
+	uint32_t initrd_addr_max;
+	uint32_t init_size;      /* memory the kernel needs from its load address */
+	uint64_t pref_address;
+};
+/* Parse and check a bzImage of boot protocol >= 2.12 with a 64-bit entry point. */
+int bzimage_parse(const uint8_t *buf, size_t len, struct bzimage *bz) __must_check;
+
+#define ELF_MAX_SEGMENTS 16
+struct elf_segment {
+	uint64_t offset; /* in the file */
+	uint64_t filesz;
+	uint64_t memsz;
+	gpa_t paddr;
+};
+struct elf_image {
+	uint64_t entry;      /* e_entry */
+	uint64_t pvh_entry;  /* XEN_ELFNOTE_PHYS32_ENTRY, 0 if the note is absent */
+	unsigned nsegments;
+	struct elf_segment segments[ELF_MAX_SEGMENTS];
+};
+/* Parse and check an ELF64 x86-64 executable: header, program headers and notes in bounds,
+ * PT_LOAD sizes sane. Segments are not checked against guest RAM here (see elf_load). */
+int elf_parse(const uint8_t *buf, size_t len, struct elf_image *elf) __must_check;
+/* Copy the segments into guest RAM (zero-filling memsz past filesz). Every segment must lie in
+ * RAM at or above `min_gpa` and end at or below `max_gpa`. */
+int elf_load(const struct guest_mem *mem, const uint8_t *buf, const struct elf_image *elf,
+	     gpa_t min_gpa, gpa_t max_gpa) __must_check;
+
+/* ---- cpuid.c ---- */
+
+/* Adapt the host's supported CPUID entries for vCPU `index` of `ncpus`: APIC ids, topology
+ * leaves 1/4/0xb/0x1f/0x8000001e, the hypervisor bit, no PMU. Changes `entries` in place. */
+void cpuid_filter(struct kvm_cpuid_entry2 *entries, unsigned nent, unsigned index, unsigned ncpus);
+
+/* ---- boot.c: putting a guest into RAM and describing its first instruction ---- */
+
+enum boot_mode {
+	BOOT_LINUX64, /* bzImage: 64-bit boot protocol, rsi = boot_params */
+	BOOT_PVH,     /* ELF vmlinux: 32-bit protected mode, ebx = hvm_start_info */
+	BOOT_PAYLOAD, /* freestanding ELF: 64-bit ring 3, see payload_abi.h */
+};
+
+struct boot_config {
+	const char *kernel_path;  /* --kernel or --payload */
+	bool payload;
+	const char *initrd_path;  /* NULL for none */
+	const char *cmdline;      /* "" for none */
+	unsigned ncpus;
+};
+
+/* What every vCPU needs to start. */
+struct boot_entry {
+	enum boot_mode mode;
+	gpa_t rip;
+	gpa_t map_end;   /* the identity map covers [0, map_end) */
+	gpa_t arg_gpa;   /* boot_params, hvm_start_info or payload_info */
+	gpa_t stacks_gpa; /* payload only */
+};
+
+/* Load the kernel or payload, initrd and command line into RAM and write every boot
+ * structure (e820, boot_params or start_info or payload_info, page tables, GDT, MP table).
+ * Errors are reported through log_error with the file name and reason. */
+int boot_load(const struct guest_mem *mem, const struct boot_config *cfg,
+	      struct boot_entry *entry) __must_check;
+/* Pure part of boot_load for bzImage: fill boot_params from the parsed header. */
+struct boot_params;
+void bootparams_build(struct boot_params *bp, const struct bzimage *bz, const struct guest_mem *mem,
+		      gpa_t cmdline_gpa, uint32_t cmdline_len, gpa_t initrd_gpa, uint64_t initrd_len);
+
+/* ---- kvm.c ---- */
+
+enum kvm_flavour { KVM_NONE, KVM_INTEL, KVM_AMD, KVM_PVM, KVM_OTHER };
+/* Which KVM this host has, from /sys/module and /dev/kvm. */
+enum kvm_flavour kvm_detect_flavour(const char *sys_module_dir);
+const char *kvm_flavour_name(enum kvm_flavour f);
+/* One sentence on what runs on this flavour. */
+const char *kvm_flavour_verdict(enum kvm_flavour f);
+
+/* ---- bus.c: port I/O and MMIO dispatch ---- */
+
+struct bus_device;
+/* A device's access handler: `write` tells the direction, `data` holds `len` bytes. */
+typedef void (*bus_access_fn)(void *opaque, uint64_t offset, uint8_t *data, uint32_t len, bool write);
+
+struct bus_range {
+	uint64_t base;
+	uint64_t len;
+	bus_access_fn access;
+	void *opaque;
+	const char *name;
+};
+
+#define BUS_MAX_RANGES 16
+struct bus {
+	struct bus_range ranges[BUS_MAX_RANGES];
+	unsigned nranges;
+};
+/* Register [base, base+len); overlapping ranges are refused. */
+int bus_register(struct bus *bus, uint64_t base, uint64_t len, bus_access_fn access, void *opaque,
+		 const char *name) __must_check;
+/* Dispatch one access; false when nothing claims the address (reads then return all ones). */
+bool bus_access(const struct bus *bus, uint64_t addr, uint8_t *data, uint32_t len, bool write);
+
+/* ---- vm.c, vcpu.c: the running machine ---- */
+
+/* How the VMM ends; also its process exit status (documented in docs/vmm.md). */
+enum vm_exit_status {
+	VM_EXIT_SHUTDOWN = 0,  /* the guest reset or powered off */
+	VM_EXIT_VMM_ERROR = 1, /* host-side failure */
+	VM_EXIT_BAD_INPUT = 2, /* bad arguments, kernel, initrd, ... */
+	VM_EXIT_PANIC = 3,     /* the guest kernel panicked */
+	VM_EXIT_TRIPLE_FAULT = 4,
+	VM_EXIT_EMULATION = 5, /* KVM could not run or emulate guest code */
+	VM_EXIT_TIMEOUT = 6,
+	VM_EXIT_SIGNAL = 7,    /* stopped by SIGINT/SIGTERM */
+};
+
+struct serial;
+struct i8042;
+struct vm;
+
+struct vcpu {
+	struct vm *vm;
+	unsigned index;
+	int fd;
+	struct kvm_run *run;
+	size_t run_len;
+	pthread_t thread;
+	bool started;
+	struct log_ratelimit unhandled_rl;
+};
+
+struct vm {
+	int kvm_fd;
+	int vm_fd;
+	struct guest_mem mem;
+	struct bus pio;
+	struct bus mmio;
+	struct serial *serial;
+	struct i8042 *i8042;
+	unsigned ncpus;
+	struct vcpu vcpus[VCPU_MAX];
+	struct kvm_cpuid2 *cpuid; /* the host's supported CPUID, filtered per vCPU at setup */
+	int stop_fd;              /* eventfd: a vCPU asked the VM to stop */
+	atomic_bool stopping;
+	atomic_int exit_status;   /* first stop request wins; -1 while running */
+	char exit_reason[160];
+	pthread_mutex_t lock;     /* protects exit_reason */
+	atomic_bool guest_panicked; /* the console showed a kernel panic */
+};
+
+/* Open /dev/kvm, check the API, create the VM with its irqchip, PIT and RAM. */
+int vm_create(struct vm *vm, uint64_t ram_len, unsigned ncpus) __must_check;
+void vm_destroy(struct vm *vm);
+/* Ask every vCPU to stop; the first caller's status and reason are kept. Thread-safe. */
+void vm_request_stop(struct vm *vm, enum vm_exit_status status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Create vCPU `index` and set its registers for `entry`. */
+int vcpu_create(struct vm *vm, unsigned index, const struct boot_entry *entry) __must_check;
+/* Start every vCPU thread. */
+int vcpu_start_all(struct vm *vm) __must_check;
+/* Kick every running vCPU out of KVM_RUN and join its thread. */
+void vcpu_stop_all(struct vm *vm);
+void vcpu_destroy(struct vcpu *vcpu);
+
+/* ---- serial.c: an 8250 UART at 0x3f8, IRQ 4, transmit only ---- */
+
+/* The output fd receives every byte the guest transmits; the VM's panic flag is set when the
+ * console shows a kernel panic. */
+int serial_create(struct vm *vm, int out_fd, struct serial **out) __must_check;
+void serial_destroy(struct serial *s);
+
+/* ---- i8042.c: just enough keyboard controller for the guest's reset ---- */
+int i8042_create(struct vm *vm, struct i8042 **out) __must_check;
+void i8042_destroy(struct i8042 *k);
+
+#endif
