@@ -6,10 +6,10 @@
  * tests/guests/ include it as is. Change PAYLOAD_ABI_VERSION with any change here.
  *
  * Entry state, identical on every vCPU (all vCPUs start at once, at the same entry):
- *  - 64-bit long mode, CPL 3 (CS = PAYLOAD_SEL_CODE, SS/DS/ES = PAYLOAD_SEL_DATA), IOPL 3 so
- *    `in`/`out` work, RFLAGS.IF = 0. There is no IDT: any exception triple-faults and the VMM
+ *  - 64-bit long mode, CPL 3 (CS = PAYLOAD_SEL_CODE, SS/DS/ES = PAYLOAD_SEL_DATA), RFLAGS.IOPL
+ *    = 3 and IF = 0. There is no IDT: any exception triple-faults and the VMM
  *    exits with its triple-fault status. Do not use SSE/AVX (build with -mgeneral-regs-only).
- *  - Paging: every guest-physical address below PAYLOAD_MAP_END(info) is identity-mapped,
+ *  - Paging: every guest-physical address below info->map_end is identity-mapped,
  *    user-accessible and writable, with 2 MiB pages (RAM and the MMIO hole alike).
  *  - rip = ELF e_entry; rdi = vCPU index (0..n-1); rsi = number of vCPUs;
  *    rdx = guest-physical address of struct payload_info (PAYLOAD_INFO_GPA);
@@ -18,7 +18,8 @@
  *    end below the stacks; the VMM refuses anything else.
  *
  * Devices are reached through MMIO, because port I/O from ring 3 faults on kvm-pvm whatever
- * IOPL says (measured: `in`/`out` at CPL 3 with IOPL 3 triple-fault there, MMIO exits work):
+ * IOPL says (measured: `in`/`out` at CPL 3 with IOPL 3 triple-fault there unless the TSS has
+ * an I/O bitmap, while MMIO exits always work, and MMIO is what virtio-mmio needs anyway):
  *  - the 8250 UART's eight byte-wide registers at PAYLOAD_UART_GPA + register (THR/RBR at +0,
  *    LSR at +5): the same device Linux sees at port 0x3f8;
  *  - the i8042 at PAYLOAD_I8042_GPA: writing PAYLOAD_I8042_RESET to PAYLOAD_I8042_GPA +
@@ -30,7 +31,7 @@
 
 #include <stdint.h>
 
-#define PAYLOAD_ABI_VERSION 1
+#define PAYLOAD_ABI_VERSION 2 /* 2: devices through MMIO windows, not ports */
 #define PAYLOAD_INFO_MAGIC 0x64617970u /* "payd" */
 
 #define PAYLOAD_INFO_GPA 0x1000ull

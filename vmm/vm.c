@@ -113,22 +113,24 @@ int vm_create(struct vm *vm, uint64_t ram_len, unsigned ncpus)
 		log_debug("KVM_SET_TSS_ADDR refused (not VMX)");
 	if (vm_ioctl(vm->vm_fd, KVM_SET_IDENTITY_MAP_ADDR, &identity) < 0)
 		log_debug("KVM_SET_IDENTITY_MAP_ADDR refused (not VMX)");
-	if ((err = vm_ioctl(vm->vm_fd, KVM_CREATE_IRQCHIP, NULL)) < 0) {
-		log_error("KVM_CREATE_IRQCHIP: %s", strerror(-err));
-		goto fail;
-	}
-	if ((err = vm_ioctl(vm->vm_fd, KVM_CREATE_PIT2, &pit)) < 0) {
-		log_error("KVM_CREATE_PIT2: %s", strerror(-err));
-		goto fail;
-	}
 	err = mem_create(&vm->mem, ram_len);
 	if (err) {
 		log_error("cannot allocate %llu MiB of guest RAM: %s",
 			  (unsigned long long)(ram_len >> 20), strerror(-err));
 		goto fail;
 	}
+	/* RAM before the irqchip: adding a slot to a VM that has one costs ~6 ms for 256 MiB
+	 * on kvm-pvm (measured), against 0.2 ms the other way round. */
 	if ((err = vm_add_memory(vm)) < 0) {
 		log_error("KVM_SET_USER_MEMORY_REGION: %s", strerror(-err));
+		goto fail;
+	}
+	if ((err = vm_ioctl(vm->vm_fd, KVM_CREATE_IRQCHIP, NULL)) < 0) {
+		log_error("KVM_CREATE_IRQCHIP: %s", strerror(-err));
+		goto fail;
+	}
+	if ((err = vm_ioctl(vm->vm_fd, KVM_CREATE_PIT2, &pit)) < 0) {
+		log_error("KVM_CREATE_PIT2: %s", strerror(-err));
 		goto fail;
 	}
 	if ((err = vm_get_supported_cpuid(vm)) < 0) {

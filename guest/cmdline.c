@@ -1,0 +1,152 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Parse the sandbox.* options out of the guest kernel command line. */
+#include <errno.h>
+#include <string.h>
+
+#include "cmdline.h"
+#include "log.h"
+
+#define CMDLINE_PREFIX "sandbox."
+#define CMDLINE_PREFIX_LEN (sizeof(CMDLINE_PREFIX) - 1)
+/* How much of a bad word a warning quotes: enough to recognise it, not the whole line. */
+#define CMDLINE_QUOTE_MAX 80
+
+/*
+ * Parse the value of one option into opts. val is not NUL-terminated; has_val is false for a
+ * bare word with no '='. Returns 0 or -EINVAL.
+ */
+typedef int (*cmdline_parse_fn)(struct cmdline_options *opts, const char *val, size_t val_len,
+				bool has_val);
+
+/* One option: its name after "sandbox." and the function that parses its value. */
+struct cmdline_option {
+	const char *name;
+	cmdline_parse_fn parse;
+};
+
+/* Parse a boolean value: "1" or a bare word is true, "0" is false. Returns 0 or -EINVAL. */
+static int cmdline_parse_bool(const char *val, size_t val_len, bool has_val, bool *out)
+{
+	if (!has_val) {
+		*out = true;
+		return 0;
+	}
+	if (val_len == 1 && (val[0] == '0' || val[0] == '1')) {
+		*out = val[0] == '1';
+		return 0;
+	}
+	return -EINVAL;
+}
+
+/* sandbox.panic=0|1 */
+static int cmdline_parse_panic(struct cmdline_options *opts, const char *val, size_t val_len,
+			       bool has_val)
+{
+	return cmdline_parse_bool(val, val_len, has_val, &opts->panic);
+}
+
+/* sandbox.reboot=0|1 */
+static int cmdline_parse_reboot(struct cmdline_options *opts, const char *val, size_t val_len,
+				bool has_val)
+{
+	return cmdline_parse_bool(val, val_len, has_val, &opts->reboot);
+}
+
+/* Every option we understand. Add new sandbox.* options here and in cmdline.h. */
+static const struct cmdline_option cmdline_options_table[] = {
+	{ "panic", cmdline_parse_panic },
+	{ "reboot", cmdline_parse_reboot },
+};
+
+/* True for the characters that separate command-line words. */
+static bool cmdline_is_space(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* The length to quote of a word in a warning, capped at CMDLINE_QUOTE_MAX. */
+static int cmdline_quote_len(size_t len)
+{
+	return len < CMDLINE_QUOTE_MAX ? (int)len : CMDLINE_QUOTE_MAX;
+}
+
+/*
+ * Handle one word of word_len bytes. Words that do not start with "sandbox." belong to the
+ * kernel and are skipped; a sandbox.* word is looked up in the table and its value parsed, a
+ * word not understood is logged and counted in opts->ignored_count.
+ */
+static void cmdline_parse_word(const char *word, size_t word_len, struct cmdline_options *opts)
+{
+	const char *name, *eq, *val = NULL;
+	size_t rest_len, name_len, val_len = 0;
+	size_t i;
+
+	if (word_len < CMDLINE_PREFIX_LEN || memcmp(word, CMDLINE_PREFIX, CMDLINE_PREFIX_LEN) != 0)
+		return;
+	name = word + CMDLINE_PREFIX_LEN;
+	rest_len = word_len - CMDLINE_PREFIX_LEN;
+	eq = memchr(name, '=', rest_len);
+	name_len = eq ? (size_t)(eq - name) : rest_len;
+	if (eq) {
+		val = eq + 1;
+		val_len = rest_len - name_len - 1;
+		/* the kernel's parser allows name="value"; take the value without its quotes */
+		if (val_len >= 2 && val[0] == '"' && val[val_len - 1] == '"') {
+			val++;
+			val_len -= 2;
+		}
+	}
+
+	for (i = 0; i < sizeof(cmdline_options_table) / sizeof(cmdline_options_table[0]); i++) {
+		const struct cmdline_option *opt = &cmdline_options_table[i];
+
+		if (strlen(opt->name) != name_len || memcmp(opt->name, name, name_len) != 0)
+			continue;
+		if (opt->parse(opts, val, val_len, eq != NULL) < 0) {
+			log_warn("ignoring bad value in kernel option '%.*s'",
+				 cmdline_quote_len(word_len), word);
+			opts->ignored_count++;
+		}
+		return;
+	}
+	log_warn("ignoring unknown kernel option '%.*s'", cmdline_quote_len(word_len), word);
+	opts->ignored_count++;
+}
+
+/* Fill opts with the defaults. */
+void cmdline_init_options(struct cmdline_options *opts)
+{
+	opts->panic = false;
+	opts->reboot = true;
+	opts->ignored_count = 0;
+}
+
+/*
+ * Split buf into words at unquoted whitespace and hand each to cmdline_parse_word. Every index
+ * stays below len, itself bounded by CMDLINE_MAX_LEN.
+ */
+int cmdline_parse(const char *buf, size_t len, struct cmdline_options *opts)
+{
+	size_t i = 0;
+
+	if (len > CMDLINE_MAX_LEN)
+		return -E2BIG;
+	len = strnlen(buf, len);
+
+	while (i < len) {
+		bool in_quote = false;
+		size_t start;
+
+		while (i < len && cmdline_is_space(buf[i]))
+			i++;
+		start = i;
+		while (i < len && (in_quote || !cmdline_is_space(buf[i]))) {
+			if (buf[i] == '"')
+				in_quote = !in_quote;
+			i++;
+		}
+		if (i > start)
+			cmdline_parse_word(buf + start, i - start, opts);
+	}
+	return 0;
+}

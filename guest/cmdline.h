@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The guest kernel command line as sandbox-init reads it: space-separated words, double quotes
+ * group spaces as the kernel's own parser does. Only words starting with "sandbox." are ours;
+ * everything else belongs to the kernel and is skipped. An unknown sandbox.* word, or a known
+ * one with a bad value, is logged as a warning and otherwise ignored.
+ *
+ * Options understood:
+ *   sandbox.panic=0|1   1: after the banner, crash the kernel on purpose (tests of the VMM's
+ *                       panic status). Default 0. A bare "sandbox.panic" means 1.
+ *   sandbox.reboot=0|1  1 (default): after the banner, sync and reset the VM. 0: stay up and
+ *                       wait (reaping children), for the agent.
+ * panic wins over reboot when both are 1.
+ */
+#ifndef SANDBOX_GUEST_CMDLINE_H
+#define SANDBOX_GUEST_CMDLINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Longest command line accepted (x86 COMMAND_LINE_SIZE), not counting a terminating NUL. */
+#define CMDLINE_MAX_LEN 4096
+
+/* The options parsed from the command line. */
+struct cmdline_options {
+	bool panic;                /* sandbox.panic: crash the kernel after the banner */
+	bool reboot;               /* sandbox.reboot: reset the VM after the banner */
+	unsigned int ignored_count; /* sandbox.* words not understood (each one was logged) */
+};
+
+/* Fill opts with the defaults: no panic, reboot after the banner, nothing ignored. */
+void cmdline_init_options(struct cmdline_options *opts);
+
+/*
+ * Parse len bytes of buf (need not be NUL-terminated; parsing stops at a NUL or after len
+ * bytes) and update opts with every sandbox.* word found, later words winning. Returns 0, or
+ * -E2BIG if len exceeds CMDLINE_MAX_LEN (opts is then left untouched).
+ */
+int cmdline_parse(const char *buf, size_t len, struct cmdline_options *opts)
+	__attribute__((warn_unused_result));
+
+#endif /* SANDBOX_GUEST_CMDLINE_H */
