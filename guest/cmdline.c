@@ -6,10 +6,10 @@
 #include "cmdline.h"
 #include "log.h"
 
-#define CMDLINE_PREFIX "sandbox."
+#define CMDLINE_PREFIX	   "sandbox."
 #define CMDLINE_PREFIX_LEN (sizeof(CMDLINE_PREFIX) - 1)
 /* How much of a bad word a warning quotes: enough to recognise it, not the whole line. */
-#define CMDLINE_QUOTE_MAX 80
+#define CMDLINE_QUOTE_MAX  80
 
 /*
  * Parse the value of one option into opts. val is not NUL-terminated; has_val is false for a
@@ -54,8 +54,8 @@ static int cmdline_parse_reboot(struct cmdline_options *opts, const char *val, s
 
 /* Every option we understand. Add new sandbox.* options here and in cmdline.h. */
 static const struct cmdline_option cmdline_options_table[] = {
-	{ "panic", cmdline_parse_panic },
-	{ "reboot", cmdline_parse_reboot },
+	{"panic", cmdline_parse_panic},
+	{"reboot", cmdline_parse_reboot},
 };
 
 /* True for the characters that separate command-line words. */

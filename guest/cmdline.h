@@ -23,8 +23,8 @@
 
 /* The options parsed from the command line. */
 struct cmdline_options {
-	bool panic;                /* sandbox.panic: crash the kernel after the banner */
-	bool reboot;               /* sandbox.reboot: reset the VM after the banner */
+	bool panic;		    /* sandbox.panic: crash the kernel after the banner */
+	bool reboot;		    /* sandbox.reboot: reset the VM after the banner */
 	unsigned int ignored_count; /* sandbox.* words not understood (each one was logged) */
 };
 

@@ -28,15 +28,15 @@
 #include "init.h"
 #include "log.h"
 
-#define INIT_HOSTNAME "sandbox"
+#define INIT_HOSTNAME	  "sandbox"
 #define INIT_CONSOLE_PATH "/dev/console"
 #define INIT_CMDLINE_PATH "/proc/cmdline"
-#define INIT_SYSRQ_PATH "/proc/sysrq-trigger"
+#define INIT_SYSRQ_PATH	  "/proc/sysrq-trigger"
 #define INIT_DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 /* Mount policy bits. */
 #define INIT_MOUNT_OPTIONAL 0x1u /* a failure is a warning: the kernel may lack this fs */
-#define INIT_MOUNT_BUSY_OK 0x2u  /* EBUSY means the kernel already mounted it there */
+#define INIT_MOUNT_BUSY_OK  0x2u /* EBUSY means the kernel already mounted it there */
 
 /* One filesystem init mounts, in table order (a target may live on an earlier mount). */
 struct init_mount {
@@ -49,16 +49,15 @@ struct init_mount {
 };
 
 static const struct init_mount init_mounts[] = {
-	{ "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, 0 },
-	{ "sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, 0 },
-	{ "devtmpfs", "/dev", "devtmpfs", MS_NOSUID, NULL, INIT_MOUNT_BUSY_OK },
-	{ "devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "gid=5,mode=0620,ptmxmode=0666",
-	  0 },
-	{ "tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777", 0 },
-	{ "tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777", 0 },
-	{ "tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755", 0 },
-	{ "cgroup2", "/sys/fs/cgroup", "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL,
-	  INIT_MOUNT_OPTIONAL },
+	{"proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, 0},
+	{"sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, 0},
+	{"devtmpfs", "/dev", "devtmpfs", MS_NOSUID, NULL, INIT_MOUNT_BUSY_OK},
+	{"devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "gid=5,mode=0620,ptmxmode=0666", 0},
+	{"tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777", 0},
+	{"tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777", 0},
+	{"tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755", 0},
+	{"cgroup2", "/sys/fs/cgroup", "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL,
+	 INIT_MOUNT_OPTIONAL},
 };
 
 /* One symlink in /dev that programs expect and devtmpfs does not provide. */
@@ -68,10 +67,10 @@ struct init_link {
 };
 
 static const struct init_link init_dev_links[] = {
-	{ "/proc/self/fd", "/dev/fd" },
-	{ "/proc/self/fd/0", "/dev/stdin" },
-	{ "/proc/self/fd/1", "/dev/stdout" },
-	{ "/proc/self/fd/2", "/dev/stderr" },
+	{"/proc/self/fd", "/dev/fd"},
+	{"/proc/self/fd/0", "/dev/stdin"},
+	{"/proc/self/fd/1", "/dev/stdout"},
+	{"/proc/self/fd/2", "/dev/stderr"},
 };
 
 /*

@@ -30,8 +30,8 @@ static void log_write_all(int fd, const char *buf, size_t len)
  * Format "<prefix><level><message>\n" into one bounded buffer and write it to stderr. The
  * newline always fits: the message is truncated to leave room for it.
  */
-__attribute__((format(printf, 2, 0)))
-static void log_emit(const char *level, const char *fmt, va_list ap)
+__attribute__((format(printf, 2, 0))) static void log_emit(const char *level, const char *fmt,
+							   va_list ap)
 {
 	char line[LOG_LINE_MAX];
 	int saved_errno = errno;

@@ -9,7 +9,7 @@
 #ifndef SANDBOX_GUEST_LOG_H
 #define SANDBOX_GUEST_LOG_H
 
-#define LOG_PREFIX "sandbox-init: "
+#define LOG_PREFIX   "sandbox-init: "
 #define LOG_LINE_MAX 512
 
 /* Print "sandbox-init: <message>\n": progress and the readiness banner. */

@@ -20,10 +20,10 @@
 #include "pvh.h"
 #include "vmm.h"
 
-#define BOOT_FILE_MAX (1ull << 30) /* no kernel or initrd we accept is larger */
+#define BOOT_FILE_MAX	   (1ull << 30) /* no kernel or initrd we accept is larger */
 #define PAGE_ALIGN_DOWN(x) ((x) & ~0xfffull)
-#define PAGE_ALIGN_UP(x) (((x) + 0xfffull) & ~0xfffull)
-#define MIB (1ull << 20)
+#define PAGE_ALIGN_UP(x)   (((x) + 0xfffull) & ~0xfffull)
+#define MIB		   (1ull << 20)
 
 struct boot_file {
 	const char *path;
@@ -54,7 +54,8 @@ static int boot_file_open(struct boot_file *f, const char *path, const char *wha
 	}
 	if (st.st_size == 0 || (uint64_t)st.st_size > BOOT_FILE_MAX) {
 		err = -EINVAL;
-		log_error("%s %s has an unusable size (%lld bytes)", what, path, (long long)st.st_size);
+		log_error("%s %s has an unusable size (%lld bytes)", what, path,
+			  (long long)st.st_size);
 		goto out;
 	}
 	p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -86,8 +87,9 @@ static int boot_write_cmdline(const struct guest_mem *mem, const char *cmdline, 
 	if (max > CMDLINE_MAX - 1)
 		max = CMDLINE_MAX - 1;
 	if (len > max) {
-		log_error("kernel command line too long: %zu bytes, this kernel accepts at most %zu",
-			  len, max);
+		log_error(
+			"kernel command line too long: %zu bytes, this kernel accepts at most %zu",
+			len, max);
 		return -E2BIG;
 	}
 	*len_out = (uint32_t)len;
@@ -159,8 +161,8 @@ static int boot_load_bzimage(const struct guest_mem *mem, const struct boot_conf
 	if (kernel_end < KERNEL_GPA + bz.kernel_len)
 		kernel_end = KERNEL_GPA + bz.kernel_len;
 	if (kernel_end > mem_low_end(mem)) {
-		log_error("guest memory too small for kernel %s: it needs %llu MiB",
-			  kf->path, (unsigned long long)((kernel_end + MIB - 1) / MIB));
+		log_error("guest memory too small for kernel %s: it needs %llu MiB", kf->path,
+			  (unsigned long long)((kernel_end + MIB - 1) / MIB));
 		return -ENOSPC;
 	}
 	err = mem_write(mem, KERNEL_GPA, bz.kernel, bz.kernel_len);

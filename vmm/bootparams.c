@@ -15,7 +15,8 @@
 #define LOADER_TYPE_UNDEFINED 0xff
 
 void bootparams_build(struct boot_params *bp, const struct bzimage *bz, const struct guest_mem *mem,
-		      gpa_t cmdline_gpa, uint32_t cmdline_len, gpa_t initrd_gpa, uint64_t initrd_len)
+		      gpa_t cmdline_gpa, uint32_t cmdline_len, gpa_t initrd_gpa,
+		      uint64_t initrd_len)
 {
 	struct e820_entry_host e820[E820_MAX];
 	size_t hdr_end;

@@ -21,9 +21,8 @@ int bus_register(struct bus *bus, uint64_t base, uint64_t len, bus_access_fn acc
 		if (base < r->base + r->len && r->base < base + len)
 			return -EBUSY;
 	}
-	bus->ranges[bus->nranges++] =
-		(struct bus_range){.base = base, .len = len, .access = access, .opaque = opaque,
-				   .name = name};
+	bus->ranges[bus->nranges++] = (struct bus_range){
+		.base = base, .len = len, .access = access, .opaque = opaque, .name = name};
 	return 0;
 }
 

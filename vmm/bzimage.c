@@ -10,7 +10,7 @@
 
 #include "vmm.h"
 
-#define BZ_HDR_OFFSET 0x1f1
+#define BZ_HDR_OFFSET  0x1f1
 #define BZ_MIN_VERSION 0x020c /* 2.12: xloadflags, the 64-bit entry point */
 
 int bzimage_parse(const uint8_t *buf, size_t len, struct bzimage *bz)

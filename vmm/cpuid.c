@@ -7,7 +7,7 @@
 #include "vmm.h"
 
 #define CPUID_1_ECX_HYPERVISOR (1u << 31)
-#define CPUID_1_EDX_HTT (1u << 28)
+#define CPUID_1_EDX_HTT	       (1u << 28)
 
 /* Bits needed to number `n` items: the shift of the next topology level. */
 static uint32_t cpuid_order(unsigned n)
@@ -56,8 +56,8 @@ void cpuid_filter(struct kvm_cpuid_entry2 *entries, unsigned nent, unsigned inde
 				e->edx &= ~CPUID_1_EDX_HTT;
 			break;
 		case 0x4: {
-			/* EAX: [31:26] cores per package - 1, [25:14] threads sharing this cache - 1.
-			 * Caches above level 2 are shared by every core. */
+			/* EAX: [31:26] cores per package - 1, [25:14] threads sharing this cache
+			 * - 1. Caches above level 2 are shared by every core. */
 			uint32_t level = (e->eax >> 5) & 0x7;
 			uint32_t sharing = level > 2 ? ncpus - 1 : 0;
 

@@ -91,9 +91,10 @@ int elf_parse(const uint8_t *buf, size_t len, struct elf_image *elf)
 			return -ENOEXEC;
 		if (elf->nsegments == ELF_MAX_SEGMENTS)
 			return -E2BIG;
-		elf->segments[elf->nsegments++] = (struct elf_segment){
-			.offset = ph.p_offset, .filesz = ph.p_filesz, .memsz = ph.p_memsz,
-			.paddr = ph.p_paddr};
+		elf->segments[elf->nsegments++] = (struct elf_segment){.offset = ph.p_offset,
+								       .filesz = ph.p_filesz,
+								       .memsz = ph.p_memsz,
+								       .paddr = ph.p_paddr};
 	}
 	return elf->nsegments ? 0 : -ENOEXEC;
 }

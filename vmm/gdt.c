@@ -22,8 +22,8 @@ void gdt_build(uint64_t gdt[GDT_ENTRIES])
 	gdt[0] = 0;
 	gdt[GDT_SEL_CODE32 >> 3] = gdt_entry(0xc09b, 0, 0xfffff);  /* 32-bit code, ring 0 */
 	gdt[GDT_SEL_CODE64 >> 3] = gdt_entry(0xa09b, 0, 0xfffff);  /* 64-bit code, ring 0 */
-	gdt[GDT_SEL_DATA >> 3] = gdt_entry(0xc093, 0, 0xfffff);    /* data, ring 0 */
-	gdt[GDT_SEL_TSS >> 3] = gdt_entry(0x008b, 0, 0x67);        /* busy 32-bit TSS */
+	gdt[GDT_SEL_DATA >> 3] = gdt_entry(0xc093, 0, 0xfffff);	   /* data, ring 0 */
+	gdt[GDT_SEL_TSS >> 3] = gdt_entry(0x008b, 0, 0x67);	   /* busy 32-bit TSS */
 	gdt[GDT_SEL_UDATA >> 3] = gdt_entry(0xc0f3, 0, 0xfffff);   /* data, ring 3 */
 	gdt[GDT_SEL_UCODE64 >> 3] = gdt_entry(0xa0fb, 0, 0xfffff); /* 64-bit code, ring 3 */
 }

@@ -13,14 +13,15 @@
 #include "vmm.h"
 
 #define I8042_DATA_PORT 0x60
-#define I8042_CMD_PORT 0x64
+#define I8042_CMD_PORT	0x64
 #define I8042_CMD_RESET 0xfe
 
 struct i8042 {
 	struct vm *vm;
 };
 
-static void i8042_data_access(void *opaque, uint64_t offset, uint8_t *data, uint32_t len, bool write)
+static void i8042_data_access(void *opaque, uint64_t offset, uint8_t *data, uint32_t len,
+			      bool write)
 {
 	if (!write)
 		memset(data, 0, len);
@@ -38,12 +39,14 @@ static void i8042_cmd_access(void *opaque, uint64_t offset, uint8_t *data, uint3
 		bool panicked = atomic_load(&k->vm->guest_panicked);
 
 		vm_request_stop(k->vm, panicked ? VM_EXIT_PANIC : VM_EXIT_SHUTDOWN,
-				panicked ? "guest kernel panicked, then reset" : "guest reset the machine");
+				panicked ? "guest kernel panicked, then reset"
+					 : "guest reset the machine");
 	}
 }
 
 /* The payload ABI's MMIO window: +0 is the data port, +PAYLOAD_I8042_CMD the command port. */
-static void i8042_mmio_access(void *opaque, uint64_t offset, uint8_t *data, uint32_t len, bool write)
+static void i8042_mmio_access(void *opaque, uint64_t offset, uint8_t *data, uint32_t len,
+			      bool write)
 {
 	if (offset == PAYLOAD_I8042_CMD)
 		i8042_cmd_access(opaque, 0, data, len, write);
@@ -59,9 +62,11 @@ int i8042_create(struct vm *vm, struct i8042 **out)
 	if (!k)
 		return -ENOMEM;
 	k->vm = vm;
-	if ((err = bus_register(&vm->pio, I8042_DATA_PORT, 1, i8042_data_access, k, "i8042-data")) ||
+	if ((err = bus_register(&vm->pio, I8042_DATA_PORT, 1, i8042_data_access, k,
+				"i8042-data")) ||
 	    (err = bus_register(&vm->pio, I8042_CMD_PORT, 1, i8042_cmd_access, k, "i8042-cmd")) ||
-	    (err = bus_register(&vm->mmio, PAYLOAD_I8042_GPA, 8, i8042_mmio_access, k, "i8042-mmio"))) {
+	    (err = bus_register(&vm->mmio, PAYLOAD_I8042_GPA, 8, i8042_mmio_access, k,
+				"i8042-mmio"))) {
 		free(k);
 		return err;
 	}

@@ -56,7 +56,8 @@ const char *kvm_flavour_verdict(enum kvm_flavour f)
 	switch (f) {
 	case KVM_INTEL:
 	case KVM_AMD:
-		return "hardware virtualisation: Linux guests and payload guests boot natively here";
+		return "hardware virtualisation: Linux guests and payload guests boot natively "
+		       "here";
 	case KVM_PVM:
 		return "kvm-pvm: payload guests run natively, Linux guests cannot boot here "
 		       "(use the emulated host, tools/devhost)";

@@ -13,31 +13,31 @@
 #ifndef SANDBOX_LAYOUT_H
 #define SANDBOX_LAYOUT_H
 
-#define GDT_GPA 0x500ull
-#define PVH_INFO_GPA 0x6000ull
-#define PVH_MEMMAP_GPA 0x6040ull
-#define PVH_MODLIST_GPA 0x6800ull
-#define BOOT_PARAMS_GPA 0x7000ull
-#define BOOT_STACK_GPA 0x8ff0ull
-#define PAGETABLE_GPA 0x10000ull
+#define GDT_GPA		  0x500ull
+#define PVH_INFO_GPA	  0x6000ull
+#define PVH_MEMMAP_GPA	  0x6040ull
+#define PVH_MODLIST_GPA	  0x6800ull
+#define BOOT_PARAMS_GPA	  0x7000ull
+#define BOOT_STACK_GPA	  0x8ff0ull
+#define PAGETABLE_GPA	  0x10000ull
 #define PAGETABLE_END_GPA 0x60000ull /* 80 pages: 2 + up to 78 page directories */
-#define CMDLINE_GPA 0x60000ull
-#define CMDLINE_MAX 4096u /* including the NUL; the kernel may allow less */
-#define EBDA_GPA 0x9fc00ull
-#define MPTABLE_GPA EBDA_GPA
-#define LOWMEM_END_GPA 0xa0000ull
-#define KERNEL_GPA 0x100000ull
+#define CMDLINE_GPA	  0x60000ull
+#define CMDLINE_MAX	  4096u /* including the NUL; the kernel may allow less */
+#define EBDA_GPA	  0x9fc00ull
+#define MPTABLE_GPA	  EBDA_GPA
+#define LOWMEM_END_GPA	  0xa0000ull
+#define KERNEL_GPA	  0x100000ull
 
-#define MMIO_HOLE_GPA 0xc0000000ull
-#define MMIO_HOLE_END_GPA 0x100000000ull
-#define VIRTIO_MMIO_GPA 0xd0000000ull
-#define IOAPIC_GPA 0xfec00000ull
-#define LAPIC_GPA 0xfee00000ull
+#define MMIO_HOLE_GPA	     0xc0000000ull
+#define MMIO_HOLE_END_GPA    0x100000000ull
+#define VIRTIO_MMIO_GPA	     0xd0000000ull
+#define IOAPIC_GPA	     0xfec00000ull
+#define LAPIC_GPA	     0xfee00000ull
 #define KVM_IDENTITY_MAP_GPA 0xfeffc000ull /* one page, inside the hole (VMX only) */
-#define KVM_TSS_GPA 0xfeffd000ull          /* three pages, inside the hole (VMX only) */
+#define KVM_TSS_GPA	     0xfeffd000ull /* three pages, inside the hole (VMX only) */
 
 #define MEM_MIN_MIB 64ull
 #define MEM_MAX_MIB (64ull * 1024) /* bounded by the page-table area */
-#define VCPU_MAX 32u
+#define VCPU_MAX    32u
 
 #endif

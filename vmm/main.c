@@ -39,7 +39,8 @@ static void usage(FILE *f)
 		"       sandbox-vmm --check\n"
 		"\n"
 		"  --kernel PATH     Linux bzImage or ELF vmlinux with a PVH note\n"
-		"  --payload PATH    freestanding ELF started in 64-bit ring 3 (vmm/payload_abi.h)\n"
+		"  --payload PATH    freestanding ELF started in 64-bit ring 3 "
+		"(vmm/payload_abi.h)\n"
 		"  --initrd PATH     initramfs for the kernel\n"
 		"  --cmdline STR     kernel command line (default: \"" DEFAULT_CMDLINE "\")\n"
 		"  --cpus N          vCPUs, 1-%u (default 1)\n"
@@ -75,12 +76,18 @@ static bool parse_uint(const char *s, unsigned long long min, unsigned long long
 static int parse_options(int argc, char **argv, struct options *o)
 {
 	static const struct option longopts[] = {
-		{"kernel", required_argument, NULL, 'k'},  {"payload", required_argument, NULL, 'p'},
-		{"initrd", required_argument, NULL, 'i'},  {"cmdline", required_argument, NULL, 'c'},
-		{"cpus", required_argument, NULL, 'n'},    {"memory", required_argument, NULL, 'm'},
-		{"console", required_argument, NULL, 'o'}, {"timeout", required_argument, NULL, 't'},
-		{"check", no_argument, NULL, 'C'},         {"verbose", no_argument, NULL, 'v'},
-		{"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+		{"kernel", required_argument, NULL, 'k'},
+		{"payload", required_argument, NULL, 'p'},
+		{"initrd", required_argument, NULL, 'i'},
+		{"cmdline", required_argument, NULL, 'c'},
+		{"cpus", required_argument, NULL, 'n'},
+		{"memory", required_argument, NULL, 'm'},
+		{"console", required_argument, NULL, 'o'},
+		{"timeout", required_argument, NULL, 't'},
+		{"check", no_argument, NULL, 'C'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
 	unsigned long long v;
 	bool cmdline_given = false;
@@ -110,15 +117,17 @@ static int parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'n':
 			if (!parse_uint(optarg, 1, VCPU_MAX, &v)) {
-				log_error("--cpus %s: give a number of vCPUs from 1 to %u", optarg, VCPU_MAX);
+				log_error("--cpus %s: give a number of vCPUs from 1 to %u", optarg,
+					  VCPU_MAX);
 				return VM_EXIT_BAD_INPUT;
 			}
 			o->boot.ncpus = (unsigned)v;
 			break;
 		case 'm':
-			if (!parse_uint(optarg, 0, ULLONG_MAX, &v) || v < MEM_MIN_MIB || v > MEM_MAX_MIB) {
-				log_error("--memory %s: give MiB from %llu to %llu", optarg, MEM_MIN_MIB,
-					  MEM_MAX_MIB);
+			if (!parse_uint(optarg, 0, ULLONG_MAX, &v) || v < MEM_MIN_MIB ||
+			    v > MEM_MAX_MIB) {
+				log_error("--memory %s: give MiB from %llu to %llu", optarg,
+					  MEM_MIN_MIB, MEM_MAX_MIB);
 				return VM_EXIT_BAD_INPUT;
 			}
 			o->memory_mib = v;
@@ -213,7 +222,8 @@ static void main_loop(struct vm *vm, unsigned timeout_s)
 	sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 	ep = epoll_create1(EPOLL_CLOEXEC);
 	if (sfd < 0 || ep < 0) {
-		vm_request_stop(vm, VM_EXIT_VMM_ERROR, "cannot set up the main loop: %s", strerror(errno));
+		vm_request_stop(vm, VM_EXIT_VMM_ERROR, "cannot set up the main loop: %s",
+				strerror(errno));
 		goto out;
 	}
 	ev = (struct epoll_event){.events = EPOLLIN, .data.fd = sfd};
@@ -225,7 +235,8 @@ static void main_loop(struct vm *vm, unsigned timeout_s)
 
 		tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 		if (tfd < 0 || timerfd_settime(tfd, 0, &its, NULL) < 0) {
-			vm_request_stop(vm, VM_EXIT_VMM_ERROR, "cannot arm the timeout: %s", strerror(errno));
+			vm_request_stop(vm, VM_EXIT_VMM_ERROR, "cannot arm the timeout: %s",
+					strerror(errno));
 			goto out;
 		}
 		ev = (struct epoll_event){.events = EPOLLIN, .data.fd = tfd};
@@ -239,9 +250,11 @@ static void main_loop(struct vm *vm, unsigned timeout_s)
 				struct signalfd_siginfo si;
 
 				if (read(sfd, &si, sizeof(si)) == sizeof(si))
-					vm_request_stop(vm, VM_EXIT_SIGNAL, "stopped by signal %u", si.ssi_signo);
+					vm_request_stop(vm, VM_EXIT_SIGNAL, "stopped by signal %u",
+							si.ssi_signo);
 			} else if (events[i].data.fd == tfd) {
-				vm_request_stop(vm, VM_EXIT_TIMEOUT, "guest still running after %u s: stopped",
+				vm_request_stop(vm, VM_EXIT_TIMEOUT,
+						"guest still running after %u s: stopped",
 						timeout_s);
 			}
 		}

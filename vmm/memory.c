@@ -22,8 +22,10 @@ void mem_layout(struct guest_mem *mem, uint8_t *base, uint64_t ram_len)
 	mem->regions[0] = (struct mem_region){.gpa = 0, .len = low, .hva = base, .fd_offset = 0};
 	mem->nregions = 1;
 	if (ram_len > low) {
-		mem->regions[1] = (struct mem_region){
-			.gpa = MMIO_HOLE_END_GPA, .len = ram_len - low, .hva = base + low, .fd_offset = low};
+		mem->regions[1] = (struct mem_region){.gpa = MMIO_HOLE_END_GPA,
+						      .len = ram_len - low,
+						      .hva = base + low,
+						      .fd_offset = low};
 		mem->nregions = 2;
 	}
 }

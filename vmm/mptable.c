@@ -13,7 +13,7 @@
 struct mpf_intel {
 	char signature[4]; /* "_MP_" */
 	uint32_t physptr;  /* the config table */
-	uint8_t length;    /* in 16-byte units */
+	uint8_t length;	   /* in 16-byte units */
 	uint8_t spec_rev;
 	uint8_t checksum;
 	uint8_t feature[5];
@@ -76,17 +76,17 @@ _Static_assert(sizeof(struct mpc_bus) == 8, "mpc_bus");
 _Static_assert(sizeof(struct mpc_ioapic) == 8, "mpc_ioapic");
 _Static_assert(sizeof(struct mpc_intsrc) == 8, "mpc_intsrc");
 
-#define MP_SPEC_REV 4
-#define MP_CPU_ENABLED 1
-#define MP_CPU_BSP 2
-#define MP_APIC_VERSION 0x14
+#define MP_SPEC_REV	  4
+#define MP_CPU_ENABLED	  1
+#define MP_CPU_BSP	  2
+#define MP_APIC_VERSION	  0x14
 #define MP_IOAPIC_VERSION 0x11
-#define MP_IRQ_INT 0
-#define MP_IRQ_NMI 1
-#define MP_IRQ_EXTINT 3
-#define MP_ISA_IRQS 16
-#define MP_ENTRIES_MAX (VCPU_MAX + 2 + MP_ISA_IRQS + 2)
-#define MP_TABLE_MAX                                                                           \
+#define MP_IRQ_INT	  0
+#define MP_IRQ_NMI	  1
+#define MP_IRQ_EXTINT	  3
+#define MP_ISA_IRQS	  16
+#define MP_ENTRIES_MAX	  (VCPU_MAX + 2 + MP_ISA_IRQS + 2)
+#define MP_TABLE_MAX                                                                               \
 	(sizeof(struct mpf_intel) + sizeof(struct mpc_table) + VCPU_MAX * sizeof(struct mpc_cpu) + \
 	 (2 + MP_ISA_IRQS + 2) * 8)
 _Static_assert(MP_TABLE_MAX <= LOWMEM_END_GPA - MPTABLE_GPA, "MP table fits below 640 KiB");
@@ -104,8 +104,12 @@ uint8_t mptable_checksum(const void *buf, size_t len)
 static void mptable_add_int(uint8_t **p, uint8_t type, uint8_t irq_type, uint8_t src_irq,
 			    uint8_t dst_apic, uint8_t dst_pin)
 {
-	struct mpc_intsrc e = {.type = type, .irq_type = irq_type, .src_bus = 0, .src_irq = src_irq,
-			       .dst_apic = dst_apic, .dst_pin = dst_pin};
+	struct mpc_intsrc e = {.type = type,
+			       .irq_type = irq_type,
+			       .src_bus = 0,
+			       .src_irq = src_irq,
+			       .dst_apic = dst_apic,
+			       .dst_pin = dst_pin};
 
 	memcpy(*p, &e, sizeof(e));
 	*p += sizeof(e);
@@ -140,8 +144,11 @@ int mptable_write(const struct guest_mem *mem, unsigned ncpus)
 	memcpy(p, &bus, sizeof(bus));
 	p += sizeof(bus);
 	count++;
-	struct mpc_ioapic ioapic = {.type = 2, .apic_id = ioapic_id, .apic_ver = MP_IOAPIC_VERSION,
-				    .flags = 1, .addr = (uint32_t)IOAPIC_GPA};
+	struct mpc_ioapic ioapic = {.type = 2,
+				    .apic_id = ioapic_id,
+				    .apic_ver = MP_IOAPIC_VERSION,
+				    .flags = 1,
+				    .addr = (uint32_t)IOAPIC_GPA};
 	memcpy(p, &ioapic, sizeof(ioapic));
 	p += sizeof(ioapic);
 	count++;

@@ -11,11 +11,11 @@
 #include "vmm.h"
 
 #define PTE_PRESENT 0x1ull
-#define PTE_WRITE 0x2ull
-#define PTE_USER 0x4ull
-#define PTE_HUGE 0x80ull
-#define GIB (1ull << 30)
-#define PAGE_SIZE 4096ull
+#define PTE_WRITE   0x2ull
+#define PTE_USER    0x4ull
+#define PTE_HUGE    0x80ull
+#define GIB	    (1ull << 30)
+#define PAGE_SIZE   4096ull
 
 int pagetable_build(const struct guest_mem *mem, bool user, gpa_t *map_end)
 {

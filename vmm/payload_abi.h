@@ -31,19 +31,19 @@
 
 #include <stdint.h>
 
-#define PAYLOAD_ABI_VERSION 2 /* 2: devices through MMIO windows, not ports */
-#define PAYLOAD_INFO_MAGIC 0x64617970u /* "payd" */
+#define PAYLOAD_ABI_VERSION 2		/* 2: devices through MMIO windows, not ports */
+#define PAYLOAD_INFO_MAGIC  0x64617970u /* "payd" */
 
-#define PAYLOAD_INFO_GPA 0x1000ull
-#define PAYLOAD_LOAD_MIN 0x100000ull /* 1 MiB */
-#define PAYLOAD_STACK_LEN 0x4000ull  /* 16 KiB per vCPU */
+#define PAYLOAD_INFO_GPA  0x1000ull
+#define PAYLOAD_LOAD_MIN  0x100000ull /* 1 MiB */
+#define PAYLOAD_STACK_LEN 0x4000ull   /* 16 KiB per vCPU */
 
 #define PAYLOAD_SEL_DATA 0x2b /* GDT entry 5, RPL 3 */
 #define PAYLOAD_SEL_CODE 0x33 /* GDT entry 6, RPL 3 */
 
-#define PAYLOAD_UART_GPA 0xfe000000ull  /* 8 bytes, in the MMIO hole */
-#define PAYLOAD_I8042_GPA 0xfe001000ull /* +0 data (port 0x60), +4 command (port 0x64) */
-#define PAYLOAD_I8042_CMD 4
+#define PAYLOAD_UART_GPA    0xfe000000ull /* 8 bytes, in the MMIO hole */
+#define PAYLOAD_I8042_GPA   0xfe001000ull /* +0 data (port 0x60), +4 command (port 0x64) */
+#define PAYLOAD_I8042_CMD   4
 #define PAYLOAD_I8042_RESET 0xfe
 
 #define PAYLOAD_MAX_RANGES 4
@@ -57,13 +57,13 @@ _Static_assert(sizeof(struct payload_ram_range) == 16, "payload_ram_range layout
 
 /* Found at PAYLOAD_INFO_GPA, written by the VMM before any vCPU starts. */
 struct payload_info {
-	uint32_t magic;         /* PAYLOAD_INFO_MAGIC */
-	uint32_t version;       /* PAYLOAD_ABI_VERSION */
-	uint32_t ncpus;         /* vCPUs started */
-	uint32_t nranges;       /* valid entries in ram[] */
-	uint64_t ram_len;       /* total RAM in bytes */
-	uint64_t map_end;       /* identity map covers [0, map_end) */
-	uint64_t stacks_gpa;    /* lowest byte of the stacks area */
+	uint32_t magic;		/* PAYLOAD_INFO_MAGIC */
+	uint32_t version;	/* PAYLOAD_ABI_VERSION */
+	uint32_t ncpus;		/* vCPUs started */
+	uint32_t nranges;	/* valid entries in ram[] */
+	uint64_t ram_len;	/* total RAM in bytes */
+	uint64_t map_end;	/* identity map covers [0, map_end) */
+	uint64_t stacks_gpa;	/* lowest byte of the stacks area */
 	uint64_t mmio_base_gpa; /* first virtio-mmio window (none attached yet) */
 	struct payload_ram_range ram[PAYLOAD_MAX_RANGES];
 };

@@ -16,10 +16,10 @@
 #include "vmm.h"
 
 #define SERIAL_PORT 0x3f8
-#define SERIAL_IRQ 4
+#define SERIAL_IRQ  4
 
-#define UART_RX 0  /* in: receive buffer (DLAB=0) */
-#define UART_TX 0  /* out: transmit holding (DLAB=0) */
+#define UART_RX	 0 /* in: receive buffer (DLAB=0) */
+#define UART_TX	 0 /* out: transmit holding (DLAB=0) */
 #define UART_DLL 0 /* divisor latch low (DLAB=1) */
 #define UART_IER 1 /* interrupt enable (DLAB=0) */
 #define UART_DLM 1 /* divisor latch high (DLAB=1) */
@@ -31,36 +31,36 @@
 #define UART_MSR 6
 #define UART_SCR 7
 
-#define UART_LCR_DLAB 0x80
-#define UART_IER_RDI 0x01
-#define UART_IER_THRI 0x02
+#define UART_LCR_DLAB	0x80
+#define UART_IER_RDI	0x01
+#define UART_IER_THRI	0x02
 #define UART_IIR_NO_INT 0x01
-#define UART_IIR_THRI 0x02
-#define UART_IIR_RDI 0x04
-#define UART_LSR_DR 0x01
-#define UART_LSR_THRE 0x20
-#define UART_LSR_TEMT 0x40
-#define UART_MCR_DTR 0x01
-#define UART_MCR_RTS 0x02
-#define UART_MCR_OUT1 0x04
-#define UART_MCR_OUT2 0x08
-#define UART_MCR_LOOP 0x10
-#define UART_MSR_CTS 0x10
-#define UART_MSR_DSR 0x20
-#define UART_MSR_RI 0x40
-#define UART_MSR_DCD 0x80
+#define UART_IIR_THRI	0x02
+#define UART_IIR_RDI	0x04
+#define UART_LSR_DR	0x01
+#define UART_LSR_THRE	0x20
+#define UART_LSR_TEMT	0x40
+#define UART_MCR_DTR	0x01
+#define UART_MCR_RTS	0x02
+#define UART_MCR_OUT1	0x04
+#define UART_MCR_OUT2	0x08
+#define UART_MCR_LOOP	0x10
+#define UART_MSR_CTS	0x10
+#define UART_MSR_DSR	0x20
+#define UART_MSR_RI	0x40
+#define UART_MSR_DCD	0x80
 
 #define SERIAL_LINE_MAX 256
-#define PANIC_MARK "Kernel panic - not syncing"
+#define PANIC_MARK	"Kernel panic - not syncing"
 
 struct serial {
 	struct vm *vm;
 	int out_fd;
 	pthread_mutex_t lock; /* vCPUs access the UART concurrently */
 	uint8_t ier, lcr, mcr, scr, dll, dlm;
-	uint8_t rx;           /* one byte, from loopback only */
+	uint8_t rx; /* one byte, from loopback only */
 	bool rx_full;
-	bool thr_pending;     /* a THR-empty interrupt is due */
+	bool thr_pending; /* a THR-empty interrupt is due */
 	int irq_level;
 	char line[SERIAL_LINE_MAX];
 	size_t line_len;
@@ -125,8 +125,10 @@ static uint8_t serial_msr(const struct serial *s)
 	if (!(m & UART_MCR_LOOP))
 		return UART_MSR_DCD | UART_MSR_DSR | UART_MSR_CTS; /* a terminal is always there */
 	/* Loopback wires the modem outputs back to the inputs: the driver's probe checks this. */
-	return (uint8_t)(((m & UART_MCR_RTS) ? UART_MSR_CTS : 0) | ((m & UART_MCR_DTR) ? UART_MSR_DSR : 0) |
-			 ((m & UART_MCR_OUT1) ? UART_MSR_RI : 0) | ((m & UART_MCR_OUT2) ? UART_MSR_DCD : 0));
+	return (uint8_t)(((m & UART_MCR_RTS) ? UART_MSR_CTS : 0) |
+			 ((m & UART_MCR_DTR) ? UART_MSR_DSR : 0) |
+			 ((m & UART_MCR_OUT1) ? UART_MSR_RI : 0) |
+			 ((m & UART_MCR_OUT2) ? UART_MSR_DCD : 0));
 }
 
 static uint8_t serial_read(struct serial *s, uint64_t reg)

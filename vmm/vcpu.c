@@ -16,23 +16,23 @@
 #include "payload_abi.h"
 #include "vmm.h"
 
-#define X86_CR0_PE (1ull << 0)
-#define X86_CR0_MP (1ull << 1)
-#define X86_CR0_ET (1ull << 4)
-#define X86_CR0_NE (1ull << 5)
-#define X86_CR0_WP (1ull << 16)
-#define X86_CR0_PG (1ull << 31)
-#define X86_CR4_PAE (1ull << 5)
-#define X86_CR4_OSFXSR (1ull << 9)
+#define X86_CR0_PE	   (1ull << 0)
+#define X86_CR0_MP	   (1ull << 1)
+#define X86_CR0_ET	   (1ull << 4)
+#define X86_CR0_NE	   (1ull << 5)
+#define X86_CR0_WP	   (1ull << 16)
+#define X86_CR0_PG	   (1ull << 31)
+#define X86_CR4_PAE	   (1ull << 5)
+#define X86_CR4_OSFXSR	   (1ull << 9)
 #define X86_CR4_OSXMMEXCPT (1ull << 10)
-#define EFER_LME (1ull << 8)
-#define EFER_LMA (1ull << 10)
-#define RFLAGS_RESERVED (1ull << 1)
-#define RFLAGS_IOPL3 (3ull << 12)
+#define EFER_LME	   (1ull << 8)
+#define EFER_LMA	   (1ull << 10)
+#define RFLAGS_RESERVED	   (1ull << 1)
+#define RFLAGS_IOPL3	   (3ull << 12)
 
-#define APIC_LVT0 0x350
-#define APIC_LVT1 0x360
-#define APIC_MODE_NMI 0x4
+#define APIC_LVT0	 0x350
+#define APIC_LVT1	 0x360
+#define APIC_MODE_NMI	 0x4
 #define APIC_MODE_EXTINT 0x7
 
 enum vcpu_action { VCPU_CONTINUE, VCPU_STOP };
@@ -64,17 +64,17 @@ static void vcpu_set_boot_msrs(struct vcpu *vcpu)
 		uint32_t index;
 		uint64_t value;
 	} msrs[] = {
-		{0x174, 0},                 /* IA32_SYSENTER_CS */
-		{0x175, 0},                 /* IA32_SYSENTER_ESP */
-		{0x176, 0},                 /* IA32_SYSENTER_EIP */
-		{0xc0000081, 0},            /* STAR */
-		{0xc0000082, 0},            /* LSTAR */
-		{0xc0000083, 0},            /* CSTAR */
-		{0xc0000084, 0},            /* SYSCALL_MASK */
-		{0xc0000102, 0},            /* KERNEL_GS_BASE */
-		{0x10, 0},                  /* IA32_TSC */
-		{0x1a0, 1},                 /* IA32_MISC_ENABLE: fast strings */
-		{0x2ff, (1u << 11) | 6},    /* MTRR default type: enabled, write-back */
+		{0x174, 0},		 /* IA32_SYSENTER_CS */
+		{0x175, 0},		 /* IA32_SYSENTER_ESP */
+		{0x176, 0},		 /* IA32_SYSENTER_EIP */
+		{0xc0000081, 0},	 /* STAR */
+		{0xc0000082, 0},	 /* LSTAR */
+		{0xc0000083, 0},	 /* CSTAR */
+		{0xc0000084, 0},	 /* SYSCALL_MASK */
+		{0xc0000102, 0},	 /* KERNEL_GS_BASE */
+		{0x10, 0},		 /* IA32_TSC */
+		{0x1a0, 1},		 /* IA32_MISC_ENABLE: fast strings */
+		{0x2ff, (1u << 11) | 6}, /* MTRR default type: enabled, write-back */
 	};
 	struct {
 		struct kvm_msrs hdr;
@@ -228,7 +228,8 @@ int vcpu_create(struct vm *vm, unsigned index, const struct boot_entry *entry)
 	/* Linux starts on the boot vCPU and wakes the others with INIT/SIPI, which resets them;
 	 * a payload starts every vCPU at once, so every vCPU gets the entry state. */
 	if (index == 0 || entry->mode == BOOT_PAYLOAD) {
-		if ((err = vcpu_set_sregs(vcpu, entry)) < 0 || (err = vcpu_set_regs(vcpu, entry)) < 0) {
+		if ((err = vcpu_set_sregs(vcpu, entry)) < 0 ||
+		    (err = vcpu_set_regs(vcpu, entry)) < 0) {
 			log_error("vcpu%u: cannot set the entry state: %s", index, strerror(-err));
 			goto fail;
 		}
@@ -284,8 +285,8 @@ static enum vcpu_action vcpu_exit_io(struct vcpu *vcpu)
 
 		if (!bus_access(&vcpu->vm->pio, run->io.port, data, size, write) &&
 		    log_ratelimit_ok(&vcpu->unhandled_rl, 5))
-			log_debug("vcpu%u: unhandled port %s %#x", vcpu->index, write ? "write" : "read",
-				  run->io.port);
+			log_debug("vcpu%u: unhandled port %s %#x", vcpu->index,
+				  write ? "write" : "read", run->io.port);
 	}
 	return VCPU_CONTINUE;
 bad:
@@ -305,7 +306,8 @@ static enum vcpu_action vcpu_exit_mmio(struct vcpu *vcpu)
 			run->mmio.is_write) &&
 	    log_ratelimit_ok(&vcpu->unhandled_rl, 5))
 		log_debug("vcpu%u: unhandled MMIO %s %#llx", vcpu->index,
-			  run->mmio.is_write ? "write" : "read", (unsigned long long)run->mmio.phys_addr);
+			  run->mmio.is_write ? "write" : "read",
+			  (unsigned long long)run->mmio.phys_addr);
 	return VCPU_CONTINUE;
 }
 
@@ -324,12 +326,13 @@ static void vcpu_dump_state(const struct vcpu *vcpu)
 
 	if (ioctl(vcpu->fd, KVM_GET_REGS, &r) < 0 || ioctl(vcpu->fd, KVM_GET_SREGS, &s) < 0)
 		return;
-	log_debug("vcpu%u: rip=%#llx rsp=%#llx rflags=%#llx cs=%#x/dpl%u ss=%#x cr0=%#llx cr3=%#llx "
-		  "cr4=%#llx efer=%#llx",
-		  vcpu->index, (unsigned long long)r.rip, (unsigned long long)r.rsp,
-		  (unsigned long long)r.rflags, s.cs.selector, s.cs.dpl, s.ss.selector,
-		  (unsigned long long)s.cr0, (unsigned long long)s.cr3, (unsigned long long)s.cr4,
-		  (unsigned long long)s.efer);
+	log_debug(
+		"vcpu%u: rip=%#llx rsp=%#llx rflags=%#llx cs=%#x/dpl%u ss=%#x cr0=%#llx cr3=%#llx "
+		"cr4=%#llx efer=%#llx",
+		vcpu->index, (unsigned long long)r.rip, (unsigned long long)r.rsp,
+		(unsigned long long)r.rflags, s.cs.selector, s.cs.dpl, s.ss.selector,
+		(unsigned long long)s.cr0, (unsigned long long)s.cr3, (unsigned long long)s.cr4,
+		(unsigned long long)s.efer);
 }
 
 static enum vcpu_action vcpu_exit_shutdown(struct vcpu *vcpu)
@@ -347,18 +350,19 @@ static enum vcpu_action vcpu_exit_internal_error(struct vcpu *vcpu)
 	vcpu_dump_state(vcpu);
 	vm_request_stop(vcpu->vm, VM_EXIT_EMULATION,
 			"KVM internal error, suberror %u%s, on vcpu%u at rip %#llx", sub,
-			sub == KVM_INTERNAL_ERROR_EMULATION ? " (emulation failure)" : "", vcpu->index,
-			(unsigned long long)vcpu_rip(vcpu));
+			sub == KVM_INTERNAL_ERROR_EMULATION ? " (emulation failure)" : "",
+			vcpu->index, (unsigned long long)vcpu_rip(vcpu));
 	return VCPU_STOP;
 }
 
 static enum vcpu_action vcpu_exit_fail_entry(struct vcpu *vcpu)
 {
-	vm_request_stop(vcpu->vm, VM_EXIT_EMULATION,
-			"KVM could not enter the guest on vcpu%u (hardware reason %#llx) at rip %#llx",
-			vcpu->index,
-			(unsigned long long)vcpu->run->fail_entry.hardware_entry_failure_reason,
-			(unsigned long long)vcpu_rip(vcpu));
+	vm_request_stop(
+		vcpu->vm, VM_EXIT_EMULATION,
+		"KVM could not enter the guest on vcpu%u (hardware reason %#llx) at rip %#llx",
+		vcpu->index,
+		(unsigned long long)vcpu->run->fail_entry.hardware_entry_failure_reason,
+		(unsigned long long)vcpu_rip(vcpu));
 	return VCPU_STOP;
 }
 
@@ -368,7 +372,8 @@ static enum vcpu_action vcpu_exit_system_event(struct vcpu *vcpu)
 	case KVM_SYSTEM_EVENT_SHUTDOWN:
 	case KVM_SYSTEM_EVENT_RESET:
 		vm_request_stop(vcpu->vm,
-				atomic_load(&vcpu->vm->guest_panicked) ? VM_EXIT_PANIC : VM_EXIT_SHUTDOWN,
+				atomic_load(&vcpu->vm->guest_panicked) ? VM_EXIT_PANIC
+								       : VM_EXIT_SHUTDOWN,
 				"guest system event %u", vcpu->run->system_event.type);
 		break;
 	case KVM_SYSTEM_EVENT_CRASH:
@@ -406,8 +411,9 @@ static enum vcpu_action vcpu_dispatch_exit(struct vcpu *vcpu)
 
 	if (reason < n && vcpu_exit_handlers[reason])
 		return vcpu_exit_handlers[reason](vcpu);
-	vm_request_stop(vcpu->vm, VM_EXIT_VMM_ERROR, "unexpected KVM exit reason %u on vcpu%u at rip %#llx",
-			reason, vcpu->index, (unsigned long long)vcpu_rip(vcpu));
+	vm_request_stop(vcpu->vm, VM_EXIT_VMM_ERROR,
+			"unexpected KVM exit reason %u on vcpu%u at rip %#llx", reason, vcpu->index,
+			(unsigned long long)vcpu_rip(vcpu));
 	return VCPU_STOP;
 }
 
@@ -459,7 +465,8 @@ int vcpu_start_all(struct vm *vm)
 		int err = pthread_create(&vm->vcpus[i].thread, NULL, vcpu_thread, &vm->vcpus[i]);
 
 		if (err) {
-			vm_request_stop(vm, VM_EXIT_VMM_ERROR, "cannot start vcpu%u: %s", i, strerror(err));
+			vm_request_stop(vm, VM_EXIT_VMM_ERROR, "cannot start vcpu%u: %s", i,
+					strerror(err));
 			return -err;
 		}
 		vm->vcpus[i].started = true;

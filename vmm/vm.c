@@ -96,7 +96,8 @@ int vm_create(struct vm *vm, uint64_t ram_len, unsigned ncpus)
 	    ioctl(vm->kvm_fd, KVM_CHECK_EXTENSION, KVM_CAP_IRQCHIP) <= 0 ||
 	    ioctl(vm->kvm_fd, KVM_CHECK_EXTENSION, KVM_CAP_USER_MEMORY) <= 0) {
 		err = -ENOTSUP;
-		log_error("this KVM lacks a required capability (IMMEDIATE_EXIT, IRQCHIP, USER_MEMORY)");
+		log_error("this KVM lacks a required capability (IMMEDIATE_EXIT, IRQCHIP, "
+			  "USER_MEMORY)");
 		goto fail;
 	}
 	do

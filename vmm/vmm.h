@@ -29,8 +29,8 @@ enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
 void log_init(const char *id, enum log_level level);
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
-#define log_info(...) log_msg(LOG_INFO, __VA_ARGS__)
-#define log_warn(...) log_msg(LOG_WARN, __VA_ARGS__)
+#define log_info(...)  log_msg(LOG_INFO, __VA_ARGS__)
+#define log_warn(...)  log_msg(LOG_WARN, __VA_ARGS__)
 #define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
 /* True at most `burst` times per second per call site's limiter: for guest-triggered logs. */
 struct log_ratelimit {
@@ -54,8 +54,8 @@ struct guest_mem {
 	struct mem_region regions[MEM_MAX_REGIONS];
 	unsigned nregions;
 	uint64_t ram_len; /* total RAM bytes */
-	int fd;           /* the memfd, -1 for a buffer made by a test */
-	uint8_t *base;    /* host mapping of the whole RAM file */
+	int fd;		  /* the memfd, -1 for a buffer made by a test */
+	uint8_t *base;	  /* host mapping of the whole RAM file */
 };
 
 /* Lay out `ram_len` bytes of RAM mapped at `base` (no allocation): below the hole, then above
@@ -81,9 +81,9 @@ struct e820_entry_host {
 	uint64_t size;
 	uint32_t type; /* E820_RAM_TYPE, E820_RESERVED_TYPE */
 };
-#define E820_RAM_TYPE 1
+#define E820_RAM_TYPE	   1
 #define E820_RESERVED_TYPE 2
-#define E820_MAX 8
+#define E820_MAX	   8
 
 /* The guest's memory map: base memory, the EBDA/MP table, RAM from 1 MiB, RAM above 4 GiB.
  * Returns the number of entries written to `out` (at most E820_MAX). */
@@ -94,13 +94,13 @@ unsigned e820_build(const struct guest_mem *mem, struct e820_entry_host *out);
 int pagetable_build(const struct guest_mem *mem, bool user, gpa_t *map_end) __must_check;
 
 /* The GDT every vCPU loads (selectors below), written at GDT_GPA. */
-#define GDT_SEL_CODE32 0x08
-#define GDT_SEL_CODE64 0x10 /* __BOOT_CS of the Linux boot protocol */
-#define GDT_SEL_DATA 0x18   /* __BOOT_DS */
-#define GDT_SEL_TSS 0x20
-#define GDT_SEL_UDATA 0x2b /* ring 3 data, the payload ABI's PAYLOAD_SEL_DATA */
+#define GDT_SEL_CODE32	0x08
+#define GDT_SEL_CODE64	0x10 /* __BOOT_CS of the Linux boot protocol */
+#define GDT_SEL_DATA	0x18 /* __BOOT_DS */
+#define GDT_SEL_TSS	0x20
+#define GDT_SEL_UDATA	0x2b /* ring 3 data, the payload ABI's PAYLOAD_SEL_DATA */
 #define GDT_SEL_UCODE64 0x33
-#define GDT_ENTRIES 7
+#define GDT_ENTRIES	7
 /* Fill `gdt` with the descriptors. */
 void gdt_build(uint64_t gdt[GDT_ENTRIES]);
 /* The kvm_segment KVM wants for selector `sel` of `gdt` (the same bits, unpacked). */
@@ -116,14 +116,14 @@ uint8_t mptable_checksum(const void *buf, size_t len);
 /* ---- bzimage.c / elf.c: parsing kernel files (pure, on bytes in host memory) ---- */
 
 struct bzimage {
-	const uint8_t *setup; /* the setup header is at setup + 0x1f1 */
-	size_t setup_len;     /* (setup_sects + 1) * 512 */
+	const uint8_t *setup;  /* the setup header is at setup + 0x1f1 */
+	size_t setup_len;      /* (setup_sects + 1) * 512 */
 	const uint8_t *kernel; /* the protected-mode kernel */
 	size_t kernel_len;
-	uint16_t version;        /* boot protocol version */
-	uint32_t cmdline_max;    /* longest command line, without the NUL */
+	uint16_t version;     /* boot protocol version */
+	uint32_t cmdline_max; /* longest command line, without the NUL */
 	uint32_t initrd_addr_max;
-	uint32_t init_size;      /* memory the kernel needs from its load address */
+	uint32_t init_size; /* memory the kernel needs from its load address */
 	uint64_t pref_address;
 };
 /* Parse and check a bzImage of boot protocol >= 2.12 with a 64-bit entry point. */
@@ -137,8 +137,8 @@ struct elf_segment {
 	gpa_t paddr;
 };
 struct elf_image {
-	uint64_t entry;      /* e_entry */
-	uint64_t pvh_entry;  /* XEN_ELFNOTE_PHYS32_ENTRY, 0 if the note is absent */
+	uint64_t entry;	    /* e_entry */
+	uint64_t pvh_entry; /* XEN_ELFNOTE_PHYS32_ENTRY, 0 if the note is absent */
 	unsigned nsegments;
 	struct elf_segment segments[ELF_MAX_SEGMENTS];
 };
@@ -165,10 +165,10 @@ enum boot_mode {
 };
 
 struct boot_config {
-	const char *kernel_path;  /* --kernel or --payload */
+	const char *kernel_path; /* --kernel or --payload */
 	bool payload;
-	const char *initrd_path;  /* NULL for none */
-	const char *cmdline;      /* "" for none */
+	const char *initrd_path; /* NULL for none */
+	const char *cmdline;	 /* "" for none */
 	unsigned ncpus;
 };
 
@@ -176,8 +176,8 @@ struct boot_config {
 struct boot_entry {
 	enum boot_mode mode;
 	gpa_t rip;
-	gpa_t map_end;   /* the identity map covers [0, map_end) */
-	gpa_t arg_gpa;   /* boot_params, hvm_start_info or payload_info */
+	gpa_t map_end;	  /* the identity map covers [0, map_end) */
+	gpa_t arg_gpa;	  /* boot_params, hvm_start_info or payload_info */
 	gpa_t stacks_gpa; /* payload only */
 };
 
@@ -189,7 +189,8 @@ int boot_load(const struct guest_mem *mem, const struct boot_config *cfg,
 /* Pure part of boot_load for bzImage: fill boot_params from the parsed header. */
 struct boot_params;
 void bootparams_build(struct boot_params *bp, const struct bzimage *bz, const struct guest_mem *mem,
-		      gpa_t cmdline_gpa, uint32_t cmdline_len, gpa_t initrd_gpa, uint64_t initrd_len);
+		      gpa_t cmdline_gpa, uint32_t cmdline_len, gpa_t initrd_gpa,
+		      uint64_t initrd_len);
 
 /* ---- kvm.c ---- */
 
@@ -204,7 +205,8 @@ const char *kvm_flavour_verdict(enum kvm_flavour f);
 
 struct bus_device;
 /* A device's access handler: `write` tells the direction, `data` holds `len` bytes. */
-typedef void (*bus_access_fn)(void *opaque, uint64_t offset, uint8_t *data, uint32_t len, bool write);
+typedef void (*bus_access_fn)(void *opaque, uint64_t offset, uint8_t *data, uint32_t len,
+			      bool write);
 
 struct bus_range {
 	uint64_t base;
@@ -236,7 +238,7 @@ enum vm_exit_status {
 	VM_EXIT_TRIPLE_FAULT = 4,
 	VM_EXIT_EMULATION = 5, /* KVM could not run or emulate guest code */
 	VM_EXIT_TIMEOUT = 6,
-	VM_EXIT_SIGNAL = 7,    /* stopped by SIGINT/SIGTERM */
+	VM_EXIT_SIGNAL = 7, /* stopped by SIGINT/SIGTERM */
 };
 
 struct serial;
@@ -265,11 +267,11 @@ struct vm {
 	unsigned ncpus;
 	struct vcpu vcpus[VCPU_MAX];
 	struct kvm_cpuid2 *cpuid; /* the host's supported CPUID, filtered per vCPU at setup */
-	int stop_fd;              /* eventfd: a vCPU asked the VM to stop */
+	int stop_fd;		  /* eventfd: a vCPU asked the VM to stop */
 	atomic_bool stopping;
-	atomic_int exit_status;   /* first stop request wins; -1 while running */
+	atomic_int exit_status; /* first stop request wins; -1 while running */
 	char exit_reason[160];
-	pthread_mutex_t lock;     /* protects exit_reason */
+	pthread_mutex_t lock;	    /* protects exit_reason */
 	atomic_bool guest_panicked; /* the console showed a kernel panic */
 };
 

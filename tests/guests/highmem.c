@@ -10,7 +10,7 @@
  */
 #include "rt.h"
 
-#define HIGHMEM_BASE 0x100000000ull   /* 4 GiB */
+#define HIGHMEM_BASE   0x100000000ull /* 4 GiB */
 #define HIGHMEM_STRIDE 0x1000000ull   /* 16 MiB */
 
 /* The part of one RAM range at or above 4 GiB: [start_gpa, end_gpa). */

@@ -34,17 +34,17 @@
 
 extern char **environ;
 
-#define BENCH_RUNS_DEFAULT 20
-#define BENCH_WARMUP_DEFAULT 1
+#define BENCH_RUNS_DEFAULT	 20
+#define BENCH_WARMUP_DEFAULT	 1
 #define BENCH_TIMEOUT_MS_DEFAULT 10000
-#define BENCH_COUNT_MAX 10000
+#define BENCH_COUNT_MAX		 10000
 
 /* One command under test and what its runs measured. */
 struct bench_cmd {
 	const char *label; /* "ours" or "qemu" */
-	char **argv;       /* NULL-terminated, points into main()'s argv */
-	double *run_ms;    /* one entry per counted run */
-	int nruns;         /* entries filled in run_ms */
+	char **argv;	   /* NULL-terminated, points into main()'s argv */
+	double *run_ms;	   /* one entry per counted run */
+	int nruns;	   /* entries filled in run_ms */
 };
 
 /* How one run ended when it did not produce a byte in time. */
@@ -67,7 +67,8 @@ static int64_t bench_now_ns(void)
  * Spawns argv in a process group of its own with stdout on out_fd and stdin/stderr on
  * /dev/null. Returns 0 with *pid set, or -errno.
  */
-__attribute__((warn_unused_result)) static int bench_spawn(char *const argv[], int out_fd, pid_t *pid)
+__attribute__((warn_unused_result)) static int bench_spawn(char *const argv[], int out_fd,
+							   pid_t *pid)
 {
 	posix_spawn_file_actions_t actions;
 	posix_spawnattr_t attr;
@@ -95,7 +96,8 @@ __attribute__((warn_unused_result)) static int bench_spawn(char *const argv[], i
 	 */
 	sigemptyset(&none);
 	if (!err)
-		err = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
+		err = posix_spawnattr_setflags(&attr,
+					       POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
 	if (!err)
 		err = posix_spawnattr_setpgroup(&attr, 0);
 	if (!err)
@@ -116,7 +118,7 @@ out_actions:
 __attribute__((warn_unused_result)) static int bench_wait_byte(int fd, int64_t deadline_ns)
 {
 	for (;;) {
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		struct pollfd pfd = {.fd = fd, .events = POLLIN};
 		int64_t left_ns = deadline_ns - bench_now_ns();
 		char buf[256];
 		ssize_t n;
@@ -227,7 +229,7 @@ static double bench_median(double *v, int n)
 /* Prints which KVM this machine has, since a figure means little without it. */
 static void bench_print_host(void)
 {
-	static const char *const modules[] = { "kvm_intel", "kvm_amd", "kvm_pvm" };
+	static const char *const modules[] = {"kvm_intel", "kvm_amd", "kvm_pvm"};
 	const char *flavour = "none";
 	char path[64];
 
@@ -238,7 +240,8 @@ static void bench_print_host(void)
 			break;
 		}
 	}
-	fprintf(stderr, "bench-start: host kvm=%s cpus=%ld\n", flavour, sysconf(_SC_NPROCESSORS_ONLN));
+	fprintf(stderr, "bench-start: host kvm=%s cpus=%ld\n", flavour,
+		sysconf(_SC_NPROCESSORS_ONLN));
 }
 
 /* Prints the usage message to f. */
@@ -274,8 +277,8 @@ int main(int argc, char **argv)
 {
 	int runs = BENCH_RUNS_DEFAULT, warmup = BENCH_WARMUP_DEFAULT;
 	int timeout_ms = BENCH_TIMEOUT_MS_DEFAULT;
-	struct bench_cmd ours = { .label = "ours" }, qemu = { .label = "qemu" };
-	struct bench_cmd *cmds[2] = { &ours, &qemu };
+	struct bench_cmd ours = {.label = "ours"}, qemu = {.label = "qemu"};
+	struct bench_cmd *cmds[2] = {&ours, &qemu};
 	double ours_ms, qemu_ms;
 	int i = 1;
 
@@ -355,11 +358,12 @@ int main(int argc, char **argv)
 				return 1;
 			}
 			if (run < 1) {
-				fprintf(stderr, "bench-start: %s warmup: %.3f ms\n", cmd->label, ms);
+				fprintf(stderr, "bench-start: %s warmup: %.3f ms\n", cmd->label,
+					ms);
 				continue;
 			}
-			fprintf(stderr, "bench-start: %s run %d/%d: %.3f ms\n", cmd->label, run, runs,
-				ms);
+			fprintf(stderr, "bench-start: %s run %d/%d: %.3f ms\n", cmd->label, run,
+				runs, ms);
 			cmd->run_ms[cmd->nruns++] = ms;
 		}
 	}

@@ -5,9 +5,9 @@
  */
 #include "rt.h"
 
-#define UART_THR (PAYLOAD_UART_GPA + 0) /* transmit holding register */
-#define UART_LSR (PAYLOAD_UART_GPA + 5) /* line status register */
-#define UART_LSR_THRE 0x20              /* THR empty: ready for a byte */
+#define UART_THR      (PAYLOAD_UART_GPA + 0) /* transmit holding register */
+#define UART_LSR      (PAYLOAD_UART_GPA + 5) /* line status register */
+#define UART_LSR_THRE 0x20		     /* THR empty: ready for a byte */
 
 /*
  * How many times uart_putc() reads LSR before it writes anyway. Each read is a VM exit
