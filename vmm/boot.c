@@ -175,7 +175,7 @@ static int boot_load_bzimage(const struct guest_mem *mem, const struct boot_conf
 			       &initrd_gpa, &initrd_len);
 	if (err)
 		return err;
-	bootparams_build(&bp, &bz, mem, CMDLINE_GPA, cmdline_len, initrd_gpa, initrd_len);
+	bootparams_build(&bp, &bz, mem, CMDLINE_GPA, initrd_gpa, initrd_len);
 	err = mem_write(mem, BOOT_PARAMS_GPA, &bp, sizeof(bp));
 	if (err)
 		return err;

@@ -15,8 +15,7 @@
 #define LOADER_TYPE_UNDEFINED 0xff
 
 void bootparams_build(struct boot_params *bp, const struct bzimage *bz, const struct guest_mem *mem,
-		      gpa_t cmdline_gpa, uint32_t cmdline_len, gpa_t initrd_gpa,
-		      uint64_t initrd_len)
+		      gpa_t cmdline_gpa, gpa_t initrd_gpa, uint64_t initrd_len)
 {
 	struct e820_entry_host e820[E820_MAX];
 	size_t hdr_end;
@@ -38,7 +37,6 @@ void bootparams_build(struct boot_params *bp, const struct bzimage *bz, const st
 	bp->hdr.heap_end_ptr = 0xfe00;
 	bp->hdr.cmd_line_ptr = (uint32_t)cmdline_gpa;
 	bp->ext_cmd_line_ptr = (uint32_t)(cmdline_gpa >> 32);
-	bp->hdr.cmdline_size = cmdline_len;
 	bp->hdr.ramdisk_image = (uint32_t)initrd_gpa;
 	bp->ext_ramdisk_image = (uint32_t)(initrd_gpa >> 32);
 	bp->hdr.ramdisk_size = (uint32_t)initrd_len;

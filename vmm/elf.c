@@ -80,8 +80,13 @@ int elf_parse(const uint8_t *buf, size_t len, struct elf_image *elf)
 
 			if (!elf_in_bounds(ph.p_offset, ph.p_filesz, len))
 				return -ENOEXEC;
-			if (elf_find_pvh_note(buf, ph.p_offset, ph.p_filesz, &entry) == 0)
+			int err = elf_find_pvh_note(buf, ph.p_offset, ph.p_filesz, &entry);
+
+			/* A malformed note is a malformed file; no PVH note is fine (payloads). */
+			if (err == 0)
 				elf->pvh_entry = entry;
+			else if (err != -ENOENT)
+				return err;
 			continue;
 		}
 		if (ph.p_type != PT_LOAD || ph.p_memsz == 0)

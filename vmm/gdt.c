@@ -19,13 +19,15 @@ static uint64_t gdt_entry(uint16_t flags, uint32_t base, uint32_t limit)
 
 void gdt_build(uint64_t gdt[GDT_ENTRIES])
 {
-	gdt[0] = 0;
+	memset(gdt, 0, GDT_ENTRIES * sizeof(gdt[0]));
 	gdt[GDT_SEL_CODE32 >> 3] = gdt_entry(0xc09b, 0, 0xfffff);  /* 32-bit code, ring 0 */
 	gdt[GDT_SEL_CODE64 >> 3] = gdt_entry(0xa09b, 0, 0xfffff);  /* 64-bit code, ring 0 */
 	gdt[GDT_SEL_DATA >> 3] = gdt_entry(0xc093, 0, 0xfffff);	   /* data, ring 0 */
-	gdt[GDT_SEL_TSS >> 3] = gdt_entry(0x008b, 0, 0x67);	   /* busy 32-bit TSS */
 	gdt[GDT_SEL_UDATA >> 3] = gdt_entry(0xc0f3, 0, 0xfffff);   /* data, ring 3 */
 	gdt[GDT_SEL_UCODE64 >> 3] = gdt_entry(0xa0fb, 0, 0xfffff); /* 64-bit code, ring 3 */
+	/* A busy TSS at base 0. In long mode its descriptor is 16 bytes: the next slot holds base
+	 * bits 63:32, zero here, and must not be another descriptor. */
+	gdt[GDT_SEL_TSS >> 3] = gdt_entry(0x008b, 0, 0x67);
 }
 
 void gdt_to_kvm_segment(const uint64_t gdt[GDT_ENTRIES], uint16_t sel, struct kvm_segment *seg)

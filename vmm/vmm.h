@@ -97,10 +97,10 @@ int pagetable_build(const struct guest_mem *mem, bool user, gpa_t *map_end) __mu
 #define GDT_SEL_CODE32	0x08
 #define GDT_SEL_CODE64	0x10 /* __BOOT_CS of the Linux boot protocol */
 #define GDT_SEL_DATA	0x18 /* __BOOT_DS */
-#define GDT_SEL_TSS	0x20
 #define GDT_SEL_UDATA	0x2b /* ring 3 data, the payload ABI's PAYLOAD_SEL_DATA */
 #define GDT_SEL_UCODE64 0x33
-#define GDT_ENTRIES	7
+#define GDT_SEL_TSS	0x38 /* a long-mode TSS descriptor takes two slots, 7 and 8 */
+#define GDT_ENTRIES	9
 /* Fill `gdt` with the descriptors. */
 void gdt_build(uint64_t gdt[GDT_ENTRIES]);
 /* The kvm_segment KVM wants for selector `sel` of `gdt` (the same bits, unpacked). */
@@ -186,16 +186,16 @@ struct boot_entry {
  * Errors are reported through log_error with the file name and reason. */
 int boot_load(const struct guest_mem *mem, const struct boot_config *cfg,
 	      struct boot_entry *entry) __must_check;
-/* Pure part of boot_load for bzImage: fill boot_params from the parsed header. */
+/* Pure part of boot_load for bzImage: fill boot_params from the parsed header. The header's
+ * cmdline_size stays the kernel's (the longest command line it accepts). */
 struct boot_params;
 void bootparams_build(struct boot_params *bp, const struct bzimage *bz, const struct guest_mem *mem,
-		      gpa_t cmdline_gpa, uint32_t cmdline_len, gpa_t initrd_gpa,
-		      uint64_t initrd_len);
+		      gpa_t cmdline_gpa, gpa_t initrd_gpa, uint64_t initrd_len);
 
 /* ---- kvm.c ---- */
 
 enum kvm_flavour { KVM_NONE, KVM_INTEL, KVM_AMD, KVM_PVM, KVM_OTHER };
-/* Which KVM this host has, from /sys/module and /dev/kvm. */
+/* Which KVM module this host has, from `sys_module_dir` (normally /sys/module). */
 enum kvm_flavour kvm_detect_flavour(const char *sys_module_dir);
 const char *kvm_flavour_name(enum kvm_flavour f);
 /* One sentence on what runs on this flavour. */
