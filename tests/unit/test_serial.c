@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* vmm/serial.c: the 8250 as Linux's driver and payloads use it. */
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+
+#include "fake_vm.h"
+#include "payload_abi.h"
+
+#define COM1 0x3f8
+
+static struct vm vm;
+static struct serial *s;
+static int pipe_fds[2];
+
+static void setup(void)
+{
+	fake_vm_init(&vm);
+	cr_assert(eq(int, pipe2(pipe_fds, O_NONBLOCK), 0));
+	cr_assert(eq(int, serial_create(&vm, pipe_fds[1], &s), 0));
+}
+
+static void teardown(void)
+{
+	serial_destroy(s);
+	close(pipe_fds[0]);
+	close(pipe_fds[1]);
+	fake_vm_destroy(&vm);
+}
+
+TestSuite(serial, .init = setup, .fini = teardown);
+
+static void put(const char *str)
+{
+	while (*str)
+		fake_vm_outb(&vm, COM1, (uint8_t)*str++);
+}
+
+Test(serial, transmits_to_the_output_fd)
+{
+	char buf[32] = {0};
+
+	put("hi\n");
+	cr_assert(eq(int, (int)read(pipe_fds[0], buf, sizeof(buf)), 3));
+	cr_assert(eq(str, buf, "hi\n"));
+	/* The transmitter is always empty. */
+	cr_assert(eq(u8, fake_vm_inb(&vm, COM1 + 5) & 0x60, 0x60));
+}
+
+Test(serial, loopback_for_the_probe)
+{
+	char buf[4];
+
+	/* Linux's autoconfig: MCR = LOOP | OUT2 | RTS must read back MSR 0x90. */
+	fake_vm_outb(&vm, COM1 + 4, 0x10 | 0x0a);
+	cr_assert(eq(u8, fake_vm_inb(&vm, COM1 + 6) & 0xf0, 0x90));
+	/* In loopback a transmitted byte is received, not sent. */
+	fake_vm_outb(&vm, COM1, 'x');
+	cr_assert(eq(u8, fake_vm_inb(&vm, COM1 + 5) & 0x01, 0x01));
+	cr_assert(eq(u8, fake_vm_inb(&vm, COM1), 'x'));
+	cr_assert(eq(int, (int)read(pipe_fds[0], buf, sizeof(buf)), -1), "nothing reached the fd");
+}
+
+Test(serial, thr_empty_interrupt)
+{
+	cr_assert(eq(u8, fake_vm_inb(&vm, COM1 + 2), 0x01), "no interrupt pending");
+	/* Enabling THRI with the THR empty raises it at once; reading IIR acknowledges it. */
+	fake_vm_outb(&vm, COM1 + 1, 0x02);
+	cr_assert(eq(u8, fake_vm_inb(&vm, COM1 + 2), 0x02));
+	cr_assert(eq(u8, fake_vm_inb(&vm, COM1 + 2), 0x01));
+	/* Each transmitted byte raises it again. */
+	fake_vm_outb(&vm, COM1, 'a');
+	cr_assert(eq(u8, fake_vm_inb(&vm, COM1 + 2), 0x02));
+}
+
+Test(serial, divisor_latch_does_not_transmit)
+{
+	char buf[4];
+
+	fake_vm_outb(&vm, COM1 + 3, 0x80); /* DLAB */
+	fake_vm_outb(&vm, COM1, 0x01);
+	fake_vm_outb(&vm, COM1 + 1, 0x02);
+	cr_assert(eq(u8, fake_vm_inb(&vm, COM1), 0x01));
+	cr_assert(eq(u8, fake_vm_inb(&vm, COM1 + 1), 0x02));
+	fake_vm_outb(&vm, COM1 + 3, 0x03);
+	cr_assert(eq(u8, fake_vm_inb(&vm, COM1 + 1), 0x00), "IER untouched by the DLM write");
+	cr_assert(eq(int, (int)read(pipe_fds[0], buf, sizeof(buf)), -1));
+}
+
+Test(serial, panic_line_sets_the_flag)
+{
+	put("[    1.0] Kernel panic - not syncing");
+	cr_assert(not(atomic_load(&vm.guest_panicked)), "only complete lines count");
+	put(": Attempted to kill init!\n");
+	cr_assert(atomic_load(&vm.guest_panicked));
+}
+
+Test(serial, long_lines_are_bounded)
+{
+	/* 10 KiB without a newline: scanned in pieces, never overflowing the line buffer. */
+	for (int i = 0; i < 10240; i++)
+		fake_vm_outb(&vm, COM1, 'z');
+	cr_assert(not(atomic_load(&vm.guest_panicked)));
+}
+
+Test(serial, payload_mmio_window)
+{
+	uint8_t c = 'm', lsr = 0;
+	char buf[4] = {0};
+
+	cr_assert(bus_access(&vm.mmio, PAYLOAD_UART_GPA, &c, 1, true));
+	cr_assert(bus_access(&vm.mmio, PAYLOAD_UART_GPA + 5, &lsr, 1, false));
+	cr_assert(eq(u8, lsr & 0x20, 0x20));
+	cr_assert(eq(int, (int)read(pipe_fds[0], buf, sizeof(buf)), 1));
+	cr_assert(eq(chr, buf[0], 'm'));
+}
