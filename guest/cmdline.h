@@ -18,7 +18,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* Longest command line accepted (COMMAND_LINE_SIZE of most architectures (x86: 2048)), not counting a terminating NUL. */
+/* Longest command line accepted, not counting the NUL: generous (x86 allows 2048). */
 #define CMDLINE_MAX_LEN 4096
 
 /* The options parsed from the command line. */
