@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* vmm/i8042.c: the controller commands a driver's probe uses, and the reset. */
+/* vmm/i8042.c: the reset line, and "no controller" for a driver's probe. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 
@@ -23,37 +23,25 @@ static void teardown(void)
 
 TestSuite(i8042, .init = setup, .fini = teardown);
 
-Test(i8042, status_empty_until_a_command_answers)
+Test(i8042, probe_sees_no_controller_but_reset_can_proceed)
 {
-	cr_assert(eq(u8, fake_vm_inb(&vm, 0x64) & 0x01, 0));
-	fake_vm_outb(&vm, 0x64, 0xaa); /* self test */
-	cr_assert(eq(u8, fake_vm_inb(&vm, 0x64) & 0x01, 0x01));
-	cr_assert(eq(u8, fake_vm_inb(&vm, 0x60), 0x55));
-	cr_assert(eq(u8, fake_vm_inb(&vm, 0x64) & 0x01, 0), "reading data empties the buffer");
+	/* Linux's flush gives up after 16 reads with the output buffer still full... */
+	for (int i = 0; i < 32; i++) {
+		cr_assert(eq(u8, fake_vm_inb(&vm, 0x64) & 0x01, 0x01));
+		cr_assert(eq(u8, fake_vm_inb(&vm, 0x60), 0));
+	}
+	/* ...while reboot=k's kb_wait only needs the input buffer (bit 1) empty. */
+	cr_assert(eq(u8, fake_vm_inb(&vm, 0x64) & 0x02, 0));
 }
 
-Test(i8042, control_byte_round_trip)
+Test(i8042, other_commands_and_data_are_ignored)
 {
-	fake_vm_outb(&vm, 0x64, 0x60);
-	fake_vm_outb(&vm, 0x60, 0x47);
-	fake_vm_outb(&vm, 0x64, 0x20);
-	cr_assert(eq(u8, fake_vm_inb(&vm, 0x60), 0x47));
-	/* Port enables flip their CTR bits. */
-	fake_vm_outb(&vm, 0x64, 0xad);
-	fake_vm_outb(&vm, 0x64, 0x20);
-	cr_assert(eq(u8, fake_vm_inb(&vm, 0x60) & 0x10, 0x10));
-	/* A data byte with no command pending goes to the (absent) keyboard: CTR unchanged. */
-	fake_vm_outb(&vm, 0x60, 0x00);
-	fake_vm_outb(&vm, 0x64, 0x20);
-	cr_assert(eq(u8, fake_vm_inb(&vm, 0x60) & 0x10, 0x10));
-}
-
-Test(i8042, unknown_commands_are_ignored)
-{
-	for (unsigned c = 0; c < 0x100; c++)
+	for (unsigned c = 0; c < 0x100; c++) {
+		fake_vm_outb(&vm, 0x60, (uint8_t)c);
 		if (c != 0xfe)
 			fake_vm_outb(&vm, 0x64, (uint8_t)c);
-	cr_assert(eq(int, atomic_load(&vm.exit_status), -1), "only 0xfe stops the VM");
+	}
+	cr_assert(eq(int, atomic_load(&vm.exit_status), -1), "only 0xfe on 0x64 stops the VM");
 	cr_assert(not(atomic_load(&vm.stopping)));
 }
 
