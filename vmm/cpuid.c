@@ -6,8 +6,9 @@
  */
 #include "vmm.h"
 
-#define CPUID_1_ECX_HYPERVISOR (1u << 31)
-#define CPUID_1_EDX_HTT	       (1u << 28)
+#define CPUID_1_ECX_HYPERVISOR	 (1u << 31)
+#define CPUID_1_EDX_HTT		 (1u << 28)
+#define CPUID_1_ECX_TSC_DEADLINE (1u << 24)
 
 /* Bits needed to number `n` items: the shift of the next topology level. */
 static uint32_t cpuid_order(unsigned n)
@@ -38,6 +39,13 @@ static void cpuid_topology_leaf(struct kvm_cpuid_entry2 *e, unsigned index, unsi
 		e->ebx = 0;
 		e->ecx = level;
 	}
+}
+
+void cpuid_set_tsc_deadline(struct kvm_cpuid_entry2 *entries, unsigned nent)
+{
+	for (unsigned i = 0; i < nent; i++)
+		if (entries[i].function == 0x1)
+			entries[i].ecx |= CPUID_1_ECX_TSC_DEADLINE;
 }
 
 void cpuid_filter(struct kvm_cpuid_entry2 *entries, unsigned nent, unsigned index, unsigned ncpus)

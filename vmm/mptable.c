@@ -85,7 +85,6 @@ _Static_assert(sizeof(struct mpc_intsrc) == 8, "mpc_intsrc");
 #define MP_IRQ_NMI	  1
 #define MP_IRQ_EXTINT	  3
 #define MP_ISA_IRQS	  16
-#define MP_ENTRIES_MAX	  (VCPU_MAX + 2 + MP_ISA_IRQS + 2)
 #define MP_TABLE_MAX                                                                               \
 	(sizeof(struct mpf_intel) + sizeof(struct mpc_table) + VCPU_MAX * sizeof(struct mpc_cpu) + \
 	 (2 + MP_ISA_IRQS + 2) * 8)
@@ -152,11 +151,12 @@ int mptable_write(const struct guest_mem *mem, unsigned ncpus)
 	memcpy(p, &ioapic, sizeof(ioapic));
 	p += sizeof(ioapic);
 	count++;
-	/* As on a PC, and as KVM routes GSIs: the PIC's ExtINT on pin 0, ISA IRQ 0 (the PIT) on
-	 * pin 2, every other ISA IRQ on its own pin. IRQ 2 is the PIC cascade: not routed. */
-	mptable_add_int(&p, 3, MP_IRQ_EXTINT, 0, ioapic_id, 0);
+	/* As KVM routes GSIs: ISA IRQ 0 (the PIT) on pin 2, every other ISA IRQ on its own pin.
+	 * IRQ 2 is the PIC cascade: not routed. No ExtINT on pin 0: KVM's IOAPIC does not wire
+	 * the PIC there (Linux warns "ExtINT not setup in hardware" when a table claims it); the
+	 * PIC reaches the CPUs through LINT0 below. */
 	mptable_add_int(&p, 3, MP_IRQ_INT, 0, ioapic_id, 2);
-	count += 2;
+	count++;
 	for (uint8_t irq = 1; irq < MP_ISA_IRQS; irq++) {
 		if (irq == 2)
 			continue;

@@ -44,6 +44,8 @@ static int vm_get_supported_cpuid(struct vm *vm)
 		free(c);
 		return err;
 	}
+	if (ioctl(vm->kvm_fd, KVM_CHECK_EXTENSION, KVM_CAP_TSC_DEADLINE_TIMER) > 0)
+		cpuid_set_tsc_deadline(c->entries, c->nent);
 	vm->cpuid = c;
 	return 0;
 }

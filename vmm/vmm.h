@@ -154,6 +154,11 @@ int elf_load(const struct guest_mem *mem, const uint8_t *buf, const struct elf_i
 
 /* Adapt the host's supported CPUID entries for vCPU `index` of `ncpus`: APIC ids, topology
  * leaves 1/4/0xb/0x1f/0x8000001e, the hypervisor bit, no PMU. Changes `entries` in place. */
+/* Announce the TSC-deadline timer, which KVM's in-kernel LAPIC emulates but
+ * KVM_GET_SUPPORTED_CPUID does not report (KVM_CAP_TSC_DEADLINE_TIMER says it is there).
+ * Without it Linux calibrates the LAPIC timer against the PIT, which failed under nesting
+ * ("APIC timer disabled due to verification failure") and cost seconds of boot. */
+void cpuid_set_tsc_deadline(struct kvm_cpuid_entry2 *entries, unsigned nent);
 void cpuid_filter(struct kvm_cpuid_entry2 *entries, unsigned nent, unsigned index, unsigned ncpus);
 
 /* ---- boot.c: putting a guest into RAM and describing its first instruction ---- */

@@ -286,3 +286,12 @@ Test(cpuid, empty_table)
 	cpuid_filter(e, 0, 0, 1);
 	cr_assert(eq(u32, e[0].eax, 0x77777777));
 }
+
+Test(cpuid, tsc_deadline_is_announced)
+{
+	struct kvm_cpuid_entry2 e[2] = {{.function = 0x1, .ecx = 0x1}, {.function = 0x7}};
+
+	cpuid_set_tsc_deadline(e, 2);
+	cr_assert(eq(u32, e[0].ecx, 0x1u | (1u << 24)), "leaf 1 ECX bit 24, others kept");
+	cr_assert(eq(u32, e[1].ecx, 0));
+}
