@@ -58,7 +58,8 @@ static int boot_file_open(struct boot_file *f, const char *path, const char *wha
 			  (long long)st.st_size);
 		goto out;
 	}
-	p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	/* MAP_POPULATE: the file is read whole right after, so map it in one go. */
+	p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
 	if (p == MAP_FAILED) {
 		err = -errno;
 		log_error("cannot map %s %s: %s", what, path, strerror(errno));

@@ -27,7 +27,20 @@ void log_msg(enum log_level level, const char *fmt, ...)
 
 	if (level < log_min)
 		return;
-	n = snprintf(line, sizeof(line), "%s: %s: ", log_id, names[level]);
+	if (level == LOG_DEBUG) {
+		/* Debug lines carry the time since the first log call, for start-up profiles. */
+		static struct timespec t0;
+		struct timespec now;
+
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (!t0.tv_sec)
+			t0 = now;
+		n = snprintf(line, sizeof(line), "%s: debug: [%.3f ms] ", log_id,
+			     (double)(now.tv_sec - t0.tv_sec) * 1e3 +
+				     (double)(now.tv_nsec - t0.tv_nsec) / 1e6);
+	} else {
+		n = snprintf(line, sizeof(line), "%s: %s: ", log_id, names[level]);
+	}
 	va_start(ap, fmt);
 	vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
 	va_end(ap);

@@ -280,8 +280,10 @@ int main(int argc, char **argv)
 	status = parse_options(argc, argv, &o);
 	if (status)
 		return status;
-	if (o.verbose)
+	if (o.verbose) {
 		log_init(NULL, LOG_DEBUG);
+		log_debug("starting");
+	}
 	if (o.check)
 		return run_check();
 
@@ -298,6 +300,7 @@ int main(int argc, char **argv)
 		return VM_EXIT_BAD_INPUT;
 	if (vm_create(&vm, o.memory_mib << 20, o.boot.ncpus) < 0)
 		return VM_EXIT_VMM_ERROR;
+	log_debug("VM created");
 	if ((err = serial_create(&vm, console_fd, &vm.serial)) ||
 	    (err = i8042_create(&vm, &vm.i8042))) {
 		log_error("cannot create the legacy devices: %s", strerror(-err));
@@ -308,6 +311,7 @@ int main(int argc, char **argv)
 		status = VM_EXIT_BAD_INPUT;
 		goto out;
 	}
+	log_debug("guest loaded");
 	for (unsigned i = 0; i < o.boot.ncpus; i++) {
 		if (vcpu_create(&vm, i, &entry) < 0) {
 			status = VM_EXIT_VMM_ERROR;

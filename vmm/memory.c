@@ -96,12 +96,24 @@ gpa_t mem_top(const struct guest_mem *mem)
 	return r->gpa + r->len;
 }
 
+/* Pre-fault [p, p+len) for writing; best effort (older kernels lack MADV_POPULATE_WRITE). */
+static void mem_populate(void *p, uint64_t len)
+{
+	uintptr_t start = (uintptr_t)p & ~(uintptr_t)4095;
+
+	madvise((void *)start, len + ((uintptr_t)p - start), MADV_POPULATE_WRITE);
+}
+
 int mem_write(const struct guest_mem *mem, gpa_t gpa, const void *src, uint64_t len)
 {
 	void *dst = mem_gpa_to_hva(mem, gpa, len);
 
 	if (!dst)
 		return -EFAULT;
+	/* Allocate the destination pages in one call rather than one fault per page: loading a
+	 * kernel and initrd took ~130 ms in the emulated host, where every fault is expensive. */
+	if (len >= (64u << 10))
+		mem_populate(dst, len);
 	memcpy(dst, src, len);
 	return 0;
 }

@@ -280,6 +280,7 @@ static enum vcpu_action vcpu_exit_io(struct vcpu *vcpu)
 	if (size == 0 || size > 4 || run->io.data_offset > vcpu->run_len ||
 	    (uint64_t)size * run->io.count > vcpu->run_len - run->io.data_offset)
 		goto bad;
+	vcpu->io_exits++;
 	for (uint32_t i = 0; i < run->io.count; i++, data += size) {
 		bool write = run->io.direction == KVM_EXIT_IO_OUT;
 
@@ -298,6 +299,7 @@ static enum vcpu_action vcpu_exit_mmio(struct vcpu *vcpu)
 {
 	struct kvm_run *run = vcpu->run;
 
+	vcpu->mmio_exits++;
 	if (run->mmio.len > sizeof(run->mmio.data)) {
 		vm_request_stop(vcpu->vm, VM_EXIT_VMM_ERROR, "malformed MMIO exit from KVM");
 		return VCPU_STOP;
@@ -436,6 +438,7 @@ static void *vcpu_thread(void *opaque)
 					strerror(errno));
 			break;
 		}
+		vcpu->exits++;
 		if (vcpu_dispatch_exit(vcpu) == VCPU_STOP)
 			break;
 	}
@@ -487,8 +490,13 @@ void vcpu_stop_all(struct vm *vm)
 		pthread_kill(vcpu->thread, SIGUSR1);
 	}
 	for (unsigned i = 0; i < vm->ncpus; i++) {
-		if (vm->vcpus[i].started)
-			pthread_join(vm->vcpus[i].thread, NULL);
-		vm->vcpus[i].started = false;
+		struct vcpu *vcpu = &vm->vcpus[i];
+
+		if (vcpu->started)
+			pthread_join(vcpu->thread, NULL);
+		vcpu->started = false;
+		log_debug("vcpu%u: %llu exits, %llu port I/O, %llu MMIO", i,
+			  (unsigned long long)vcpu->exits, (unsigned long long)vcpu->io_exits,
+			  (unsigned long long)vcpu->mmio_exits);
 	}
 }

@@ -259,6 +259,9 @@ struct vcpu {
 	pthread_t thread;
 	bool started;
 	struct log_ratelimit unhandled_rl;
+	uint64_t exits;	     /* KVM_RUN returns, for -v statistics */
+	uint64_t io_exits;   /* of which port I/O */
+	uint64_t mmio_exits; /* of which MMIO */
 };
 
 struct vm {
