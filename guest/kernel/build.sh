@@ -1,7 +1,8 @@
 #!/bin/sh
 # Build the guest kernel from Debian's linux-source-6.1 into the cache, keyed by a hash of
-# the config fragment, this script and the source package version. Prints the directory that
-# holds bzImage and vmlinux. A second run with the same inputs does nothing.
+# the config fragment, the recipe version below and the source package version. Prints the
+# directory that holds bzImage and vmlinux. A second run with the same inputs does nothing;
+# concurrent runs wait for each other (a lock in the cache) instead of building twice.
 #
 # usage: guest/kernel/build.sh [CACHE_DIR]
 set -eu
@@ -9,14 +10,22 @@ here=$(cd "$(dirname "$0")" && pwd)
 cache=${1:-${SANDBOX_CACHE:-${SANDBOX_HOME:-/var/lib/sandbox}/cache}}
 src=/usr/src/linux-source-6.1.tar.xz
 [ -r "$src" ] || { echo "guest kernel: $src missing (apt-get install linux-source-6.1)" >&2; exit 1; }
+# Bump when the build steps below change what they produce (comments do not count).
+recipe=1
 ver=$(dpkg-query -W -f='${Version}' linux-source-6.1 2>/dev/null || echo unknown)
-key=$( (cat "$here/config.fragment" "$here/build.sh"; echo "$ver") | sha256sum | cut -c1-16)
+key=$( (cat "$here/config.fragment"; echo "recipe $recipe"; echo "$ver") | sha256sum | cut -c1-16)
 out="$cache/kernel/$key"
 if [ -f "$out/bzImage" ] && [ -f "$out/vmlinux" ]; then
 	echo "$out"
 	exit 0
 fi
 mkdir -p "$cache/kernel"
+exec 9>"$cache/kernel/.lock"
+flock 9
+if [ -f "$out/bzImage" ] && [ -f "$out/vmlinux" ]; then
+	echo "$out" # built by a concurrent run while we waited
+	exit 0
+fi
 work=$(mktemp -d "$cache/kernel/build.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 echo "guest kernel: building $key from linux-source $ver (a few minutes, once)" >&2
