@@ -1,0 +1,33 @@
+#!/bin/sh
+# The emulated KVM host's contract: exit statuses come back, files written under $DEVHOST_OUT
+# come back, a hung command is cut at the timeout with a clear message.
+# usage: devhost.sh CASE
+set -u
+top=$(cd "$(dirname "$0")/../.." && pwd)
+run=$top/tools/devhost/run
+image=${SANDBOX_CACHE:-${SANDBOX_HOME:-/var/lib/sandbox}/cache}/devhost/current
+[ -e "$image/vmlinuz" ] || { echo "SKIP: no emulated-host image (run tools/dev setup)"; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+case "$1" in
+exit-status)
+	"$run" --timeout 120 -- sh -c 'exit 3'
+	st=$?
+	[ "$st" = 3 ] || { echo "FAIL: exit status $st, expected 3"; exit 1; } ;;
+output-files)
+	"$run" --timeout 120 --out "$tmp/out" -- sh -c 'mkdir -p $DEVHOST_OUT/d && echo hi > $DEVHOST_OUT/d/f'
+	st=$?
+	[ "$st" = 0 ] || { echo "FAIL: exit status $st"; exit 1; }
+	[ "$(cat "$tmp/out/d/f" 2>/dev/null)" = hi ] || { echo "FAIL: $tmp/out/d/f did not come back"; ls -lR "$tmp"; exit 1; } ;;
+timeout)
+	"$run" --timeout 25 -- sleep 1000 2>"$tmp/err"
+	st=$?
+	cat "$tmp/err"
+	[ "$st" = 124 ] || { echo "FAIL: exit status $st, expected 124"; exit 1; }
+	grep -q 'devhost: timed out after 25 s' "$tmp/err" || { echo "FAIL: no timeout message"; exit 1; } ;;
+*)
+	echo "devhost.sh: unknown case $1" >&2
+	exit 2 ;;
+esac
+echo "ok: devhost $1"
