@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "layout.h"
+#include "virtio/virtio.h"
 #include "vmm.h"
 
 #define KVM_CPUID_MAX_ENTRIES 256
@@ -155,6 +156,9 @@ void vm_destroy(struct vm *vm)
 {
 	for (unsigned i = 0; i < vm->ncpus && i < VCPU_MAX; i++)
 		vcpu_destroy(&vm->vcpus[i]);
+	for (unsigned i = 0; i < vm->nvirtio; i++)
+		virtio_mmio_destroy(vm->virtio[i]);
+	vm->nvirtio = 0;
 	if (vm->serial)
 		serial_destroy(vm->serial);
 	if (vm->i8042)

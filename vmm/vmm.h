@@ -249,6 +249,7 @@ enum vm_exit_status {
 struct serial;
 struct i8042;
 struct vm;
+struct virtio_dev;
 
 struct vcpu {
 	struct vm *vm;
@@ -272,6 +273,8 @@ struct vm {
 	struct bus mmio;
 	struct serial *serial;
 	struct i8042 *i8042;
+	struct virtio_dev *virtio[8]; /* virtio-mmio devices, in window order */
+	unsigned nvirtio;
 	unsigned ncpus;
 	struct vcpu vcpus[VCPU_MAX];
 	struct kvm_cpuid2 *cpuid; /* the host's supported CPUID, filtered per vCPU at setup */

@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The virtio device interface: every device (blk, net, vsock, rng) is one const ops table and
+ * an opaque pointer; the virtio-mmio transport (mmio.c) owns the register file, feature
+ * negotiation, device status, the virtqueues and the interrupt, and only calls through the
+ * table. Registration rejects a table with a missing slot (STYLE.md rule 5).
+ */
+#ifndef SANDBOX_VIRTIO_H
+#define SANDBOX_VIRTIO_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "virtio/queue.h"
+#include "vmm.h"
+
+#define VIRTIO_MMIO_WINDOW   0x1000u /* each device's register window */
+#define VIRTIO_MMIO_IRQ_BASE 5u	     /* device n gets ISA IRQ 5 + n */
+#define VIRTIO_MMIO_MAX	     8u	     /* IRQs 5..12 */
+#define VIRTIO_QUEUES_MAX    4u
+
+struct virtio_dev;
+
+struct virtio_ops {
+	const char *name;
+	uint32_t device_id;  /* VIRTIO_ID_* */
+	unsigned nqueues;    /* at most VIRTIO_QUEUES_MAX */
+	uint16_t queue_max;  /* largest queue size the device accepts, a power of 2 */
+	uint32_t config_len; /* bytes of device config space; accesses beyond are refused */
+	/* Device feature bits, besides VERSION_1 which the transport offers itself. */
+	uint64_t (*features)(void *dev);
+	/* Config space accesses, already bounds-checked: offset + len <= config_len. */
+	void (*config_read)(void *dev, uint32_t offset, uint8_t *data, uint32_t len);
+	void (*config_write)(void *dev, uint32_t offset, const uint8_t *data, uint32_t len);
+	/* The driver set DRIVER_OK with `features` negotiated: start serving the queues.
+	 * Non-zero refuses, and the device is marked NEEDS_RESET. */
+	int (*activate)(void *dev, struct virtio_dev *vdev, uint64_t features);
+	/* The driver kicked queue `q` (from the I/O thread, or a vCPU without ioeventfd). */
+	void (*queue_notify)(void *dev, unsigned q);
+	/* The driver reset the device: drop in-flight work, forget negotiated state. */
+	void (*reset)(void *dev);
+	void (*destroy)(void *dev);
+};
+
+struct virtio_dev {
+	struct vm *vm;
+	const struct virtio_ops *ops;
+	void *dev;
+	gpa_t base;	      /* the register window */
+	unsigned irq;	      /* ISA IRQ (GSI), raised through irqfd */
+	int irq_fd;	      /* eventfd bound to the GSI with KVM_IRQFD */
+	int notify_fd;	      /* eventfd bound to QueueNotify with KVM_IOEVENTFD, or -1 */
+	pthread_mutex_t lock; /* register file; vCPUs and the I/O thread */
+	uint32_t status;
+	uint32_t device_features_sel;
+	uint32_t driver_features_sel;
+	uint64_t driver_features;
+	uint32_t queue_sel;
+	uint32_t interrupt_status;
+	uint32_t config_generation;
+	struct virtq queues[VIRTIO_QUEUES_MAX];
+	/* Ring addresses as the driver writes them, before QueueReady commits them. */
+	struct {
+		uint32_t num;
+		uint64_t desc, avail, used;
+	} pending[VIRTIO_QUEUES_MAX];
+	struct log_ratelimit rl;
+};
+
+/* Attach `dev` with `ops` as the next virtio-mmio device of `vm`: registers its MMIO window,
+ * its irqfd and ioeventfd, and appends `virtio_mmio.device=4K@BASE:IRQ` to `cmdline` (of
+ * `cmdline_len` bytes). Refuses an ops table with a NULL slot. */
+int virtio_mmio_add(struct vm *vm, const struct virtio_ops *ops, void *dev, char *cmdline,
+		    size_t cmdline_len, struct virtio_dev **out) __must_check;
+void virtio_mmio_destroy(struct virtio_dev *vdev);
+/* The register window's access handler (also called by unit tests). */
+void virtio_mmio_access(void *opaque, uint64_t offset, uint8_t *data, uint32_t len, bool write);
+/* Tell the driver that used buffers are ready on some queue (interrupt status bit 0). */
+void virtio_notify_used(struct virtio_dev *vdev);
+/* Tell the driver the config space changed (interrupt status bit 1). */
+void virtio_notify_config(struct virtio_dev *vdev);
+/* The guest broke the protocol: set DEVICE_NEEDS_RESET, tell the driver, log (rate-limited).
+ * The device stays dead until the driver resets it; the VMM goes on. */
+void virtio_set_needs_reset(struct virtio_dev *vdev, const char *why);
+
+#endif
