@@ -52,10 +52,74 @@ static int cmdline_parse_reboot(struct cmdline_options *opts, const char *val, s
 	return cmdline_parse_bool(val, val_len, has_val, &opts->reboot);
 }
 
+/*
+ * Copy a string value of val_len bytes into out (out_size bytes, NUL-terminated) if it is not
+ * empty, fits, and every byte passes ok. Returns 0 or -EINVAL (out is then untouched).
+ */
+static int cmdline_parse_string(const char *val, size_t val_len, bool has_val, char *out,
+				size_t out_size, bool (*ok)(char c))
+{
+	size_t i;
+
+	if (!has_val || val_len == 0 || val_len >= out_size)
+		return -EINVAL;
+	for (i = 0; i < val_len; i++) {
+		if (!ok(val[i]))
+			return -EINVAL;
+	}
+	memcpy(out, val, val_len);
+	out[val_len] = '\0';
+	return 0;
+}
+
+/* True for the bytes allowed in a device path: printable ASCII but space, quote and backslash. */
+static bool cmdline_is_path_char(char c)
+{
+	return c > ' ' && c < 0x7f && c != '"' && c != '\\';
+}
+
+/* True for the bytes allowed in a filesystem type: [a-z0-9_]. */
+static bool cmdline_is_fstype_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+/* sandbox.root=/dev/NAME: a device path under /dev/, not /dev/ itself, no "..". */
+static int cmdline_parse_root(struct cmdline_options *opts, const char *val, size_t val_len,
+			      bool has_val)
+{
+	static const char dev[] = "/dev/";
+
+	if (!has_val || val_len <= sizeof(dev) - 1 || memcmp(val, dev, sizeof(dev) - 1) != 0)
+		return -EINVAL;
+	if (memmem(val, val_len, "..", 2) != NULL)
+		return -EINVAL;
+	return cmdline_parse_string(val, val_len, has_val, opts->root, sizeof(opts->root),
+				    cmdline_is_path_char);
+}
+
+/* sandbox.rootfstype=FS */
+static int cmdline_parse_rootfstype(struct cmdline_options *opts, const char *val, size_t val_len,
+				    bool has_val)
+{
+	return cmdline_parse_string(val, val_len, has_val, opts->rootfstype,
+				    sizeof(opts->rootfstype), cmdline_is_fstype_char);
+}
+
+/* sandbox.rw=0|1 */
+static int cmdline_parse_rw(struct cmdline_options *opts, const char *val, size_t val_len,
+			    bool has_val)
+{
+	return cmdline_parse_bool(val, val_len, has_val, &opts->root_rw);
+}
+
 /* Every option we understand. Add new sandbox.* options here and in cmdline.h. */
 static const struct cmdline_option cmdline_options_table[] = {
-	{"panic", cmdline_parse_panic},
-	{"reboot", cmdline_parse_reboot},
+	{"panic", cmdline_parse_panic},		  /* sandbox.panic=0|1 */
+	{"reboot", cmdline_parse_reboot},	  /* sandbox.reboot=0|1 */
+	{"root", cmdline_parse_root},		  /* sandbox.root=/dev/NAME */
+	{"rootfstype", cmdline_parse_rootfstype}, /* sandbox.rootfstype=FS */
+	{"rw", cmdline_parse_rw},		  /* sandbox.rw=0|1 */
 };
 
 /* True for the characters that separate command-line words. */
@@ -118,6 +182,9 @@ void cmdline_init_options(struct cmdline_options *opts)
 {
 	opts->panic = false;
 	opts->reboot = true;
+	opts->root_rw = true;
+	opts->root[0] = '\0';
+	memcpy(opts->rootfstype, CMDLINE_DEFAULT_FSTYPE, sizeof(CMDLINE_DEFAULT_FSTYPE));
 	opts->ignored_count = 0;
 }
 

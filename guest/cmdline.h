@@ -10,7 +10,13 @@
  *                       panic status). Default 0. A bare "sandbox.panic" means 1.
  *   sandbox.reboot=0|1  1 (default): after the banner, sync and reset the VM. 0: stay up and
  *                       wait (reaping children), for the agent.
- * panic wins over reboot when both are 1.
+ *   sandbox.root=DEV    boot from the block device DEV (a path under /dev/, e.g. /dev/vda, at
+ *                       most CMDLINE_ROOT_MAX bytes): init mounts it and makes it the root
+ *                       before the banner. Default: none, stay on the initramfs.
+ *   sandbox.rootfstype=FS  the filesystem of sandbox.root (1 to CMDLINE_FSTYPE_MAX bytes of
+ *                       [a-z0-9_]). Default ext4.
+ *   sandbox.rw=0|1      1 (default): mount sandbox.root read-write. 0: read-only.
+ * panic wins over reboot when both are 1. rootfstype and rw mean nothing without root.
  */
 #ifndef SANDBOX_GUEST_CMDLINE_H
 #define SANDBOX_GUEST_CMDLINE_H
@@ -21,14 +27,29 @@
 /* Longest command line accepted, not counting the NUL: generous (x86 allows 2048). */
 #define CMDLINE_MAX_LEN 4096
 
+/* Longest sandbox.root value, and longest sandbox.rootfstype value, not counting the NUL. */
+#define CMDLINE_ROOT_MAX   63
+#define CMDLINE_FSTYPE_MAX 15
+
+/* The default of sandbox.rootfstype. */
+#define CMDLINE_DEFAULT_FSTYPE "ext4"
+
 /* The options parsed from the command line. */
 struct cmdline_options {
 	bool panic;		    /* sandbox.panic: crash the kernel after the banner */
 	bool reboot;		    /* sandbox.reboot: reset the VM after the banner */
 	unsigned int ignored_count; /* sandbox.* words not understood (each one was logged) */
+
+	/* The root device (sandbox.root, "" for none), its filesystem and whether it is rw. */
+	char root[CMDLINE_ROOT_MAX + 1];
+	char rootfstype[CMDLINE_FSTYPE_MAX + 1];
+	bool root_rw;
 };
 
-/* Fill opts with the defaults: no panic, reboot after the banner, nothing ignored. */
+/*
+ * Fill opts with the defaults: no panic, reboot after the banner, no root device (ext4,
+ * read-write if one is given), nothing ignored.
+ */
 void cmdline_init_options(struct cmdline_options *opts);
 
 /*

@@ -6,8 +6,15 @@
  * asks: reset the VM (the default), crash the kernel (sandbox.panic=1, for tests of the VMM's
  * panic status) or stay up reaping children (sandbox.reboot=0; the agent will live there).
  *
- * PID 1 must never exit by accident (the kernel panics when it does), so every failure before
- * the banner is logged and init carries on with what it has; main() only returns on purpose.
+ * With sandbox.root=/dev/vda, init boots from that disk before the banner: it waits for the
+ * device, mounts it on /newroot, moves its own mounts (/dev, /proc, /sys, /run, /tmp, with what
+ * is mounted under them) there and makes /newroot the root as switch_root(8) does, but stays
+ * PID 1 instead of exec'ing another init. A root that cannot be used is a clear error line
+ * and a reset of the VM, never a guest running half-way on the initramfs.
+ *
+ * PID 1 must never exit by accident (the kernel panics when it does), so every other failure
+ * before the banner is logged and init carries on with what it has; main() only returns on
+ * purpose.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +22,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -33,6 +41,11 @@
 #define INIT_CMDLINE_PATH "/proc/cmdline"
 #define INIT_SYSRQ_PATH	  "/proc/sysrq-trigger"
 #define INIT_DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#define INIT_NEWROOT_PATH "/newroot"
+
+/* How long init waits for the root device to appear, and how often it looks. */
+#define INIT_ROOT_WAIT_MS 5000
+#define INIT_ROOT_POLL_MS 10
 
 /* Mount policy bits. */
 #define INIT_MOUNT_OPTIONAL 0x1u /* a failure is a warning: the kernel may lack this fs */
@@ -59,6 +72,12 @@ static const struct init_mount init_mounts[] = {
 	{"cgroup2", "/sys/fs/cgroup", "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL,
 	 INIT_MOUNT_OPTIONAL},
 };
+
+/*
+ * The mounts of init_mounts that move into the new root. A move takes the submounts with it
+ * (/dev/pts, /dev/shm, /sys/fs/cgroup), so only the top ones are listed.
+ */
+static const char *const init_moved_mounts[] = {"/dev", "/proc", "/sys", "/run", "/tmp"};
 
 /* One symlink in /dev that programs expect and devtmpfs does not provide. */
 struct init_link {
@@ -295,6 +314,129 @@ out:
 	return rc;
 }
 
+/* Store in *now_ms the CLOCK_MONOTONIC time in ms. Returns 0 or -errno. */
+static __attribute__((warn_unused_result)) int init_get_monotonic_ms(uint64_t *now_ms)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_MONOTONIC, &ts) < 0)
+		return -errno;
+	*now_ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	return 0;
+}
+
+/*
+ * Wait until path exists (devtmpfs creates the node when the driver has probed the disk),
+ * looking every INIT_ROOT_POLL_MS for at most INIT_ROOT_WAIT_MS. Returns 0 once it is a block
+ * device, -ENOTBLK if it is something else, -ETIMEDOUT if it never appeared, or the -errno of
+ * a stat() that failed for another reason than its absence.
+ */
+static __attribute__((warn_unused_result)) int init_wait_for_device(const char *path)
+{
+	const struct timespec poll = {0, INIT_ROOT_POLL_MS * 1000000L};
+	uint64_t start_ms = 0, now_ms = 0;
+	struct stat st;
+	int rc;
+
+	rc = init_get_monotonic_ms(&start_ms);
+	if (rc < 0)
+		return rc;
+	for (;;) {
+		if (stat(path, &st) == 0)
+			return S_ISBLK(st.st_mode) ? 0 : -ENOTBLK;
+		if (errno != ENOENT && errno != ENXIO && errno != ENODEV)
+			return -errno;
+		rc = init_get_monotonic_ms(&now_ms);
+		if (rc < 0)
+			return rc;
+		if (now_ms - start_ms >= INIT_ROOT_WAIT_MS)
+			return -ETIMEDOUT;
+		nanosleep(&poll, NULL); /* EINTR only shortens one poll */
+	}
+}
+
+/*
+ * Move each mount of init_moved_mounts (and what is mounted under it) to the same path under
+ * INIT_NEWROOT_PATH, creating the mount point if the image lacks it. Logs its own failure.
+ * Returns 0 or -errno.
+ */
+static __attribute__((warn_unused_result)) int init_move_mounts(void)
+{
+	char target[sizeof(INIT_NEWROOT_PATH) + 16];
+	size_t i;
+
+	for (i = 0; i < sizeof(init_moved_mounts) / sizeof(init_moved_mounts[0]); i++) {
+		const char *path = init_moved_mounts[i];
+		int n = snprintf(target, sizeof(target), "%s%s", INIT_NEWROOT_PATH, path);
+
+		if (n < 0 || (size_t)n >= sizeof(target))
+			return -ENAMETOOLONG; /* not reached: the paths above are short */
+		if (mkdir(target, 0755) < 0 && errno != EEXIST) {
+			int err = errno;
+
+			log_error("root: mkdir %s: %s", path, strerror(err));
+			return -err;
+		}
+		if (mount(path, target, NULL, MS_MOVE, NULL) < 0) {
+			int err = errno;
+
+			log_error("root: moving the %s mount: %s", path, strerror(err));
+			return -err;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Boot from the disk opts->root: wait for it, mount it (opts->rootfstype, read-write unless
+ * sandbox.rw=0) on INIT_NEWROOT_PATH, move init's mounts there, then make it the root as
+ * switch_root(8) does: chdir into it, move it onto "/" and chroot there (pivot_root does not
+ * work on the initramfs). init stays PID 1. The initramfs is left as it is: besides a few
+ * empty directories it holds only this program, whose pages stay mapped while init runs, so
+ * deleting it would free next to nothing. Logs its own failure ("error: root: ...").
+ * Returns 0 or -errno; after a failure the system is half-moved and only fit for a reset.
+ */
+static __attribute__((warn_unused_result)) int init_switch_root(const struct cmdline_options *opts)
+{
+	/* noatime: reads must not dirty the copy-on-write layers under the disk */
+	unsigned long flags = MS_NOATIME | (opts->root_rw ? 0 : MS_RDONLY);
+	const char *mode = opts->root_rw ? "rw" : "ro";
+	int rc;
+
+	rc = init_wait_for_device(opts->root);
+	if (rc == -ETIMEDOUT) {
+		log_error("root: %s did not appear within %d ms (no disk attached?)", opts->root,
+			  INIT_ROOT_WAIT_MS);
+		return rc;
+	}
+	if (rc < 0) {
+		log_error("root: %s: %s", opts->root, strerror(-rc));
+		return rc;
+	}
+	if (mkdir(INIT_NEWROOT_PATH, 0755) < 0 && errno != EEXIST) {
+		rc = -errno;
+		log_error("root: mkdir %s: %s", INIT_NEWROOT_PATH, strerror(-rc));
+		return rc;
+	}
+	if (mount(opts->root, INIT_NEWROOT_PATH, opts->rootfstype, flags, NULL) < 0) {
+		rc = -errno;
+		log_error("root: mounting %s (%s, %s): %s", opts->root, opts->rootfstype, mode,
+			  strerror(-rc));
+		return rc;
+	}
+	rc = init_move_mounts();
+	if (rc < 0)
+		return rc;
+	if (chdir(INIT_NEWROOT_PATH) < 0 || mount(".", "/", NULL, MS_MOVE, NULL) < 0 ||
+	    chroot(".") < 0 || chdir("/") < 0) {
+		rc = -errno;
+		log_error("root: switching to %s: %s", INIT_NEWROOT_PATH, strerror(-rc));
+		return rc;
+	}
+	log_info("root %s (%s, %s)", opts->root, opts->rootfstype, mode);
+	return 0;
+}
+
 /* Store in *uptime_ms the time since the kernel booted, in ms. Returns 0 or -errno. */
 static __attribute__((warn_unused_result)) int init_get_uptime(uint64_t *uptime_ms)
 {
@@ -373,7 +515,8 @@ static __attribute__((noreturn)) void init_wait_forever(void)
 }
 
 /*
- * PID 1. Set up the system, print the banner, then reset, crash or wait as the command line
+ * PID 1. Set up the system, switch to the root disk if the command line names one (or reset
+ * the VM if that fails), print the banner, then reset, crash or wait as the command line
  * says. Returns (exits PID 1, so the kernel panics) only for sandbox.panic=1 when sysrq could
  * not crash the kernel.
  */
@@ -407,6 +550,13 @@ int main(void)
 	rc = init_read_cmdline(&opts);
 	if (rc < 0)
 		log_warn("reading %s: %s; using the defaults", INIT_CMDLINE_PATH, strerror(-rc));
+
+	if (opts.root[0] != '\0' && init_switch_root(&opts) < 0) {
+		/* no banner: the host sees the error line, then the VM going away */
+		rc = init_shutdown();
+		log_error("reboot: %s; waiting forever", strerror(-rc));
+		init_wait_forever();
+	}
 
 	init_banner();
 

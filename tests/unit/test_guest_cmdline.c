@@ -435,3 +435,178 @@ Test(guest_cmdline, one_long_word_of_max_len)
 	check_opts(&opts, false, true, 0);
 	free(buf);
 }
+
+/* Assert the root options: device (NULL for none), filesystem type and rw. */
+static void check_root(const struct cmdline_options *opts, const char *root, const char *fstype,
+		       bool rw)
+{
+	cr_assert(eq(str, (char *)opts->root, (char *)(root ? root : "")), "root");
+	cr_assert(eq(str, (char *)opts->rootfstype, (char *)fstype), "rootfstype");
+	cr_assert(eq(int, opts->root_rw, rw), "rw");
+}
+
+Test(guest_cmdline, root_defaults)
+{
+	struct cmdline_options opts;
+
+	memset(&opts, 0xa5, sizeof(opts));
+	cmdline_init_options(&opts);
+	check_root(&opts, NULL, "ext4", true);
+	/* the kernel's own root= is the kernel's, not ours */
+	cr_assert(eq(int, parse_str("root=/dev/vda rootfstype=ext4 ro rw", &opts), 0));
+	check_root(&opts, NULL, "ext4", true);
+	check_opts(&opts, false, true, 0);
+}
+
+Test(guest_cmdline, root_options_are_read)
+{
+	struct cmdline_options opts;
+
+	cr_assert(eq(int, parse_str("console=ttyS0 quiet sandbox.root=/dev/vda", &opts), 0));
+	check_root(&opts, "/dev/vda", "ext4", true);
+	check_opts(&opts, false, true, 0);
+	cr_assert(eq(int,
+		     parse_str("sandbox.root=/dev/vdb sandbox.rootfstype=ext2 sandbox.rw=0 "
+			       "sandbox.reboot=0",
+			       &opts),
+		     0));
+	check_root(&opts, "/dev/vdb", "ext2", false);
+	check_opts(&opts, false, false, 0);
+	cr_assert(eq(int, parse_str("sandbox.rw=1 sandbox.root=\"/dev/disk/by-id/x-1_2\"", &opts),
+		     0));
+	check_root(&opts, "/dev/disk/by-id/x-1_2", "ext4", true);
+	/* rw is a boolean like the others: bare means 1 */
+	cr_assert(eq(int, parse_str("sandbox.rw=0 sandbox.rw", &opts), 0));
+	check_root(&opts, NULL, "ext4", true);
+	check_opts(&opts, false, true, 0);
+}
+
+Test(guest_cmdline, root_later_options_win)
+{
+	struct cmdline_options opts;
+
+	cr_assert(eq(int,
+		     parse_str("sandbox.root=/dev/vda sandbox.root=/dev/vdb sandbox.rootfstype=xfs "
+			       "sandbox.rootfstype=btrfs",
+			       &opts),
+		     0));
+	check_root(&opts, "/dev/vdb", "btrfs", true);
+	/* a shorter value after a longer one leaves nothing of the longer one behind */
+	cr_assert(eq(int, parse_str("sandbox.root=/dev/vdaaaaa sandbox.root=/dev/v", &opts), 0));
+	check_root(&opts, "/dev/v", "ext4", true);
+}
+
+Test(guest_cmdline, root_bad_values_are_ignored)
+{
+	struct cmdline_options opts;
+
+	/* each is bad, and the earlier good value stands */
+	cr_assert(eq(int,
+		     parse_str("sandbox.root=/dev/vda sandbox.root sandbox.root= sandbox.root=\"\" "
+			       "sandbox.root=vda sandbox.root=/dev/ sandbox.root=/dev "
+			       "sandbox.root=/tmp/vda sandbox.root=/dev/../etc/x "
+			       "sandbox.root=//dev/vda sandbox.root=/DEV/vda",
+			       &opts),
+		     0));
+	check_root(&opts, "/dev/vda", "ext4", true);
+	check_opts(&opts, false, true, 10);
+	/* a space (quoted), a quote left in the middle, a backslash, a control byte */
+	cr_assert(eq(int,
+		     parse_str("sandbox.root=\"/dev/v da\" sandbox.root=/dev/v\"d\"a "
+			       "sandbox.root=/dev/v\\da sandbox.root=/dev/v\x01"
+			       "da",
+			       &opts),
+		     0));
+	check_root(&opts, NULL, "ext4", true);
+	check_opts(&opts, false, true, 4);
+
+	cr_assert(eq(int,
+		     parse_str("sandbox.rootfstype=ext3 sandbox.rootfstype sandbox.rootfstype= "
+			       "sandbox.rootfstype=Ext4 sandbox.rootfstype=ext-4 "
+			       "sandbox.rootfstype=ext4,ro sandbox.rootfstype=/ext4",
+			       &opts),
+		     0));
+	check_root(&opts, NULL, "ext3", true);
+	check_opts(&opts, false, true, 6);
+
+	cr_assert(eq(int, parse_str("sandbox.rw=0 sandbox.rw=2 sandbox.rw=yes sandbox.rw=", &opts),
+		     0));
+	check_root(&opts, NULL, "ext4", false);
+	check_opts(&opts, false, true, 3);
+}
+
+Test(guest_cmdline, root_length_limits)
+{
+	struct cmdline_options opts;
+	char word[256];
+	char root[CMDLINE_ROOT_MAX + 2];
+	char fstype[CMDLINE_FSTYPE_MAX + 2];
+
+	/* exactly CMDLINE_ROOT_MAX bytes fit */
+	memset(root, 'a', sizeof(root));
+	memcpy(root, "/dev/", 5);
+	root[CMDLINE_ROOT_MAX] = '\0';
+	snprintf(word, sizeof(word), "sandbox.root=%s", root);
+	cr_assert(eq(int, parse_str(word, &opts), 0));
+	check_root(&opts, root, "ext4", true);
+	check_opts(&opts, false, true, 0);
+	/* one more does not, and is not cut to fit */
+	root[CMDLINE_ROOT_MAX] = 'a';
+	root[CMDLINE_ROOT_MAX + 1] = '\0';
+	snprintf(word, sizeof(word), "sandbox.root=/dev/vda sandbox.root=%s", root);
+	cr_assert(eq(int, parse_str(word, &opts), 0));
+	check_root(&opts, "/dev/vda", "ext4", true);
+	check_opts(&opts, false, true, 1);
+
+	memset(fstype, 'x', sizeof(fstype));
+	fstype[CMDLINE_FSTYPE_MAX] = '\0';
+	snprintf(word, sizeof(word), "sandbox.rootfstype=%s", fstype);
+	cr_assert(eq(int, parse_str(word, &opts), 0));
+	check_root(&opts, NULL, fstype, true);
+	check_opts(&opts, false, true, 0);
+	fstype[CMDLINE_FSTYPE_MAX] = 'x';
+	fstype[CMDLINE_FSTYPE_MAX + 1] = '\0';
+	snprintf(word, sizeof(word), "sandbox.rootfstype=%s", fstype);
+	cr_assert(eq(int, parse_str(word, &opts), 0));
+	check_root(&opts, NULL, "ext4", true);
+	check_opts(&opts, false, true, 1);
+}
+
+Test(guest_cmdline, root_value_cut_at_len)
+{
+	struct cmdline_options opts;
+
+	/* the value ends at len: "/dev/vd", not "/dev/vda", and it is NUL-terminated */
+	memset(&opts, 0xa5, sizeof(opts));
+	cmdline_init_options(&opts);
+	cr_assert(eq(int, cmdline_parse("sandbox.root=/dev/vda", 20, &opts), 0));
+	check_root(&opts, "/dev/vd", "ext4", true);
+	check_opts(&opts, false, true, 0);
+}
+
+Test(guest_cmdline, root_names_match_exactly)
+{
+	struct cmdline_options opts;
+
+	cr_assert(eq(int,
+		     parse_str("sandbox.roo=/dev/vda sandbox.roots=/dev/vda sandbox.Root=/dev/vda "
+			       "sandbox.rootfs=ext4 sandbox.rootfstypes=ext4 sandbox.r=0 "
+			       "sandbox.rwx=0",
+			       &opts),
+		     0));
+	check_root(&opts, NULL, "ext4", true);
+	check_opts(&opts, false, true, 7);
+}
+
+Test(guest_cmdline, root_warning_is_logged, .init = cr_redirect_stderr)
+{
+	struct cmdline_options opts;
+
+	cr_assert(eq(int, parse_str("sandbox.root=vda sandbox.rootfstype=EXT4", &opts), 0));
+	check_root(&opts, NULL, "ext4", true);
+	fflush(stderr);
+	cr_assert(cr_stderr_match_str(
+		"sandbox-init: warning: ignoring bad value in kernel option 'sandbox.root=vda'\n"
+		"sandbox-init: warning: ignoring bad value in kernel option "
+		"'sandbox.rootfstype=EXT4'\n"));
+}
