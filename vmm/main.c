@@ -18,15 +18,30 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "disk.h"
 #include "layout.h"
+#include "virtio/virtio.h"
 #include "vmm.h"
 
 #define DEFAULT_CMDLINE "console=ttyS0 reboot=k panic=-1 quiet"
+#define DISKS_MAX	4
+/* The command line as built (the user's, then the devices' words); boot_load checks it
+ * against what the kernel accepts, so this only needs to be larger than any kernel's limit. */
+#define CMDLINE_BUF_LEN (2 * CMDLINE_MAX)
+
+/* --disk PATH[,ro][,raw] */
+struct disk_option {
+	char *path;
+	bool ro;
+	bool raw;
+};
 
 struct options {
 	struct boot_config boot;
 	uint64_t memory_mib;
 	const char *console_path;
+	struct disk_option disks[DISKS_MAX];
+	unsigned ndisks;
 	unsigned timeout_s;
 	bool check;
 	bool verbose;
@@ -46,13 +61,16 @@ static void usage(FILE *f)
 		"  --cpus N          vCPUs, 1-%u (default 1)\n"
 		"  --memory MiB      guest RAM, %llu-%llu (default 256)\n"
 		"  --console PATH    write the serial console to PATH instead of stdout\n"
+		"  --disk PATH[,ro][,raw]  a virtio-blk disk (up to %u; the first is /dev/vda):\n"
+		"                    a layer file (sandbox-disk) or a raw image, which is\n"
+		"                    always read-only; ro: read-only; raw: do not probe\n"
 		"  --timeout SEC     stop the guest after SEC seconds (exit status 6)\n"
 		"  --check           say which KVM this host has and what can boot on it\n"
 		"  -v, --verbose     debug logging\n"
 		"\n"
 		"exit status: 0 guest shut down, 1 VMM failure, 2 bad arguments or input,\n"
 		"3 guest panic, 4 guest triple fault, 5 emulation failure, 6 timeout, 7 signal\n",
-		VCPU_MAX, MEM_MIN_MIB, MEM_MAX_MIB);
+		VCPU_MAX, MEM_MIN_MIB, MEM_MAX_MIB, DISKS_MAX);
 }
 
 /* Parse a decimal number in [min, max]; false on anything else. */
@@ -72,6 +90,25 @@ static bool parse_uint(const char *s, unsigned long long min, unsigned long long
 	return true;
 }
 
+/* Split `arg` (modified) into the path and its ",ro" / ",raw" suffixes. */
+static bool parse_disk(char *arg, struct disk_option *d)
+{
+	char *comma;
+
+	memset(d, 0, sizeof(*d));
+	while ((comma = strrchr(arg, ','))) {
+		if (strcmp(comma, ",ro") == 0)
+			d->ro = true;
+		else if (strcmp(comma, ",raw") == 0)
+			d->raw = true;
+		else
+			return false;
+		*comma = '\0';
+	}
+	d->path = arg;
+	return *arg != '\0';
+}
+
 /* Returns 0, or an exit status when the command line is unusable. */
 static int parse_options(int argc, char **argv, struct options *o)
 {
@@ -83,6 +120,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{"cpus", required_argument, NULL, 'n'},
 		{"memory", required_argument, NULL, 'm'},
 		{"console", required_argument, NULL, 'o'},
+		{"disk", required_argument, NULL, 'd'},
 		{"timeout", required_argument, NULL, 't'},
 		{"check", no_argument, NULL, 'C'},
 		{"verbose", no_argument, NULL, 'v'},
@@ -134,6 +172,17 @@ static int parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'o':
 			o->console_path = optarg;
+			break;
+		case 'd':
+			if (o->ndisks == DISKS_MAX) {
+				log_error("--disk %s: at most %u disks", optarg, DISKS_MAX);
+				return VM_EXIT_BAD_INPUT;
+			}
+			if (!parse_disk(optarg, &o->disks[o->ndisks])) {
+				log_error("--disk %s: give PATH[,ro][,raw]", optarg);
+				return VM_EXIT_BAD_INPUT;
+			}
+			o->ndisks++;
 			break;
 		case 't':
 			if (!parse_uint(optarg, 1, 7 * 24 * 3600, &v)) {
@@ -194,6 +243,73 @@ static int run_check(void)
 		break;
 	}
 	return 1;
+}
+
+/* Open every --disk: a file starting with the layer magic is a layer (its chain is checked),
+ * anything else a raw image. Returns 0, or an exit status after one line naming the cause;
+ * on failure nothing stays open. */
+static int open_disks(const struct options *o, struct disk **disks)
+{
+	for (unsigned i = 0; i < o->ndisks; i++) {
+		const struct disk_option *d = &o->disks[i];
+		uint8_t magic[DISK_MAGIC_LEN] = {0};
+		unsigned flags = d->ro ? DISK_OPEN_RDONLY : 0;
+		struct disk_error derr = {""};
+		int fd, err;
+
+		if (d->raw) {
+			flags |= DISK_OPEN_RAW;
+		} else if ((fd = open(d->path, O_RDONLY | O_CLOEXEC)) >= 0) {
+			if (pread(fd, magic, sizeof(magic), 0) != (ssize_t)sizeof(magic) ||
+			    memcmp(magic, DISK_MAGIC, DISK_MAGIC_LEN) != 0)
+				flags |= DISK_OPEN_RAW;
+			close(fd);
+		} /* else disk_open says why it cannot be opened */
+		err = disk_open(d->path, flags, &disks[i], &derr);
+		if (err < 0) {
+			if (derr.msg[0])
+				log_error("--disk: %s", derr.msg);
+			else
+				log_error("--disk %s: %s", d->path, strerror(-err));
+			while (i--)
+				disk_close(disks[i]);
+			return VM_EXIT_BAD_INPUT;
+		}
+		log_debug("disk %u: %s, %llu bytes, %u layer(s)%s", i, d->path,
+			  (unsigned long long)disk_size(disks[i]), disk_layer_count(disks[i]),
+			  disk_read_only(disks[i]) || d->ro ? ", read-only" : "");
+	}
+	return 0;
+}
+
+/* Attach the opened disks as virtio-blk devices, appending their words to `cmdline`. Each
+ * disk belongs to its device from then on (or is closed when adding it fails). */
+static int add_disks(struct vm *vm, const struct options *o, struct disk **disks, char *cmdline,
+		     size_t cmdline_len)
+{
+	int status = 0;
+
+	for (unsigned i = 0; i < o->ndisks; i++) {
+		const char *base = strrchr(o->disks[i].path, '/');
+		struct virtio_dev *vdev;
+		int err;
+
+		if (status) {
+			disk_close(disks[i]);
+			continue;
+		}
+		err = blk_add(vm, disks[i], o->disks[i].ro, base ? base + 1 : o->disks[i].path,
+			      cmdline, cmdline_len, &vdev);
+		if (err == -E2BIG) {
+			log_error("kernel command line too long to announce --disk %s",
+				  o->disks[i].path);
+			status = VM_EXIT_BAD_INPUT;
+		} else if (err < 0) {
+			log_error("cannot add --disk %s: %s", o->disks[i].path, strerror(-err));
+			status = VM_EXIT_VMM_ERROR;
+		}
+	}
+	return status;
 }
 
 static int open_console(const char *path)
@@ -270,6 +386,8 @@ out:
 
 int main(int argc, char **argv)
 {
+	static char cmdline[CMDLINE_BUF_LEN];
+	struct disk *disks[DISKS_MAX] = {NULL};
 	struct boot_entry entry;
 	struct options o;
 	struct vm vm;
@@ -299,18 +417,33 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	console_fd = open_console(o.console_path);
-	if (console_fd < 0)
+	if (strlen(o.boot.cmdline) >= sizeof(cmdline)) {
+		log_error("kernel command line too long: %zu bytes", strlen(o.boot.cmdline));
 		return VM_EXIT_BAD_INPUT;
-	if (vm_create(&vm, o.memory_mib << 20, o.boot.ncpus) < 0)
-		return VM_EXIT_VMM_ERROR;
+	}
+	strcpy(cmdline, o.boot.cmdline);
+	o.boot.cmdline = cmdline; /* the devices append their virtio_mmio.device= words */
+	status = open_disks(&o, disks);
+	if (status)
+		return status;
+	console_fd = open_console(o.console_path);
+	if (console_fd < 0 || vm_create(&vm, o.memory_mib << 20, o.boot.ncpus) < 0) {
+		for (unsigned i = 0; i < o.ndisks; i++)
+			disk_close(disks[i]);
+		return console_fd < 0 ? VM_EXIT_BAD_INPUT : VM_EXIT_VMM_ERROR;
+	}
 	log_debug("VM created");
 	if ((err = serial_create(&vm, console_fd, &vm.serial)) ||
 	    (err = i8042_create(&vm, &vm.i8042))) {
 		log_error("cannot create the legacy devices: %s", strerror(-err));
 		status = VM_EXIT_VMM_ERROR;
+		for (unsigned i = 0; i < o.ndisks; i++)
+			disk_close(disks[i]);
 		goto out;
 	}
+	status = add_disks(&vm, &o, disks, cmdline, sizeof(cmdline));
+	if (status)
+		goto out;
 	if (boot_load(&vm.mem, &o.boot, &entry) < 0) {
 		status = VM_EXIT_BAD_INPUT;
 		goto out;

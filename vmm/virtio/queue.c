@@ -60,15 +60,27 @@ static void virtq_store32(uint8_t *p, uint32_t v)
 }
 
 /*
- * Read the descriptor at `p` (16-byte aligned: tables are checked for that) into `d`, once.
- * Two relaxed 8-byte loads: the address, then len/flags/next together, so len, flags and next
- * always come from one consistent snapshot of the second word. Everything after this works on
- * the copy; the guest rewriting the descriptor meanwhile cannot change what we checked.
+ * Read the descriptor at `p` into `d`, once. Where `p` is 8-byte aligned (the ring's table
+ * always is, and Linux's indirect tables are kmalloc'ed), two relaxed 8-byte loads: the
+ * address, then len/flags/next together, so len, flags and next always come from one
+ * consistent snapshot of the second word. The spec sets no alignment for an indirect table,
+ * so any other address is copied bytewise instead; a guest racing with that copy only tears
+ * its own descriptor. Everything after this works on the copy; the guest rewriting the
+ * descriptor meanwhile cannot change what we checked.
  */
 static void virtq_read_desc(const uint8_t *p, struct virtq_desc_copy *d)
 {
-	uint64_t addr = le64toh(__atomic_load_n((const uint64_t *)p, __ATOMIC_RELAXED));
-	uint64_t word = le64toh(__atomic_load_n((const uint64_t *)(p + 8), __ATOMIC_RELAXED));
+	uint64_t addr, word;
+
+	if ((uintptr_t)p % 8 == 0) {
+		addr = __atomic_load_n((const uint64_t *)p, __ATOMIC_RELAXED);
+		word = __atomic_load_n((const uint64_t *)(p + 8), __ATOMIC_RELAXED);
+	} else {
+		memcpy(&addr, p, 8);
+		memcpy(&word, p + 8, 8);
+	}
+	addr = le64toh(addr);
+	word = le64toh(word);
 
 	d->addr = addr;
 	d->len = (uint32_t)word;
@@ -235,10 +247,8 @@ static const char *virtq_walk_chain(const struct virtq *q, uint16_t head, struct
 				return "indirect table length not a non-zero multiple of 16";
 			if (d.len / VIRTQ_DESC_LEN > VIRTQ_CHAIN_MAX)
 				return "indirect table has more than VIRTQ_CHAIN_MAX entries";
-			/* 16-byte alignment lets us load each descriptor with aligned atomic loads;
-			 * Linux's tables (kmalloc'ed arrays of 16-byte entries) always are. */
-			if (d.addr % VIRTQ_DESC_LEN)
-				return "indirect table not 16-byte aligned";
+			/* No alignment check: the spec requires none for indirect tables, and
+			 * Linux guests do post tables that are 8- but not 16-byte aligned. */
 			table = mem_gpa_to_hva(q->mem, d.addr, d.len);
 			if (!table)
 				return "indirect table not in guest RAM";

@@ -82,7 +82,7 @@ bool virtq_has_work(const struct virtq *q);
  * idx more than `size` ahead, a head or next index out of range, a loop or a chain longer
  * than the queue, more than VIRTQ_CHAIN_MAX segments, a buffer or table not wholly in one RAM
  * region, a zero-length buffer, a readable buffer after a writable one, an indirect table
- * that is nested, chained (NEXT), empty, misaligned, not a multiple of 16 bytes or larger
+ * that is nested, chained (NEXT), empty, not a multiple of 16 bytes or larger
  * than VIRTQ_CHAIN_MAX entries. The queue is then broken: every later call returns -EPROTO
  * until virtq_reset. */
 int virtq_pop(struct virtq *q, struct virtq_chain *chain) __must_check;

@@ -83,4 +83,13 @@ void virtio_notify_config(struct virtio_dev *vdev);
  * The device stays dead until the driver resets it; the VMM goes on. */
 void virtio_set_needs_reset(struct virtio_dev *vdev, const char *why);
 
+/* ---- blk.c: virtio-blk ---- */
+
+struct disk;
+/* Attach a virtio-blk device serving `disk` (which it owns from now on, even on failure) as
+ * the next virtio-mmio device: read-only when `read_only` or when the disk is. `serial` is
+ * what GET_ID answers (up to 20 bytes are used). Errors are those of virtio_mmio_add. */
+int blk_add(struct vm *vm, struct disk *disk, bool read_only, const char *serial, char *cmdline,
+	    size_t cmdline_len, struct virtio_dev **out) __must_check;
+
 #endif
