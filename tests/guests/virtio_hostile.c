@@ -548,9 +548,9 @@ static const char *case_avail_idx_jump(void)
 
 /*
  * (14) A descriptor table outside RAM at QueueReady. mmio.c checks the rings there
- * (virtq_configure): QueueReady stays 0. NEEDS_RESET is only raised once DRIVER_OK is set
- * (virtio_needs_reset_locked), so before it the status is unchanged; DRIVER_OK is then
- * accepted with queue 0 not ready, and a kick serves nothing and touches nothing.
+ * (virtq_configure): QueueReady stays 0 and the device is marked NEEDS_RESET at once; a
+ * DRIVER_OK written without that bit is refused (status bits only clear through a reset),
+ * and a kick serves nothing and touches nothing.
  */
 static const char *case_rings_outside_ram(void)
 {
@@ -564,11 +564,11 @@ static const char *case_rings_outside_ram(void)
 	if (ready != 0)
 		return fail_with("queue became ready with rings outside RAM: QueueReady", ready);
 	status = vio_read(VIO_STATUS);
-	if (status != feat)
+	if (status != (feat | VIO_S_RESET))
 		return fail_with("status after the refused QueueReady", status);
 	vio_write(VIO_STATUS, feat | VIO_S_DRV_OK);
 	status = vio_read(VIO_STATUS);
-	if (status != (feat | VIO_S_DRV_OK))
+	if (status != (feat | VIO_S_RESET))
 		return fail_with("status after DRIVER_OK", status);
 	if (vio_read(VIO_QUEUE_READY) != 0)
 		return "queue 0 ready after DRIVER_OK";
@@ -579,7 +579,7 @@ static const char *case_rings_outside_ram(void)
 	if (vq_used.idx != 0 || req_status != 0xee)
 		return fail_with("the unconfigured queue was served: used idx", vq_used.idx);
 	status = vio_read(VIO_STATUS);
-	if (status != (feat | VIO_S_DRV_OK))
+	if (status != (feat | VIO_S_RESET))
 		return fail_with("status after the kick", status);
 	return NULL;
 }

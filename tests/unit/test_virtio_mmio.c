@@ -199,6 +199,16 @@ Test(virtio_mmio, bad_queue_setups_need_reset)
 	wr(VIRTIO_MMIO_QUEUE_NUM, 128); /* above QueueNumMax */
 	wr(VIRTIO_MMIO_QUEUE_READY, 1);
 	cr_assert(not(vdev->queues[0].ready));
+	cr_assert(eq(u32, rd(VIRTIO_MMIO_STATUS) & VIRTIO_CONFIG_S_NEEDS_RESET,
+		     VIRTIO_CONFIG_S_NEEDS_RESET),
+		  "marked before DRIVER_OK too");
+	/* The driver cannot go on to DRIVER_OK without resetting. */
+	wr(VIRTIO_MMIO_STATUS, VIRTIO_CONFIG_S_ACKNOWLEDGE | VIRTIO_CONFIG_S_DRIVER |
+				       VIRTIO_CONFIG_S_FEATURES_OK | VIRTIO_CONFIG_S_DRIVER_OK);
+	cr_assert(eq(u32, dev.activated, 0));
+	wr(VIRTIO_MMIO_STATUS, 0);
+	negotiate((1ull << VIRTIO_F_VERSION_1));
+	wr(VIRTIO_MMIO_QUEUE_SEL, 0);
 	/* Rings outside guest RAM. */
 	wr(VIRTIO_MMIO_QUEUE_NUM, 16);
 	wr(VIRTIO_MMIO_QUEUE_DESC_HIGH, 0x10);

@@ -70,11 +70,12 @@ static void virtio_needs_reset_locked(struct virtio_dev *v, const char *why)
 	if (log_ratelimit_ok(&v->rl, 3))
 		log_warn("virtio-%s at %#llx: %s: device needs reset", v->ops->name,
 			 (unsigned long long)v->base, why);
-	if (v->status & VIRTIO_CONFIG_S_DRIVER_OK) {
-		v->status |= VIRTIO_CONFIG_S_NEEDS_RESET;
-		v->config_generation++;
+	/* Marked at any stage of initialisation (a bad queue set-up is refused before
+	 * DRIVER_OK); the driver only listens for the config interrupt once it is running. */
+	v->status |= VIRTIO_CONFIG_S_NEEDS_RESET;
+	v->config_generation++;
+	if (v->status & VIRTIO_CONFIG_S_DRIVER_OK)
 		virtio_raise_locked(v, VIRTIO_INT_CONFIG);
-	}
 }
 
 void virtio_set_needs_reset(struct virtio_dev *v, const char *why)
