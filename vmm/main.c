@@ -324,10 +324,11 @@ static int open_console(const char *path)
 	return fd;
 }
 
-/* Wait until a vCPU asks to stop, a signal arrives, or the timeout expires. */
+/* The I/O thread: serve device kicks (ioeventfds) until a vCPU asks to stop, a signal
+ * arrives, or the timeout expires. */
 static void main_loop(struct vm *vm, unsigned timeout_s)
 {
-	struct epoll_event ev, events[4];
+	struct epoll_event ev, events[8];
 	int ep, sfd, tfd = -1;
 	sigset_t set;
 
@@ -358,8 +359,14 @@ static void main_loop(struct vm *vm, unsigned timeout_s)
 		ev = (struct epoll_event){.events = EPOLLIN, .data.fd = tfd};
 		epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &ev);
 	}
+	for (unsigned i = 0; i < vm->nvirtio; i++) {
+		if (vm->virtio[i]->notify_fd < 0)
+			continue;
+		ev = (struct epoll_event){.events = EPOLLIN, .data.fd = vm->virtio[i]->notify_fd};
+		epoll_ctl(ep, EPOLL_CTL_ADD, vm->virtio[i]->notify_fd, &ev);
+	}
 	while (!atomic_load(&vm->stopping)) {
-		int n = epoll_wait(ep, events, 4, -1);
+		int n = epoll_wait(ep, events, 8, -1);
 
 		for (int i = 0; i < n; i++) {
 			if (events[i].data.fd == sfd) {
@@ -372,6 +379,10 @@ static void main_loop(struct vm *vm, unsigned timeout_s)
 				vm_request_stop(vm, VM_EXIT_TIMEOUT,
 						"guest still running after %u s: stopped",
 						timeout_s);
+			} else {
+				for (unsigned d = 0; d < vm->nvirtio; d++)
+					if (events[i].data.fd == vm->virtio[d]->notify_fd)
+						virtio_mmio_handle_notify(vm->virtio[d]);
 			}
 		}
 	}

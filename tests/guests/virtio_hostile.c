@@ -272,14 +272,34 @@ static void req_chain(struct vq_desc *table, bool data_write, uint64_t data_gpa,
 }
 
 /* Offers the chain at descriptor `head` and kicks queue 0. */
+/*
+ * Kick queue 0 and wait, bounded, until the used index moves past `used_before` or the device
+ * gives up on us: the kick may be served on the VMM's I/O thread (ioeventfd), after the
+ * QueueNotify write returns. A kick the device must ignore waits the whole bound (~0.1 s).
+ * Status is an MMIO exit: it is looked at only now and then.
+ */
+static void vq_kick_wait(uint16_t used_before)
+{
+	vio_write(VIO_QUEUE_NOTIFY, 0);
+	for (uint32_t spin = 0; spin < (1u << 22); spin++) {
+		if (__atomic_load_n(&vq_used.idx, __ATOMIC_ACQUIRE) != used_before)
+			return;
+		if ((spin & 1023) == 1023 && (vio_read(VIO_STATUS) & VIO_S_RESET))
+			return;
+		cpu_relax();
+	}
+}
+
 static void vq_submit(uint16_t head)
 {
+	uint16_t used_before = __atomic_load_n(&vq_used.idx, __ATOMIC_ACQUIRE);
+
 	vq_avail.ring[drv_avail_idx % HOSTILE_QSIZE] = head;
 	drv_avail_idx++;
 	/* Release: the ring entry and the descriptors are written before the idx that offers
-	 * them (the device reads them in the notify exit; this also orders the compiler). */
+	 * them (this also orders the compiler). */
 	__atomic_store_n(&vq_avail.idx, drv_avail_idx, __ATOMIC_RELEASE);
-	vio_write(VIO_QUEUE_NOTIFY, 0);
+	vq_kick_wait(used_before);
 }
 
 /* Checks that the device now wants a reset and returned nothing. NULL or why not. */
@@ -542,7 +562,7 @@ static const char *case_avail_idx_jump(void)
 	for (unsigned i = 0; i < HOSTILE_QSIZE; i++)
 		vq_avail.ring[i] = 0;
 	__atomic_store_n(&vq_avail.idx, 1000, __ATOMIC_RELEASE);
-	vio_write(VIO_QUEUE_NOTIFY, 0);
+	vq_kick_wait(0);
 	return expect_needs_reset(0);
 }
 

@@ -75,6 +75,8 @@ int virtio_mmio_add(struct vm *vm, const struct virtio_ops *ops, void *dev, char
 void virtio_mmio_destroy(struct virtio_dev *vdev);
 /* The register window's access handler (also called by unit tests). */
 void virtio_mmio_access(void *opaque, uint64_t offset, uint8_t *data, uint32_t len, bool write);
+/* The I/O thread saw `notify_fd` readable: serve the kicks (every queue of a live device). */
+void virtio_mmio_handle_notify(struct virtio_dev *vdev);
 /* Tell the driver that used buffers are ready on some queue (interrupt status bit 0). */
 void virtio_notify_used(struct virtio_dev *vdev);
 /* Tell the driver the config space changed (interrupt status bit 1). */
