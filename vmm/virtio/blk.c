@@ -6,9 +6,9 @@
  * a readable header or a writable status byte is a protocol error (DEVICE_NEEDS_RESET); a bad
  * sector, length or type is the guest's own I/O error (VIRTIO_BLK_S_IOERR / _UNSUPP).
  *
- * I/O is synchronous for now: requests are served from queue_notify, on the vCPU thread that
- * kicked (ioeventfd is not wired yet), under the device's mutex, which also keeps the struct
- * disk to one thread at a time as disk.h asks.
+ * I/O is synchronous for now: requests are served from queue_notify, on the I/O thread when
+ * the kick came through the ioeventfd (or on the kicking vCPU without one), under the
+ * device's mutex, which also keeps the struct disk to one thread at a time as disk.h asks.
  * TODO(io_uring): DESIGN.md wants reads, writes and flushes submitted to io_uring (liburing,
  * `uring_dep`) from the I/O thread, with the ring's completion eventfd on main_loop's epoll:
  * map each request with disk_map into extents (fd -1 = zeros), submit one readv/writev per
