@@ -195,6 +195,16 @@ static void virtio_set_half(uint64_t *addr, uint32_t val, bool high)
 		*addr = (*addr & ~0xffffffffull) | val;
 }
 
+/* The pending ring address that register `low` (a QUEUE_*_LOW offset) sets. */
+static uint64_t *virtio_ring_addr(struct virtio_pending_queue *p, uint64_t low)
+{
+	if (low == VIRTIO_MMIO_QUEUE_DESC_LOW)
+		return &p->desc;
+	if (low == VIRTIO_MMIO_QUEUE_AVAIL_LOW)
+		return &p->avail;
+	return &p->used;
+}
+
 static void virtio_write_reg(struct virtio_dev *v, uint64_t reg, uint32_t val)
 {
 	unsigned qi = v->queue_sel;
@@ -239,21 +249,14 @@ static void virtio_write_reg(struct virtio_dev *v, uint64_t reg, uint32_t val)
 		return;
 	case VIRTIO_MMIO_QUEUE_DESC_LOW:
 	case VIRTIO_MMIO_QUEUE_DESC_HIGH:
-		if (!qsetup)
-			break;
-		virtio_set_half(&v->pending[qi].desc, val, reg == VIRTIO_MMIO_QUEUE_DESC_HIGH);
-		return;
 	case VIRTIO_MMIO_QUEUE_AVAIL_LOW:
 	case VIRTIO_MMIO_QUEUE_AVAIL_HIGH:
-		if (!qsetup)
-			break;
-		virtio_set_half(&v->pending[qi].avail, val, reg == VIRTIO_MMIO_QUEUE_AVAIL_HIGH);
-		return;
 	case VIRTIO_MMIO_QUEUE_USED_LOW:
 	case VIRTIO_MMIO_QUEUE_USED_HIGH:
 		if (!qsetup)
 			break;
-		virtio_set_half(&v->pending[qi].used, val, reg == VIRTIO_MMIO_QUEUE_USED_HIGH);
+		/* Each ring address is a LOW register and the HIGH one 4 bytes above it. */
+		virtio_set_half(virtio_ring_addr(&v->pending[qi], reg & ~4ull), val, reg & 4);
 		return;
 	default:
 		return; /* read-only or reserved: ignored */

@@ -42,6 +42,12 @@ struct virtio_ops {
 	void (*destroy)(void *dev);
 };
 
+/* A queue's size and ring addresses as the driver writes them, before QueueReady. */
+struct virtio_pending_queue {
+	uint32_t num;
+	uint64_t desc, avail, used;
+};
+
 struct virtio_dev {
 	struct vm *vm;
 	const struct virtio_ops *ops;
@@ -59,11 +65,8 @@ struct virtio_dev {
 	uint32_t interrupt_status;
 	uint32_t config_generation;
 	struct virtq queues[VIRTIO_QUEUES_MAX];
-	/* Ring addresses as the driver writes them, before QueueReady commits them. */
-	struct {
-		uint32_t num;
-		uint64_t desc, avail, used;
-	} pending[VIRTIO_QUEUES_MAX];
+	/* Committed by QueueReady after checking. */
+	struct virtio_pending_queue pending[VIRTIO_QUEUES_MAX];
 	struct log_ratelimit rl;
 };
 
