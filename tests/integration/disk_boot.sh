@@ -90,15 +90,5 @@ fi
 if [ "$check" = 0 ]; then
 	inner "$vmm" "$kernel" "$initrd" "$mode" "$image"
 fi
-devimage=${SANDBOX_CACHE:-${SANDBOX_HOME:-/var/lib/sandbox}/cache}/devhost/current
-[ -e "$devimage/vmlinuz" ] || { echo "SKIP: kvm-pvm host and no emulated-host image (run tools/dev setup)"; exit 77; }
-# The emulated host hangs now and then (KVM-HOSTS.md): a run cut by devhost's timeout (124) is
-# retried once, as in linux_boot.sh.
-for attempt in 1 2; do
-	"$top/tools/devhost/run" --timeout 150 --build "$build" --add "$here" \
-		--add "$(dirname "$image")" -- \
-		"$here/disk_boot.sh" --inner "$vmm" "$kernel" "$initrd" "$mode" "$image"
-	st=$?
-	[ "$st" = 124 ] && [ "$attempt" = 1 ] || exit "$st"
-	echo "disk_boot.sh: the emulated host timed out; retrying once"
-done
+exec "$here/devhost_retry.sh" "$build" --add "$here" --add "$(dirname "$image")" -- \
+	"$here/disk_boot.sh" --inner "$vmm" "$kernel" "$initrd" "$mode" "$image"

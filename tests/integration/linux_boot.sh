@@ -12,7 +12,6 @@
 # skip with the reason when its image is not built. A failing run shows its last console lines.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-top=$(cd "$here/../.." && pwd)
 vmm=$1 kernel=$2 initrd=$3 mode=$4
 shift 4
 [ -e "$kernel" ] || { echo "SKIP: guest kernel $kernel not built (run tools/dev setup)"; exit 77; }
@@ -42,20 +41,11 @@ case "$check" in
 	exec "$here/expect.sh" --timeout 120 $expect -- \
 		"$vmm" --kernel "$kernel" --initrd "$initrd" --cmdline "$cmdline" --timeout 100 "$@" ;;
 3)
-	image=${SANDBOX_CACHE:-${SANDBOX_HOME:-/var/lib/sandbox}/cache}/devhost/current
-	[ -e "$image/vmlinuz" ] || { echo "SKIP: kvm-pvm host and no emulated-host image (run tools/dev setup)"; exit 77; }
+	# The kernel cache and the build dir are shared with the emulated host by default.
 	build=$(cd "$(dirname "$vmm")/.." && pwd)
-	# The kernel cache and the build dir are shared with the emulated host by default. The
-	# emulated host itself hangs now and then (KVM-HOSTS.md: ~2 boots in 90, not always
-	# before its own health check): a run cut by devhost's timeout (124) is retried once.
-	for attempt in 1 2; do
-		"$top/tools/devhost/run" --timeout 150 --build "$build" --add "$here" -- \
-			"$here/expect.sh" --timeout 100 $expect -- \
-			"$vmm" --kernel "$kernel" --initrd "$initrd" --cmdline "$cmdline" --timeout 90 "$@"
-		st=$?
-		[ "$st" = 124 ] && [ "$attempt" = 1 ] || exit "$st"
-		echo "linux_boot.sh: the emulated host timed out; retrying once"
-	done ;;
+	exec "$here/devhost_retry.sh" "$build" --add "$here" -- \
+		"$here/expect.sh" --timeout 100 $expect -- \
+		"$vmm" --kernel "$kernel" --initrd "$initrd" --cmdline "$cmdline" --timeout 90 "$@" ;;
 *)
 	echo "SKIP: no usable KVM on this host"
 	exit 77 ;;
