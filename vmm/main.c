@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
@@ -324,12 +323,44 @@ static int open_console(const char *path)
 	return fd;
 }
 
-/* The I/O thread: serve device kicks (ioeventfds) until a vCPU asks to stop, a signal
- * arrives, or the timeout expires. */
+struct main_loop {
+	struct vm *vm;
+	unsigned timeout_s;
+	struct ev_source signal_src, timer_src, stop_src;
+};
+
+static void main_loop_signal(struct ev_source *src, uint32_t events)
+{
+	struct main_loop *m = src->opaque;
+	struct signalfd_siginfo si;
+
+	if (read(src->fd, &si, sizeof(si)) == sizeof(si))
+		vm_request_stop(m->vm, VM_EXIT_SIGNAL, "stopped by signal %u", si.ssi_signo);
+}
+
+static void main_loop_timeout(struct ev_source *src, uint32_t events)
+{
+	struct main_loop *m = src->opaque;
+
+	vm_request_stop(m->vm, VM_EXIT_TIMEOUT, "guest still running after %u s: stopped",
+			m->timeout_s);
+}
+
+/* A vCPU asked to stop: the loop condition sees it; only drain the eventfd. */
+static void main_loop_stop(struct ev_source *src, uint32_t events)
+{
+	uint64_t v;
+
+	if (read(src->fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		log_debug("reading the stop eventfd: %m");
+}
+
+/* The I/O thread: serve the VM's event loop (device kicks, I/O completions, sockets) until a
+ * vCPU asks to stop, a signal arrives, or the timeout expires. */
 static void main_loop(struct vm *vm, unsigned timeout_s)
 {
-	struct epoll_event ev, events[8];
-	int ep, sfd, tfd = -1;
+	struct main_loop m = {.vm = vm, .timeout_s = timeout_s};
+	int sfd, tfd = -1, err;
 	sigset_t set;
 
 	sigemptyset(&set);
@@ -337,16 +368,11 @@ static void main_loop(struct vm *vm, unsigned timeout_s)
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGHUP);
 	sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-	ep = epoll_create1(EPOLL_CLOEXEC);
-	if (sfd < 0 || ep < 0) {
+	if (sfd < 0) {
 		vm_request_stop(vm, VM_EXIT_VMM_ERROR, "cannot set up the main loop: %s",
 				strerror(errno));
-		goto out;
+		return;
 	}
-	ev = (struct epoll_event){.events = EPOLLIN, .data.fd = sfd};
-	epoll_ctl(ep, EPOLL_CTL_ADD, sfd, &ev);
-	ev = (struct epoll_event){.events = EPOLLIN, .data.fd = vm->stop_fd};
-	epoll_ctl(ep, EPOLL_CTL_ADD, vm->stop_fd, &ev);
 	if (timeout_s) {
 		struct itimerspec its = {.it_value = {.tv_sec = timeout_s}};
 
@@ -356,43 +382,29 @@ static void main_loop(struct vm *vm, unsigned timeout_s)
 					strerror(errno));
 			goto out;
 		}
-		ev = (struct epoll_event){.events = EPOLLIN, .data.fd = tfd};
-		epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &ev);
 	}
-	for (unsigned i = 0; i < vm->nvirtio; i++) {
-		if (vm->virtio[i]->notify_fd < 0)
-			continue;
-		ev = (struct epoll_event){.events = EPOLLIN, .data.fd = vm->virtio[i]->notify_fd};
-		epoll_ctl(ep, EPOLL_CTL_ADD, vm->virtio[i]->notify_fd, &ev);
+	if ((err = evloop_add(&vm->loop, &m.signal_src, sfd, EPOLLIN, main_loop_signal, &m)) ||
+	    (err = evloop_add(&vm->loop, &m.stop_src, vm->stop_fd, EPOLLIN, main_loop_stop, &m)) ||
+	    (tfd >= 0 &&
+	     (err = evloop_add(&vm->loop, &m.timer_src, tfd, EPOLLIN, main_loop_timeout, &m)))) {
+		vm_request_stop(vm, VM_EXIT_VMM_ERROR, "cannot set up the main loop: %s",
+				strerror(-err));
+		goto out;
 	}
 	while (!atomic_load(&vm->stopping)) {
-		int n = epoll_wait(ep, events, 8, -1);
-
-		for (int i = 0; i < n; i++) {
-			if (events[i].data.fd == sfd) {
-				struct signalfd_siginfo si;
-
-				if (read(sfd, &si, sizeof(si)) == sizeof(si))
-					vm_request_stop(vm, VM_EXIT_SIGNAL, "stopped by signal %u",
-							si.ssi_signo);
-			} else if (events[i].data.fd == tfd) {
-				vm_request_stop(vm, VM_EXIT_TIMEOUT,
-						"guest still running after %u s: stopped",
-						timeout_s);
-			} else {
-				for (unsigned d = 0; d < vm->nvirtio; d++)
-					if (events[i].data.fd == vm->virtio[d]->notify_fd)
-						virtio_mmio_handle_notify(vm->virtio[d]);
-			}
+		err = evloop_run_once(&vm->loop, -1);
+		if (err < 0) {
+			vm_request_stop(vm, VM_EXIT_VMM_ERROR, "epoll_wait: %s", strerror(-err));
+			break;
 		}
 	}
 out:
+	evloop_del(&vm->loop, &m.signal_src);
+	evloop_del(&vm->loop, &m.stop_src);
+	evloop_del(&vm->loop, &m.timer_src);
 	if (tfd >= 0)
 		close(tfd);
-	if (sfd >= 0)
-		close(sfd);
-	if (ep >= 0)
-		close(ep);
+	close(sfd);
 }
 
 int main(int argc, char **argv)

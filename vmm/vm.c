@@ -78,6 +78,7 @@ int vm_create(struct vm *vm, uint64_t ram_len, unsigned ncpus)
 	memset(vm, 0, sizeof(*vm));
 	vm->kvm_fd = vm->vm_fd = vm->stop_fd = -1;
 	vm->mem.fd = -1;
+	vm->loop.epoll_fd = -1;
 	for (unsigned i = 0; i < VCPU_MAX; i++)
 		vm->vcpus[i].fd = -1;
 	vm->ncpus = ncpus;
@@ -146,6 +147,10 @@ int vm_create(struct vm *vm, uint64_t ram_len, unsigned ncpus)
 		err = -errno;
 		goto fail;
 	}
+	if ((err = evloop_init(&vm->loop)) < 0) {
+		log_error("cannot create the I/O thread's epoll set: %s", strerror(-err));
+		goto fail;
+	}
 	return 0;
 fail:
 	vm_destroy(vm);
@@ -175,6 +180,7 @@ void vm_destroy(struct vm *vm)
 	if (vm->kvm_fd >= 0)
 		close(vm->kvm_fd);
 	vm->stop_fd = vm->vm_fd = vm->kvm_fd = -1;
+	evloop_fini(&vm->loop);
 }
 
 void vm_request_stop(struct vm *vm, enum vm_exit_status status, const char *fmt, ...)

@@ -15,6 +15,7 @@
 
 #include <linux/kvm.h>
 
+#include "evloop.h"
 #include "layout.h"
 
 #define __must_check __attribute__((warn_unused_result))
@@ -278,6 +279,7 @@ struct vm {
 	unsigned ncpus;
 	struct vcpu vcpus[VCPU_MAX];
 	struct kvm_cpuid2 *cpuid; /* the host's supported CPUID, filtered per vCPU at setup */
+	struct evloop loop;	  /* the I/O thread's; devices add their fds to it */
 	int stop_fd;		  /* eventfd: a vCPU asked the VM to stop */
 	atomic_bool stopping;
 	atomic_int exit_status; /* first stop request wins; -1 while running */

@@ -17,6 +17,8 @@ static inline void fake_vm_init(struct vm *vm)
 	memset(vm, 0, sizeof(*vm));
 	vm->kvm_fd = vm->vm_fd = -1;
 	vm->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (evloop_init(&vm->loop) < 0)
+		vm->loop.epoll_fd = -1;
 	atomic_init(&vm->exit_status, -1);
 	pthread_mutex_init(&vm->lock, NULL);
 }
@@ -24,6 +26,7 @@ static inline void fake_vm_init(struct vm *vm)
 static inline void fake_vm_destroy(struct vm *vm)
 {
 	close(vm->stop_fd);
+	evloop_fini(&vm->loop);
 	pthread_mutex_destroy(&vm->lock);
 }
 

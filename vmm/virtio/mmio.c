@@ -319,6 +319,26 @@ static bool virtio_ops_complete(const struct virtio_ops *o)
 	       o->config_len <= 0x1000 - VIRTIO_MMIO_CONFIG;
 }
 
+/* The I/O thread saw notify_fd readable: serve the kicks (every queue of a live device). */
+static void virtio_mmio_handle_notify(struct ev_source *src, uint32_t events)
+{
+	struct virtio_dev *v = src->opaque;
+	uint64_t count;
+	bool live;
+
+	/* One read drains every kick since the last: the device looks at all its queues. */
+	if (read(v->notify_fd, &count, sizeof(count)) != sizeof(count))
+		return;
+	pthread_mutex_lock(&v->lock);
+	live = (v->status & VIRTIO_CONFIG_S_DRIVER_OK) &&
+	       !(v->status & VIRTIO_CONFIG_S_NEEDS_RESET);
+	pthread_mutex_unlock(&v->lock);
+	if (!live)
+		return;
+	for (unsigned i = 0; i < v->ops->nqueues; i++)
+		v->ops->queue_notify(v->dev, i);
+}
+
 int virtio_mmio_add(struct vm *vm, const struct virtio_ops *ops, void *dev, char *cmdline,
 		    size_t cmdline_len, struct virtio_dev **out)
 {
@@ -366,6 +386,9 @@ int virtio_mmio_add(struct vm *vm, const struct virtio_ops *ops, void *dev, char
 		close(v->notify_fd); /* no VM (unit tests): kicks are MMIO accesses */
 		v->notify_fd = -1;
 	}
+	if (v->notify_fd >= 0 && (err = evloop_add(&vm->loop, &v->notify_src, v->notify_fd, EPOLLIN,
+						   virtio_mmio_handle_notify, v)) < 0)
+		goto fail;
 	n = snprintf(cmdline + used, cmdline_len - used, "%svirtio_mmio.device=4K@%#llx:%u",
 		     used ? " " : "", (unsigned long long)v->base, v->irq);
 	if (n < 0 || (size_t)n >= cmdline_len - used) {
@@ -383,6 +406,7 @@ int virtio_mmio_add(struct vm *vm, const struct virtio_ops *ops, void *dev, char
 	*out = v;
 	return 0;
 fail:
+	evloop_del(&vm->loop, &v->notify_src);
 	if (v->irq_fd >= 0)
 		close(v->irq_fd);
 	if (v->notify_fd >= 0)
@@ -392,26 +416,9 @@ fail:
 	return err;
 }
 
-void virtio_mmio_handle_notify(struct virtio_dev *v)
-{
-	uint64_t count;
-	bool live;
-
-	/* One read drains every kick since the last: the device looks at all its queues. */
-	if (read(v->notify_fd, &count, sizeof(count)) != sizeof(count))
-		return;
-	pthread_mutex_lock(&v->lock);
-	live = (v->status & VIRTIO_CONFIG_S_DRIVER_OK) &&
-	       !(v->status & VIRTIO_CONFIG_S_NEEDS_RESET);
-	pthread_mutex_unlock(&v->lock);
-	if (!live)
-		return;
-	for (unsigned i = 0; i < v->ops->nqueues; i++)
-		v->ops->queue_notify(v->dev, i);
-}
-
 void virtio_mmio_destroy(struct virtio_dev *v)
 {
+	evloop_del(&v->vm->loop, &v->notify_src);
 	v->ops->destroy(v->dev);
 	if (v->irq_fd >= 0)
 		close(v->irq_fd);

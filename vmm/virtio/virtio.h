@@ -52,11 +52,12 @@ struct virtio_dev {
 	struct vm *vm;
 	const struct virtio_ops *ops;
 	void *dev;
-	gpa_t base;	      /* the register window */
-	unsigned irq;	      /* ISA IRQ (GSI), raised through irqfd */
-	int irq_fd;	      /* eventfd bound to the GSI with KVM_IRQFD */
-	int notify_fd;	      /* eventfd bound to QueueNotify with KVM_IOEVENTFD, or -1 */
-	pthread_mutex_t lock; /* register file; vCPUs and the I/O thread */
+	gpa_t base;		     /* the register window */
+	unsigned irq;		     /* ISA IRQ (GSI), raised through irqfd */
+	int irq_fd;		     /* eventfd bound to the GSI with KVM_IRQFD */
+	int notify_fd;		     /* eventfd bound to QueueNotify with KVM_IOEVENTFD, or -1 */
+	struct ev_source notify_src; /* notify_fd on the VM's event loop */
+	pthread_mutex_t lock;	     /* register file; vCPUs and the I/O thread */
 	uint32_t status;
 	uint32_t device_features_sel;
 	uint32_t driver_features_sel;
@@ -78,8 +79,6 @@ int virtio_mmio_add(struct vm *vm, const struct virtio_ops *ops, void *dev, char
 void virtio_mmio_destroy(struct virtio_dev *vdev);
 /* The register window's access handler (also called by unit tests). */
 void virtio_mmio_access(void *opaque, uint64_t offset, uint8_t *data, uint32_t len, bool write);
-/* The I/O thread saw `notify_fd` readable: serve the kicks (every queue of a live device). */
-void virtio_mmio_handle_notify(struct virtio_dev *vdev);
 /* Tell the driver that used buffers are ready on some queue (interrupt status bit 0). */
 void virtio_notify_used(struct virtio_dev *vdev);
 /* Tell the driver the config space changed (interrupt status bit 1). */
