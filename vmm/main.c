@@ -39,6 +39,7 @@ struct options {
 	struct boot_config boot;
 	uint64_t memory_mib;
 	const char *console_path;
+	const char *api_path;
 	struct disk_option disks[DISKS_MAX];
 	unsigned ndisks;
 	unsigned timeout_s;
@@ -64,6 +65,7 @@ static void usage(FILE *f)
 		"                    a layer file (sandbox-disk) or a raw image, which is\n"
 		"                    always read-only; ro: read-only; raw: do not probe\n"
 		"  --timeout SEC     stop the guest after SEC seconds (exit status 6)\n"
+		"  --api PATH        serve the control socket (vmm/api_proto.h) at PATH\n"
 		"  --check           say which KVM this host has and what can boot on it\n"
 		"  -v, --verbose     debug logging\n"
 		"\n"
@@ -121,6 +123,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{"console", required_argument, NULL, 'o'},
 		{"disk", required_argument, NULL, 'd'},
 		{"timeout", required_argument, NULL, 't'},
+		{"api", required_argument, NULL, 'A'},
 		{"check", no_argument, NULL, 'C'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -189,6 +192,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 				return VM_EXIT_BAD_INPUT;
 			}
 			o->timeout_s = (unsigned)v;
+			break;
+		case 'A':
+			o->api_path = optarg;
 			break;
 		case 'C':
 			o->check = true;
@@ -411,6 +417,7 @@ int main(int argc, char **argv)
 {
 	static char cmdline[CMDLINE_BUF_LEN];
 	struct disk *disks[DISKS_MAX] = {NULL};
+	struct api *api = NULL;
 	struct boot_entry entry;
 	struct options o;
 	struct vm vm;
@@ -480,9 +487,15 @@ int main(int argc, char **argv)
 	}
 	log_debug("booting %s with %u vCPU(s), %llu MiB", o.boot.kernel_path, o.boot.ncpus,
 		  (unsigned long long)o.memory_mib);
+	if (o.api_path && api_create(&vm, o.api_path, &api) < 0) {
+		status = VM_EXIT_BAD_INPUT;
+		goto out;
+	}
 	if (vcpu_start_all(&vm) == 0)
 		main_loop(&vm, o.timeout_s);
 	vcpu_stop_all(&vm);
+	api_destroy(api);
+	api = NULL;
 	status = atomic_load(&vm.exit_status);
 	if (status < 0)
 		status = VM_EXIT_VMM_ERROR;
@@ -491,6 +504,7 @@ int main(int argc, char **argv)
 	else
 		log_error("%s", vm.exit_reason);
 out:
+	api_destroy(api);
 	vm_destroy(&vm);
 	if (console_fd != STDOUT_FILENO)
 		close(console_fd);

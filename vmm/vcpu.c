@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "layout.h"
@@ -419,6 +420,21 @@ static enum vcpu_action vcpu_dispatch_exit(struct vcpu *vcpu)
 	return VCPU_STOP;
 }
 
+/* Paused: count ourselves parked and sleep until resumed or stopped. Called at the top of
+ * the run loop, so a parked vCPU is never inside an exit handler. */
+static void vcpu_park(struct vcpu *vcpu)
+{
+	struct vm *vm = vcpu->vm;
+
+	pthread_mutex_lock(&vm->lock);
+	vm->nparked++;
+	pthread_cond_broadcast(&vm->parked_cond);
+	while (atomic_load(&vm->pause_requested) && !atomic_load(&vm->stopping))
+		pthread_cond_wait(&vm->pause_cond, &vm->lock);
+	vm->nparked--;
+	pthread_mutex_unlock(&vm->lock);
+}
+
 static void *vcpu_thread(void *opaque)
 {
 	struct vcpu *vcpu = opaque;
@@ -431,6 +447,10 @@ static void *vcpu_thread(void *opaque)
 	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
 
 	while (!atomic_load(&vm->stopping)) {
+		if (atomic_load(&vm->pause_requested)) {
+			vcpu_park(vcpu);
+			continue;
+		}
 		if (ioctl(vcpu->fd, KVM_RUN, 0) < 0) {
 			if (errno == EINTR || errno == EAGAIN)
 				continue;
@@ -477,9 +497,74 @@ int vcpu_start_all(struct vm *vm)
 	return 0;
 }
 
+/* Kick every started vCPU out of KVM_RUN: immediate_exit covers a vCPU about to enter it,
+ * the signal one inside it. */
+static void vcpu_kick_all(struct vm *vm)
+{
+	for (unsigned i = 0; i < vm->ncpus; i++) {
+		struct vcpu *vcpu = &vm->vcpus[i];
+
+		if (!vcpu->started)
+			continue;
+		__atomic_store_n(&vcpu->run->immediate_exit, 1, __ATOMIC_SEQ_CST);
+		pthread_kill(vcpu->thread, SIGUSR1);
+	}
+}
+
+int vcpu_pause_all(struct vm *vm, unsigned timeout_ms)
+{
+	unsigned nstarted = 0;
+	struct timespec until;
+	int err = 0;
+
+	if (atomic_load(&vm->stopping))
+		return -ESHUTDOWN;
+	for (unsigned i = 0; i < vm->ncpus; i++)
+		nstarted += vm->vcpus[i].started;
+	atomic_store(&vm->pause_requested, true);
+	vcpu_kick_all(vm);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += timeout_ms / 1000;
+	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+	if (until.tv_nsec >= 1000000000) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&vm->lock);
+	while (vm->nparked < nstarted && !atomic_load(&vm->stopping) && !err)
+		err = -pthread_cond_timedwait(&vm->parked_cond, &vm->lock, &until);
+	pthread_mutex_unlock(&vm->lock);
+	if (atomic_load(&vm->stopping))
+		return -ESHUTDOWN;
+	return err;
+}
+
+void vcpu_resume_all(struct vm *vm)
+{
+	if (atomic_load(&vm->stopping))
+		return; /* the kicks stay: every vCPU is on its way out */
+	pthread_mutex_lock(&vm->lock);
+	/* Clear immediate_exit before the vCPUs may run again, or KVM_RUN would return at once. */
+	for (unsigned i = 0; i < vm->ncpus; i++)
+		if (vm->vcpus[i].started)
+			__atomic_store_n(&vm->vcpus[i].run->immediate_exit, 0, __ATOMIC_SEQ_CST);
+	atomic_store(&vm->pause_requested, false);
+	pthread_cond_broadcast(&vm->pause_cond);
+	pthread_mutex_unlock(&vm->lock);
+}
+
+bool vcpu_paused(struct vm *vm)
+{
+	return atomic_load(&vm->pause_requested);
+}
+
 void vcpu_stop_all(struct vm *vm)
 {
 	atomic_store(&vm->stopping, true);
+	/* Wake parked vCPUs: they see `stopping` and leave their loop. */
+	pthread_mutex_lock(&vm->lock);
+	pthread_cond_broadcast(&vm->pause_cond);
+	pthread_mutex_unlock(&vm->lock);
 	for (unsigned i = 0; i < vm->ncpus; i++) {
 		struct vcpu *vcpu = &vm->vcpus[i];
 

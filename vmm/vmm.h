@@ -284,8 +284,13 @@ struct vm {
 	atomic_bool stopping;
 	atomic_int exit_status; /* first stop request wins; -1 while running */
 	char exit_reason[160];
-	pthread_mutex_t lock;	    /* protects exit_reason */
+	pthread_mutex_t lock;	    /* protects exit_reason and nparked */
 	atomic_bool guest_panicked; /* the console showed a kernel panic */
+	/* Pause (vcpu_pause_all): vCPUs park on pause_cond at the top of their run loop. */
+	atomic_bool pause_requested;
+	unsigned nparked;	    /* vCPUs parked now */
+	pthread_cond_t pause_cond;  /* parked vCPUs wait here for resume or stop */
+	pthread_cond_t parked_cond; /* the pauser waits here for nparked to reach the count */
 };
 
 /* Open /dev/kvm, check the API, create the VM with its irqchip, PIT and RAM. */
@@ -301,6 +306,14 @@ int vcpu_create(struct vm *vm, unsigned index, const struct boot_entry *entry) _
 int vcpu_start_all(struct vm *vm) __must_check;
 /* Kick every running vCPU out of KVM_RUN and join its thread. */
 void vcpu_stop_all(struct vm *vm);
+/* Stop every vCPU at a clean point (between two KVM_RUNs) and wait up to `timeout_ms` until
+ * all are parked, using no CPU. -ETIMEDOUT when some did not park in time (they will when they
+ * can), -ESHUTDOWN when the VM is stopping. Call from the I/O thread only. */
+int vcpu_pause_all(struct vm *vm, unsigned timeout_ms) __must_check;
+/* Let parked vCPUs run again (a no-op when not paused). Call from the I/O thread only. */
+void vcpu_resume_all(struct vm *vm);
+/* True between vcpu_pause_all and vcpu_resume_all. */
+bool vcpu_paused(struct vm *vm);
 void vcpu_destroy(struct vcpu *vcpu);
 
 /* ---- serial.c: an 8250 UART at 0x3f8, IRQ 4, transmit only ---- */
@@ -313,5 +326,13 @@ void serial_destroy(struct serial *s);
 /* ---- i8042.c: just enough keyboard controller for the guest's reset ---- */
 int i8042_create(struct vm *vm, struct i8042 **out) __must_check;
 void i8042_destroy(struct i8042 *k);
+
+/* ---- api.c: the control socket (--api PATH, vmm/api_proto.h), served on the I/O thread ---- */
+struct api;
+/* Listen on the unix socket `path` (an existing socket file there is replaced) and serve
+ * requests from vm->loop. */
+int api_create(struct vm *vm, const char *path, struct api **out) __must_check;
+/* Close every connection, stop listening and unlink the socket. */
+void api_destroy(struct api *api);
 
 #endif

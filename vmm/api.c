@@ -1,0 +1,290 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The control socket (--api PATH): a unix stream socket served on the I/O thread through
+ * vm->loop, speaking vmm/api_proto.h. Requests are small and answered at once, in order; a
+ * client that breaks the framing is disconnected, never trusted. Only the VMM's own user (or
+ * root) may connect: the socket file is made 0600 and every peer's credentials are checked.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api_proto.h"
+#include "vmm.h"
+
+#define API_CONNS_MAX 16
+#define API_PAUSE_MS  2000
+#define API_MSG_MAX   (sizeof(struct api_hdr) + API_PAYLOAD_MAX)
+
+struct api_conn {
+	struct api *api;
+	struct ev_source src;
+	uint32_t have; /* bytes of buf filled */
+	uint8_t buf[API_MSG_MAX];
+	struct api_conn *next;
+};
+
+struct api {
+	struct vm *vm;
+	struct ev_source listen_src;
+	int listen_fd;
+	char *path;
+	uint64_t start_ns;
+	unsigned nconns;
+	struct api_conn *conns;
+	struct log_ratelimit rl;
+};
+
+static const struct {
+	const char *name;
+	uint32_t min_len;
+} api_types[] = {
+#define API_ENTRY(n, value, min) [value] = {#n, min},
+	API_REQUESTS(API_ENTRY)
+#undef API_ENTRY
+};
+
+static uint64_t api_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void api_conn_close(struct api_conn *c)
+{
+	struct api *api = c->api;
+
+	for (struct api_conn **p = &api->conns; *p; p = &(*p)->next) {
+		if (*p == c) {
+			*p = c->next;
+			break;
+		}
+	}
+	api->nconns--;
+	evloop_del(&api->vm->loop, &c->src);
+	close(c->src.fd);
+	free(c);
+}
+
+/* Send one reply: the header, api_result, then `extra_len` bytes of `extra`. The reply is
+ * small and the client waits for it; a peer that does not take it whole is dropped. */
+static int api_reply(struct api_conn *c, const struct api_hdr *req, int32_t error,
+		     const void *extra, uint32_t extra_len)
+{
+	uint8_t msg[sizeof(struct api_hdr) + sizeof(struct api_result) + sizeof(struct api_status)];
+	struct api_hdr h = {
+		.magic = htole32(API_MAGIC),
+		.version = htole16(API_VERSION),
+		.type = htole16((uint16_t)(le16toh(req->type) | API_REPLY)),
+		.id = req->id,
+		.len = htole32((uint32_t)sizeof(struct api_result) + extra_len),
+	};
+	struct api_result r = {.error = (int32_t)htole32((uint32_t)error)};
+	size_t len = sizeof(h) + sizeof(r) + extra_len;
+	ssize_t n;
+
+	if (extra_len > sizeof(struct api_status))
+		return -EINVAL;
+	memcpy(msg, &h, sizeof(h));
+	memcpy(msg + sizeof(h), &r, sizeof(r));
+	if (extra_len)
+		memcpy(msg + sizeof(h) + sizeof(r), extra, extra_len);
+	n = send(c->src.fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+	return n == (ssize_t)len ? 0 : -EPIPE;
+}
+
+static int api_handle(struct api_conn *c, const struct api_hdr *h)
+{
+	struct vm *vm = c->api->vm;
+	uint16_t type = le16toh(h->type);
+	struct api_status st;
+	int err;
+
+	switch (type) {
+	case API_STATUS:
+		memset(&st, 0, sizeof(st));
+		st.state = htole32(atomic_load(&vm->stopping) ? API_STATE_STOPPING
+				   : vcpu_paused(vm)	      ? API_STATE_PAUSED
+							      : API_STATE_RUNNING);
+		st.ncpus = htole32(vm->ncpus);
+		st.memory_mib = htole64(vm->mem.ram_len >> 20);
+		st.uptime_ms = htole64((api_now_ns() - c->api->start_ns) / 1000000);
+		st.pid = htole32((uint32_t)getpid());
+		return api_reply(c, h, 0, &st, sizeof(st));
+	case API_PAUSE:
+		err = vcpu_pause_all(vm, API_PAUSE_MS);
+		if (err == 0)
+			log_info("paused through the API");
+		return api_reply(c, h, err, NULL, 0);
+	case API_RESUME:
+		vcpu_resume_all(vm);
+		log_info("resumed through the API");
+		return api_reply(c, h, 0, NULL, 0);
+	case API_SHUTDOWN:
+		err = api_reply(c, h, 0, NULL, 0);
+		vm_request_stop(vm, VM_EXIT_SHUTDOWN, "shut down through the API");
+		return err;
+	default:
+		return api_reply(c, h, -EOPNOTSUPP, NULL, 0);
+	}
+}
+
+/* Check the header at the start of c->buf. Returns the whole message's length, or -EPROTO. */
+static int api_check_header(struct api_conn *c, const struct api_hdr *h)
+{
+	uint32_t len = le32toh(h->len);
+	uint16_t type = le16toh(h->type);
+
+	if (le32toh(h->magic) != API_MAGIC || le16toh(h->version) != API_VERSION ||
+	    len > API_PAYLOAD_MAX || (type & API_REPLY))
+		return -EPROTO;
+	if (type < sizeof(api_types) / sizeof(api_types[0]) && api_types[type].name &&
+	    len < api_types[type].min_len)
+		return -EPROTO;
+	return (int)(sizeof(*h) + len);
+}
+
+static void api_conn_event(struct ev_source *src, uint32_t events)
+{
+	struct api_conn *c = src->opaque;
+	struct api_hdr h;
+	ssize_t n;
+	int len;
+
+	n = recv(src->fd, c->buf + c->have, sizeof(c->buf) - c->have, MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0)
+		goto close;
+	c->have += (uint32_t)n;
+	while (c->have >= sizeof(h)) {
+		memcpy(&h, c->buf, sizeof(h));
+		len = api_check_header(c, &h);
+		if (len < 0) {
+			if (log_ratelimit_ok(&c->api->rl, 5))
+				log_warn("api: malformed request header: connection closed");
+			goto close;
+		}
+		if (c->have < (uint32_t)len)
+			return; /* the rest of the payload has not arrived */
+		if (api_handle(c, &h) < 0)
+			goto close;
+		c->have -= (uint32_t)len;
+		memmove(c->buf, c->buf + len, c->have);
+	}
+	return;
+close:
+	api_conn_close(c);
+}
+
+static void api_accept(struct ev_source *src, uint32_t events)
+{
+	struct api *api = src->opaque;
+	struct ucred cred;
+	socklen_t cred_len = sizeof(cred);
+	struct api_conn *c;
+	int fd, err;
+
+	fd = accept4(src->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	if (fd < 0)
+		return;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) < 0 ||
+	    (cred.uid != 0 && cred.uid != geteuid())) {
+		if (log_ratelimit_ok(&api->rl, 5))
+			log_warn("api: connection from another user refused");
+		close(fd);
+		return;
+	}
+	if (api->nconns >= API_CONNS_MAX || !(c = calloc(1, sizeof(*c)))) {
+		if (log_ratelimit_ok(&api->rl, 5))
+			log_warn("api: too many connections: one refused");
+		close(fd);
+		return;
+	}
+	c->api = api;
+	if ((err = evloop_add(&api->vm->loop, &c->src, fd, EPOLLIN, api_conn_event, c)) < 0) {
+		log_warn("api: cannot watch a connection: %s", strerror(-err));
+		close(fd);
+		free(c);
+		return;
+	}
+	c->next = api->conns;
+	api->conns = c;
+	api->nconns++;
+}
+
+int api_create(struct vm *vm, const char *path, struct api **out)
+{
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
+	struct api *api;
+	struct stat st;
+	mode_t old_mask;
+	int err;
+
+	if (strlen(path) >= sizeof(addr.sun_path)) {
+		log_error("--api %s: a socket path is at most %zu bytes", path,
+			  sizeof(addr.sun_path) - 1);
+		return -ENAMETOOLONG;
+	}
+	strcpy(addr.sun_path, path);
+	api = calloc(1, sizeof(*api));
+	if (!api || !(api->path = strdup(path))) {
+		free(api);
+		return -ENOMEM;
+	}
+	api->vm = vm;
+	api->start_ns = api_now_ns();
+	api->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (api->listen_fd < 0) {
+		err = -errno;
+		goto fail;
+	}
+	/* A stale socket from a VMM that died is replaced; any other file is not touched. */
+	if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
+		unlink(path);
+	old_mask = umask(077);
+	err = bind(api->listen_fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 ? -errno : 0;
+	umask(old_mask);
+	if (err < 0)
+		goto fail;
+	if (listen(api->listen_fd, 8) < 0) {
+		err = -errno;
+		unlink(path);
+		goto fail;
+	}
+	err = evloop_add(&vm->loop, &api->listen_src, api->listen_fd, EPOLLIN, api_accept, api);
+	if (err < 0) {
+		unlink(path);
+		goto fail;
+	}
+	*out = api;
+	return 0;
+fail:
+	log_error("--api %s: %s", path, strerror(-err));
+	if (api->listen_fd >= 0)
+		close(api->listen_fd);
+	free(api->path);
+	free(api);
+	return err;
+}
+
+void api_destroy(struct api *api)
+{
+	if (!api)
+		return;
+	while (api->conns)
+		api_conn_close(api->conns);
+	evloop_del(&api->vm->loop, &api->listen_src);
+	close(api->listen_fd);
+	unlink(api->path);
+	free(api->path);
+	free(api);
+}

@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The VMM's control protocol on `api.sock` (a unix stream socket, one per sandbox), defined
+ * once here for the VMM (vmm/api.c) and its clients (tools/sandboxctl). Self-contained: no
+ * other header of ours, fixed-width little-endian fields only.
+ *
+ * A client sends requests; the VMM answers each with one reply, in order. A message is a
+ * struct api_hdr followed by `len` bytes of payload (at most API_PAYLOAD_MAX). A reply's
+ * type is the request's with API_REPLY set, its `id` the request's, and its payload starts
+ * with struct api_result; a status reply then carries struct api_status. The VMM closes a
+ * connection that sends a bad magic, an unknown version, a length over the maximum or a
+ * payload shorter than its type's minimum. An unknown type gets -EOPNOTSUPP, not a close,
+ * so that a newer client can probe an older VMM.
+ */
+#ifndef SANDBOX_API_PROTO_H
+#define SANDBOX_API_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define API_MAGIC	0x41584253u /* "SBXA" in little-endian byte order */
+#define API_VERSION	1	    /* changes with any change to this file's formats */
+#define API_PAYLOAD_MAX 4096
+#define API_REPLY	0x8000u
+
+/* X(name, value, minimum request payload): the request types. Snapshot calls are reserved
+ * (answered -EOPNOTSUPP) until the snapshot work lands. */
+#define API_REQUESTS(X)                                                                            \
+	X(STATUS, 1, 0)	  /* -> api_status */                                                      \
+	X(PAUSE, 2, 0)	  /* park every vCPU; 0 also when already paused */                        \
+	X(RESUME, 3, 0)	  /* run them again; 0 also when running */                                \
+	X(SHUTDOWN, 4, 0) /* stop the VM now, exit status 0 (no guest cooperation) */              \
+	X(SNAPSHOT, 16, 0)
+
+enum api_type {
+#define API_ENUM(name, value, min) API_##name = value,
+	API_REQUESTS(API_ENUM)
+#undef API_ENUM
+};
+
+struct api_hdr {
+	uint32_t magic;	  /* API_MAGIC */
+	uint16_t version; /* API_VERSION */
+	uint16_t type;	  /* enum api_type, | API_REPLY in replies */
+	uint32_t id;	  /* chosen by the client, echoed in the reply */
+	uint32_t len;	  /* payload bytes that follow, <= API_PAYLOAD_MAX */
+};
+_Static_assert(sizeof(struct api_hdr) == 16, "api_hdr is 16 bytes");
+
+/* The first bytes of every reply's payload. */
+struct api_result {
+	int32_t error; /* 0 or -errno (Linux values) */
+	uint32_t reserved;
+};
+_Static_assert(sizeof(struct api_result) == 8, "api_result is 8 bytes");
+
+enum api_vm_state {
+	API_STATE_RUNNING = 1,
+	API_STATE_PAUSED = 2,
+	API_STATE_STOPPING = 3,
+};
+
+/* After api_result in a STATUS reply. */
+struct api_status {
+	uint32_t state; /* enum api_vm_state */
+	uint32_t ncpus;
+	uint64_t memory_mib;
+	uint64_t uptime_ms; /* since the VMM started its guest */
+	uint32_t pid;	    /* of the VMM */
+	uint32_t reserved;
+};
+_Static_assert(sizeof(struct api_status) == 32, "api_status is 32 bytes");
+_Static_assert(offsetof(struct api_status, uptime_ms) == 16, "no padding");
+
+#endif
