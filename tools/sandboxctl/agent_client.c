@@ -1,0 +1,244 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The client side of the guest agent (guest/proto.h): connect to the sandbox's vsock.sock,
+ * ask the VMM for guest port 52 (`CONNECT 52\n`, answered `OK <port>\n`), exchange HELLO,
+ * then frames. Every frame from the guest goes through the shared decoder, which checks its
+ * header before a byte of payload is buffered.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "proto.h"
+#include "sandboxctl.h"
+
+#define RBUF_LEN (256u << 10)
+
+static int wait_fd(int fd, short events, uint64_t deadline)
+{
+	struct pollfd pfd = {.fd = fd, .events = events};
+	uint64_t now = now_ms();
+	int n;
+
+	if (now >= deadline)
+		return -ETIMEDOUT;
+	n = poll(&pfd, 1, (int)(deadline - now));
+	if (n < 0)
+		return errno == EINTR ? 0 : -errno;
+	return n == 0 ? -ETIMEDOUT : 0;
+}
+
+/* Read the VMM's one-line answer to CONNECT, a byte at a time so no frame byte is taken. */
+static int read_connect_reply(int fd, uint64_t deadline)
+{
+	char line[64];
+	size_t n = 0;
+	int err;
+
+	while (n < sizeof(line) - 1) {
+		ssize_t r;
+
+		if ((err = wait_fd(fd, POLLIN, deadline)) < 0)
+			return err;
+		r = recv(fd, line + n, 1, MSG_DONTWAIT);
+		if (r < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (r <= 0)
+			return r < 0 ? -errno : -ECONNREFUSED; /* no listener in the guest yet */
+		if (line[n] == '\n') {
+			line[n] = '\0';
+			return strncmp(line, "OK ", 3) == 0 ? 0 : -ECONNREFUSED;
+		}
+		n++;
+	}
+	return -EPROTO;
+}
+
+int agent_send(struct agent_conn *c, uint16_t type, uint64_t id, const void *payload, uint32_t len)
+{
+	uint8_t hdr[PROTO_HDR_LEN];
+	struct proto_hdr h = {.len = len, .type = type, .id = id};
+	struct iovec iov[2] = {{hdr, sizeof(hdr)}, {(void *)payload, len}};
+	struct msghdr msg = {.msg_iov = iov, .msg_iovlen = len ? 2 : 1};
+
+	if (len > PROTO_MAX_PAYLOAD)
+		return -EMSGSIZE;
+	proto_hdr_encode(&h, hdr);
+	while (msg.msg_iovlen) {
+		ssize_t n = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		while (msg.msg_iovlen && (size_t)n >= msg.msg_iov[0].iov_len) {
+			n -= (ssize_t)msg.msg_iov[0].iov_len;
+			msg.msg_iov++;
+			msg.msg_iovlen--;
+		}
+		if (msg.msg_iovlen) {
+			msg.msg_iov[0].iov_base = (uint8_t *)msg.msg_iov[0].iov_base + n;
+			msg.msg_iov[0].iov_len -= (size_t)n;
+		}
+	}
+	return 0;
+}
+
+bool agent_buffered(const struct agent_conn *c)
+{
+	return c->roff < c->rlen;
+}
+
+int agent_recv(struct agent_conn *c, int timeout_ms, struct proto_frame *f)
+{
+	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : now_ms() + (uint64_t)timeout_ms;
+	int r;
+
+	for (;;) {
+		size_t used = 0;
+		ssize_t n;
+
+		if (c->roff < c->rlen) {
+			r = proto_decoder_feed(c->dec, c->rbuf + c->roff, c->rlen - c->roff, &used,
+					       f);
+			c->roff += used;
+			if (r < 0)
+				return -EPROTO;
+			if (r == 1)
+				return 1;
+		}
+		c->roff = c->rlen = 0;
+		n = recv(c->fd, c->rbuf, RBUF_LEN, MSG_DONTWAIT);
+		if (n > 0) {
+			c->rlen = (size_t)n;
+			continue;
+		}
+		if (n == 0)
+			return -ECONNRESET;
+		if (errno != EAGAIN && errno != EINTR)
+			return -errno;
+		if (timeout_ms == 0)
+			return 0;
+		r = wait_fd(c->fd, POLLIN, deadline);
+		if (r == -ETIMEDOUT)
+			return 0;
+		if (r < 0)
+			return r;
+	}
+}
+
+void agent_close(struct agent_conn *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	if (c->dec)
+		proto_decoder_free(c->dec);
+	free(c->dec);
+	free(c->rbuf);
+	c->dec = NULL;
+	c->rbuf = NULL;
+}
+
+int agent_connect(const struct sandbox *sb, unsigned timeout_ms, struct agent_conn *c)
+{
+	static const char connect_line[] = "CONNECT 52\n";
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
+	uint64_t deadline = now_ms() + timeout_ms;
+	uint8_t hello[sizeof(struct proto_hello)];
+	struct proto_frame f;
+	int err, r;
+
+	memset(c, 0, sizeof(*c));
+	c->next_id = 1;
+	c->fd = -1;
+	if ((err = sandbox_path(sb, "vsock.sock", addr.sun_path, sizeof(addr.sun_path))) < 0)
+		return err;
+	c->dec = malloc(sizeof(struct proto_decoder));
+	c->rbuf = malloc(RBUF_LEN);
+	if (!c->dec || !c->rbuf) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	proto_decoder_init(c->dec);
+	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (c->fd < 0 || connect(c->fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+		err = -errno;
+		goto fail;
+	}
+	if ((err = write_all(c->fd, connect_line, sizeof(connect_line) - 1)) < 0 ||
+	    (err = read_connect_reply(c->fd, deadline)) < 0)
+		goto fail;
+	proto_put_le32(hello + offsetof(struct proto_hello, version), PROTO_VERSION);
+	proto_put_le32(hello + offsetof(struct proto_hello, max_payload), PROTO_MAX_PAYLOAD);
+	if ((err = agent_send(c, PROTO_MSG_HELLO, 0, hello, sizeof(hello))) < 0)
+		goto fail;
+	r = agent_recv(c, (int)(deadline > now_ms() ? deadline - now_ms() : 0), &f);
+	if (r <= 0) {
+		err = r == 0 ? -ETIMEDOUT : r;
+		goto fail;
+	}
+	if (f.hdr.type != PROTO_MSG_HELLO ||
+	    proto_get_le32(f.payload + offsetof(struct proto_hello, version)) != PROTO_VERSION) {
+		err = -EPROTO;
+		goto fail;
+	}
+	return 0;
+fail:
+	agent_close(c);
+	return err;
+}
+
+int agent_ping(const struct sandbox *sb, unsigned timeout_ms, uint64_t *uptime_ms)
+{
+	uint64_t deadline = now_ms() + timeout_ms;
+	struct agent_conn c;
+	struct proto_frame f;
+	int err, r;
+
+	if ((err = agent_connect(sb, timeout_ms, &c)) < 0)
+		return err;
+	if ((err = agent_send(&c, PROTO_MSG_PING, c.next_id, NULL, 0)) < 0)
+		goto out;
+	do {
+		r = agent_recv(&c, (int)(deadline > now_ms() ? deadline - now_ms() : 0), &f);
+	} while (r == 1 && f.hdr.id != c.next_id);
+	if (r <= 0) {
+		err = r == 0 ? -ETIMEDOUT : r;
+		goto out;
+	}
+	if (f.hdr.type != PROTO_MSG_PONG) {
+		err = -EPROTO;
+		goto out;
+	}
+	if (uptime_ms)
+		*uptime_ms = proto_get_le64(f.payload);
+out:
+	agent_close(&c);
+	return err;
+}
+
+void agent_print_error(const char *what, const struct proto_frame *f)
+{
+	uint32_t e = f->hdr.len >= sizeof(struct proto_error) ? proto_get_le32(f->payload) : 0;
+	int mlen = (int)(f->hdr.len - sizeof(struct proto_error));
+	char msg[512];
+	int n = 0;
+
+	/* the message is guest text: printable bytes only */
+	for (int i = 0; i < mlen && n < (int)sizeof(msg) - 1; i++) {
+		char ch = (char)f->payload[sizeof(struct proto_error) + (size_t)i];
+
+		msg[n++] = ch >= 0x20 && ch < 0x7f ? ch : '?';
+	}
+	msg[n] = '\0';
+	if (n)
+		errmsg("%s: %s", what, msg);
+	else
+		errmsg("%s: %s", what, strerror((int)e));
+}

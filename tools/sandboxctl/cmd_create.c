@@ -1,0 +1,368 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * sandboxctl create: a directory under $SANDBOX_HOME/sandboxes, an overlay above the image's
+ * rootfs, and a detached sandbox-vmm (its own session, its output in console.log) serving
+ * api.sock and vsock.sock; then wait until the guest agent answers a ping.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "disk.h"
+#include "sandboxctl.h"
+
+#define GUEST_CMDLINE "console=ttyS0 reboot=k panic=-1 quiet sandbox.root=/dev/vda sandbox.reboot=0"
+
+static const char create_usage[] =
+	"usage: sandboxctl create [--image NAME] [--cpus N] [--memory MiB] [--disk-size G]\n"
+	"                         [--name NAME] [--timeout SEC] [--console PATH] [--no-wait]\n"
+	"\n"
+	"Create a sandbox from an image (default: " CREATE_DEFAULT_IMAGE "), start its VM and\n"
+	"print its id once the guest agent answers.\n"
+	"  --image NAME     an installed image (sandboxctl images)\n"
+	"  --cpus N         vCPUs, 1-32 (default 1)\n"
+	"  --memory MiB     guest RAM, 64-65536 (default 512)\n"
+	"  --disk-size G    the root disk's size in GiB; it is the image's today, so a larger\n"
+	"                   size is refused\n"
+	"  --name NAME      a name usable instead of the id ([A-Za-z0-9][A-Za-z0-9._-]*, unique)\n"
+	"  --timeout SEC    how long to wait for the agent (default 60)\n"
+	"  --console PATH   the VMM's output (the guest console) there instead of console.log\n"
+	"  --no-wait        print the id once the VMM is started, without waiting for the agent\n"
+	"Environment: SANDBOX_VMM, the sandbox-vmm binary (default: beside sandboxctl in the\n"
+	"build tree or installed, else on PATH).\n";
+
+/* The VMM binary: $SANDBOX_VMM, the build tree's (build/tools/sandboxctl/../../vmm), an
+ * installed one beside us, else "sandbox-vmm" for execvp's PATH search. */
+static int find_vmm(char *out, size_t len)
+{
+	const char *env = getenv("SANDBOX_VMM");
+	char self[PATH_MAX];
+	ssize_t n;
+	char *slash;
+
+	if (env && *env)
+		return path_fmt(out, len, "%s", env);
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n > 0) {
+		self[n] = '\0';
+		slash = strrchr(self, '/');
+		if (slash) {
+			*slash = '\0';
+			if (path_fmt(out, len, "%s/../../vmm/sandbox-vmm", self) == 0 &&
+			    access(out, X_OK) == 0)
+				return 0;
+			if (path_fmt(out, len, "%s/sandbox-vmm", self) == 0 &&
+			    access(out, X_OK) == 0)
+				return 0;
+		}
+	}
+	return path_fmt(out, len, "sandbox-vmm");
+}
+
+static int new_id(char id[ID_LEN + 1])
+{
+	uint8_t b[ID_LEN / 2];
+
+	if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b))
+		return -EIO;
+	for (unsigned i = 0; i < sizeof(b); i++)
+		sprintf(id + 2 * i, "%02x", b[i]);
+	return 0;
+}
+
+static int name_taken(const struct sandbox *sb, void *opaque)
+{
+	return strcmp(sb->name, opaque) == 0 ? -EEXIST : 0;
+}
+
+/* Start the VMM in its own session with stdin /dev/null and stdout/stderr to `console`. */
+static int spawn_vmm(const struct sandbox *sb, const struct create_opts *o, pid_t *pid)
+{
+	char vmm[PATH_MAX], kernel[4200], initrd[4200], disk[4200], api[4200], vsock[4200];
+	char cpus[16], mem[32], console[4200];
+	int err, fd;
+	pid_t child;
+
+	if ((err = find_vmm(vmm, sizeof(vmm))) < 0 ||
+	    (err = image_path(sb->image, "kernel", kernel, sizeof(kernel))) < 0 ||
+	    (err = image_path(sb->image, "initrd", initrd, sizeof(initrd))) < 0 ||
+	    (err = sandbox_path(sb, "root.layer", disk, sizeof(disk))) < 0 ||
+	    (err = sandbox_path(sb, "api.sock", api, sizeof(api))) < 0 ||
+	    (err = sandbox_path(sb, "vsock.sock", vsock, sizeof(vsock))) < 0)
+		return err;
+	if (o->console)
+		err = path_fmt(console, sizeof(console), "%s", o->console);
+	else
+		err = sandbox_path(sb, "console.log", console, sizeof(console));
+	if (err < 0)
+		return err;
+	snprintf(cpus, sizeof(cpus), "%u", sb->cpus);
+	snprintf(mem, sizeof(mem), "%llu", (unsigned long long)sb->memory_mib);
+	char *argv[] = {vmm,  "--kernel",  kernel,	  "--initrd", initrd, "--disk",
+			disk, "--cmdline", GUEST_CMDLINE, "--cpus",   cpus,   "--memory",
+			mem,  "--api",	   api,		  "--vsock",  vsock,  NULL};
+
+	fflush(NULL);
+	child = fork();
+	if (child < 0)
+		return -errno;
+	if (child == 0) {
+		setsid();
+		fd = open("/dev/null", O_RDONLY);
+		if (fd >= 0 && fd != 0) {
+			dup2(fd, 0);
+			close(fd);
+		}
+		fd = open(console, O_WRONLY | O_CREAT | O_APPEND | O_NOCTTY, 0600);
+		if (fd < 0) {
+			fprintf(stderr, "sandboxctl: cannot open %s: %m\n", console);
+			_exit(127);
+		}
+		dup2(fd, 1);
+		dup2(fd, 2);
+		if (fd > 2)
+			close(fd);
+		execvp(vmm, argv);
+		fprintf(stderr, "sandboxctl: cannot run %s: %m\n", vmm);
+		_exit(127);
+	}
+	*pid = child;
+	return 0;
+}
+
+/* Wait for the agent's answer, or the VMM's death, or the deadline. */
+static int wait_agent(struct sandbox *sb, pid_t pid, unsigned timeout_s, const char *console)
+{
+	uint64_t deadline = now_ms() + timeout_s * 1000ull;
+	int status, err = -ETIMEDOUT;
+
+	while (now_ms() < deadline) {
+		pid_t r = waitpid(pid, &status, WNOHANG);
+
+		if (r == pid) {
+			if (WIFEXITED(status))
+				errmsg("%s: the VMM exited with status %d before the agent "
+				       "answered",
+				       sb->id, WEXITSTATUS(status));
+			else
+				errmsg("%s: the VMM was killed by signal %d before the agent "
+				       "answered",
+				       sb->id, WTERMSIG(status));
+			print_tail(console, 15);
+			return -ECHILD;
+		}
+		err = agent_ping(sb, 1000, NULL);
+		if (err == 0)
+			return 0;
+		usleep(50000);
+	}
+	errmsg("%s: the guest agent did not answer within %u s (last error: %s)", sb->id, timeout_s,
+	       strerror(-err));
+	print_tail(console, 15);
+	return -ETIMEDOUT;
+}
+
+/* Undo a failed create: no process, no socket, no directory. */
+static void create_cleanup(struct sandbox *sb)
+{
+	if (sb->pid)
+		if (sandbox_stop_vmm(sb, true) < 0)
+			errmsg("%s: cannot stop the VMM (pid %d)", sb->id, (int)sb->pid);
+	remove_flat_dir(sb->dir);
+}
+
+int sandbox_create(const struct create_opts *o, struct sandbox *sb)
+{
+	char path[4200], rootfs[4200], lock[4200], pidbuf[32], console[4200];
+	struct disk_error derr = {""};
+	struct stat st;
+	int err, lock_fd, n;
+	pid_t pid = 0;
+
+	memset(sb, 0, sizeof(*sb));
+	if ((err = state_init()) < 0) {
+		errmsg("cannot create %s: %s", state_home(), strerror(-err));
+		return EXIT_ERR;
+	}
+	if (image_path(o->image, "kernel", path, sizeof(path)) < 0 ||
+	    image_path(o->image, "initrd", path, sizeof(path)) < 0 ||
+	    image_path(o->image, "rootfs", rootfs, sizeof(rootfs)) < 0 || stat(rootfs, &st) < 0) {
+		errmsg("no image '%s' in %s/images (see sandboxctl images; tools/dev setup "
+		       "installs "
+		       "busybox and debian)",
+		       o->image, state_home());
+		return EXIT_ERR;
+	}
+	if (o->disk_size_gib && o->disk_size_gib << 30 > (uint64_t)st.st_size) {
+		errmsg("--disk-size %llu: the root disk is the image's size (%llu MiB) until "
+		       "resizable overlays land",
+		       (unsigned long long)o->disk_size_gib, (unsigned long long)st.st_size >> 20);
+		return EXIT_USAGE;
+	}
+	snprintf(sb->image, sizeof(sb->image), "%s", o->image);
+	sb->cpus = o->cpus;
+	sb->memory_mib = o->memory_mib;
+	sb->created = (uint64_t)time(NULL);
+
+	/* The name check and the directory are made under one lock: two creates of one name
+	 * cannot both succeed. */
+	if ((err = path_fmt(lock, sizeof(lock), "%s/sandboxes/.lock", state_home())) < 0)
+		return EXIT_ERR;
+	lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (lock_fd < 0 || flock(lock_fd, LOCK_EX) < 0) {
+		errmsg("cannot lock %s: %m", lock);
+		return EXIT_ERR;
+	}
+	if (o->name && sandbox_foreach(name_taken, (void *)o->name) == -EEXIST) {
+		errmsg("a sandbox named '%s' exists already", o->name);
+		close(lock_fd);
+		return EXIT_ERR;
+	}
+	for (int tries = 0;; tries++) {
+		if ((err = new_id(sb->id)) < 0 ||
+		    (err = path_fmt(sb->dir, sizeof(sb->dir), "%s/sandboxes/%s", state_home(),
+				    sb->id)) < 0)
+			break;
+		if (mkdir(sb->dir, 0700) == 0)
+			break;
+		err = -errno;
+		if (err != -EEXIST || tries == 10)
+			break;
+	}
+	snprintf(sb->name, sizeof(sb->name), "%s", o->name ? o->name : sb->id);
+	if (err == 0)
+		err = sandbox_save(sb);
+	close(lock_fd);
+	if (err < 0) {
+		errmsg("cannot create the sandbox's directory: %s", strerror(-err));
+		if (sb->dir[0] && sb->id[0])
+			remove_flat_dir(sb->dir);
+		return EXIT_ERR;
+	}
+	if ((err = sandbox_path(sb, "root.layer", path, sizeof(path))) < 0 ||
+	    (err = disk_create_overlay(path, rootfs, 0, &derr)) < 0) {
+		errmsg("%s: cannot create the root disk: %s", sb->id,
+		       derr.msg[0] ? derr.msg : strerror(-err));
+		create_cleanup(sb);
+		return EXIT_ERR;
+	}
+	if ((err = spawn_vmm(sb, o, &pid)) < 0) {
+		errmsg("%s: cannot start the VMM: %s", sb->id, strerror(-err));
+		create_cleanup(sb);
+		return EXIT_ERR;
+	}
+	sb->pid = pid;
+	n = snprintf(pidbuf, sizeof(pidbuf), "%d\n", (int)pid);
+	if ((err = sandbox_path(sb, "pid", path, sizeof(path))) < 0 ||
+	    (err = write_file_atomic(path, pidbuf, (size_t)n, 0600)) < 0) {
+		errmsg("%s: cannot write the pid file: %s", sb->id, strerror(-err));
+		create_cleanup(sb);
+		return EXIT_ERR;
+	}
+	if (o->console)
+		snprintf(console, sizeof(console), "%s", o->console);
+	else if (sandbox_path(sb, "console.log", console, sizeof(console)) < 0)
+		console[0] = '\0';
+	if (!o->no_wait && wait_agent(sb, pid, o->timeout_s, console) < 0) {
+		create_cleanup(sb);
+		return EXIT_SANDBOX;
+	}
+	return EXIT_OK;
+}
+
+int cmd_create(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"image", required_argument, NULL, 'i'},
+		{"cpus", required_argument, NULL, 'c'},
+		{"memory", required_argument, NULL, 'm'},
+		{"disk-size", required_argument, NULL, 'd'},
+		{"name", required_argument, NULL, 'n'},
+		{"timeout", required_argument, NULL, 't'},
+		{"console", required_argument, NULL, 'o'},
+		{"no-wait", no_argument, NULL, 'W'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	struct create_opts o = CREATE_OPTS_DEFAULT;
+	struct sandbox sb;
+	uint64_t v;
+	int c, status;
+
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'i':
+			if (!valid_name(optarg)) {
+				errmsg("--image '%s': not an image name", optarg);
+				return EXIT_USAGE;
+			}
+			o.image = optarg;
+			break;
+		case 'c':
+			if (!parse_u64(optarg, 1, 32, &v)) {
+				errmsg("--cpus %s: give 1 to 32", optarg);
+				return EXIT_USAGE;
+			}
+			o.cpus = (unsigned)v;
+			break;
+		case 'm':
+			if (!parse_u64(optarg, 64, 65536, &o.memory_mib)) {
+				errmsg("--memory %s: give MiB from 64 to 65536", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 'd':
+			if (!parse_u64(optarg, 1, 16384, &o.disk_size_gib)) {
+				errmsg("--disk-size %s: give GiB from 1 to 16384", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 'n':
+			if (!valid_name(optarg)) {
+				errmsg("--name '%s': use [A-Za-z0-9][A-Za-z0-9._-]*, at most %d "
+				       "characters",
+				       optarg, NAME_MAX_LEN);
+				return EXIT_USAGE;
+			}
+			o.name = optarg;
+			break;
+		case 't':
+			if (!parse_u64(optarg, 1, 3600, &v)) {
+				errmsg("--timeout %s: give seconds from 1 to 3600", optarg);
+				return EXIT_USAGE;
+			}
+			o.timeout_s = (unsigned)v;
+			break;
+		case 'o':
+			o.console = optarg;
+			break;
+		case 'W':
+			o.no_wait = true;
+			break;
+		case 'h':
+			fputs(create_usage, stdout);
+			return EXIT_OK;
+		default:
+			fputs(create_usage, stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind != argc) {
+		errmsg("create: unexpected argument '%s'", argv[optind]);
+		return EXIT_USAGE;
+	}
+	status = sandbox_create(&o, &sb);
+	if (status == EXIT_OK)
+		printf("%s\n", sb.id);
+	return status;
+}

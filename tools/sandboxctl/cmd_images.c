@@ -1,0 +1,309 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * sandboxctl images [ls]: the installed images; sandboxctl images import: install one.
+ * An image is $SANDBOX_HOME/images/<name>/ with `kernel`, `initrd`, `rootfs` (a raw ext4 base,
+ * read-only: sandboxes stack an overlay on it) and `hash` (sha256 of the kernel, the initrd
+ * and the rootfs's size and first and last MiB, the samples disk layers identify a raw base
+ * by). An import builds the directory beside its place and renames it in, so a reader never
+ * sees half an image; importing the same files again changes nothing.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sandboxctl.h"
+
+#define SAMPLE_LEN (1u << 20)
+
+static const char images_usage[] =
+	"usage: sandboxctl images [ls]\n"
+	"       sandboxctl images import NAME --kernel PATH --initrd PATH --rootfs PATH\n"
+	"\n"
+	"ls       list the installed images (the default)\n"
+	"import   install (or update) image NAME from a guest kernel, an initramfs holding\n"
+	"         sandbox-init, and a raw ext4 root image; a rootfs on the same file system is\n"
+	"         hard-linked, others are copied sparsely\n";
+
+int image_path(const char *name, const char *file, char *out, size_t len)
+{
+	int err;
+
+	if (!valid_name(name))
+		return -EINVAL;
+	if ((err = path_fmt(out, len, "%s/images/%s/%s", state_home(), name, file)) < 0)
+		return err;
+	return access(out, R_OK) == 0 ? 0 : -errno;
+}
+
+/* Hash `len` bytes of `fd` from `off` into `ctx`. */
+static int hash_range(EVP_MD_CTX *ctx, int fd, off_t off, uint64_t len)
+{
+	static uint8_t buf[1 << 16];
+
+	while (len) {
+		ssize_t n = pread(fd, buf, len < sizeof(buf) ? len : sizeof(buf), off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		EVP_DigestUpdate(ctx, buf, (size_t)n);
+		off += n;
+		len -= (uint64_t)n;
+	}
+	return 0;
+}
+
+/* The image's hash, as 64 hex digits. */
+static int image_hash(const char *kernel, const char *initrd, const char *rootfs, char out[65])
+{
+	const char *files[] = {kernel, initrd, rootfs};
+	uint8_t md[32];
+	unsigned mdlen = 0;
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	int err = 0;
+
+	if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
+		EVP_MD_CTX_free(ctx);
+		return -ENOMEM;
+	}
+	for (int i = 0; i < 3 && !err; i++) {
+		struct stat st;
+		uint64_t size;
+		int fd = open(files[i], O_RDONLY | O_CLOEXEC);
+
+		if (fd < 0 || fstat(fd, &st) < 0) {
+			err = -errno;
+			if (fd >= 0)
+				close(fd);
+			break;
+		}
+		size = (uint64_t)st.st_size;
+		EVP_DigestUpdate(ctx, &size, sizeof(size));
+		if (i < 2 || size <= 2 * SAMPLE_LEN) {
+			err = hash_range(ctx, fd, 0, size);
+		} else {
+			err = hash_range(ctx, fd, 0, SAMPLE_LEN);
+			if (!err)
+				err = hash_range(ctx, fd, (off_t)(size - SAMPLE_LEN), SAMPLE_LEN);
+		}
+		close(fd);
+	}
+	if (!err && !EVP_DigestFinal_ex(ctx, md, &mdlen))
+		err = -EIO;
+	EVP_MD_CTX_free(ctx);
+	for (unsigned i = 0; !err && i < 32; i++)
+		sprintf(out + 2 * i, "%02x", md[i]);
+	return err;
+}
+
+/* Copy `src` to the new file `dst`, keeping holes. */
+static int copy_sparse(const char *src, const char *dst, mode_t mode)
+{
+	struct stat st;
+	int in, out = -1, err = 0;
+	off_t data = 0, hole;
+
+	in = open(src, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return -errno;
+	if (fstat(in, &st) < 0 || !S_ISREG(st.st_mode)) {
+		err = -EINVAL;
+		goto out;
+	}
+	out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+	if (out < 0 || ftruncate(out, st.st_size) < 0) {
+		err = -errno;
+		goto out;
+	}
+	while (data < st.st_size) {
+		data = lseek(in, data, SEEK_DATA);
+		if (data < 0) {
+			if (errno == ENXIO)
+				break; /* only a hole is left */
+			err = -errno;
+			goto out;
+		}
+		hole = lseek(in, data, SEEK_HOLE);
+		if (hole < 0) {
+			err = -errno;
+			goto out;
+		}
+		for (off_t off_in = data, off_out = data; off_in < hole;) {
+			ssize_t n = copy_file_range(in, &off_in, out, &off_out,
+						    (size_t)(hole - off_in), 0);
+
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) {
+				err = n < 0 ? -errno : -EIO;
+				goto out;
+			}
+		}
+		data = hole;
+	}
+	if (fsync(out) < 0)
+		err = -errno;
+out:
+	if (out >= 0)
+		close(out);
+	close(in);
+	return err;
+}
+
+static int images_import(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"kernel", required_argument, NULL, 'k'},
+		{"initrd", required_argument, NULL, 'i'},
+		{"rootfs", required_argument, NULL, 'r'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *kernel = NULL, *initrd = NULL, *rootfs = NULL, *name;
+	char tmp[4096], dst[4096], p[4200], hash[65], *old = NULL;
+	int c, err;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'k':
+			kernel = optarg;
+			break;
+		case 'i':
+			initrd = optarg;
+			break;
+		case 'r':
+			rootfs = optarg;
+			break;
+		case 'h':
+			fputs(images_usage, stdout);
+			return EXIT_OK;
+		default:
+			fputs(images_usage, stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind + 1 != argc || !kernel || !initrd || !rootfs) {
+		errmsg("images import: give NAME, --kernel, --initrd and --rootfs");
+		return EXIT_USAGE;
+	}
+	name = argv[optind];
+	if (!valid_name(name)) {
+		errmsg("images import: '%s' is not a valid image name ([A-Za-z0-9][A-Za-z0-9._-]*)",
+		       name);
+		return EXIT_USAGE;
+	}
+	if ((err = image_hash(kernel, initrd, rootfs, hash)) < 0) {
+		errmsg("images import %s: cannot read the kernel, initrd or rootfs: %s", name,
+		       strerror(-err));
+		return EXIT_ERR;
+	}
+	if ((err = state_init()) < 0) {
+		errmsg("cannot create %s: %s", state_home(), strerror(-err));
+		return EXIT_ERR;
+	}
+	if ((err = path_fmt(dst, sizeof(dst), "%s/images/%s", state_home(), name)) < 0 ||
+	    (err = path_fmt(tmp, sizeof(tmp), "%s/images/.%s.%d", state_home(), name,
+			    (int)getpid())) < 0)
+		goto fail;
+	if (path_fmt(p, sizeof(p), "%s/hash", dst) == 0 && read_file(p, 128, &old, NULL) == 0) {
+		bool same = strncmp(old, hash, 64) == 0;
+
+		free(old);
+		if (same) {
+			printf("image %s: up to date (%.12s)\n", name, hash);
+			return EXIT_OK;
+		}
+	}
+	remove_flat_dir(tmp);
+	if (mkdir(tmp, 0755) < 0) {
+		err = -errno;
+		goto fail;
+	}
+	if ((err = path_fmt(p, sizeof(p), "%s/kernel", tmp)) < 0 ||
+	    (err = copy_sparse(kernel, p, 0444)) < 0)
+		goto fail_tmp;
+	if ((err = path_fmt(p, sizeof(p), "%s/initrd", tmp)) < 0 ||
+	    (err = copy_sparse(initrd, p, 0444)) < 0)
+		goto fail_tmp;
+	if ((err = path_fmt(p, sizeof(p), "%s/rootfs", tmp)) < 0)
+		goto fail_tmp;
+	if (link(rootfs, p) < 0 && (err = copy_sparse(rootfs, p, 0444)) < 0)
+		goto fail_tmp;
+	if ((err = path_fmt(p, sizeof(p), "%s/hash", tmp)) < 0)
+		goto fail_tmp;
+	hash[64] = '\n';
+	err = write_file_atomic(p, hash, 65, 0444);
+	hash[64] = '\0';
+	if (err < 0)
+		goto fail_tmp;
+	/* Swap the new directory in; the old one (if any) ends up at tmp and is removed. */
+	if (renameat2(AT_FDCWD, tmp, AT_FDCWD, dst, RENAME_EXCHANGE) < 0) {
+		if (errno != ENOENT || rename(tmp, dst) < 0) {
+			err = -errno;
+			goto fail_tmp;
+		}
+	}
+	remove_flat_dir(tmp);
+	printf("image %s: installed (%.12s)\n", name, hash);
+	return EXIT_OK;
+fail_tmp:
+	remove_flat_dir(tmp);
+fail:
+	errmsg("images import %s: %s", name, strerror(-err));
+	return EXIT_ERR;
+}
+
+static int images_list(void)
+{
+	char dir[4096], p[4200], *hash;
+	struct dirent *e;
+	struct stat st;
+	DIR *d;
+
+	if (path_fmt(dir, sizeof(dir), "%s/images", state_home()) < 0)
+		return EXIT_ERR;
+	printf("%-20s %-12s %10s %10s\n", "NAME", "HASH", "DISK", "USED");
+	d = opendir(dir);
+	if (!d)
+		return errno == ENOENT ? EXIT_OK : EXIT_ERR;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.' || !valid_name(e->d_name))
+			continue;
+		if (image_path(e->d_name, "rootfs", p, sizeof(p)) < 0 || stat(p, &st) < 0)
+			continue;
+		if (image_path(e->d_name, "hash", p, sizeof(p)) < 0 ||
+		    read_file(p, 128, &hash, NULL) < 0)
+			continue;
+		hash[strcspn(hash, "\n")] = '\0';
+		printf("%-20s %-12.12s %9lluM %9lluM\n", e->d_name, hash,
+		       (unsigned long long)st.st_size >> 20,
+		       (unsigned long long)st.st_blocks * 512 >> 20);
+		free(hash);
+	}
+	closedir(d);
+	return EXIT_OK;
+}
+
+int cmd_images(int argc, char **argv)
+{
+	if (argc < 2 || strcmp(argv[1], "ls") == 0)
+		return argc <= 2 ? images_list() : (fputs(images_usage, stderr), EXIT_USAGE);
+	if (strcmp(argv[1], "import") == 0)
+		return images_import(argc - 1, argv + 1);
+	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+		fputs(images_usage, stdout);
+		return EXIT_OK;
+	}
+	errmsg("images: unknown subcommand '%s'", argv[1]);
+	fputs(images_usage, stderr);
+	return EXIT_USAGE;
+}

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* sandboxctl logs ID: the sandbox's console (the guest's serial output and the VMM's log). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sandboxctl.h"
+
+static const char logs_usage[] = "usage: sandboxctl logs ID\n"
+				 "\n"
+				 "Print the sandbox's console.log: the guest's serial console and\n"
+				 "the VMM's messages.\n";
+
+int cmd_logs(int argc, char **argv)
+{
+	char path[4200], buf[65536];
+	struct sandbox sb;
+	ssize_t n;
+	int fd, status;
+
+	if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+		fputs(logs_usage, stdout);
+		return EXIT_OK;
+	}
+	if (argc != 2) {
+		fputs(logs_usage, stderr);
+		return EXIT_USAGE;
+	}
+	if ((status = sandbox_resolve(argv[1], &sb)))
+		return status;
+	if (sandbox_path(&sb, "console.log", path, sizeof(path)) < 0)
+		return EXIT_ERR;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0) {
+		errmsg("%s: no console log (%s)", sb.id, strerror(errno));
+		return EXIT_ERR;
+	}
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		if (write_all(STDOUT_FILENO, buf, (size_t)n) < 0)
+			break;
+	close(fd);
+	return n < 0 ? EXIT_ERR : EXIT_OK;
+}

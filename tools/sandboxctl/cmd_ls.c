@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* sandboxctl ls [--json]: every sandbox with its state, as a table or a JSON array. */
+#include <stdio.h>
+#include <string.h>
+
+#include "sandboxctl.h"
+
+static const char ls_usage[] = "usage: sandboxctl ls [--json]\n"
+			       "\n"
+			       "List sandboxes: id, name, state (running, paused, stopped, dead:\n"
+			       "its VMM is gone without a stop), image, cpus, memory, uptime.\n";
+
+static void fmt_uptime(uint64_t ms, enum sandbox_state st, char *out, size_t len)
+{
+	uint64_t s = ms / 1000;
+
+	if (st != SB_RUNNING && st != SB_PAUSED)
+		snprintf(out, len, "-");
+	else if (s < 60)
+		snprintf(out, len, "%llus", (unsigned long long)s);
+	else if (s < 3600)
+		snprintf(out, len, "%llum%02llus", (unsigned long long)s / 60,
+			 (unsigned long long)s % 60);
+	else
+		snprintf(out, len, "%lluh%02llum", (unsigned long long)s / 3600,
+			 (unsigned long long)s / 60 % 60);
+}
+
+static int ls_one(const struct sandbox *sb, void *opaque)
+{
+	int *json = opaque;
+	uint64_t up;
+	enum sandbox_state st = sandbox_state(sb, &up);
+	char upbuf[32];
+
+	if (*json) {
+		/* names and images are [A-Za-z0-9._-]: nothing to escape */
+		printf("%s\n  {\"id\": \"%s\", \"name\": \"%s\", \"state\": \"%s\", \"image\": "
+		       "\"%s\", \"cpus\": %u, \"memory_mib\": %llu, \"uptime_ms\": %llu, "
+		       "\"pid\": %d, \"created\": %llu}",
+		       *json == 1 ? "" : ",", sb->id, sb->name, sandbox_state_name(st), sb->image,
+		       sb->cpus, (unsigned long long)sb->memory_mib, (unsigned long long)up,
+		       st == SB_RUNNING || st == SB_PAUSED ? (int)sb->pid : 0,
+		       (unsigned long long)sb->created);
+		*json = 2;
+		return 0;
+	}
+	fmt_uptime(up, st, upbuf, sizeof(upbuf));
+	printf("%-12s  %-20s  %-8s  %-12s  %4u  %7lluM  %s\n", sb->id, sb->name,
+	       sandbox_state_name(st), sb->image, sb->cpus, (unsigned long long)sb->memory_mib,
+	       upbuf);
+	return 0;
+}
+
+int cmd_ls(int argc, char **argv)
+{
+	int json = 0, n;
+
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--json") == 0) {
+			json = 1;
+		} else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+			fputs(ls_usage, stdout);
+			return EXIT_OK;
+		} else {
+			errmsg("ls: unexpected argument '%s'", argv[i]);
+			fputs(ls_usage, stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (json)
+		printf("[");
+	else
+		printf("%-12s  %-20s  %-8s  %-12s  %4s  %8s  %s\n", "ID", "NAME", "STATE", "IMAGE",
+		       "CPUS", "MEMORY", "UPTIME");
+	n = sandbox_foreach(ls_one, &json);
+	if (json)
+		printf("%s]\n", json == 2 ? "\n" : "");
+	if (n < 0) {
+		errmsg("cannot list %s/sandboxes: %s", state_home(), strerror(-n));
+		return EXIT_ERR;
+	}
+	return EXIT_OK;
+}

@@ -1,0 +1,8 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "sandboxctl.h"
+
+int cmd_run(int argc, char **argv)
+{
+	errmsg("not yet");
+	return EXIT_ERR;
+}

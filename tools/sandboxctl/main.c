@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * sandboxctl: create, drive and destroy sandboxes (docs/sandboxctl.md). Dispatches to one
+ * function per command, each in its own cmd_*.c, which returns the process's exit status.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sandboxctl.h"
+
+static const struct {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *what;
+} commands[] = {
+	{"create", cmd_create, "create a sandbox and print its id once its agent answers"},
+	{"exec", cmd_exec, "run a command in a sandbox, streaming its output"},
+	{"cp", cmd_cp, "copy a file into or out of a sandbox"},
+	{"run", cmd_run, "run a job spec (YAML) in a fresh sandbox"},
+	{"ls", cmd_ls, "list sandboxes"},
+	{"logs", cmd_logs, "print a sandbox's console"},
+	{"pause", cmd_pause, "stop a sandbox's vCPUs"},
+	{"resume", cmd_pause, "run a paused sandbox's vCPUs again"},
+	{"stop", cmd_stop, "stop a sandbox's VM (its disk stays)"},
+	{"rm", cmd_rm, "remove a sandbox"},
+	{"images", cmd_images, "list or import images"},
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: sandboxctl COMMAND [ARGS...]   (sandboxctl COMMAND --help)\n\n");
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].what);
+	fprintf(f,
+		"\nState lives in $SANDBOX_HOME (default /var/lib/sandbox).\n"
+		"Exit status: 0 ok, 1 error, 2 usage, 125 sandbox unusable; exec: the command's\n"
+		"status, 128+N killed by signal N, 124 timeout (docs/sandboxctl.md).\n");
+}
+
+int main(int argc, char **argv)
+{
+	signal(SIGPIPE, SIG_IGN);
+	if (argc < 2) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
+	    strcmp(argv[1], "help") == 0) {
+		usage(stdout);
+		return EXIT_OK;
+	}
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (strcmp(argv[1], commands[i].name) == 0)
+			return commands[i].fn(argc - 1, argv + 1);
+	errmsg("unknown command '%.64s'", argv[1]);
+	usage(stderr);
+	return EXIT_USAGE;
+}

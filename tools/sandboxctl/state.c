@@ -1,0 +1,365 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The state under $SANDBOX_HOME (DESIGN.md, "Host state"): sandboxes/<id>/ holds `config`
+ * (key value lines, written atomically), `pid`, `api.sock`, `vsock.sock`, `console.log`,
+ * `root.layer` and, once stopped on purpose, `stopped`. Every file read here is checked as
+ * hostile input: a bad one makes that sandbox unusable, never a crash.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "api_proto.h"
+#include "sandboxctl.h"
+
+#define CONFIG_MAX 4096
+
+const char *state_home(void)
+{
+	const char *h = getenv("SANDBOX_HOME");
+
+	return h && *h ? h : "/var/lib/sandbox";
+}
+
+int state_init(void)
+{
+	char p[4096];
+	int err;
+
+	if (mkdir(state_home(), 0755) < 0 && errno != EEXIST)
+		return -errno;
+	if ((err = path_fmt(p, sizeof(p), "%s/images", state_home())) < 0)
+		return err;
+	if (mkdir(p, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	if ((err = path_fmt(p, sizeof(p), "%s/sandboxes", state_home())) < 0)
+		return err;
+	if (mkdir(p, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+const char *sandbox_state_name(enum sandbox_state s)
+{
+	switch (s) {
+	case SB_RUNNING:
+		return "running";
+	case SB_PAUSED:
+		return "paused";
+	case SB_STOPPED:
+		return "stopped";
+	case SB_DEAD:
+		return "dead";
+	}
+	return "unknown";
+}
+
+static bool valid_id(const char *s)
+{
+	if (strlen(s) != ID_LEN)
+		return false;
+	for (const char *p = s; *p; p++)
+		if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+			return false;
+	return true;
+}
+
+int sandbox_path(const struct sandbox *sb, const char *file, char *out, size_t len)
+{
+	return path_fmt(out, len, "%s/%s", sb->dir, file);
+}
+
+int sandbox_save(const struct sandbox *sb)
+{
+	char buf[CONFIG_MAX], path[4200];
+	int n, err;
+
+	n = snprintf(buf, sizeof(buf),
+		     "version 1\nid %s\nname %s\nimage %s\ncpus %u\nmemory_mib %llu\n"
+		     "created %llu\n",
+		     sb->id, sb->name, sb->image, sb->cpus, (unsigned long long)sb->memory_mib,
+		     (unsigned long long)sb->created);
+	if (n < 0 || (size_t)n >= sizeof(buf))
+		return -E2BIG;
+	if ((err = sandbox_path(sb, "config", path, sizeof(path))) < 0)
+		return err;
+	return write_file_atomic(path, buf, (size_t)n, 0600);
+}
+
+/* Parse one "key value" line into `sb`; false for anything unexpected. */
+static bool config_line(struct sandbox *sb, const char *key, const char *val, unsigned *seen)
+{
+	uint64_t v;
+
+	if (strcmp(key, "version") == 0)
+		return strcmp(val, "1") == 0;
+	if (strcmp(key, "id") == 0) {
+		*seen |= 1;
+		return strcmp(val, sb->id) == 0;
+	}
+	if (strcmp(key, "name") == 0) {
+		if (!valid_name(val))
+			return false;
+		snprintf(sb->name, sizeof(sb->name), "%s", val);
+		return true;
+	}
+	if (strcmp(key, "image") == 0) {
+		*seen |= 2;
+		if (!valid_name(val))
+			return false;
+		snprintf(sb->image, sizeof(sb->image), "%s", val);
+		return true;
+	}
+	if (strcmp(key, "cpus") == 0) {
+		*seen |= 4;
+		if (!parse_u64(val, 1, 32, &v))
+			return false;
+		sb->cpus = (unsigned)v;
+		return true;
+	}
+	if (strcmp(key, "memory_mib") == 0) {
+		*seen |= 8;
+		return parse_u64(val, 1, 1u << 20, &sb->memory_mib);
+	}
+	if (strcmp(key, "created") == 0)
+		return parse_u64(val, 0, UINT64_MAX, &sb->created);
+	return true; /* a newer sandboxctl's key: ignored */
+}
+
+int sandbox_load(const char *id, struct sandbox *sb)
+{
+	char path[4200], *buf = NULL, *save = NULL;
+	unsigned seen = 0;
+	int err;
+
+	memset(sb, 0, sizeof(*sb));
+	if (!valid_id(id))
+		return -ENOENT;
+	snprintf(sb->id, sizeof(sb->id), "%s", id);
+	if ((err = path_fmt(sb->dir, sizeof(sb->dir), "%s/sandboxes/%s", state_home(), id)) < 0 ||
+	    (err = sandbox_path(sb, "config", path, sizeof(path))) < 0)
+		return err;
+	if ((err = read_file(path, CONFIG_MAX, &buf, NULL)) < 0)
+		return err == -ENOENT ? -ENOENT : -EBADMSG;
+	for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *sp = strchr(line, ' ');
+
+		if (!sp || !config_line(sb, line, (*sp = '\0', sp + 1), &seen)) {
+			err = -EBADMSG;
+			goto out;
+		}
+	}
+	if (seen != 15) {
+		err = -EBADMSG;
+		goto out;
+	}
+	free(buf);
+	buf = NULL;
+	/* The pid file: absent (never started, or stopped) or a number. */
+	if ((err = sandbox_path(sb, "pid", path, sizeof(path))) < 0)
+		goto out;
+	if (read_file(path, 32, &buf, NULL) == 0) {
+		uint64_t pid;
+
+		buf[strcspn(buf, "\n")] = '\0';
+		if (parse_u64(buf, 2, 1u << 22, &pid))
+			sb->pid = (pid_t)pid;
+	}
+	err = 0;
+out:
+	free(buf);
+	return err;
+}
+
+static int resolve_scan(const struct sandbox *sb, void *opaque)
+{
+	struct {
+		const char *ref;
+		struct sandbox exact, prefix;
+		unsigned nexact, nprefix;
+	} *r = opaque;
+
+	if (strcmp(sb->id, r->ref) == 0 || strcmp(sb->name, r->ref) == 0) {
+		r->exact = *sb;
+		r->nexact++;
+	} else if (strncmp(sb->id, r->ref, strlen(r->ref)) == 0) {
+		r->prefix = *sb;
+		r->nprefix++;
+	}
+	return 0;
+}
+
+int sandbox_resolve(const char *ref, struct sandbox *sb)
+{
+	static struct {
+		const char *ref;
+		struct sandbox exact, prefix;
+		unsigned nexact, nprefix;
+	} r;
+	int n;
+
+	memset(&r, 0, sizeof(r));
+	r.ref = ref;
+	if (!*ref || strlen(ref) > NAME_MAX_LEN || strchr(ref, '/')) {
+		errmsg("'%.80s' is not a sandbox id or name", ref);
+		return EXIT_SANDBOX;
+	}
+	n = sandbox_foreach(resolve_scan, &r);
+	if (n < 0) {
+		errmsg("cannot read %s/sandboxes: %s", state_home(), strerror(-n));
+		return EXIT_SANDBOX;
+	}
+	if (r.nexact == 1) {
+		*sb = r.exact;
+		return 0;
+	}
+	if (r.nexact == 0 && r.nprefix == 1) {
+		*sb = r.prefix;
+		return 0;
+	}
+	if (r.nexact + r.nprefix > 1)
+		errmsg("'%s' matches several sandboxes: give more of the id", ref);
+	else
+		errmsg("no sandbox '%s' (see sandboxctl ls)", ref);
+	return EXIT_SANDBOX;
+}
+
+int sandbox_foreach(int (*fn)(const struct sandbox *sb, void *opaque), void *opaque)
+{
+	char path[4096];
+	struct dirent *e;
+	DIR *d;
+	int n = 0, err;
+
+	if ((err = path_fmt(path, sizeof(path), "%s/sandboxes", state_home())) < 0)
+		return err;
+	d = opendir(path);
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
+	while ((e = readdir(d))) {
+		static struct sandbox sb;
+
+		if (e->d_name[0] == '.' || !valid_id(e->d_name))
+			continue;
+		err = sandbox_load(e->d_name, &sb);
+		if (err == -ENOENT)
+			continue; /* being created or removed */
+		if (err < 0) {
+			errmsg("%s/%s: unreadable config (%s): skipped", path, e->d_name,
+			       strerror(-err));
+			continue;
+		}
+		n++;
+		if ((err = fn(&sb, opaque)) < 0)
+			break;
+	}
+	closedir(d);
+	return err < 0 ? err : n;
+}
+
+bool sandbox_vmm_alive(const struct sandbox *sb)
+{
+	char path[64], want[4200], *buf = NULL, *p;
+	size_t len;
+	bool alive = false;
+
+	if (sb->pid <= 1 || (kill(sb->pid, 0) < 0 && errno == ESRCH))
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)sb->pid);
+	if (read_file(path, 4096, &buf, NULL) < 0)
+		return false;
+	/* the state follows the last ')': a zombie is as good as dead */
+	p = strrchr(buf, ')');
+	if (!p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X') {
+		free(buf);
+		return false;
+	}
+	free(buf);
+	buf = NULL;
+	/* pid reuse: the process must be the VMM of this sandbox, which names its api.sock */
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)sb->pid);
+	if (sandbox_path(sb, "api.sock", want, sizeof(want)) < 0 ||
+	    read_file(path, 1 << 16, &buf, &len) < 0)
+		return false;
+	for (p = buf; p < buf + len; p += strlen(p) + 1)
+		if (strcmp(p, want) == 0)
+			alive = true;
+	free(buf);
+	return alive;
+}
+
+enum sandbox_state sandbox_state(const struct sandbox *sb, uint64_t *uptime_ms)
+{
+	struct api_status st;
+	char path[4200];
+	int32_t error;
+
+	if (uptime_ms)
+		*uptime_ms = 0;
+	if (sandbox_vmm_alive(sb)) {
+		if (api_call(sb, API_STATUS, 2000, &error, &st) == 0 && error == 0) {
+			if (uptime_ms)
+				*uptime_ms = st.uptime_ms;
+			if (st.state == API_STATE_PAUSED)
+				return SB_PAUSED;
+		}
+		return SB_RUNNING;
+	}
+	if (sandbox_path(sb, "stopped", path, sizeof(path)) == 0 && access(path, F_OK) == 0)
+		return SB_STOPPED;
+	return SB_DEAD;
+}
+
+/* Wait up to `ms` for the VMM to be gone. */
+static bool wait_gone(const struct sandbox *sb, unsigned ms)
+{
+	uint64_t until = now_ms() + ms;
+
+	while (sandbox_vmm_alive(sb)) {
+		if (now_ms() >= until)
+			return false;
+		usleep(20000);
+	}
+	return true;
+}
+
+int sandbox_stop_vmm(struct sandbox *sb, bool force)
+{
+	static const char *const leftovers[] = {"api.sock", "vsock.sock", "pid"};
+	char path[4200];
+	int32_t error;
+	int err;
+
+	if (sandbox_vmm_alive(sb)) {
+		bool gone = false;
+
+		if (!force && api_call(sb, API_SHUTDOWN, 2000, &error, NULL) == 0 && error == 0)
+			gone = wait_gone(sb, 10000);
+		if (!gone) {
+			if (!force)
+				errmsg("%s: the VMM did not shut down: sending SIGTERM", sb->id);
+			kill(sb->pid, SIGTERM);
+			gone = wait_gone(sb, 5000);
+		}
+		if (!gone) {
+			errmsg("%s: the VMM ignored SIGTERM: sending SIGKILL", sb->id);
+			kill(sb->pid, SIGKILL);
+			if (!wait_gone(sb, 5000))
+				return -ETIMEDOUT;
+		}
+	}
+	if ((err = sandbox_path(sb, "stopped", path, sizeof(path))) < 0 ||
+	    (err = write_file_atomic(path, "", 0, 0600)) < 0)
+		return err;
+	for (size_t i = 0; i < sizeof(leftovers) / sizeof(leftovers[0]); i++)
+		if (sandbox_path(sb, leftovers[i], path, sizeof(path)) == 0)
+			unlink(path);
+	sb->pid = 0;
+	return 0;
+}

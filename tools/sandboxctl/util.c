@@ -1,0 +1,234 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Small helpers every command uses: messages, numbers, names, atomic files. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sandboxctl.h"
+
+void errmsg(const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "sandboxctl: %s\n", line);
+}
+
+bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+	unsigned long long v;
+	char *end;
+
+	if (!s || *s < '0' || *s > '9')
+		return false;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || v < min || v > max)
+		return false;
+	*out = v;
+	return true;
+}
+
+bool valid_name(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > NAME_MAX_LEN)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		bool alnum =
+			(c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+
+		if (!alnum && (i == 0 || (c != '.' && c != '_' && c != '-')))
+			return false;
+	}
+	return true;
+}
+
+uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+int write_all(int fd, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int path_fmt(char *out, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(out, len, fmt, ap);
+	va_end(ap);
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+int write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode)
+{
+	char tmp[4200], dir[4200];
+	int fd, dfd, err = 0;
+
+	if ((err = path_fmt(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid())) < 0 ||
+	    (err = path_fmt(dir, sizeof(dir), "%s", path)) < 0)
+		return err;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+	if (fd < 0)
+		return -errno;
+	if ((err = write_all(fd, buf, len)) < 0 || (fsync(fd) < 0 && (err = -errno))) {
+		close(fd);
+		goto out;
+	}
+	if (close(fd) < 0 && (err = -errno))
+		goto out;
+	if (rename(tmp, path) < 0) {
+		err = -errno;
+		goto out;
+	}
+	dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		fsync(dfd);
+		close(dfd);
+	}
+	return 0;
+out:
+	unlink(tmp);
+	return err;
+}
+
+int read_file(const char *path, size_t max, char **out, size_t *len)
+{
+	struct stat st;
+	char *buf = NULL;
+	size_t have = 0;
+	int fd, err = 0;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		err = -EINVAL;
+		goto out;
+	}
+	buf = malloc(max + 1);
+	if (!buf) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (;;) {
+		ssize_t n = read(fd, buf + have, max + 1 - have);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			err = -errno;
+			goto out;
+		}
+		if (n == 0)
+			break;
+		have += (size_t)n;
+		if (have > max) {
+			err = -EFBIG;
+			goto out;
+		}
+	}
+	buf[have] = '\0';
+	*out = buf;
+	if (len)
+		*len = have;
+	buf = NULL;
+out:
+	free(buf);
+	close(fd);
+	return err;
+}
+
+void print_tail(const char *path, unsigned nlines)
+{
+	char buf[8192];
+	struct stat st;
+	ssize_t n;
+	off_t off;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	off = st.st_size > (off_t)sizeof(buf) - 1 ? st.st_size - (off_t)sizeof(buf) + 1 : 0;
+	n = pread(fd, buf, sizeof(buf) - 1, off);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	/* Find the start of the last `nlines` lines (a trailing newline ends the last one). */
+	char *p = buf + n;
+	unsigned seen = 0;
+
+	if (p > buf && p[-1] == '\n')
+		p--;
+	while (p > buf && seen < nlines) {
+		p--;
+		if (*p == '\n' && ++seen == nlines) {
+			p++;
+			break;
+		}
+	}
+	fprintf(stderr, "--- last lines of %s ---\n", path);
+	for (char *line = p; *line;) {
+		char *nl = strchr(line, '\n');
+		size_t l = nl ? (size_t)(nl - line) : strlen(line);
+
+		/* the console is guest output: no control characters reach our terminal */
+		for (size_t i = 0; i < l; i++)
+			if ((unsigned char)line[i] < 0x20 && line[i] != '\t')
+				line[i] = '?';
+		fprintf(stderr, "  %.*s\n", (int)l, line);
+		line += l + (nl != NULL);
+	}
+}
+
+void remove_flat_dir(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+
+	if (d) {
+		while ((e = readdir(d)))
+			if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+				unlinkat(dirfd(d), e->d_name, 0);
+		closedir(d);
+	}
+	rmdir(path);
+}
