@@ -26,8 +26,10 @@ struct disk {
 	uint64_t virtual_len;
 	uint32_t cluster_len;
 	bool read_only;
-	uint8_t *cluster_buf; /* one cluster: copy-up and commit */
-	uint8_t *zero_buf;    /* one cluster of zeros */
+	uint8_t *cluster_buf;	   /* one cluster: copy-up and commit */
+	uint8_t *zero_buf;	   /* one cluster of zeros */
+	unsigned writes_in_flight; /* disk_write_begin without its disk_write_end */
+	int failed;		   /* -EIO once an asynchronous write failed: see disk_write_end */
 };
 
 uint64_t disk_size(const struct disk *d)
@@ -357,6 +359,8 @@ static int write_range(struct disk *d, uint64_t offset, const uint8_t *buf, uint
 
 	if (d->read_only)
 		return -EROFS;
+	if (d->failed)
+		return d->failed;
 	if (!range_ok(d, offset, len))
 		return -EINVAL;
 	if (!len)
@@ -395,10 +399,78 @@ int disk_write_zeroes(struct disk *d, uint64_t offset, uint64_t len)
 	return write_range(d, offset, NULL, len, true);
 }
 
+/*
+ * Before the top holds cluster `idx` in part, it must hold all of it (the invariant
+ * disk_layer_flush relies on): copy a cluster the top lacks up from the layers below, unless
+ * [offset, end) will overwrite it whole. The bit is set by the caller.
+ */
+static int copy_up_edge(struct disk *d, uint64_t idx, uint64_t offset, uint64_t end)
+{
+	struct disk_layer *top = &d->layers[0];
+	uint64_t start = idx * d->cluster_len, span = d->virtual_len - start;
+	int r;
+
+	if (span > d->cluster_len)
+		span = d->cluster_len;
+	if (disk_layer_has(top, idx) || (offset <= start && end >= start + span))
+		return 0;
+	r = read_from(d, 1, start, d->cluster_buf, span);
+	return r < 0 ? r : disk_layer_pwrite(top, d->cluster_buf, span, start);
+}
+
+int disk_write_begin(struct disk *d, uint64_t offset, uint64_t len, int *fd, uint64_t *file_offset)
+{
+	struct disk_layer *top = &d->layers[0];
+	uint64_t end = offset + len, first, last, pos;
+	int r;
+
+	if (d->read_only)
+		return -EROFS;
+	if (d->failed)
+		return d->failed;
+	if (!range_ok(d, offset, len) || !len)
+		return -EINVAL;
+	if ((r = disk_layer_begin_write(top)) < 0)
+		return r;
+	first = offset / d->cluster_len;
+	last = (end - 1) / d->cluster_len;
+	if ((r = copy_up_edge(d, first, offset, end)) < 0 ||
+	    (last != first && (r = copy_up_edge(d, last, offset, end)) < 0))
+		return r;
+	/* The clusters in between are overwritten whole by the caller's write. Their bits are
+	 * set now, in memory only: disk_flush refuses to run while this write is in flight, so
+	 * no bit reaches the file before its data does. */
+	for (uint64_t idx = first; idx <= last; idx++)
+		disk_layer_set(top, idx);
+	pos = top->hdr.data_offset + offset;
+	top->unsynced = true;
+	if (pos + len > top->file_len)
+		top->file_len = pos + len;
+	d->writes_in_flight++;
+	*fd = top->fd;
+	*file_offset = pos;
+	return 0;
+}
+
+void disk_write_end(struct disk *d, int result)
+{
+	if (d->writes_in_flight)
+		d->writes_in_flight--;
+	/* The bits of the failed write's clusters are set, and its data may be anything: no
+	 * later flush may publish them, so the disk refuses every write and flush from now on
+	 * (reads go on). A host disk that fails a write is not one to keep writing to. */
+	if (result < 0 && !d->failed)
+		d->failed = -EIO;
+}
+
 int disk_flush(struct disk *d)
 {
 	if (d->read_only)
 		return 0;
+	if (d->failed)
+		return d->failed;
+	if (d->writes_in_flight)
+		return -EBUSY;
 	return disk_layer_flush(&d->layers[0]);
 }
 

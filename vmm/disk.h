@@ -127,8 +127,21 @@ int disk_write(struct disk *d, uint64_t offset, const void *buf, uint64_t len) _
 /* Make the range read as zeros (serves write-zeroes and discard). Whole clusters become holes
  * in the top layer's file where the filesystem can punch them. */
 int disk_write_zeroes(struct disk *d, uint64_t offset, uint64_t len) __must_check;
-/* Make every completed write durable: the top's data, then its bitmap (see disk_layer.c). */
+/* Make every completed write durable: the top's data, then its bitmap (see disk_layer.c).
+ * -EBUSY while an asynchronous write is in flight; -EIO after one failed. */
 int disk_flush(struct disk *d) __must_check;
+
+/* Asynchronous writes (virtio-blk on io_uring). disk_write_begin prepares a write of
+ * [offset, offset + len) (len > 0): it copies the partly covered clusters at either end up into
+ * the top when the top lacks them, marks every cluster of the range as the top's, and says
+ * where the bytes go: one contiguous range of the top's file, at *file_offset of fd *fd. The
+ * caller writes exactly len bytes there, then calls disk_write_end with 0 or the write's
+ * -errno. A failed write leaves the disk failed: later writes and flushes return -EIO. Until
+ * disk_write_end, a read of the range may see old, new or (in clusters the top did not hold)
+ * zero bytes: a guest that reads what it is writing gets no promise, as from any disk. */
+int disk_write_begin(struct disk *d, uint64_t offset, uint64_t len, int *fd,
+		     uint64_t *file_offset) __must_check;
+void disk_write_end(struct disk *d, int result);
 
 /* Where a read of [offset, offset + len) finds its bytes, in order: a file range of one
  * layer, or fd -1 for bytes that read as zeros. Adjacent clusters of one layer are merged. */

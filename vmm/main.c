@@ -28,11 +28,12 @@
  * against what the kernel accepts, so this only needs to be larger than any kernel's limit. */
 #define CMDLINE_BUF_LEN (2 * CMDLINE_MAX)
 
-/* --disk PATH[,ro][,raw] */
+/* --disk PATH[,ro][,raw][,depth=N] */
 struct disk_option {
 	char *path;
 	bool ro;
 	bool raw;
+	unsigned depth;
 };
 
 struct options {
@@ -61,9 +62,10 @@ static void usage(FILE *f)
 		"  --cpus N          vCPUs, 1-%u (default 1)\n"
 		"  --memory MiB      guest RAM, %llu-%llu (default 256)\n"
 		"  --console PATH    write the serial console to PATH instead of stdout\n"
-		"  --disk PATH[,ro][,raw]  a virtio-blk disk (up to %u; the first is /dev/vda):\n"
-		"                    a layer file (sandbox-disk) or a raw image, which is\n"
-		"                    always read-only; ro: read-only; raw: do not probe\n"
+		"  --disk PATH[,ro][,raw][,depth=N]  a virtio-blk disk (up to %u; the first is\n"
+		"                    /dev/vda): a layer file (sandbox-disk) or a raw image,\n"
+		"                    which is always read-only; ro: read-only; raw: do not\n"
+		"                    probe; depth: requests in flight, 1-%u (default %u)\n"
 		"  --timeout SEC     stop the guest after SEC seconds (exit status 6)\n"
 		"  --api PATH        serve the control socket (vmm/api_proto.h) at PATH\n"
 		"  --check           say which KVM this host has and what can boot on it\n"
@@ -71,7 +73,7 @@ static void usage(FILE *f)
 		"\n"
 		"exit status: 0 guest shut down, 1 VMM failure, 2 bad arguments or input,\n"
 		"3 guest panic, 4 guest triple fault, 5 emulation failure, 6 timeout, 7 signal\n",
-		VCPU_MAX, MEM_MIN_MIB, MEM_MAX_MIB, DISKS_MAX);
+		VCPU_MAX, MEM_MIN_MIB, MEM_MAX_MIB, DISKS_MAX, BLK_DEPTH_MAX, BLK_DEPTH_DEFAULT);
 }
 
 /* Parse a decimal number in [min, max]; false on anything else. */
@@ -91,17 +93,22 @@ static bool parse_uint(const char *s, unsigned long long min, unsigned long long
 	return true;
 }
 
-/* Split `arg` (modified) into the path and its ",ro" / ",raw" suffixes. */
+/* Split `arg` (modified) into the path and its ",ro" / ",raw" / ",depth=N" suffixes. */
 static bool parse_disk(char *arg, struct disk_option *d)
 {
+	unsigned long long depth;
 	char *comma;
 
 	memset(d, 0, sizeof(*d));
+	d->depth = BLK_DEPTH_DEFAULT;
 	while ((comma = strrchr(arg, ','))) {
 		if (strcmp(comma, ",ro") == 0)
 			d->ro = true;
 		else if (strcmp(comma, ",raw") == 0)
 			d->raw = true;
+		else if (strncmp(comma, ",depth=", 7) == 0 &&
+			 parse_uint(comma + 7, 1, BLK_DEPTH_MAX, &depth))
+			d->depth = (unsigned)depth;
 		else
 			return false;
 		*comma = '\0';
@@ -181,7 +188,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 				return VM_EXIT_BAD_INPUT;
 			}
 			if (!parse_disk(optarg, &o->disks[o->ndisks])) {
-				log_error("--disk %s: give PATH[,ro][,raw]", optarg);
+				log_error("--disk %s: give PATH[,ro][,raw][,depth=N]", optarg);
 				return VM_EXIT_BAD_INPUT;
 			}
 			o->ndisks++;
@@ -303,8 +310,11 @@ static int add_disks(struct vm *vm, const struct options *o, struct disk **disks
 			disk_close(disks[i]);
 			continue;
 		}
-		err = blk_add(vm, disks[i], o->disks[i].ro, base ? base + 1 : o->disks[i].path,
-			      cmdline, cmdline_len, &vdev);
+		struct blk_options bo = {.read_only = o->disks[i].ro,
+					 .serial = base ? base + 1 : o->disks[i].path,
+					 .depth = o->disks[i].depth};
+
+		err = blk_add(vm, disks[i], &bo, cmdline, cmdline_len, &vdev);
 		if (err == -E2BIG) {
 			log_error("kernel command line too long to announce --disk %s",
 				  o->disks[i].path);

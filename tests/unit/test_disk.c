@@ -257,6 +257,19 @@ static void model_check_map(struct model *m, uint64_t off, uint64_t len, unsigne
 	cr_assert(eq(u64, pos, off + len));
 }
 
+/* disk_write_begin, the caller's own pwrite where it says, disk_write_end. */
+static void async_write(struct disk *d, uint64_t off, const uint8_t *buf, uint64_t len)
+{
+	uint64_t file_off;
+	int fd;
+
+	cr_assert(eq(int, disk_write_begin(d, off, len, &fd, &file_off), 0));
+	/* Nothing may be flushed while the write is in flight. */
+	cr_assert(eq(int, disk_flush(d), -EBUSY));
+	cr_assert(eq(int, disk_pwrite_full(fd, buf, len, file_off), 0));
+	disk_write_end(d, 0);
+}
+
 static void model_reopen(struct model *m, const char *top)
 {
 	cr_assert(eq(int, disk_flush(m->d), 0));
@@ -318,9 +331,15 @@ static void model_run(uint64_t seed, uint64_t base_len, uint32_t cluster_len, un
 		pick_range(&s, &m, &off, &len);
 		/* Mostly writes and reads; flushes and reopens (each a few fdatasyncs) rarer. */
 		switch (rng_below(&s, 40)) {
-		case 0 ... 17:
+		case 0 ... 11:
 			rng_fill(&s, m.buf, len);
 			cr_assert(eq(int, disk_write(m.d, off, m.buf, len), 0));
+			memcpy(m.bytes + off, m.buf, len);
+			break;
+		case 12 ... 17:
+			/* The asynchronous path, as virtio-blk uses it with io_uring. */
+			rng_fill(&s, m.buf, len);
+			async_write(m.d, off, m.buf, len);
 			memcpy(m.bytes + off, m.buf, len);
 			break;
 		case 18 ... 19:
@@ -405,6 +424,25 @@ static void make_base_and_overlay(void)
 	rng_fill(&s, bytes, sizeof(bytes));
 	file_write(P("base.img"), bytes, sizeof(bytes));
 	overlay_ok(P("o1"), P("base.img"));
+}
+
+Test(disk, failed_async_write_fails_later_writes_and_flushes)
+{
+	uint8_t buf[4096] = {1}, got[4096];
+	uint64_t file_off;
+	struct disk *d;
+	int fd;
+
+	make_base_and_overlay();
+	open_ok(P("o1"), 0, &d);
+	cr_assert(eq(int, disk_write_begin(d, 0, 0, &fd, &file_off), -EINVAL));
+	cr_assert(eq(int, disk_write_begin(d, 100, sizeof(buf), &fd, &file_off), 0));
+	disk_write_end(d, -ENOSPC);
+	cr_assert(eq(int, disk_flush(d), -EIO));
+	cr_assert(eq(int, disk_write(d, 0, buf, sizeof(buf)), -EIO));
+	cr_assert(eq(int, disk_write_begin(d, 0, 1, &fd, &file_off), -EIO));
+	cr_assert(eq(int, disk_read(d, 8192, got, sizeof(got)), 0), "reads go on");
+	disk_close(d);
 }
 
 Test(disk, missing_files)

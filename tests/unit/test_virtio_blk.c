@@ -96,7 +96,9 @@ static void start(bool overlay, bool ro)
 		cr_assert(eq(int, disk_open(raw_path, DISK_OPEN_RAW, &d, &err), 0), "%s", err.msg);
 	}
 	strcpy(cmdline, "console=ttyS0");
-	cr_assert(eq(int, blk_add(&vm, d, ro, "test-serial", cmdline, sizeof(cmdline), &vdev), 0));
+	struct blk_options bo = {.read_only = ro, .serial = "test-serial", .depth = 4};
+
+	cr_assert(eq(int, blk_add(&vm, d, &bo, cmdline, sizeof(cmdline), &vdev), 0));
 	avail_idx = 0;
 
 	wr(VIRTIO_MMIO_STATUS, VIRTIO_CONFIG_S_ACKNOWLEDGE | VIRTIO_CONFIG_S_DRIVER);
@@ -154,6 +156,18 @@ struct seg {
 	bool write;
 };
 
+static bool needs_reset(void);
+
+/* Reads and writes complete on io_uring: run the VM's event loop until the used index moves
+ * past `used_before`, the device gives up on the queue, or a second passes. */
+static void wait_used(uint16_t used_before)
+{
+	const volatile struct vring_used *used = (struct vring_used *)(ram + USED_GPA);
+
+	for (int i = 0; i < 100 && used->idx == used_before && !needs_reset(); i++)
+		cr_assert(evloop_run_once(&vm.loop, 10) >= 0);
+}
+
 /* Post one chain at descriptors 0..n-1, kick, and return the used length (or -1 when the
  * device returned nothing). */
 static long submit(const struct seg *segs, unsigned n)
@@ -173,6 +187,7 @@ static long submit(const struct seg *segs, unsigned n)
 	avail->ring[avail_idx % QSIZE] = 0;
 	avail->idx = ++avail_idx;
 	wr(VIRTIO_MMIO_QUEUE_NOTIFY, 0);
+	wait_used(used_before);
 	if (used->idx == used_before)
 		return -1;
 	cr_assert(eq(u16, used->idx, (uint16_t)(used_before + 1)));
@@ -393,4 +408,83 @@ Test(virtio_blk_ro, read_only_overlay_refuses_writes)
 	cr_assert(eq(u8, ram[STATUS_GPA], VIRTIO_BLK_S_IOERR));
 	cr_assert(eq(long, request(VIRTIO_BLK_T_IN, 0, 512, true), 513));
 	cr_assert(data_is_pattern(0, 512));
+}
+
+/* Post chain `k` (2 descriptors at 2k, 2k+1) without kicking: the header and, for a write,
+ * its data in one readable buffer; for a read its data and the status in one writable
+ * buffer; for anything else the status alone. Each chain has its own buffers. */
+#define MULTI_DATA(k)	(DATA_GPA + (k)*8192u)
+#define MULTI_STATUS(k) (STATUS_GPA + (k))
+static void post2(unsigned k, uint32_t type, uint64_t sector, uint32_t len)
+{
+	struct vring_desc *desc = (struct vring_desc *)(ram + DESC_GPA);
+	struct vring_avail *avail = (struct vring_avail *)(ram + AVAIL_GPA);
+	struct virtio_blk_outhdr h = {.type = type, .sector = sector};
+	uint64_t hdr = MULTI_DATA(k);
+
+	memcpy(ram + hdr, &h, sizeof(h));
+	desc[2 * k] = (struct vring_desc){
+		.addr = hdr, .len = 16, .flags = VRING_DESC_F_NEXT, .next = (uint16_t)(2 * k + 1)};
+	if (type == VIRTIO_BLK_T_OUT) {
+		desc[2 * k].len = 16 + len;
+		desc[2 * k + 1] = (struct vring_desc){
+			.addr = MULTI_STATUS(k), .len = 1, .flags = VRING_DESC_F_WRITE};
+	} else if (type == VIRTIO_BLK_T_IN) {
+		desc[2 * k + 1] = (struct vring_desc){
+			.addr = hdr + 16, .len = len + 1, .flags = VRING_DESC_F_WRITE};
+	} else {
+		desc[2 * k + 1] = (struct vring_desc){
+			.addr = MULTI_STATUS(k), .len = 1, .flags = VRING_DESC_F_WRITE};
+	}
+	avail->ring[avail_idx % QSIZE] = (uint16_t)(2 * k);
+	avail->idx = ++avail_idx;
+}
+
+Test(virtio_blk_rw, requests_in_flight_and_flush_is_a_barrier)
+{
+	const volatile struct vring_used *used = (struct vring_used *)(ram + USED_GPA);
+	bool seen[7] = {false};
+
+	/* Three 4 KiB writes (depth is 4), a flush, three reads of what they wrote. */
+	for (unsigned k = 0; k < 3; k++) {
+		memset(ram + MULTI_DATA(k) + 16, 0x10 + (int)k, 4096);
+		post2(k, VIRTIO_BLK_T_OUT, 8 * k + 1, 4096);
+	}
+	post2(3, VIRTIO_BLK_T_FLUSH, 0, 0);
+	for (unsigned k = 4; k < 7; k++)
+		post2(k, VIRTIO_BLK_T_IN, 8 * (k - 4) + 1, 4096);
+	wr(VIRTIO_MMIO_QUEUE_NOTIFY, 0);
+	for (int i = 0; i < 200 && used->idx != 7; i++)
+		cr_assert(evloop_run_once(&vm.loop, 10) >= 0);
+	cr_assert(eq(u16, used->idx, 7), "every request completed");
+	cr_assert(not(needs_reset()));
+	for (unsigned i = 0; i < 7; i++) {
+		unsigned k = used->ring[i].id / 2;
+
+		cr_assert(k < 7 && !seen[k]);
+		seen[k] = true;
+		/* Writes first (in any order), then the flush, then the reads. */
+		cr_assert(i < 3 ? k < 3 : i == 3 ? k == 3 : k >= 4, "used[%u] is chain %u", i, k);
+	}
+	for (unsigned k = 0; k < 4; k++)
+		cr_assert(eq(u8, ram[MULTI_STATUS(k)], VIRTIO_BLK_S_OK));
+	for (unsigned k = 4; k < 7; k++) {
+		cr_assert(eq(u8, ram[MULTI_DATA(k) + 16 + 4096], VIRTIO_BLK_S_OK));
+		cr_assert(fake_mem_all(ram + MULTI_DATA(k) + 16, 4096, (uint8_t)(0x10 + k - 4)));
+	}
+}
+
+Test(virtio_blk_rw, reset_with_requests_in_flight)
+{
+	const volatile struct vring_used *used = (struct vring_used *)(ram + USED_GPA);
+
+	for (unsigned k = 0; k < 4; k++)
+		post2(k, VIRTIO_BLK_T_IN, 8 * k, 4096);
+	/* Submitted to io_uring; the completions are reaped only by the event loop. */
+	wr(VIRTIO_MMIO_QUEUE_NOTIFY, 0);
+	wr(VIRTIO_MMIO_STATUS, 0);
+	for (int i = 0; i < 20; i++)
+		cr_assert(evloop_run_once(&vm.loop, 10) >= 0);
+	cr_assert(eq(u16, used->idx, 0), "nothing returned to a queue that was reset");
+	cr_assert(eq(u32, rd(VIRTIO_MMIO_STATUS), 0));
 }

@@ -90,10 +90,20 @@ void virtio_set_needs_reset(struct virtio_dev *vdev, const char *why);
 /* ---- blk.c: virtio-blk ---- */
 
 struct disk;
+
+#define BLK_DEPTH_DEFAULT 64u  /* requests in flight per disk */
+#define BLK_DEPTH_MAX	  256u /* the queue's size */
+
+struct blk_options {
+	bool read_only;	    /* also when the disk itself is */
+	const char *serial; /* what GET_ID answers (up to 20 bytes are used) */
+	unsigned depth;	    /* requests in flight, 1..BLK_DEPTH_MAX */
+};
+
 /* Attach a virtio-blk device serving `disk` (which it owns from now on, even on failure) as
- * the next virtio-mmio device: read-only when `read_only` or when the disk is. `serial` is
- * what GET_ID answers (up to 20 bytes are used). Errors are those of virtio_mmio_add. */
-int blk_add(struct vm *vm, struct disk *disk, bool read_only, const char *serial, char *cmdline,
+ * the next virtio-mmio device, with its I/O on an io_uring whose completions the VM's event
+ * loop serves. -EINVAL for a depth out of range; other errors are those of virtio_mmio_add. */
+int blk_add(struct vm *vm, struct disk *disk, const struct blk_options *opt, char *cmdline,
 	    size_t cmdline_len, struct virtio_dev **out) __must_check;
 
 #endif
