@@ -158,6 +158,25 @@ int agent_ping(const struct sandbox *sb, unsigned timeout_ms, uint64_t *uptime_m
 /* Print an ERROR frame's message as "sandboxctl: what: message (strerror)". */
 void agent_print_error(const char *what, const struct proto_frame *f);
 
+/* ---- exec.c: one command through the agent ---- */
+
+struct exec_opts {
+	char **argv;
+	int argc;
+	char **env; /* K=V, after (and overriding) PATH, HOME, LANG and, with tty, TERM */
+	unsigned nenv;
+	const char *cwd;    /* NULL: / */
+	unsigned timeout_s; /* 0: none */
+	bool interactive;   /* forward our stdin */
+	bool tty;	    /* a pty in the guest; our terminal raw when interactive */
+};
+/* Run the command, streaming its output to ours. Returns its exit status (128+N for signal
+ * N), EXIT_TIMEOUT, EXIT_CMD_EXEC when the agent could not start it (the message says why),
+ * EXIT_SANDBOX when the agent cannot be reached or the connection is lost. */
+int exec_run(const struct sandbox *sb, const struct exec_opts *o);
+/* Resolve `ref` and check that it runs: prints why not and returns EXIT_SANDBOX, else 0. */
+int sandbox_resolve_running(const char *ref, struct sandbox *sb);
+
 /* ---- images (cmd_images.c) ---- */
 
 /* $SANDBOX_HOME/images/<name>/<file>; -ENOENT when the image lacks it. */

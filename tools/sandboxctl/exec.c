@@ -1,0 +1,291 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Running one command through the agent (exec_run): the EXEC call, then a loop over the agent
+ * connection, our stdin and our signals. Output is written to our stdout and stderr as its
+ * frames arrive; nothing is buffered beyond one frame, so a command printing gigabytes runs
+ * in constant memory (the agent stops reading its pipes while we do not read).
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/signalfd.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "proto.h"
+#include "sandboxctl.h"
+
+#define STDIN_CHUNK	 (64u << 10)
+/* Beyond the agent's own timeout, how long we wait for its EXIT before giving up. */
+#define TIMEOUT_GRACE_MS 15000
+
+static const char *const default_env[] = {
+	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+	"HOME=/root",
+	"LANG=C.UTF-8",
+};
+
+/* Append a NUL-terminated string to the payload being built. */
+static int put_str(uint8_t *buf, size_t cap, size_t *len, const char *s)
+{
+	size_t n = strlen(s) + 1;
+
+	if (n > cap - *len)
+		return -E2BIG;
+	memcpy(buf + *len, s, n);
+	*len += n;
+	return 0;
+}
+
+/* Is `kv` (K=V) overridden by a later user --env of the same key? */
+static bool env_overridden(const struct exec_opts *o, const char *kv)
+{
+	size_t klen = strcspn(kv, "=");
+
+	for (unsigned i = 0; i < o->nenv; i++)
+		if (strncmp(o->env[i], kv, klen) == 0 && o->env[i][klen] == '=')
+			return true;
+	return false;
+}
+
+/* The EXEC payload: proto_exec, cwd, argv, env. */
+static int build_exec(const struct exec_opts *o, const struct winsize *ws, uint8_t *buf, size_t cap,
+		      size_t *len)
+{
+	const char *term = getenv("TERM");
+	char termbuf[128];
+	uint8_t *h = buf;
+	unsigned envc = 0;
+	int err = 0;
+
+	if (o->argc < 1 || o->argc > 0xffff || o->nenv > 0xfff0)
+		return -E2BIG;
+	memset(h, 0, sizeof(struct proto_exec));
+	*len = sizeof(struct proto_exec);
+	if ((err = put_str(buf, cap, len, o->cwd ? o->cwd : "")) < 0)
+		return err;
+	for (int i = 0; i < o->argc; i++)
+		if ((err = put_str(buf, cap, len, o->argv[i])) < 0)
+			return err;
+	for (size_t i = 0; i < sizeof(default_env) / sizeof(default_env[0]); i++) {
+		if (env_overridden(o, default_env[i]))
+			continue;
+		if ((err = put_str(buf, cap, len, default_env[i])) < 0)
+			return err;
+		envc++;
+	}
+	if (o->tty) {
+		snprintf(termbuf, sizeof(termbuf), "TERM=%s",
+			 term && *term && strlen(term) < 64 ? term : "xterm");
+		if (!env_overridden(o, termbuf)) {
+			if ((err = put_str(buf, cap, len, termbuf)) < 0)
+				return err;
+			envc++;
+		}
+	}
+	for (unsigned i = 0; i < o->nenv; i++) {
+		if ((err = put_str(buf, cap, len, o->env[i])) < 0)
+			return err;
+		envc++;
+	}
+	proto_put_le32(h + offsetof(struct proto_exec, flags),
+		       (o->interactive ? PROTO_EXEC_STDIN : 0) | (o->tty ? PROTO_EXEC_PTY : 0));
+	proto_put_le32(h + offsetof(struct proto_exec, uid), PROTO_ID_KEEP);
+	proto_put_le32(h + offsetof(struct proto_exec, gid), PROTO_ID_KEEP);
+	proto_put_le32(h + offsetof(struct proto_exec, timeout_ms), o->timeout_s * 1000);
+	proto_put_le16(h + offsetof(struct proto_exec, rows), ws ? ws->ws_row : 0);
+	proto_put_le16(h + offsetof(struct proto_exec, cols), ws ? ws->ws_col : 0);
+	proto_put_le16(h + offsetof(struct proto_exec, argc), (uint16_t)o->argc);
+	proto_put_le16(h + offsetof(struct proto_exec, envc), (uint16_t)envc);
+	return 0;
+}
+
+static int send_winsize(struct agent_conn *c, uint64_t id)
+{
+	uint8_t p[sizeof(struct proto_winsize)] = {0};
+	struct winsize ws;
+
+	if (ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) < 0)
+		return 0;
+	proto_put_le16(p + offsetof(struct proto_winsize, rows), ws.ws_row);
+	proto_put_le16(p + offsetof(struct proto_winsize, cols), ws.ws_col);
+	return agent_send(c, PROTO_MSG_RESIZE, id, p, sizeof(p));
+}
+
+static int send_signal(struct agent_conn *c, uint64_t target, uint32_t sig)
+{
+	uint8_t p[sizeof(struct proto_signal)] = {0};
+
+	proto_put_le64(p + offsetof(struct proto_signal, target_id), target);
+	proto_put_le32(p + offsetof(struct proto_signal, signal), sig);
+	/* its own id: the OK or ERROR that answers it is skipped by the loop */
+	return agent_send(c, PROTO_MSG_SIGNAL, ++c->next_id, p, sizeof(p));
+}
+
+int exec_run(const struct sandbox *sb, const struct exec_opts *o)
+{
+	static uint8_t buf[PROTO_MAX_PAYLOAD];
+	bool stdin_open = o->interactive, raw = false, stdout_ok = true, stderr_ok = true;
+	struct termios saved;
+	struct winsize ws, *wsp = NULL;
+	struct agent_conn c;
+	struct proto_frame f;
+	sigset_t mask, old_mask;
+	uint64_t id, deadline = UINT64_MAX;
+	size_t len;
+	int sfd = -1, err, status = EXIT_SANDBOX;
+	bool masked = false;
+
+	if (o->tty && isatty(STDIN_FILENO) && ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0)
+		wsp = &ws;
+	if ((err = build_exec(o, wsp, buf, sizeof(buf), &len)) < 0) {
+		errmsg("exec: the command and its environment are too long (%s)", strerror(-err));
+		return EXIT_USAGE;
+	}
+	if ((err = agent_connect(sb, 10000, &c)) < 0) {
+		errmsg("%s: cannot reach the guest agent: %s", sb->id, strerror(-err));
+		return EXIT_SANDBOX;
+	}
+	id = c.next_id;
+	if ((err = agent_send(&c, PROTO_MSG_EXEC, id, buf, (uint32_t)len)) < 0) {
+		errmsg("%s: cannot send the command to the agent: %s", sb->id, strerror(-err));
+		goto out;
+	}
+	if (o->timeout_s)
+		deadline = now_ms() + o->timeout_s * 1000ull + TIMEOUT_GRACE_MS;
+	/* Signals become messages to the command: taken through a signalfd. */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
+	sigaddset(&mask, SIGQUIT);
+	sigaddset(&mask, SIGWINCH);
+	masked = sigprocmask(SIG_BLOCK, &mask, &old_mask) == 0;
+	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (o->tty && o->interactive && isatty(STDIN_FILENO) &&
+	    tcgetattr(STDIN_FILENO, &saved) == 0) {
+		struct termios t = saved;
+
+		cfmakeraw(&t);
+		raw = tcsetattr(STDIN_FILENO, TCSANOW, &t) == 0;
+	}
+	for (;;) {
+		struct pollfd pfd[3] = {
+			{.fd = c.fd, .events = POLLIN},
+			{.fd = sfd, .events = POLLIN},
+			{.fd = stdin_open ? STDIN_FILENO : -1, .events = POLLIN},
+		};
+		uint64_t now = now_ms();
+		int r;
+
+		if (now >= deadline) {
+			errmsg("%s: the agent did not end the command %u s after its timeout",
+			       sb->id, TIMEOUT_GRACE_MS / 1000);
+			status = EXIT_TIMEOUT;
+			goto out;
+		}
+		if (!agent_buffered(&c) &&
+		    poll(pfd, 3, deadline == UINT64_MAX ? -1 : (int)(deadline - now)) < 0 &&
+		    errno != EINTR) {
+			errmsg("poll: %m");
+			goto out;
+		}
+		if (pfd[1].revents & POLLIN) {
+			struct signalfd_siginfo si;
+
+			while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+				if (si.ssi_signo == SIGWINCH)
+					err = o->tty ? send_winsize(&c, id) : 0;
+				else
+					err = send_signal(&c, id, si.ssi_signo);
+				if (err < 0)
+					break;
+			}
+		}
+		if (pfd[2].revents & (POLLIN | POLLHUP | POLLERR)) {
+			ssize_t n = read(STDIN_FILENO, buf, STDIN_CHUNK);
+
+			if (n > 0) {
+				err = agent_send(&c, PROTO_MSG_STDIN, id, buf, (uint32_t)n);
+			} else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+				stdin_open = false;
+				err = agent_send(&c, PROTO_MSG_STDIN_CLOSE, id, NULL, 0);
+			}
+			if (err < 0) {
+				errmsg("%s: lost the connection to the agent: %s", sb->id,
+				       strerror(-err));
+				goto out;
+			}
+		}
+		if (!(pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) && !agent_buffered(&c))
+			continue;
+		r = agent_recv(&c, 0, &f);
+		if (r == 0)
+			continue;
+		if (r < 0) {
+			errmsg("%s: lost the connection to the agent (%s): is the sandbox still "
+			       "running?",
+			       sb->id, r == -EPROTO ? "bad frame" : strerror(-r));
+			goto out;
+		}
+		if (f.hdr.id != id) {
+			if (f.hdr.id == 0 && f.hdr.type == PROTO_MSG_ERROR) {
+				agent_print_error("agent", &f);
+				goto out;
+			}
+			continue; /* the answer to a SIGNAL */
+		}
+		switch (f.hdr.type) {
+		case PROTO_MSG_STDOUT:
+			if (stdout_ok && write_all(STDOUT_FILENO, f.payload, f.hdr.len) < 0)
+				stdout_ok = false; /* keep draining: the command decides */
+			break;
+		case PROTO_MSG_STDERR:
+			if (stderr_ok && write_all(STDERR_FILENO, f.payload, f.hdr.len) < 0)
+				stderr_ok = false;
+			break;
+		case PROTO_MSG_EXIT: {
+			uint32_t code =
+				proto_get_le32(f.payload + offsetof(struct proto_exit, code));
+			uint32_t flags =
+				proto_get_le32(f.payload + offsetof(struct proto_exit, flags));
+
+			if (raw) {
+				tcsetattr(STDIN_FILENO, TCSANOW, &saved);
+				raw = false;
+			}
+			if (flags & PROTO_EXIT_TIMED_OUT) {
+				errmsg("%s: command timed out after %u s: killed", sb->id,
+				       o->timeout_s);
+				status = EXIT_TIMEOUT;
+			} else {
+				status = code > 255 ? 255 : (int)code;
+			}
+			goto out;
+		}
+		case PROTO_MSG_ERROR:
+			if (raw) {
+				tcsetattr(STDIN_FILENO, TCSANOW, &saved);
+				raw = false;
+			}
+			agent_print_error(o->argv[0], &f);
+			status = EXIT_CMD_EXEC;
+			goto out;
+		default:
+			break; /* STARTED, and types a newer agent may add */
+		}
+	}
+out:
+	if (raw)
+		tcsetattr(STDIN_FILENO, TCSANOW, &saved);
+	if (sfd >= 0)
+		close(sfd);
+	if (masked)
+		sigprocmask(SIG_SETMASK, &old_mask, NULL);
+	agent_close(&c);
+	return status;
+}
