@@ -41,6 +41,7 @@ struct options {
 	uint64_t memory_mib;
 	const char *console_path;
 	const char *api_path;
+	const char *vsock_path;
 	struct disk_option disks[DISKS_MAX];
 	unsigned ndisks;
 	unsigned timeout_s;
@@ -68,6 +69,9 @@ static void usage(FILE *f)
 		"                    probe; depth: requests in flight, 1-%u (default %u)\n"
 		"  --timeout SEC     stop the guest after SEC seconds (exit status 6)\n"
 		"  --api PATH        serve the control socket (vmm/api_proto.h) at PATH\n"
+		"  --vsock PATH      a virtio-vsock device (guest CID 3): host clients connect\n"
+		"                    to PATH and write \"CONNECT <port>\\n\"; the guest's\n"
+		"                    connections to host port P go to PATH_P\n"
 		"  --check           say which KVM this host has and what can boot on it\n"
 		"  -v, --verbose     debug logging\n"
 		"\n"
@@ -131,6 +135,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{"disk", required_argument, NULL, 'd'},
 		{"timeout", required_argument, NULL, 't'},
 		{"api", required_argument, NULL, 'A'},
+		{"vsock", required_argument, NULL, 'V'},
 		{"check", no_argument, NULL, 'C'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -202,6 +207,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'A':
 			o->api_path = optarg;
+			break;
+		case 'V':
+			o->vsock_path = optarg;
 			break;
 		case 'C':
 			o->check = true;
@@ -484,6 +492,13 @@ int main(int argc, char **argv)
 	status = add_disks(&vm, &o, disks, cmdline, sizeof(cmdline));
 	if (status)
 		goto out;
+	if (o.vsock_path && (err = vsock_add(&vm, o.vsock_path, cmdline, sizeof(cmdline),
+					     &(struct virtio_dev *){NULL})) < 0) {
+		log_error("cannot add --vsock %s: %s", o.vsock_path, strerror(-err));
+		status = err == -E2BIG || err == -ENAMETOOLONG ? VM_EXIT_BAD_INPUT
+							       : VM_EXIT_VMM_ERROR;
+		goto out;
+	}
 	if (boot_load(&vm.mem, &o.boot, &entry) < 0) {
 		status = VM_EXIT_BAD_INPUT;
 		goto out;

@@ -106,4 +106,19 @@ struct blk_options {
 int blk_add(struct vm *vm, struct disk *disk, const struct blk_options *opt, char *cmdline,
 	    size_t cmdline_len, struct virtio_dev **out) __must_check;
 
+/* ---- vsock.c, vsock_conn.c: virtio-vsock, served in user space ---- */
+
+/* Attach a virtio-vsock device (guest CID 3, host CID 2) as the next virtio-mmio device,
+ * listening on the unix socket `uds_path` (a stale socket there is replaced; it is removed at
+ * destroy). A client of `uds_path` writes "CONNECT <port>\n" and, once the guest accepts,
+ * reads "OK <host port>\n", then raw bytes; a refusal closes its socket. The guest's
+ * connections to host port P go to the unix socket `uds_path`_P. Sockets are served on
+ * vm->loop. Errors: -ENAMETOOLONG, socket errors, those of virtio_mmio_add. */
+int vsock_add(struct vm *vm, const char *uds_path, char *cmdline, size_t cmdline_len,
+	      struct virtio_dev **out) __must_check;
+/* Drop every connection and post VIRTIO_VSOCK_EVENT_TRANSPORT_RESET to the driver (as soon
+ * as it has an event buffer): after a restore, the guest's connections lead nowhere.
+ * I/O thread only. -EINVAL when `vdev` is not a vsock device. */
+int vsock_transport_reset(struct virtio_dev *vdev) __must_check;
+
 #endif

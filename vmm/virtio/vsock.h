@@ -1,0 +1,233 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * virtio-vsock's insides, shared by its two files and nobody else (other files see vsock_add
+ * in virtio.h): vsock.c is the device (queues, packets from and to the guest), vsock_conn.c
+ * the connections (their table, the host's unix sockets, buffering and credit).
+ *
+ * Threads: everything here runs on the I/O thread under dev->lock, except the transport's
+ * reset and activate (vCPU threads, under the same lock), which only flip flags and kick
+ * kick_fd so that the I/O thread does the work.
+ *
+ * Flow control (virtio 1.2, 5.10.6.3), per connection:
+ * - guest to host: we advertise buf_alloc = VSOCK_BUF_LEN and fwd_cnt = the bytes written to
+ *   the unix socket. Bytes the socket does not take at once wait in `buf`, at most
+ *   VSOCK_BUF_LEN of them; a guest that sends more than its credit is reset.
+ * - host to guest: we read from the unix socket only into an rx buffer the guest gave us, and
+ *   never more than the guest's credit (peer_buf_alloc - (tx_cnt - peer_fwd_cnt)). When the
+ *   guest does not read, we stop reading the socket, and the client's writes block in the
+ *   kernel: the VMM buffers nothing in this direction.
+ */
+#ifndef SANDBOX_VIRTIO_VSOCK_H
+#define SANDBOX_VIRTIO_VSOCK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+
+#include <linux/virtio_vsock.h>
+
+#include "virtio/virtio.h"
+
+#define VSOCK_HOST_CID	    2u
+#define VSOCK_GUEST_CID	    3u
+#define VSOCK_HDR_LEN	    sizeof(struct virtio_vsock_hdr)
+#define VSOCK_RX_Q	    0u
+#define VSOCK_TX_Q	    1u
+#define VSOCK_EVENT_Q	    2u
+#define VSOCK_NQUEUES	    3u
+#define VSOCK_QUEUE_MAX	    256u
+/* Connections at once, host clients still writing their CONNECT line included; a request
+ * beyond gets RST (from the guest) or a closed socket (from the host). */
+#define VSOCK_CONN_MAX	    1024u
+#define VSOCK_HASH_LEN	    256u /* buckets of the (local port, peer port) table */
+/* Our receive buffer per connection (buf_alloc), allocated when the socket first pushes back:
+ * at most VSOCK_CONN_MAX * VSOCK_BUF_LEN = 64 MiB however the guest floods. */
+#define VSOCK_BUF_LEN	    (64u * 1024)
+/* The most payload one packet carries either way (Linux's VIRTIO_VSOCK_MAX_PKT_BUF_SIZE). */
+#define VSOCK_PKT_MAX	    (64u * 1024)
+/* RSTs owed for connections that no longer (or never did) exist; more are dropped. */
+#define VSOCK_RST_MAX	    128u
+/* Host-initiated connections take local ports counting up from here ("OK <port>\n"). */
+#define VSOCK_PORT_FIRST    1024u
+#define VSOCK_PORT_LAST	    0xfffffffeu /* 0xffffffff is VMADDR_PORT_ANY */
+/* "CONNECT 4294967295\n" is 19 bytes; a longer line is refused. */
+#define VSOCK_LINE_MAX	    32u
+#define VSOCK_SHUTDOWN_BOTH (VIRTIO_VSOCK_SHUTDOWN_RCV | VIRTIO_VSOCK_SHUTDOWN_SEND)
+
+_Static_assert(sizeof(struct virtio_vsock_hdr) == 44, "the packet header is 44 bytes");
+_Static_assert(sizeof(struct virtio_vsock_config) == 8, "the config space is 8 bytes");
+
+/* An intrusive doubly-linked list; an empty list's head points at itself. */
+struct vsock_link {
+	struct vsock_link *prev, *next;
+};
+
+enum vsock_state {
+	VSOCK_LINE,	 /* a host client connected; reading its "CONNECT <port>\n" */
+	VSOCK_REQUESTED, /* we owe or sent the guest OP_REQUEST; waiting for its answer */
+	VSOCK_CONNECTED, /* data flows */
+};
+
+/* Control packets a connection owes the guest (conn->ctl). */
+#define VSOCK_CTL_REQUEST  (1u << 0)
+#define VSOCK_CTL_RESPONSE (1u << 1)
+#define VSOCK_CTL_CREDIT   (1u << 2)
+
+struct vsock_dev;
+
+struct vsock_conn {
+	struct vsock_dev *dev;
+	struct vsock_link all;	   /* dev->conns */
+	struct vsock_link pending; /* dev->pending while it owes the guest a packet */
+	bool queued;		   /* on dev->pending */
+	bool hashed;		   /* in dev->hash (it has its ports) */
+	struct vsock_conn *hash_next;
+	enum vsock_state state;
+	uint32_t local_port; /* the host's (CID 2) */
+	uint32_t peer_port;  /* the guest's */
+	int fd;		     /* the unix socket */
+	struct ev_source src;
+	uint32_t events;	/* what src waits for now */
+	unsigned ctl;		/* VSOCK_CTL_* owed */
+	bool readable;		/* the socket may have data or EOF for us */
+	bool host_eof;		/* the client will send no more (read returned 0) */
+	bool host_hup;		/* the client will read no more (EPOLLHUP) */
+	bool wr_shut;		/* we passed the guest's SHUTDOWN_SEND on: shutdown(SHUT_WR) */
+	uint32_t shut_sent;	/* VIRTIO_VSOCK_SHUTDOWN_* we told the guest */
+	uint32_t peer_shutdown; /* VIRTIO_VSOCK_SHUTDOWN_* the guest told us */
+	/* Guest to host. buf is a ring of VSOCK_BUF_LEN bytes; buf_used == rx_cnt - fwd_cnt. */
+	uint8_t *buf;
+	uint32_t buf_head, buf_used;
+	uint32_t rx_cnt;       /* payload bytes the guest sent */
+	uint32_t fwd_cnt;      /* of which written to the socket */
+	uint32_t fwd_cnt_sent; /* the fwd_cnt the guest last heard */
+	/* Host to guest. */
+	uint32_t tx_cnt; /* payload bytes sent to the guest */
+	uint32_t peer_buf_alloc, peer_fwd_cnt;
+	/* VSOCK_LINE only: the part of the line read so far. */
+	uint8_t line_len;
+	char line[VSOCK_LINE_MAX];
+};
+
+/* An RST owed for a connection we have no struct for. */
+struct vsock_rst {
+	uint64_t src_cid; /* the CID the guest addressed */
+	uint32_t src_port, dst_port;
+};
+
+struct vsock_dev {
+	pthread_mutex_t lock; /* everything below */
+	struct vm *vm;
+	struct virtio_dev *vdev;
+	bool active;	    /* DRIVER_OK and not reset or broken since */
+	bool reset_pending; /* the driver reset the device: drop everything on the I/O thread */
+	bool event_pending; /* a TRANSPORT_RESET event waits for an event buffer */
+	bool irq;	    /* used buffers were pushed: interrupt once unlocked */
+	const char *fail;   /* the guest broke the protocol: NEEDS_RESET once unlocked */
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	int listen_fd; /* the unix socket at `path` */
+	int kick_fd;   /* eventfd: work for the I/O thread (reset, activate, MMIO kicks) */
+	struct ev_source listen_src, kick_src;
+	struct vsock_conn *hash[VSOCK_HASH_LEN];
+	struct vsock_link conns;
+	struct vsock_link pending;
+	unsigned nconns;
+	uint32_t next_port;
+	struct vsock_rst rst[VSOCK_RST_MAX];
+	unsigned rst_head, rst_len;
+	bool rx_held; /* rx_chain was popped and is not filled yet */
+	struct log_ratelimit rl;
+	struct virtio_vsock_config config;
+	struct iovec iov[VIRTQ_CHAIN_MAX];
+	struct virtq_chain rx_chain; /* an rx buffer waiting for a packet */
+	struct virtq_chain chain;    /* the tx or event chain being served */
+};
+
+/* ---- vsock_conn.c ---- */
+
+/* The connection with these ports, or NULL. */
+struct vsock_conn *vsock_conn_find(struct vsock_dev *d, uint32_t local_port, uint32_t peer_port);
+/* Accept clients on the listening socket (its event handler). */
+void vsock_conn_listen_event(struct ev_source *src, uint32_t events);
+/* The guest asked to connect to host port `local_port` from `peer_port`: connect to the
+ * unix socket `path`_`local_port` and owe it OP_RESPONSE, or owe it OP_RST. */
+void vsock_conn_from_guest_request(struct vsock_dev *d, uint32_t local_port, uint32_t peer_port,
+				   uint32_t buf_alloc, uint32_t fwd_cnt);
+/* The guest answered our OP_REQUEST: tell the client "OK <port>\n". */
+int vsock_conn_established(struct vsock_conn *c) __must_check;
+/* OP_RW: take `len` payload bytes at `offset` of the chain's readable part for the socket.
+ * -ECONNRESET when that closed the connection (the guest overran its credit, the socket
+ * broke). */
+int vsock_conn_write(struct vsock_conn *c, const struct virtq_chain *chain, uint64_t offset,
+		     uint32_t len) __must_check;
+/* Recompute what the connection waits for and owes after any change: shutdowns passed on,
+ * credit updates owed, epoll interest, its place on dev->pending. May close it (both sides
+ * are done): then -ECONNRESET, and `c` is gone (callers that do not touch it again may
+ * ignore the result). */
+int vsock_conn_update(struct vsock_conn *c);
+/* Whether the socket's bytes may go to the guest (connected, no EOF, the guest still
+ * receives), credit aside. */
+bool vsock_conn_may_read(const struct vsock_conn *c);
+/* The VIRTIO_VSOCK_SHUTDOWN_* flags the guest should have heard from us by now. */
+uint32_t vsock_conn_shut_due(const struct vsock_conn *c);
+/* Bytes the guest can take now (its credit). */
+uint32_t vsock_conn_credit(const struct vsock_conn *c);
+/* Fill the header of a packet from `c` to the guest (its credit fields included: the guest
+ * hears our fwd_cnt, so no credit update is owed any more). */
+void vsock_conn_hdr(struct vsock_conn *c, struct virtio_vsock_hdr *h, uint16_t op, uint32_t len,
+		    uint32_t flags);
+/* Read at most `len` bytes from the socket into `iov`: > 0 bytes read, 0 nothing now
+ * (EAGAIN: the socket is no longer marked readable), -EPIPE at EOF (host_eof is set),
+ * other -errno when the socket broke. */
+ssize_t vsock_conn_read(struct vsock_conn *c, struct iovec *iov, unsigned niov);
+/* Close the connection and free it; with `rst`, owe the guest an RST for it. */
+void vsock_conn_close(struct vsock_conn *c, bool rst);
+/* Close every connection without telling the guest (reset, broken driver, destroy). */
+void vsock_conn_close_all(struct vsock_dev *d);
+/* Owe the guest an RST from (src_cid, src_port) to dst_port; dropped when VSOCK_RST_MAX are
+ * already owed. */
+void vsock_rst_push(struct vsock_dev *d, uint64_t src_cid, uint32_t src_port, uint32_t dst_port);
+
+/* ---- vsock.c ---- */
+
+/* Serve whatever can be served: a pending reset, the tx queue, events, the rx queue. */
+void vsock_run(struct vsock_dev *d);
+/* Unlock dev->lock, then raise the interrupt or NEEDS_RESET the work asked for (outside the
+ * lock: the transport holds its own lock while it calls our reset). */
+void vsock_unlock(struct vsock_dev *d);
+/* Build the iovec for `len` bytes at `offset` of the chain's readable or writable part into
+ * d->iov; returns the number of entries. The caller checked that the part is long enough. */
+unsigned vsock_chain_iov(struct vsock_dev *d, const struct virtq_chain *c, bool writable,
+			 uint64_t offset, uint64_t len);
+
+/* The list helpers. */
+static inline void vsock_list_init(struct vsock_link *l)
+{
+	l->prev = l->next = l;
+}
+
+static inline bool vsock_list_empty(const struct vsock_link *l)
+{
+	return l->next == l;
+}
+
+static inline void vsock_list_add_tail(struct vsock_link *head, struct vsock_link *n)
+{
+	n->prev = head->prev;
+	n->next = head;
+	head->prev->next = n;
+	head->prev = n;
+}
+
+static inline void vsock_list_del(struct vsock_link *n)
+{
+	n->prev->next = n->next;
+	n->next->prev = n->prev;
+	n->prev = n->next = n;
+}
+
+#define vsock_conn_of(link, member)                                                                \
+	((struct vsock_conn *)((char *)(link)-offsetof(struct vsock_conn, member)))
+
+#endif
