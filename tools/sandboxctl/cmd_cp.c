@@ -1,8 +1,282 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * sandboxctl cp FILE ID:PATH / cp ID:PATH FILE: one file in or out, streamed in DATA frames
+ * of at most CP_CHUNK bytes, so any size is copied in constant memory. In: the agent writes a
+ * temporary file and renames it at END. Out: we do the same beside FILE (or write stdout for
+ * "-"), so a failed copy never leaves half a file under the name asked for.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "proto.h"
 #include "sandboxctl.h"
+
+#define CP_CHUNK (256u << 10)
+
+static const char cp_usage[] =
+	"usage: sandboxctl cp FILE ID:PATH\n"
+	"       sandboxctl cp ID:PATH FILE\n"
+	"\n"
+	"Copy a regular file into or out of a running sandbox (ID: id, unique prefix or name).\n"
+	"A PATH or FILE that is a directory (or ends in /) receives the file under its own\n"
+	"name. FILE - is stdin or stdout. The mode's permission bits are kept.\n";
+
+/* "ID:PATH" -> the sandbox and PATH; false when `arg` is a local path. */
+static bool split_remote(char *arg, char **path)
+{
+	char *colon = strchr(arg, ':');
+
+	if (!colon || arg[0] == '/' || arg[0] == '.' || colon == arg)
+		return false;
+	*colon = '\0';
+	*path = colon + 1;
+	return true;
+}
+
+/* Wait for the final frame of call `id`: 0 on OK/END, else print the ERROR and fail. */
+static int wait_final(struct agent_conn *c, uint64_t id, const char *what, struct proto_frame *f)
+{
+	for (;;) {
+		int r = agent_recv(c, 60000, f);
+
+		if (r <= 0) {
+			errmsg("%s: lost the connection to the agent (%s)", what,
+			       r == 0 ? "no answer in 60 s" : strerror(-r));
+			return -EIO;
+		}
+		if (f->hdr.id != id)
+			continue;
+		if (f->hdr.type == PROTO_MSG_ERROR) {
+			agent_print_error(what, f);
+			return -EIO;
+		}
+		return 0;
+	}
+}
+
+/* Is the guest's `path` a directory? (false when it does not exist) */
+static bool remote_is_dir(struct agent_conn *c, const char *path)
+{
+	struct proto_frame f = {.hdr.id = 0};
+	uint64_t id = ++c->next_id;
+
+	if (agent_send(c, PROTO_MSG_STAT, id, path, (uint32_t)strlen(path) + 1) < 0)
+		return false;
+	while (agent_recv(c, 60000, &f) == 1)
+		if (f.hdr.id == id)
+			break;
+	return f.hdr.id == id && f.hdr.type == PROTO_MSG_STAT_REPLY &&
+	       S_ISDIR(proto_get_le32(f.payload + offsetof(struct proto_stat, mode)));
+}
+
+static int cp_in(struct agent_conn *c, const char *src, const char *dst_in)
+{
+	static uint8_t buf[sizeof(struct proto_file_write) + 4096 + CP_CHUNK];
+	char dst[4096], srccopy[4096];
+	struct proto_frame f;
+	struct stat st;
+	uint64_t id;
+	size_t plen;
+	int fd, err = -EIO;
+
+	fd = strcmp(src, "-") == 0 ? dup(STDIN_FILENO) : open(src, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		errmsg("cp: %s: %s", src, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return EXIT_ERR;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		errmsg("cp: %s is a directory (only files are copied)", src);
+		close(fd);
+		return EXIT_ERR;
+	}
+	snprintf(srccopy, sizeof(srccopy), "%s", strcmp(src, "-") ? src : "stdin");
+	if ((dst_in[0] && dst_in[strlen(dst_in) - 1] == '/') || remote_is_dir(c, dst_in))
+		err = path_fmt(dst, sizeof(dst), "%s%s%s", dst_in,
+			       dst_in[strlen(dst_in) - 1] == '/' ? "" : "/", basename(srccopy));
+	else
+		err = path_fmt(dst, sizeof(dst), "%s", dst_in);
+	if (err < 0 || !dst[0]) {
+		errmsg("cp: bad destination path");
+		close(fd);
+		return EXIT_USAGE;
+	}
+	memset(buf, 0, sizeof(struct proto_file_write));
+	proto_put_le32(buf + offsetof(struct proto_file_write, mode),
+		       S_ISREG(st.st_mode) ? st.st_mode & 07777 : 0644);
+	proto_put_le32(buf + offsetof(struct proto_file_write, uid), PROTO_ID_KEEP);
+	proto_put_le32(buf + offsetof(struct proto_file_write, gid), PROTO_ID_KEEP);
+	plen = strlen(dst) + 1;
+	memcpy(buf + sizeof(struct proto_file_write), dst, plen);
+	id = ++c->next_id;
+	if ((err = agent_send(c, PROTO_MSG_FILE_WRITE, id, buf,
+			      (uint32_t)(sizeof(struct proto_file_write) + plen))) < 0)
+		goto lost;
+	for (;;) {
+		ssize_t n = read(fd, buf, CP_CHUNK);
+		int r;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			errmsg("cp: reading %s: %m", src);
+			close(fd);
+			return EXIT_ERR; /* closing the connection abandons the file in the guest */
+		}
+		if (n == 0)
+			break;
+		if ((err = agent_send(c, PROTO_MSG_DATA, id, buf, (uint32_t)n)) < 0)
+			goto lost;
+		/* The agent answers ERROR at once on a failure (a full disk): stop sending. */
+		while ((r = agent_recv(c, 0, &f)) == 1) {
+			if (f.hdr.id == id && f.hdr.type == PROTO_MSG_ERROR) {
+				agent_print_error(dst, &f);
+				close(fd);
+				return EXIT_ERR;
+			}
+		}
+		if (r < 0) {
+			err = r;
+			goto lost;
+		}
+	}
+	close(fd);
+	if ((err = agent_send(c, PROTO_MSG_END, id, NULL, 0)) < 0)
+		goto lost_closed;
+	return wait_final(c, id, dst, &f) < 0 ? EXIT_ERR : EXIT_OK;
+lost:
+	close(fd);
+lost_closed:
+	errmsg("cp: lost the connection to the agent: %s", strerror(-err));
+	return EXIT_SANDBOX;
+}
+
+static int cp_out(struct agent_conn *c, const char *src, const char *dst_in)
+{
+	char dst[4096], tmp[4200], srccopy[4096];
+	bool to_stdout = strcmp(dst_in, "-") == 0;
+	struct proto_frame f;
+	struct stat st;
+	uint64_t id;
+	int fd, r, status = EXIT_ERR;
+
+	snprintf(srccopy, sizeof(srccopy), "%s", src);
+	if (!to_stdout && stat(dst_in, &st) == 0 && S_ISDIR(st.st_mode)) {
+		if (path_fmt(dst, sizeof(dst), "%s/%s", dst_in, basename(srccopy)) < 0)
+			return EXIT_USAGE;
+	} else if (path_fmt(dst, sizeof(dst), "%s", dst_in) < 0) {
+		return EXIT_USAGE;
+	}
+	if (to_stdout) {
+		fd = STDOUT_FILENO;
+	} else {
+		if (path_fmt(tmp, sizeof(tmp), "%s.sandboxctl-%d", dst, (int)getpid()) < 0)
+			return EXIT_USAGE;
+		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		if (fd < 0) {
+			errmsg("cp: %s: %m", tmp);
+			return EXIT_ERR;
+		}
+	}
+	id = ++c->next_id;
+	if (agent_send(c, PROTO_MSG_FILE_READ, id, src, (uint32_t)strlen(src) + 1) < 0) {
+		errmsg("cp: lost the connection to the agent");
+		status = EXIT_SANDBOX;
+		goto out;
+	}
+	for (;;) {
+		r = agent_recv(c, 60000, &f);
+		if (r <= 0) {
+			errmsg("cp: lost the connection to the agent (%s)",
+			       r == 0 ? "no data in 60 s" : strerror(-r));
+			status = EXIT_SANDBOX;
+			goto out;
+		}
+		if (f.hdr.id != id)
+			continue;
+		if (f.hdr.type == PROTO_MSG_DATA) {
+			if (write_all(fd, f.payload, f.hdr.len) < 0) {
+				errmsg("cp: writing %s: %m", to_stdout ? "stdout" : dst);
+				goto out;
+			}
+		} else if (f.hdr.type == PROTO_MSG_END) {
+			break;
+		} else if (f.hdr.type == PROTO_MSG_ERROR) {
+			agent_print_error(src, &f);
+			goto out;
+		}
+	}
+	if (!to_stdout) {
+		if (fsync(fd) < 0 || close(fd) < 0) {
+			errmsg("cp: writing %s: %m", dst);
+			fd = -1;
+			goto out;
+		}
+		fd = -1;
+		if (rename(tmp, dst) < 0) {
+			errmsg("cp: %s: %m", dst);
+			goto out;
+		}
+	}
+	status = EXIT_OK;
+out:
+	if (!to_stdout) {
+		if (fd >= 0)
+			close(fd);
+		if (status != EXIT_OK)
+			unlink(tmp);
+	}
+	return status;
+}
 
 int cmd_cp(int argc, char **argv)
 {
-	errmsg("not yet");
-	return EXIT_ERR;
+	char *rpath, *ref;
+	bool in;
+	struct agent_conn c;
+	struct sandbox sb;
+	int status, err;
+
+	if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+		fputs(cp_usage, stdout);
+		return EXIT_OK;
+	}
+	if (argc != 3) {
+		fputs(cp_usage, stderr);
+		return EXIT_USAGE;
+	}
+	if (split_remote(argv[2], &rpath)) {
+		in = true;
+		ref = argv[2];
+		if (split_remote(argv[1], &(char *){NULL})) {
+			errmsg("cp: copy between the host and a sandbox, not two sandboxes");
+			return EXIT_USAGE;
+		}
+	} else if (split_remote(argv[1], &rpath)) {
+		in = false;
+		ref = argv[1];
+	} else {
+		errmsg("cp: one side must be ID:PATH");
+		return EXIT_USAGE;
+	}
+	if (!rpath[0]) {
+		errmsg("cp: empty path in the sandbox");
+		return EXIT_USAGE;
+	}
+	if ((status = sandbox_resolve_running(ref, &sb)))
+		return status;
+	if ((err = agent_connect(&sb, 10000, &c)) < 0) {
+		errmsg("%s: cannot reach the guest agent: %s", sb.id, strerror(-err));
+		return EXIT_SANDBOX;
+	}
+	status = in ? cp_in(&c, argv[1], rpath) : cp_out(&c, rpath, argv[2]);
+	agent_close(&c);
+	return status;
 }
