@@ -177,6 +177,28 @@ int exec_run(const struct sandbox *sb, const struct exec_opts *o);
 /* Resolve `ref` and check that it runs: prints why not and returns EXIT_SANDBOX, else 0. */
 int sandbox_resolve_running(const char *ref, struct sandbox *sb);
 
+/* ---- jobspec.c: the job specs of sandboxctl run (libyaml) ---- */
+
+struct job_step {
+	char *name;
+	char *run; /* a sh -c script */
+	unsigned timeout_s;
+};
+struct jobspec {
+	char image[NAME_MAX_LEN + 1];
+	unsigned cpus;
+	uint64_t memory_mib;
+	unsigned timeout_s; /* the whole job; 0: none */
+	char **env;	    /* K=V */
+	unsigned nenv;
+	struct job_step *steps;
+	unsigned nsteps;
+};
+/* Parse the spec at `path`. On failure `err` says why as "FILE:LINE:COLUMN: what"; call
+ * jobspec_free either way. */
+int jobspec_load(const char *path, struct jobspec *js, char *err, size_t err_len) __must_check;
+void jobspec_free(struct jobspec *js);
+
 /* ---- images (cmd_images.c) ---- */
 
 /* $SANDBOX_HOME/images/<name>/<file>; -ENOENT when the image lacks it. */
