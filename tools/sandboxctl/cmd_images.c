@@ -104,6 +104,21 @@ static int image_hash(const char *kernel, const char *initrd, const char *rootfs
 	return err;
 }
 
+/* pread/pwrite up to `len` bytes, for file systems copy_file_range cannot cross. */
+static ssize_t copy_plain(int in, off_t *off_in, int out, off_t *off_out, off_t len)
+{
+	static uint8_t buf[1 << 16];
+	ssize_t n = pread(in, buf, len < (off_t)sizeof(buf) ? (size_t)len : sizeof(buf), *off_in);
+
+	if (n <= 0)
+		return n;
+	if (pwrite(out, buf, (size_t)n, *off_out) != n)
+		return -1;
+	*off_in += n;
+	*off_out += n;
+	return n;
+}
+
 /* Copy `src` to the new file `dst`, keeping holes. */
 static int copy_sparse(const char *src, const char *dst, mode_t mode)
 {
@@ -142,6 +157,9 @@ static int copy_sparse(const char *src, const char *dst, mode_t mode)
 
 			if (n < 0 && errno == EINTR)
 				continue;
+			if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS ||
+				      errno == EOPNOTSUPP))
+				n = copy_plain(in, &off_in, out, &off_out, hole - off_in);
 			if (n <= 0) {
 				err = n < 0 ? -errno : -EIO;
 				goto out;
