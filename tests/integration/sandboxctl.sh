@@ -5,8 +5,8 @@
 # usage: sandboxctl.sh SANDBOXCTL VMM KERNEL INITRD
 # Checks: `exec -- echo hi` prints hi; `sh -c 'exit 7'` exits 7; a missing program exits 127;
 # stdin piped with -i comes back; -t gives a tty; --timeout kills with 124; a file copied in
-# and out keeps its sha256; pause/resume; ls shows it running; rm -f leaves no process, no
-# socket, no directory. As disk_boot.sh: natively where Linux boots (sandbox-vmm --check exits
+# and out keeps its sha256; pause/resume; ls shows it running, then stopped; rm and rm -f
+# leave no process, no socket, no directory. As disk_boot.sh: natively where Linux boots (sandbox-vmm --check exits
 # 0), inside the emulated KVM host on kvm-pvm (exits 3), skipped otherwise; the checks run
 # where the VMM runs (this script calls itself there with --inner).
 set -u
@@ -18,6 +18,15 @@ fail() {
 	[ -n "${id:-}" ] && [ -f "$SANDBOX_HOME/sandboxes/$id/console.log" ] &&
 		tail -n 30 "$SANDBOX_HOME/sandboxes/$id/console.log"
 	exit 1
+}
+
+# gone ID PID: no directory, no VMM process, no socket left.
+gone() {
+	[ -e "$SANDBOX_HOME/sandboxes/$1" ] && fail "rm left $SANDBOX_HOME/sandboxes/$1"
+	kill -0 "$2" 2>/dev/null && [ "$(cut -d' ' -f3 "/proc/$2/stat" 2>/dev/null)" != Z ] &&
+		fail "the VMM (pid $2) of $1 is still running"
+	find "$SANDBOX_HOME" -type s | grep -q . && fail "sockets left: $(find "$SANDBOX_HOME" -type s)"
+	true
 }
 
 # --inner CTL KERNEL INITRD ROOTFS: the checks, with a fresh $SANDBOX_HOME.
@@ -58,16 +67,27 @@ inner() {
 	"$ctl" resume "$id" || fail "resume"
 	[ "$("$ctl" exec "$id" -- echo back)" = back ] || fail "exec after resume"
 
+	# stop keeps the sandbox; exec on it is refused; rm then leaves nothing
 	pid=$(cat "$SANDBOX_HOME/sandboxes/$id/pid")
-	"$ctl" rm "$id" 2>/dev/null && fail "rm of a running sandbox without -f succeeded"
-	"$ctl" rm -f "$id" || fail "rm -f: status $?"
-	[ -e "$SANDBOX_HOME/sandboxes/$id" ] && fail "rm left $SANDBOX_HOME/sandboxes/$id"
-	kill -0 "$pid" 2>/dev/null && [ "$(cut -d' ' -f3 "/proc/$pid/stat" 2>/dev/null)" != Z ] &&
-		fail "rm left the VMM (pid $pid) running"
+	"$ctl" stop "$id" || fail "stop: status $?"
+	"$ctl" ls | grep -q "^$id .* stopped " || { "$ctl" ls; fail "ls does not show $id stopped"; }
+	"$ctl" exec "$id" -- true 2>/dev/null
+	st=$?
+	[ "$st" = 125 ] || fail "exec on a stopped sandbox gave status $st"
+	"$ctl" rm "$id" || fail "rm of a stopped sandbox: status $?"
+	gone "$id" "$pid"
+
+	# a second one, removed while running: refused without -f
+	id=$("$ctl" create --image busybox --memory 256 --timeout 120 --name two) ||
+		fail "second create (status $?)"
+	pid=$(cat "$SANDBOX_HOME/sandboxes/$id/pid")
+	"$ctl" rm two 2>/dev/null && fail "rm of a running sandbox without -f succeeded"
+	"$ctl" rm -f two || fail "rm -f: status $?"
+	gone "$id" "$pid"
 	"$ctl" exec "$id" -- true 2>/dev/null
 	st=$?
 	[ "$st" = 125 ] || fail "exec on a removed sandbox gave status $st"
-	echo "ok: sandboxctl create, exec, cp, pause, resume, rm"
+	echo "ok: sandboxctl create, exec, cp, pause, resume, stop, rm"
 	exit 0
 }
 
