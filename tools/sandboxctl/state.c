@@ -248,16 +248,18 @@ int sandbox_foreach(int (*fn)(const struct sandbox *sb, void *opaque), void *opa
 		if (e->d_name[0] == '.' || !valid_id(e->d_name))
 			continue;
 		err = sandbox_load(e->d_name, &sb);
-		if (err == -ENOENT)
-			continue; /* being created or removed */
 		if (err < 0) {
-			errmsg("%s/%s: unreadable config (%s): skipped", path, e->d_name,
-			       strerror(-err));
+			/* -ENOENT: being created or removed */
+			if (err != -ENOENT)
+				errmsg("%s/%s: unreadable config (%s): skipped", path, e->d_name,
+				       strerror(-err));
+			err = 0;
 			continue;
 		}
 		n++;
 		if ((err = fn(&sb, opaque)) < 0)
 			break;
+		err = 0;
 	}
 	closedir(d);
 	return err < 0 ? err : n;
