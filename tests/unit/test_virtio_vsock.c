@@ -350,6 +350,18 @@ Test(virtio_vsock, identity_and_config)
 	cr_assert(eq(u32, rd(VIRTIO_MMIO_QUEUE_NUM_MAX), 0));
 }
 
+Test(virtio_vsock, a_live_socket_is_not_taken_over)
+{
+	struct vm other;
+	struct virtio_dev *v2;
+	char line[256] = "";
+
+	fake_vm_init(&other);
+	other.mem = vm.mem;
+	cr_assert(eq(int, vsock_add(&other, sock_path, line, sizeof(line), &v2), -EADDRINUSE));
+	fake_vm_destroy(&other);
+}
+
 Test(virtio_vsock, host_connect_and_data_both_ways)
 {
 	uint32_t hp;

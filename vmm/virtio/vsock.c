@@ -502,7 +502,8 @@ int vsock_transport_reset(struct virtio_dev *vdev)
 	return 0;
 }
 
-/* Listen on `path`, replacing a stale socket left there (never another kind of file). */
+/* Listen on `path`, replacing a stale socket left there (never another kind of file, nor a
+ * socket somebody still listens on: -EADDRINUSE). */
 static int vsock_listen(struct vsock_dev *d, const char *path)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -513,11 +514,16 @@ static int vsock_listen(struct vsock_dev *d, const char *path)
 		return -ENAMETOOLONG;
 	strcpy(sa.sun_path, path);
 	strcpy(d->path, path);
-	if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
-		unlink(path);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
+	if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode)) {
+		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 || errno == EAGAIN) {
+			close(fd);
+			return -EADDRINUSE;
+		}
+		unlink(path);
+	}
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 64) < 0) {
 		err = -errno;
 		close(fd);
