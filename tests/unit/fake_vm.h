@@ -15,7 +15,7 @@
 static inline void fake_vm_init(struct vm *vm)
 {
 	memset(vm, 0, sizeof(*vm));
-	vm->kvm_fd = vm->vm_fd = -1;
+	vm->kvm_fd = vm->vm_fd = vm->mem.fd = -1;
 	vm->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (evloop_init(&vm->loop) < 0)
 		vm->loop.epoll_fd = -1;

@@ -293,3 +293,35 @@ Test(virtio_mmio_reg, ops_with_a_hole_refused)
 	cr_assert(eq(str, cl, ""));
 	fake_vm_destroy(&vm);
 }
+
+Test(virtio_mmio_reg, device_words_go_before_init_arguments)
+{
+	static const struct {
+		const char *before, *after;
+	} cases[] = {
+		{"", "virtio_mmio.device=4K@0xd0000000:5"},
+		{"quiet -- --direct /dev/vda",
+		 "quiet virtio_mmio.device=4K@0xd0000000:5 -- --direct /dev/vda"},
+		{"-- a", "virtio_mmio.device=4K@0xd0000000:5 -- a"},
+		{"quiet --", "quiet virtio_mmio.device=4K@0xd0000000:5 --"},
+		/* Not a separator: inside quotes, or part of a word. */
+		{"x=\"a -- b\" --y", "x=\"a -- b\" --y virtio_mmio.device=4K@0xd0000000:5"},
+	};
+	struct virtio_dev *v;
+	char cl[128];
+
+	for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		fake_vm_init(&vm);
+		strcpy(cl, cases[i].before);
+		cr_assert(eq(int, virtio_mmio_add(&vm, &fake_ops, &dev, cl, sizeof(cl), &v), 0));
+		cr_assert(eq(str, cl, (char *)cases[i].after));
+		virtio_mmio_destroy(v);
+		fake_vm_destroy(&vm);
+	}
+	/* One byte short: refused, and the command line is left as it was. */
+	fake_vm_init(&vm);
+	strcpy(cl, "quiet -- a");
+	cr_assert(eq(int, virtio_mmio_add(&vm, &fake_ops, &dev, cl, 10 + 35, &v), -E2BIG));
+	cr_assert(eq(str, cl, "quiet -- a"));
+	fake_vm_destroy(&vm);
+}

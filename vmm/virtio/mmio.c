@@ -339,11 +339,48 @@ static void virtio_mmio_handle_notify(struct ev_source *src, uint32_t events)
 		v->ops->queue_notify(v->dev, i);
 }
 
+/*
+ * Where a device's word goes in the kernel command line: before a standalone "--" outside
+ * quotes, since the kernel hands every word after it to init as its arguments; else at the
+ * end.
+ */
+static size_t virtio_mmio_cmdline_pos(const char *cmdline)
+{
+	bool quoted = false;
+
+	for (size_t i = 0; cmdline[i]; i++) {
+		if (cmdline[i] == '"')
+			quoted = !quoted;
+		else if (!quoted && cmdline[i] == '-' && cmdline[i + 1] == '-' &&
+			 (i == 0 || cmdline[i - 1] == ' ') &&
+			 (cmdline[i + 2] == ' ' || cmdline[i + 2] == '\0'))
+			return i;
+	}
+	return strlen(cmdline);
+}
+
+/* Insert `word` into `cmdline`; the caller checked that one more space fits. */
+static void virtio_mmio_cmdline_insert(char *cmdline, const char *word)
+{
+	size_t at = virtio_mmio_cmdline_pos(cmdline), len = strlen(cmdline), wlen = strlen(word);
+
+	if (at == len) {
+		if (len)
+			cmdline[len++] = ' ';
+		memcpy(cmdline + len, word, wlen + 1);
+		return;
+	}
+	/* "... -- args" becomes "... WORD -- args": `at` is 0 or follows a space. */
+	memmove(cmdline + at + wlen + 1, cmdline + at, len - at + 1);
+	memcpy(cmdline + at, word, wlen);
+	cmdline[at + wlen] = ' ';
+}
+
 int virtio_mmio_add(struct vm *vm, const struct virtio_ops *ops, void *dev, char *cmdline,
 		    size_t cmdline_len, struct virtio_dev **out)
 {
 	struct virtio_dev *v;
-	size_t used = strlen(cmdline);
+	char word[64];
 	int n, err;
 
 	if (!virtio_ops_complete(ops))
@@ -389,19 +426,17 @@ int virtio_mmio_add(struct vm *vm, const struct virtio_ops *ops, void *dev, char
 	if (v->notify_fd >= 0 && (err = evloop_add(&vm->loop, &v->notify_src, v->notify_fd, EPOLLIN,
 						   virtio_mmio_handle_notify, v)) < 0)
 		goto fail;
-	n = snprintf(cmdline + used, cmdline_len - used, "%svirtio_mmio.device=4K@%#llx:%u",
-		     used ? " " : "", (unsigned long long)v->base, v->irq);
-	if (n < 0 || (size_t)n >= cmdline_len - used) {
-		cmdline[used] = '\0';
+	n = snprintf(word, sizeof(word), "virtio_mmio.device=4K@%#llx:%u",
+		     (unsigned long long)v->base, v->irq);
+	if (n < 0 || (size_t)n >= sizeof(word) || strlen(cmdline) + 1 + (size_t)n >= cmdline_len) {
 		err = -E2BIG;
 		goto fail;
 	}
 	err = bus_register(&vm->mmio, v->base, VIRTIO_MMIO_WINDOW, virtio_mmio_access, v,
 			   ops->name);
-	if (err) {
-		cmdline[used] = '\0';
+	if (err)
 		goto fail;
-	}
+	virtio_mmio_cmdline_insert(cmdline, word);
 	vm->virtio[vm->nvirtio++] = v;
 	*out = v;
 	return 0;
