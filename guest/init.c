@@ -4,7 +4,9 @@
  * hostname), reads its options from the kernel command line, prints the readiness banner
  * "sandbox-init: ready uptime_ms=<N>" that the host waits for, then does what the command line
  * asks: reset the VM (the default), crash the kernel (sandbox.panic=1, for tests of the VMM's
- * panic status) or stay up reaping children (sandbox.reboot=0; the agent will live there).
+ * panic status) or stay up and serve the guest agent (sandbox.reboot=0): listen on vsock port
+ * PROTO_VSOCK_PORT and run the agent loop of agent.c forever (it reaps every child). Without a
+ * vsock device init logs a warning and only reaps.
  *
  * With sandbox.root=/dev/vda, init boots from that disk before the banner: it waits for the
  * device, mounts it on /newroot, moves its own mounts (/dev, /proc, /sys, /run, /tmp, with what
@@ -32,6 +34,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sys/socket.h>
+#include <linux/vm_sockets.h>
+
+#include "agent.h"
 #include "cmdline.h"
 #include "init.h"
 #include "log.h"
@@ -495,6 +501,49 @@ static __attribute__((warn_unused_result)) int init_shutdown(void)
 }
 
 /*
+ * The agent's SHUTDOWN: sync, then reset the VM (or power it off with PROTO_SHUTDOWN_POWEROFF).
+ * Returns only on failure, with -errno.
+ */
+static int init_agent_shutdown(uint32_t flags)
+{
+	sync();
+	if (reboot(flags & PROTO_SHUTDOWN_POWEROFF ? RB_POWER_OFF : RB_AUTOBOOT) < 0)
+		return -errno;
+	return -EAGAIN; /* not reached */
+}
+
+/*
+ * Listen on AF_VSOCK port PROTO_VSOCK_PORT (any CID) and run the agent there. Returns only if
+ * that fails (no vsock device, or the loop could not be set up), with -errno.
+ */
+static __attribute__((warn_unused_result)) int init_run_agent(void)
+{
+	struct sockaddr_vm addr;
+	struct agent_config cfg;
+	int fd, rc;
+
+	fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	memset(&addr, 0, sizeof(addr));
+	addr.svm_family = AF_VSOCK;
+	addr.svm_cid = VMADDR_CID_ANY;
+	addr.svm_port = PROTO_VSOCK_PORT;
+	if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 || listen(fd, 64) < 0) {
+		rc = -errno;
+		goto out;
+	}
+	log_info("agent listening on vsock port %u", PROTO_VSOCK_PORT);
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.listen_fd = fd;
+	cfg.shutdown = init_agent_shutdown;
+	rc = agent_run(&cfg);
+out:
+	close(fd);
+	return rc;
+}
+
+/*
  * Wait forever, reaping children whenever SIGCHLD arrives. sigsuspend() atomically unblocks
  * SIGCHLD and sleeps, so a child that exits just before the call still wakes it.
  */
@@ -570,6 +619,10 @@ int main(void)
 	if (opts.reboot) {
 		rc = init_shutdown();
 		log_error("reboot: %s; waiting forever", strerror(-rc));
+	} else {
+		rc = init_run_agent();
+		log_warn("agent on vsock port %u: %s; only reaping children", PROTO_VSOCK_PORT,
+			 strerror(-rc));
 	}
 	init_wait_forever();
 }

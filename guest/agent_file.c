@@ -1,0 +1,473 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The agent's file calls (see agent.h, proto.h): streamed writes into a temporary file that is
+ * renamed into place at the end, streamed reads paced by the connection's output buffer, stat,
+ * list, mkdir (-p), remove (-r), sync, and reseeding the guest's entropy pool.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <linux/random.h>
+
+#include "agent.h"
+
+#define AGENT_TMP_SUFFIX ".sandbox-XXXXXX"
+
+/* A file write in progress: DATA goes to fd (the temporary file tmp), END renames it. */
+struct agent_fwrite {
+	uint64_t id;
+	int fd;
+	char *path;
+	char *tmp;
+	struct agent_fwrite *next;
+};
+
+/* A file read in progress, sent by agent_file_pump. */
+struct agent_fread {
+	uint64_t id;
+	int fd;
+	struct agent_fread *next;
+};
+
+/* Whether c has a file call with this id; see agent.h. */
+bool agent_file_id_live(const struct agent_conn *c, uint64_t id)
+{
+	const struct agent_fwrite *w;
+	const struct agent_fread *r;
+
+	for (w = c->fwrites; w != NULL; w = w->next) {
+		if (w->id == id)
+			return true;
+	}
+	for (r = c->freads; r != NULL; r = r->next) {
+		if (r->id == id)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * The path in f's payload, NUL-terminated, starting at off. Returns 0 or -EPROTO (missing,
+ * empty, or not terminated).
+ */
+static int agent_file_path(const struct proto_frame *f, size_t off, const char **path)
+{
+	int rc = proto_next_string(f->payload, f->hdr.len, &off, path);
+
+	if (rc < 0)
+		return rc;
+	return (*path)[0] == '\0' ? -EPROTO : 0;
+}
+
+/* Fill a proto_stat at out from st. */
+static void agent_file_encode_stat(const struct stat *st, uint8_t *out)
+{
+	proto_put_le64(out + offsetof(struct proto_stat, size), (uint64_t)st->st_size);
+	proto_put_le64(out + offsetof(struct proto_stat, mtime_sec), (uint64_t)st->st_mtim.tv_sec);
+	proto_put_le32(out + offsetof(struct proto_stat, mtime_nsec),
+		       (uint32_t)st->st_mtim.tv_nsec);
+	proto_put_le32(out + offsetof(struct proto_stat, mode), st->st_mode);
+	proto_put_le32(out + offsetof(struct proto_stat, uid), st->st_uid);
+	proto_put_le32(out + offsetof(struct proto_stat, gid), st->st_gid);
+}
+
+/* Unlink w from c and free it, removing its temporary file unless it was renamed. */
+static void agent_fwrite_free(struct agent_conn *c, struct agent_fwrite *w)
+{
+	struct agent_fwrite **pp;
+
+	for (pp = &c->fwrites; *pp != NULL; pp = &(*pp)->next) {
+		if (*pp == w) {
+			*pp = w->next;
+			break;
+		}
+	}
+	if (w->fd >= 0) {
+		close(w->fd);
+		unlink(w->tmp);
+	}
+	free(w->path);
+	free(w->tmp);
+	free(w);
+}
+
+/* FILE_WRITE; see agent.h. */
+int agent_file_write(struct agent_conn *c, const struct proto_frame *f)
+{
+	const uint8_t *p = f->payload;
+	uint32_t mode = proto_get_le32(p + offsetof(struct proto_file_write, mode));
+	uint32_t uid = proto_get_le32(p + offsetof(struct proto_file_write, uid));
+	uint32_t gid = proto_get_le32(p + offsetof(struct proto_file_write, gid));
+	struct agent_fwrite *w;
+	const char *path;
+	int rc, err;
+
+	rc = agent_file_path(f, sizeof(struct proto_file_write), &path);
+	if (rc < 0)
+		return rc;
+	w = calloc(1, sizeof(*w));
+	if (w == NULL)
+		return -ENOMEM;
+	w->id = f->hdr.id;
+	w->fd = -1;
+	w->path = strdup(path);
+	w->tmp = malloc(strlen(path) + sizeof(AGENT_TMP_SUFFIX));
+	w->next = c->fwrites;
+	c->fwrites = w;
+	if (w->path == NULL || w->tmp == NULL) {
+		agent_fwrite_free(c, w);
+		return -ENOMEM;
+	}
+	strcpy(w->tmp, path);
+	strcat(w->tmp, AGENT_TMP_SUFFIX);
+	w->fd = mkostemp(w->tmp, O_CLOEXEC);
+	if (w->fd < 0) {
+		err = errno;
+		rc = agent_send_error(c, w->id, err, "create %s: %s", path, strerror(err));
+		agent_fwrite_free(c, w);
+		return rc;
+	}
+	if (fchmod(w->fd, mode & 07777) < 0 ||
+	    ((uid != PROTO_ID_KEEP || gid != PROTO_ID_KEEP) &&
+	     fchown(w->fd, uid == PROTO_ID_KEEP ? (uid_t)-1 : uid,
+		    gid == PROTO_ID_KEEP ? (gid_t)-1 : gid) < 0)) {
+		err = errno;
+		rc = agent_send_error(c, w->id, err, "chmod/chown %s: %s", path, strerror(err));
+		agent_fwrite_free(c, w);
+		return rc;
+	}
+	return 0;
+}
+
+/* The file write of c with this id, or NULL. */
+static struct agent_fwrite *agent_fwrite_find(struct agent_conn *c, uint64_t id)
+{
+	struct agent_fwrite *w;
+
+	for (w = c->fwrites; w != NULL; w = w->next) {
+		if (w->id == id)
+			return w;
+	}
+	return NULL;
+}
+
+/* DATA; see agent.h. */
+int agent_file_data(struct agent_conn *c, const struct proto_frame *f)
+{
+	struct agent_fwrite *w = agent_fwrite_find(c, f->hdr.id);
+	uint32_t done = 0;
+	int rc, err;
+
+	if (w == NULL)
+		return 0; /* the write failed already and was answered */
+	while (done < f->hdr.len) {
+		ssize_t n = write(w->fd, f->payload + done, f->hdr.len - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			err = n < 0 ? errno : EIO;
+			rc = agent_send_error(c, w->id, err, "write %s: %s", w->path,
+					      strerror(err));
+			agent_fwrite_free(c, w);
+			return rc;
+		}
+		done += (uint32_t)n;
+	}
+	return 0;
+}
+
+/* END; see agent.h. */
+int agent_file_end(struct agent_conn *c, const struct proto_frame *f)
+{
+	struct agent_fwrite *w = agent_fwrite_find(c, f->hdr.id);
+	int fd, rc, err;
+
+	if (w == NULL)
+		return 0;
+	fd = w->fd;
+	w->fd = -1;
+	if (close(fd) < 0 || rename(w->tmp, w->path) < 0) {
+		err = errno;
+		unlink(w->tmp);
+		rc = agent_send_error(c, w->id, err, "write %s: %s", w->path, strerror(err));
+	} else {
+		rc = agent_send_ok(c, w->id);
+	}
+	agent_fwrite_free(c, w);
+	return rc;
+}
+
+/* FILE_READ; see agent.h. */
+int agent_file_read(struct agent_conn *c, const struct proto_frame *f)
+{
+	struct agent_fread *r;
+	const char *path;
+	struct stat st;
+	int fd, rc, err;
+
+	rc = agent_file_path(f, 0, &path);
+	if (rc < 0)
+		return rc;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0) {
+		err = errno;
+		return agent_send_error(c, f->hdr.id, err, "open %s: %s", path, strerror(err));
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		err = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+		close(fd);
+		return agent_send_error(c, f->hdr.id, err, "read %s: not a regular file", path);
+	}
+	r = calloc(1, sizeof(*r));
+	if (r == NULL) {
+		close(fd);
+		return -ENOMEM;
+	}
+	r->id = f->hdr.id;
+	r->fd = fd;
+	r->next = c->freads;
+	c->freads = r;
+	return 0;
+}
+
+/*
+ * Send the next chunk of r on c. Returns 1 if r goes on, 0 if it ended (END or ERROR sent):
+ * the caller frees it.
+ */
+static int agent_fread_step(struct agent_conn *c, struct agent_fread *r)
+{
+	struct proto_hdr hdr = {.type = PROTO_MSG_DATA, .flags = 0, .id = r->id};
+	ssize_t n;
+
+	if (agent_buf_reserve(&c->out, PROTO_HDR_LEN + PROTO_DATA_CHUNK) < 0)
+		return 1;
+	do {
+		n = read(r->fd, c->out.data + c->out.len + PROTO_HDR_LEN, PROTO_DATA_CHUNK);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0) {
+		(void)!agent_send_error(c, r->id, errno, "read: %s", strerror(errno));
+		return 0;
+	}
+	if (n == 0) {
+		(void)!agent_send(c, PROTO_MSG_END, r->id, NULL, 0, NULL, 0);
+		return 0;
+	}
+	hdr.len = (uint32_t)n;
+	proto_hdr_encode(&hdr, c->out.data + c->out.len);
+	c->out.len += PROTO_HDR_LEN + (size_t)n;
+	return 1;
+}
+
+/* Send the next chunks of c's file reads; see agent.h. */
+void agent_file_pump(struct agent_conn *c)
+{
+	struct agent_fread **pp = &c->freads;
+
+	while (*pp != NULL && agent_buf_pending(&c->out) < AGENT_OUT_HIGH) {
+		struct agent_fread *r = *pp;
+
+		if (agent_fread_step(c, r)) {
+			pp = &r->next;
+			if (*pp == NULL)
+				pp = &c->freads; /* round robin until the buffer is full */
+			continue;
+		}
+		*pp = r->next;
+		close(r->fd);
+		free(r);
+		if (*pp == NULL)
+			pp = &c->freads;
+	}
+}
+
+/* Free every file call of c; see agent.h. */
+void agent_file_drop_all(struct agent_conn *c)
+{
+	while (c->fwrites != NULL)
+		agent_fwrite_free(c, c->fwrites);
+	while (c->freads != NULL) {
+		struct agent_fread *r = c->freads;
+
+		c->freads = r->next;
+		close(r->fd);
+		free(r);
+	}
+}
+
+/* STAT; see agent.h. */
+int agent_file_stat(struct agent_conn *c, const struct proto_frame *f)
+{
+	uint8_t head[sizeof(struct proto_stat)];
+	const char *path;
+	struct stat st;
+	int rc, err;
+
+	rc = agent_file_path(f, 0, &path);
+	if (rc < 0)
+		return rc;
+	if (lstat(path, &st) < 0) {
+		err = errno;
+		return agent_send_error(c, f->hdr.id, err, "stat %s: %s", path, strerror(err));
+	}
+	agent_file_encode_stat(&st, head);
+	return agent_send(c, PROTO_MSG_STAT_REPLY, f->hdr.id, head, sizeof(head), NULL, 0);
+}
+
+/* LIST; see agent.h. */
+int agent_file_list(struct agent_conn *c, const struct proto_frame *f)
+{
+	uint8_t head[sizeof(struct proto_stat)];
+	const char *path;
+	struct dirent *de;
+	DIR *dir;
+	int fd, rc, err;
+
+	rc = agent_file_path(f, 0, &path);
+	if (rc < 0)
+		return rc;
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || (dir = fdopendir(fd)) == NULL) {
+		err = errno;
+		if (fd >= 0)
+			close(fd);
+		return agent_send_error(c, f->hdr.id, err, "list %s: %s", path, strerror(err));
+	}
+	rc = 0;
+	while (rc == 0 && (de = readdir(dir)) != NULL) {
+		struct stat st;
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			memset(&st, 0, sizeof(st)); /* it went away meanwhile */
+		agent_file_encode_stat(&st, head);
+		rc = agent_send(c, PROTO_MSG_DIRENT, f->hdr.id, head, sizeof(head), de->d_name,
+				(uint32_t)strlen(de->d_name));
+	}
+	closedir(dir);
+	if (rc < 0)
+		return rc;
+	return agent_send(c, PROTO_MSG_END, f->hdr.id, NULL, 0, NULL, 0);
+}
+
+/* mkdir -p path with mode. Returns 0 or -errno. */
+static int agent_file_mkdir_parents(const char *path, mode_t mode)
+{
+	char *copy = strdup(path);
+	struct stat st;
+	char *p;
+	int rc = 0;
+
+	if (copy == NULL)
+		return -ENOMEM;
+	for (p = copy + 1;; p++) {
+		char saved = *p;
+
+		if (saved != '/' && saved != '\0')
+			continue;
+		*p = '\0';
+		if (mkdir(copy, mode) < 0 &&
+		    (errno != EEXIST || stat(copy, &st) < 0 || !S_ISDIR(st.st_mode))) {
+			rc = errno == EEXIST ? -ENOTDIR : -errno;
+			goto out;
+		}
+		*p = saved;
+		if (saved == '\0')
+			break;
+	}
+out:
+	free(copy);
+	return rc;
+}
+
+/* MKDIR; see agent.h. */
+int agent_file_mkdir(struct agent_conn *c, const struct proto_frame *f)
+{
+	uint32_t mode = proto_get_le32(f->payload + offsetof(struct proto_mkdir, mode));
+	uint32_t flags = proto_get_le32(f->payload + offsetof(struct proto_mkdir, flags));
+	const char *path;
+	int rc;
+
+	rc = agent_file_path(f, sizeof(struct proto_mkdir), &path);
+	if (rc < 0)
+		return rc;
+	if (flags & PROTO_MKDIR_PARENTS)
+		rc = agent_file_mkdir_parents(path, mode & 07777);
+	else if (mkdir(path, mode & 07777) < 0)
+		rc = -errno;
+	if (rc < 0)
+		return agent_send_error(c, f->hdr.id, -rc, "mkdir %s: %s", path, strerror(-rc));
+	return agent_send_ok(c, f->hdr.id);
+}
+
+/* nftw callback of a recursive remove: remove each entry, children first. */
+static int agent_file_remove_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	return remove(path) < 0 ? errno : 0;
+}
+
+/* REMOVE; see agent.h. */
+int agent_file_remove(struct agent_conn *c, const struct proto_frame *f)
+{
+	uint32_t flags = proto_get_le32(f->payload + offsetof(struct proto_remove, flags));
+	const char *path;
+	struct stat st;
+	int rc;
+
+	rc = agent_file_path(f, sizeof(struct proto_remove), &path);
+	if (rc < 0)
+		return rc;
+	if ((flags & PROTO_REMOVE_RECURSIVE) && lstat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+		rc = nftw(path, agent_file_remove_one, 16, FTW_DEPTH | FTW_PHYS);
+		if (rc < 0)
+			rc = errno;
+	} else {
+		rc = remove(path) < 0 ? errno : 0;
+	}
+	if (rc != 0)
+		return agent_send_error(c, f->hdr.id, rc, "remove %s: %s", path, strerror(rc));
+	return agent_send_ok(c, f->hdr.id);
+}
+
+/* SYNC; see agent.h. */
+int agent_file_sync(struct agent_conn *c, const struct proto_frame *f)
+{
+	sync();
+	return agent_send_ok(c, f->hdr.id);
+}
+
+/* RESEED; see agent.h. */
+int agent_file_reseed(struct agent_conn *c, const struct proto_frame *f)
+{
+	union {
+		struct rand_pool_info info;
+		uint8_t bytes[sizeof(struct rand_pool_info) + PROTO_RESEED_MAX];
+	} pool;
+	int fd, err;
+
+	if (f->hdr.len > PROTO_RESEED_MAX)
+		return agent_send_error(c, f->hdr.id, EINVAL, "reseed: more than %u bytes",
+					PROTO_RESEED_MAX);
+	memset(&pool, 0, sizeof(pool));
+	pool.info.entropy_count = (int)(f->hdr.len * 8);
+	pool.info.buf_size = (int)f->hdr.len;
+	memcpy(pool.bytes + sizeof(struct rand_pool_info), f->payload, f->hdr.len);
+	fd = open("/dev/urandom", O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || ioctl(fd, RNDADDENTROPY, &pool.info) < 0) {
+		err = errno;
+		if (fd >= 0)
+			close(fd);
+		return agent_send_error(c, f->hdr.id, err, "reseed: %s", strerror(err));
+	}
+	close(fd);
+	return agent_send_ok(c, f->hdr.id);
+}
