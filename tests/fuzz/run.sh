@@ -1,6 +1,6 @@
 #!/bin/bash
 # Build and run the libFuzzer targets for a while; not part of the default test suite.
-# usage: tests/fuzz/run.sh [SECONDS] [TARGET]   (defaults: 60 s, virtq)
+# usage: tests/fuzz/run.sh [SECONDS] [TARGET]   (defaults: 60 s, virtq; or proto)
 #
 # Needs clang and its fuzzer runtime (Debian: apt-get install clang libclang-rt-14-dev). The
 # target is compiled here directly with clang, so the default gcc build is left alone. Output
@@ -20,6 +20,7 @@ if ! command -v "$cc" >/dev/null; then
 fi
 case $target in
 virtq) srcs=("$root/vmm/virtio/queue.c" "$root/vmm/memory.c") ;;
+proto) srcs=("$root/guest/proto.c") ;;
 *)
 	echo "unknown fuzz target: $target" >&2
 	exit 2
@@ -27,14 +28,14 @@ virtq) srcs=("$root/vmm/virtio/queue.c" "$root/vmm/memory.c") ;;
 esac
 
 # The project's warnings, as errors, as in the meson build.
-cflags=(-std=gnu11 -g -O1 -D_GNU_SOURCE -I"$root/vmm" -Wall -Wextra -Werror -Wshadow
-	-Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter -Wformat=2 -Wvla)
+cflags=(-std=gnu11 -g -O1 -D_GNU_SOURCE -I"$root/vmm" -I"$root/guest" -Wall -Wextra -Werror
+	-Wshadow	-Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter -Wformat=2 -Wvla)
 san=(-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
 
 mkdir -p "$out/corpus-$target"
 "$cc" "${cflags[@]}" "${san[@]}" -fsanitize=fuzzer -o "$out/fuzz_$target" \
 	"$root/tests/fuzz/fuzz_$target.c" "${srcs[@]}"
-"$cc" "${cflags[@]}" -DFUZZ_VIRTQ_SEEDS -o "$out/seed_$target" \
+"$cc" "${cflags[@]}" -DFUZZ_VIRTQ_SEEDS -DFUZZ_SEEDS -o "$out/seed_$target" \
 	"$root/tests/fuzz/fuzz_$target.c" "${srcs[@]}"
 "$out/seed_$target" "$out/corpus-$target"
 
