@@ -29,7 +29,7 @@ esac
 
 # The project's warnings, as errors, as in the meson build.
 cflags=(-std=gnu11 -g -O1 -D_GNU_SOURCE -I"$root/vmm" -I"$root/guest" -Wall -Wextra -Werror
-	-Wshadow	-Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter -Wformat=2 -Wvla)
+	-Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter -Wformat=2 -Wvla)
 san=(-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
 
 mkdir -p "$out/corpus-$target"
