@@ -477,14 +477,17 @@ Test(virtio_blk_rw, requests_in_flight_and_flush_is_a_barrier)
 Test(virtio_blk_rw, reset_with_requests_in_flight)
 {
 	const volatile struct vring_used *used = (struct vring_used *)(ram + USED_GPA);
+	uint16_t returned;
 
 	for (unsigned k = 0; k < 4; k++)
 		post2(k, VIRTIO_BLK_T_IN, 8 * k, 4096);
-	/* Submitted to io_uring; the completions are reaped only by the event loop. */
+	/* Reads the page cache holds complete inside the kick; others are still in flight on
+	 * io_uring, and only the event loop reaps them. */
 	wr(VIRTIO_MMIO_QUEUE_NOTIFY, 0);
+	returned = used->idx;
 	wr(VIRTIO_MMIO_STATUS, 0);
 	for (int i = 0; i < 20; i++)
 		cr_assert(evloop_run_once(&vm.loop, 10) >= 0);
-	cr_assert(eq(u16, used->idx, 0), "nothing returned to a queue that was reset");
+	cr_assert(eq(u16, used->idx, returned), "nothing returned to a queue that was reset");
 	cr_assert(eq(u32, rd(VIRTIO_MMIO_STATUS), 0));
 }

@@ -599,23 +599,29 @@ static const char *blk_run(struct blk_dev *b, bool *notify)
 	struct io_uring_cqe *cqe;
 	const char *why = NULL;
 
-	while (b->ring_ok && io_uring_peek_cqe(&b->ring, &cqe) == 0) {
-		struct blk_op *op = io_uring_cqe_get_data(cqe);
-		int res = cqe->res;
+	for (;;) {
+		while (b->ring_ok && io_uring_peek_cqe(&b->ring, &cqe) == 0) {
+			struct blk_op *op = io_uring_cqe_get_data(cqe);
+			int res = cqe->res;
 
-		io_uring_cqe_seen(&b->ring, cqe);
-		blk_op_done(b, op, res);
-	}
-	blk_flush_ready(b);
-	if (q && !q->broken)
-		why = blk_serve_queue(b, q);
-	if (b->ring_ok && b->sq_pending) {
-		int err = io_uring_submit(&b->ring);
+			io_uring_cqe_seen(&b->ring, cqe);
+			blk_op_done(b, op, res);
+		}
+		blk_flush_ready(b);
+		if (q && !q->broken && !why)
+			why = blk_serve_queue(b, q);
+		if (b->ring_ok && b->sq_pending) {
+			int err = io_uring_submit(&b->ring);
 
-		if (err >= 0)
-			b->sq_pending = 0;
-		else if (log_ratelimit_ok(&b->rl, 3))
-			log_warn("virtio-blk: io_uring_submit: %s", strerror(-err));
+			if (err >= 0)
+				b->sq_pending = 0;
+			else if (log_ratelimit_ok(&b->rl, 3))
+				log_warn("virtio-blk: io_uring_submit: %s", strerror(-err));
+		}
+		/* Reads from the page cache complete inside io_uring_submit: return them now,
+		 * in this interrupt, rather than after another trip through the event loop. */
+		if (!b->ring_ok || !io_uring_cq_ready(&b->ring))
+			break;
 	}
 	*notify = q && virtq_should_notify(q, old_used);
 	if (!why && q && q->broken)
