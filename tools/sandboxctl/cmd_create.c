@@ -86,7 +86,7 @@ static int name_taken(const struct sandbox *sb, void *opaque)
 }
 
 /* Start the VMM in its own session with stdin /dev/null and stdout/stderr to `console`. */
-static int spawn_vmm(const struct sandbox *sb, const struct create_opts *o, pid_t *pid)
+static int spawn_vmm(const struct sandbox *sb, const char *console_opt, pid_t *pid)
 {
 	char vmm[PATH_MAX], kernel[4200], initrd[4200], disk[4200], api[4200], vsock[4200];
 	char cpus[16], mem[32], console[4200];
@@ -100,8 +100,8 @@ static int spawn_vmm(const struct sandbox *sb, const struct create_opts *o, pid_
 	    (err = sandbox_path(sb, "api.sock", api, sizeof(api))) < 0 ||
 	    (err = sandbox_path(sb, "vsock.sock", vsock, sizeof(vsock))) < 0)
 		return err;
-	if (o->console)
-		err = path_fmt(console, sizeof(console), "%s", o->console);
+	if (console_opt)
+		err = path_fmt(console, sizeof(console), "%s", console_opt);
 	else
 		err = sandbox_path(sb, "console.log", console, sizeof(console));
 	if (err < 0)
@@ -183,11 +183,10 @@ static void create_cleanup(struct sandbox *sb)
 
 int sandbox_create(const struct create_opts *o, struct sandbox *sb)
 {
-	char path[4200], rootfs[4200], lock[4200], pidbuf[32], console[4200];
+	char path[4200], rootfs[4200], lock[4200];
 	struct disk_error derr = {""};
 	struct stat st;
-	int err, lock_fd, n;
-	pid_t pid = 0;
+	int err, lock_fd;
 
 	memset(sb, 0, sizeof(*sb));
 	if ((err = state_init()) < 0) {
@@ -256,9 +255,21 @@ int sandbox_create(const struct create_opts *o, struct sandbox *sb)
 		create_cleanup(sb);
 		return EXIT_ERR;
 	}
-	if ((err = spawn_vmm(sb, o, &pid)) < 0) {
-		errmsg("%s: cannot start the VMM: %s", sb->id, strerror(-err));
+	if ((err = sandbox_boot(sb, o->console, o->timeout_s, o->no_wait)) != EXIT_OK) {
 		create_cleanup(sb);
+		return err;
+	}
+	return EXIT_OK;
+}
+
+int sandbox_boot(struct sandbox *sb, const char *console_opt, unsigned timeout_s, bool no_wait)
+{
+	char path[4200], pidbuf[32], console[4200];
+	pid_t pid = 0;
+	int err, n;
+
+	if ((err = spawn_vmm(sb, console_opt, &pid)) < 0) {
+		errmsg("%s: cannot start the VMM: %s", sb->id, strerror(-err));
 		return EXIT_ERR;
 	}
 	sb->pid = pid;
@@ -266,17 +277,14 @@ int sandbox_create(const struct create_opts *o, struct sandbox *sb)
 	if ((err = sandbox_path(sb, "pid", path, sizeof(path))) < 0 ||
 	    (err = write_file_atomic(path, pidbuf, (size_t)n, 0600)) < 0) {
 		errmsg("%s: cannot write the pid file: %s", sb->id, strerror(-err));
-		create_cleanup(sb);
 		return EXIT_ERR;
 	}
-	if (o->console)
-		snprintf(console, sizeof(console), "%s", o->console);
+	if (console_opt)
+		snprintf(console, sizeof(console), "%s", console_opt);
 	else if (sandbox_path(sb, "console.log", console, sizeof(console)) < 0)
 		console[0] = '\0';
-	if (!o->no_wait && wait_agent(sb, pid, o->timeout_s, console) < 0) {
-		create_cleanup(sb);
+	if (!no_wait && wait_agent(sb, pid, timeout_s, console) < 0)
 		return EXIT_SANDBOX;
-	}
 	return EXIT_OK;
 }
 

@@ -23,6 +23,7 @@ static const struct {
 	{"pause", cmd_pause, "stop a sandbox's vCPUs"},
 	{"resume", cmd_pause, "run a paused sandbox's vCPUs again"},
 	{"stop", cmd_stop, "stop a sandbox's VM (its disk stays)"},
+	{"start", cmd_start, "boot a stopped sandbox again, from its own disk"},
 	{"rm", cmd_rm, "remove a sandbox"},
 	{"images", cmd_images, "list or import images"},
 };

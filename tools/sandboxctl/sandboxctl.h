@@ -119,6 +119,11 @@ struct create_opts {
 /* Create and start a sandbox (create's whole job but printing the id). Prints its errors and
  * returns an exit status; on failure nothing of the sandbox is left. */
 int sandbox_create(const struct create_opts *o, struct sandbox *sb);
+/* Start the VMM of `sb` (its directory, config and root.layer exist), write its pid file and,
+ * unless `no_wait`, wait up to `timeout_s` for its agent. The console goes to `console_opt`,
+ * else console.log (appended). Prints its errors and returns an exit status; on failure the
+ * caller cleans up. */
+int sandbox_boot(struct sandbox *sb, const char *console_opt, unsigned timeout_s, bool no_wait);
 
 /* ---- api_client.c: vmm/api_proto.h over api.sock ---- */
 
@@ -211,6 +216,7 @@ int cmd_create(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
 int cmd_logs(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
+int cmd_start(int argc, char **argv);
 int cmd_rm(int argc, char **argv);
 int cmd_pause(int argc, char **argv); /* pause and resume */
 int cmd_exec(int argc, char **argv);
