@@ -26,6 +26,7 @@
 static const char create_usage[] =
 	"usage: sandboxctl create [--image NAME] [--cpus N] [--memory MiB] [--disk-size G]\n"
 	"                         [--name NAME] [--timeout SEC] [--console PATH] [--no-wait]\n"
+	"                         [--disk PATH[:ro]]...\n"
 	"\n"
 	"Create a sandbox from an image (default: " CREATE_DEFAULT_IMAGE "), start its VM and\n"
 	"print its id once the guest agent answers.\n"
@@ -38,6 +39,9 @@ static const char create_usage[] =
 	"  --timeout SEC    how long to wait for the agent (default 60)\n"
 	"  --console PATH   the VMM's output (the guest console) there instead of console.log\n"
 	"  --no-wait        print the id once the VMM is started, without waiting for the agent\n"
+	"  --disk PATH[:ro] an extra disk, /dev/vdb then vdc, vdd (up to 3): a layer file\n"
+	"                   (sandbox-disk create) or a raw image (always read-only); :ro makes\n"
+	"                   it read-only for the guest\n"
 	"Environment: SANDBOX_VMM, the sandbox-vmm binary (default: beside sandboxctl in the\n"
 	"build tree or installed, else on PATH).\n";
 
@@ -108,9 +112,20 @@ static int spawn_vmm(const struct sandbox *sb, const char *console_opt, pid_t *p
 		return err;
 	snprintf(cpus, sizeof(cpus), "%u", sb->cpus);
 	snprintf(mem, sizeof(mem), "%llu", (unsigned long long)sb->memory_mib);
-	char *argv[] = {vmm,  "--kernel",  kernel,	  "--initrd", initrd, "--disk",
-			disk, "--cmdline", GUEST_CMDLINE, "--cpus",   cpus,   "--memory",
-			mem,  "--api",	   api,		  "--vsock",  vsock,  NULL};
+	char extra[EXTRA_DISKS_MAX][DISK_PATH_MAX + 4];
+	char *argv[18 + 2 * EXTRA_DISKS_MAX] = {
+		vmm,  "--kernel",  kernel,	  "--initrd", initrd, "--disk",
+		disk, "--cmdline", GUEST_CMDLINE, "--cpus",   cpus,   "--memory",
+		mem,  "--api",	   api,		  "--vsock",  vsock};
+	unsigned argc = 17;
+
+	for (unsigned i = 0; i < sb->ndisks; i++) {
+		snprintf(extra[i], sizeof(extra[i]), "%s%s", sb->disks[i].path,
+			 sb->disks[i].ro ? ",ro" : "");
+		argv[argc++] = "--disk";
+		argv[argc++] = extra[i];
+	}
+	argv[argc] = NULL;
 
 	fflush(NULL);
 	child = fork();
@@ -209,6 +224,22 @@ int sandbox_create(const struct create_opts *o, struct sandbox *sb)
 		return EXIT_USAGE;
 	}
 	snprintf(sb->image, sizeof(sb->image), "%s", o->image);
+	for (unsigned i = 0; i < o->ndisks; i++) {
+		char *real = realpath(o->disks[i], NULL);
+
+		if (!real || strchr(real, ',') || strchr(real, '\n') ||
+		    strlen(real) >= DISK_PATH_MAX) {
+			errmsg("--disk %s: %s", o->disks[i],
+			       real ? "a path with a comma or a newline, or too long"
+				    : strerror(errno));
+			free(real);
+			return EXIT_USAGE;
+		}
+		snprintf(sb->disks[i].path, DISK_PATH_MAX, "%s", real);
+		sb->disks[i].ro = o->disks_ro[i];
+		free(real);
+	}
+	sb->ndisks = o->ndisks;
 	sb->cpus = o->cpus;
 	sb->memory_mib = o->memory_mib;
 	sb->created = (uint64_t)time(NULL);
@@ -299,6 +330,7 @@ int cmd_create(int argc, char **argv)
 		{"timeout", required_argument, NULL, 't'},
 		{"console", required_argument, NULL, 'o'},
 		{"no-wait", no_argument, NULL, 'W'},
+		{"disk", required_argument, NULL, 'D'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -357,6 +389,20 @@ int cmd_create(int argc, char **argv)
 		case 'W':
 			o.no_wait = true;
 			break;
+		case 'D': {
+			size_t len = strlen(optarg);
+
+			if (o.ndisks == EXTRA_DISKS_MAX) {
+				errmsg("--disk %s: at most %d extra disks", optarg,
+				       EXTRA_DISKS_MAX);
+				return EXIT_USAGE;
+			}
+			o.disks_ro[o.ndisks] = len > 3 && strcmp(optarg + len - 3, ":ro") == 0;
+			if (o.disks_ro[o.ndisks])
+				optarg[len - 3] = '\0';
+			o.disks[o.ndisks++] = optarg;
+			break;
+		}
 		case 'h':
 			fputs(create_usage, stdout);
 			return EXIT_OK;

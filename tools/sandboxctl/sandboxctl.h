@@ -27,8 +27,10 @@
 #define EXIT_SANDBOX  125 /* the sandbox is unusable: unknown, not running, VMM or agent dead */
 #define EXIT_CMD_EXEC 126 /* found but could not be executed (from the agent) */
 
-#define ID_LEN	     12 /* hex digits of a sandbox id */
-#define NAME_MAX_LEN 63 /* names: [A-Za-z0-9][A-Za-z0-9._-]* */
+#define ID_LEN		12 /* hex digits of a sandbox id */
+#define EXTRA_DISKS_MAX 3  /* --disk: /dev/vdb, vdc, vdd beside the root disk */
+#define DISK_PATH_MAX	1024
+#define NAME_MAX_LEN	63 /* names: [A-Za-z0-9][A-Za-z0-9._-]* */
 
 /* ---- util.c ---- */
 
@@ -75,6 +77,12 @@ struct sandbox {
 	uint64_t created; /* seconds since the epoch */
 	char dir[4096];	  /* $SANDBOX_HOME/sandboxes/<id> */
 	pid_t pid;	  /* of the VMM, 0 when there is no pid file */
+	/* Extra disks (create --disk), in /dev/vdb.. order: absolute paths without commas. */
+	struct {
+		char path[DISK_PATH_MAX];
+		bool ro;
+	} disks[EXTRA_DISKS_MAX];
+	unsigned ndisks;
 };
 
 /* Write `sb`'s config atomically into sb->dir. */
@@ -111,6 +119,9 @@ struct create_opts {
 	uint64_t disk_size_gib; /* 0: the image's */
 	unsigned timeout_s;	/* for the agent's first answer */
 	bool no_wait;
+	const char *disks[EXTRA_DISKS_MAX]; /* --disk PATH[:ro], checked by create */
+	bool disks_ro[EXTRA_DISKS_MAX];
+	unsigned ndisks;
 };
 #define CREATE_OPTS_DEFAULT                                                                        \
 	{                                                                                          \

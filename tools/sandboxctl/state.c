@@ -85,6 +85,9 @@ int sandbox_save(const struct sandbox *sb)
 		     "created %llu\n",
 		     sb->id, sb->name, sb->image, sb->cpus, (unsigned long long)sb->memory_mib,
 		     (unsigned long long)sb->created);
+	for (unsigned i = 0; i < sb->ndisks && n >= 0 && (size_t)n < sizeof(buf); i++)
+		n += snprintf(buf + n, sizeof(buf) - (size_t)n, "disk %s %s\n",
+			      sb->disks[i].ro ? "ro" : "rw", sb->disks[i].path);
 	if (n < 0 || (size_t)n >= sizeof(buf))
 		return -E2BIG;
 	if ((err = sandbox_path(sb, "config", path, sizeof(path))) < 0)
@@ -129,6 +132,17 @@ static bool config_line(struct sandbox *sb, const char *key, const char *val, un
 	}
 	if (strcmp(key, "created") == 0)
 		return parse_u64(val, 0, UINT64_MAX, &sb->created);
+	if (strcmp(key, "disk") == 0) {
+		/* "disk ro|rw /absolute/path", the path without commas (sandbox-vmm's --disk). */
+		bool ro = strncmp(val, "ro ", 3) == 0;
+
+		if ((!ro && strncmp(val, "rw ", 3) != 0) || sb->ndisks == EXTRA_DISKS_MAX ||
+		    val[3] != '/' || strchr(val + 3, ',') || strlen(val + 3) >= DISK_PATH_MAX)
+			return false;
+		snprintf(sb->disks[sb->ndisks].path, DISK_PATH_MAX, "%s", val + 3);
+		sb->disks[sb->ndisks++].ro = ro;
+		return true;
+	}
 	return true; /* a newer sandboxctl's key: ignored */
 }
 

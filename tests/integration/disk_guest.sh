@@ -1,0 +1,98 @@
+#!/bin/sh
+# Disks seen from inside a real guest, through sandboxctl on the busybox image:
+#   - a file written and synced survives a stop and a start on the same overlay;
+#   - two sandboxes on two overlays of one base see only their own writes;
+#   - the base image's sha256 is unchanged after both wrote to their overlays;
+#   - an extra read-only disk (create --disk PATH:ro) reads back the host file's bytes, a
+#     write to it fails inside the guest, the sandbox keeps running, the file is unchanged.
+#
+# usage: disk_guest.sh SANDBOXCTL VMM KERNEL INITRD
+# As sandboxctl.sh: natively where Linux boots (sandbox-vmm --check exits 0), inside the
+# emulated KVM host on kvm-pvm (exits 3), skipped otherwise.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+
+fail() {
+	echo "FAIL: $*"
+	for d in "$SANDBOX_HOME"/sandboxes/*/; do
+		[ -f "$d/console.log" ] && { echo "--- $d"; tail -n 20 "$d/console.log"; }
+	done
+	exit 1
+}
+
+# x NAME CMD...: exec in sandbox NAME, output on stdout, the status checked by the caller.
+x() {
+	n=$1
+	shift
+	"$ctl" exec "$n" -- "$@"
+}
+
+inner() {
+	ctl=$1 kernel=$2 initrd=$3 rootfs=$4
+	SANDBOX_HOME=$(mktemp -d)
+	export SANDBOX_HOME
+	trap 'for n in a b; do "$ctl" rm -f "$n" >/dev/null 2>&1; done; rm -rf "$SANDBOX_HOME"' EXIT
+	"$ctl" images import busybox --kernel "$kernel" --initrd "$initrd" --rootfs "$rootfs" ||
+		fail "images import"
+	base="$SANDBOX_HOME/images/busybox/rootfs"
+	base_sum=$(sha256sum <"$base")
+	head -c 1048576 /dev/urandom >"$SANDBOX_HOME/data.img"
+	data_sum=$(sha256sum <"$SANDBOX_HOME/data.img" | cut -d' ' -f1)
+
+	"$ctl" create --image busybox --memory 256 --timeout 120 --name a >/dev/null ||
+		fail "create a"
+	"$ctl" create --image busybox --memory 256 --timeout 120 --name b \
+		--disk "$SANDBOX_HOME/data.img:ro" >/dev/null || fail "create b"
+	mark="written-by-a-$$"
+	x a sh -c "echo $mark >/root/persist && sync" || fail "write in a"
+	x b sh -c 'echo b >/root/b-only && sync' || fail "write in b"
+	x b test -e /root/persist && fail "b sees a's file"
+	x a test -e /root/b-only && fail "a sees b's file"
+	echo "ok: two overlays of one base see only their own writes"
+
+	# The read-only extra disk: its bytes, a refused write, a sandbox still up.
+	[ "$(x b cat /sys/block/vdb/ro)" = 1 ] || fail "/dev/vdb is not read-only in the guest"
+	got=$(x b sh -c 'dd if=/dev/vdb bs=65536 count=16 2>/dev/null | sha256sum' | cut -d' ' -f1)
+	[ "$got" = "$data_sum" ] || fail "/dev/vdb reads $got, the file holds $data_sum"
+	if err=$(x b dd if=/dev/zero of=/dev/vdb bs=4096 count=1 conv=fsync 2>&1); then
+		fail "a write to the read-only disk succeeded: $err"
+	fi
+	echo "ok: writing the read-only disk fails in the guest: $(echo "$err" | head -n 1)"
+	[ "$(x b echo alive)" = alive ] || fail "the sandbox died after the refused write"
+	[ "$(sha256sum <"$SANDBOX_HOME/data.img" | cut -d' ' -f1)" = "$data_sum" ] ||
+		fail "the read-only disk's file changed"
+
+	# a's file after a stop and a start on the same overlay.
+	"$ctl" stop a || fail "stop a"
+	"$ctl" start a >/dev/null || fail "start a"
+	got=$(x a cat /root/persist) || fail "cat after the restart"
+	[ "$got" = "$mark" ] || fail "after the restart /root/persist holds '$got'"
+	echo "ok: a synced file survives a stop and a start"
+
+	"$ctl" rm -f a >/dev/null && "$ctl" rm -f b >/dev/null || fail "rm"
+	[ "$(sha256sum <"$base")" = "$base_sum" ] || fail "the base image changed"
+	echo "ok: the base image is unchanged ($(echo "$base_sum" | cut -c1-16)...)"
+	exit 0
+}
+
+if [ "${1-}" = --inner ]; then
+	shift
+	inner "$@"
+fi
+
+ctl=$1 vmm=$2 kernel=$3 initrd=$4
+[ -e "$kernel" ] || { echo "SKIP: guest kernel $kernel not built (run tools/dev setup)"; exit 77; }
+build=$(cd "$(dirname "$vmm")/.." && pwd)
+"$vmm" --check
+check=$?
+case "$check" in 0 | 3) ;; *) echo "SKIP: no usable KVM on this host"; exit 77 ;; esac
+rootfs=$("$top/guest/image/busybox.sh" "$build/guest/sandbox-init") || {
+	echo "FAIL: cannot build the busybox image"
+	exit 1
+}
+if [ "$check" = 0 ]; then
+	inner "$ctl" "$kernel" "$initrd" "$rootfs"
+fi
+exec "$here/devhost_retry.sh" "$build" --add "$here" --add "$(dirname "$rootfs")" -- \
+	"$here/disk_guest.sh" --inner "$ctl" "$kernel" "$initrd" "$rootfs"
