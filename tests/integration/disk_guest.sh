@@ -7,11 +7,10 @@
 #     write to it fails inside the guest, the sandbox keeps running, the file is unchanged.
 #
 # usage: disk_guest.sh SANDBOXCTL VMM KERNEL INITRD
-# As sandboxctl.sh: natively where Linux boots (sandbox-vmm --check exits 0), inside the
-# emulated KVM host on kvm-pvm (exits 3), skipped otherwise.
+# sandbox_guest.sh decides where the guest boots and runs the checks there (--inner).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-top=$(cd "$here/../.." && pwd)
+
 
 fail() {
 	echo "FAIL: $*"
@@ -80,19 +79,4 @@ if [ "${1-}" = --inner ]; then
 	shift
 	inner "$@"
 fi
-
-ctl=$1 vmm=$2 kernel=$3 initrd=$4
-[ -e "$kernel" ] || { echo "SKIP: guest kernel $kernel not built (run tools/dev setup)"; exit 77; }
-build=$(cd "$(dirname "$vmm")/.." && pwd)
-"$vmm" --check
-check=$?
-case "$check" in 0 | 3) ;; *) echo "SKIP: no usable KVM on this host"; exit 77 ;; esac
-rootfs=$("$top/guest/image/busybox.sh" "$build/guest/sandbox-init") || {
-	echo "FAIL: cannot build the busybox image"
-	exit 1
-}
-if [ "$check" = 0 ]; then
-	inner "$ctl" "$kernel" "$initrd" "$rootfs"
-fi
-exec "$here/devhost_retry.sh" "$build" --add "$here" --add "$(dirname "$rootfs")" -- \
-	"$here/disk_guest.sh" --inner "$ctl" "$kernel" "$initrd" "$rootfs"
+exec "$here/sandbox_guest.sh" "$here/disk_guest.sh" "$@"

@@ -6,12 +6,11 @@
 # Checks: `exec -- echo hi` prints hi; `sh -c 'exit 7'` exits 7; a missing program exits 127;
 # stdin piped with -i comes back; -t gives a tty; --timeout kills with 124; a file copied in
 # and out keeps its sha256; pause/resume; ls shows it running, then stopped; rm and rm -f
-# leave no process, no socket, no directory. As disk_boot.sh: natively where Linux boots (sandbox-vmm --check exits
-# 0), inside the emulated KVM host on kvm-pvm (exits 3), skipped otherwise; the checks run
-# where the VMM runs (this script calls itself there with --inner).
+# leave no process, no socket, no directory. sandbox_guest.sh decides where the guest boots
+# and runs the checks there (this script with --inner).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-top=$(cd "$here/../.." && pwd)
+
 
 fail() {
 	echo "FAIL: $*"
@@ -95,19 +94,4 @@ if [ "${1-}" = --inner ]; then
 	shift
 	inner "$@"
 fi
-
-ctl=$1 vmm=$2 kernel=$3 initrd=$4
-[ -e "$kernel" ] || { echo "SKIP: guest kernel $kernel not built (run tools/dev setup)"; exit 77; }
-build=$(cd "$(dirname "$vmm")/.." && pwd)
-"$vmm" --check
-check=$?
-case "$check" in 0 | 3) ;; *) echo "SKIP: no usable KVM on this host"; exit 77 ;; esac
-rootfs=$("$top/guest/image/busybox.sh" "$build/guest/sandbox-init") || {
-	echo "FAIL: cannot build the busybox image"
-	exit 1
-}
-if [ "$check" = 0 ]; then
-	inner "$ctl" "$kernel" "$initrd" "$rootfs"
-fi
-exec "$here/devhost_retry.sh" "$build" --add "$here" --add "$(dirname "$rootfs")" -- \
-	"$here/sandboxctl.sh" --inner "$ctl" "$kernel" "$initrd" "$rootfs"
+exec "$here/sandbox_guest.sh" "$here/sandboxctl.sh" "$@"
