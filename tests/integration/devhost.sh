@@ -1,6 +1,7 @@
 #!/bin/sh
 # The emulated KVM host's contract: exit statuses come back, files written under $DEVHOST_OUT
-# come back, a hung command is cut at the timeout with a clear message.
+# come back (and the project's commands are on PATH there), a hung command is cut at the
+# timeout with a clear message.
 # usage: devhost.sh CASE
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -19,7 +20,12 @@ output-files)
 	"$run" --timeout 120 --out "$tmp/out" -- sh -c 'mkdir -p $DEVHOST_OUT/d && echo hi > $DEVHOST_OUT/d/f'
 	st=$?
 	[ "$st" = 0 ] || { echo "FAIL: exit status $st"; exit 1; }
-	[ "$(cat "$tmp/out/d/f" 2>/dev/null)" = hi ] || { echo "FAIL: $tmp/out/d/f did not come back"; ls -lR "$tmp"; exit 1; } ;;
+	[ "$(cat "$tmp/out/d/f" 2>/dev/null)" = hi ] || { echo "FAIL: $tmp/out/d/f did not come back"; ls -lR "$tmp"; exit 1; }
+	# The project's commands are on PATH there, from the shared build dir.
+	where=$("$run" --timeout 120 -- sh -c 'command -v sandboxctl; command -v sandbox-vmm') ||
+		{ echo "FAIL: sandboxctl or sandbox-vmm not on PATH in the emulated host"; exit 1; }
+	echo "$where" | grep -q '/tools/sandboxctl/sandboxctl$' && echo "$where" | grep -q '/vmm/sandbox-vmm$' ||
+		{ echo "FAIL: PATH gives '$where'"; exit 1; } ;;
 timeout)
 	"$run" --timeout 25 -- sleep 1000 2>"$tmp/err"
 	st=$?
