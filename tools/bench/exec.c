@@ -1,0 +1,447 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * bench-exec: the round trip of `exec -- true` in a running sandbox, beside a plain fork+exec
+ * of `true` on this host (tools/dev bench exec; docs/benchmarks.md).
+ *
+ *   bench-exec [--runs N] [--warmup N] --socket VSOCK_SOCK [--ctl SANDBOXCTL --id ID]
+ *
+ * VSOCK_SOCK is the sandbox's $SANDBOX_HOME/sandboxes/ID/vsock.sock. Measured, N runs each
+ * after N warmup runs (default 50 and 5), medians on stderr:
+ *   host      fork + execve of `true` + waitpid, here (what the guest agent does per exec)
+ *   spawn     posix_spawn of `true` + waitpid, here (glibc's vfork-like path), for reference
+ *   conn      one EXEC of `true` on an agent connection open for the whole series: from the
+ *             send of the EXEC frame to the arrival of its EXIT frame
+ *   ping      PING to PONG on that connection: the vsock path's round trip, no process
+ *   fresh     the same on a new connection each time: connect, CONNECT 52, HELLO, EXEC, EXIT
+ *   process   a whole `sandboxctl exec ID -- true` process, spawn to reaped (with --ctl)
+ * stdout gets one line: exec median_ms=<conn> host_fork_exec_ms=<host>.
+ *
+ * Why `conn` is the headline: a program driving a sandbox (an AI agent, a CI runner, the SDKs
+ * this is for) keeps its agent connection open and issues calls on it, so what it waits for
+ * per command is EXEC to EXIT; the guest's fork+exec is inside that and the host's fork+exec
+ * is its natural floor. `process` adds what the sandboxctl command line costs on top (its own
+ * start, the connect and HELLO), which is what a shell user sees; `fresh` splits that.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "proto.h"
+
+#define EXEC_RUNS_DEFAULT   50
+#define EXEC_WARMUP_DEFAULT 5
+#define EXEC_RUNS_MAX	    10000
+#define EXEC_TIMEOUT_MS	    10000 /* one call's answer, or the CONNECT reply */
+
+/* One agent connection: the socket and the decoder of what comes back. */
+struct exec_conn {
+	int fd;
+	struct proto_decoder dec;
+	uint8_t rbuf[4096];
+	size_t roff, rlen; /* undecoded bytes are rbuf[roff..rlen) */
+};
+
+/* Wait for fd to be readable within EXEC_TIMEOUT_MS. Returns 0, -ETIMEDOUT or -errno. */
+static int exec_wait_readable(int fd)
+{
+	struct pollfd pfd = {.fd = fd, .events = POLLIN};
+	int n;
+
+	do
+		n = poll(&pfd, 1, EXEC_TIMEOUT_MS);
+	while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : n == 0 ? -ETIMEDOUT : 0;
+}
+
+/* The next frame from the agent into *f. Returns 0, or -errno (-EPROTO: a bad frame). */
+static int exec_conn_recv(struct exec_conn *c, struct proto_frame *f)
+{
+	for (;;) {
+		size_t used = 0;
+		ssize_t n;
+		int r, err;
+
+		if (c->roff < c->rlen) {
+			r = proto_decoder_feed(&c->dec, c->rbuf + c->roff, c->rlen - c->roff, &used,
+					       f);
+			c->roff += used;
+			if (r < 0)
+				return -EPROTO;
+			if (r == 1)
+				return 0;
+		}
+		if ((err = exec_wait_readable(c->fd)) < 0)
+			return err;
+		n = read(c->fd, c->rbuf, sizeof(c->rbuf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n == 0 ? -ECONNRESET : -errno;
+		c->roff = 0;
+		c->rlen = (size_t)n;
+	}
+}
+
+/* Send one frame (header and payload in one write, as the VMM then sees one packet). */
+static int exec_conn_send(struct exec_conn *c, uint16_t type, uint64_t id, const void *payload,
+			  uint32_t len)
+{
+	static uint8_t frame[PROTO_HDR_LEN + 4096];
+	long flen = proto_frame_encode(frame, sizeof(frame), type, id, payload, len);
+	ssize_t n;
+
+	if (flen < 0)
+		return (int)flen;
+	do
+		n = send(c->fd, frame, (size_t)flen, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	return n == flen ? 0 : -EIO; /* a unix stream socket takes a small frame whole */
+}
+
+static void exec_conn_close(struct exec_conn *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	proto_decoder_free(&c->dec);
+}
+
+/*
+ * Open an agent connection through the VMM's vsock.sock: CONNECT to the agent's port, read
+ * the one-line answer (a byte at a time, so no frame byte is taken), then HELLO both ways.
+ */
+static int exec_conn_open(struct exec_conn *c, const char *sock_path)
+{
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
+	uint8_t hello[sizeof(struct proto_hello)];
+	char line[32], connect_line[32];
+	struct proto_frame f;
+	size_t n = 0;
+	int len, err;
+
+	c->fd = -1;
+	c->roff = c->rlen = 0;
+	proto_decoder_init(&c->dec);
+	if (strlen(sock_path) >= sizeof(addr.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(addr.sun_path, sock_path);
+	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (c->fd < 0 || connect(c->fd, (struct sockaddr *)&addr, sizeof(addr)) < 0)
+		goto fail_errno;
+	len = snprintf(connect_line, sizeof(connect_line), "CONNECT %u\n", PROTO_VSOCK_PORT);
+	if (write(c->fd, connect_line, (size_t)len) != len)
+		goto fail_errno;
+	for (;;) {
+		if ((err = exec_wait_readable(c->fd)) < 0)
+			goto fail;
+		if (read(c->fd, line + n, 1) != 1) {
+			err = -ECONNREFUSED;
+			goto fail;
+		}
+		if (line[n] == '\n')
+			break;
+		if (++n == sizeof(line)) {
+			err = -EPROTO;
+			goto fail;
+		}
+	}
+	if (n < 3 || memcmp(line, "OK ", 3) != 0) {
+		err = -ECONNREFUSED;
+		goto fail;
+	}
+	proto_put_le32(hello + offsetof(struct proto_hello, version), PROTO_VERSION);
+	proto_put_le32(hello + offsetof(struct proto_hello, max_payload), PROTO_MAX_PAYLOAD);
+	if ((err = exec_conn_send(c, PROTO_MSG_HELLO, 0, hello, sizeof(hello))) < 0 ||
+	    (err = exec_conn_recv(c, &f)) < 0)
+		goto fail;
+	if (f.hdr.type != PROTO_MSG_HELLO) {
+		err = -EPROTO;
+		goto fail;
+	}
+	return 0;
+fail_errno:
+	err = -errno;
+fail:
+	exec_conn_close(c);
+	return err;
+}
+
+/*
+ * The EXEC payload of `true` as `sandboxctl exec ID -- true` sends it: cwd "/", argv, and a
+ * PATH for the agent's lookup. Returns its length.
+ */
+static uint32_t exec_build_true(uint8_t *buf, size_t cap)
+{
+	static const char strings[] = "\0true\0PATH=/usr/sbin:/usr/bin:/sbin:/bin";
+	uint8_t *h = buf;
+
+	if (cap < sizeof(struct proto_exec) + sizeof(strings))
+		return 0;
+	memset(h, 0, sizeof(struct proto_exec));
+	proto_put_le32(h + offsetof(struct proto_exec, uid), PROTO_ID_KEEP);
+	proto_put_le32(h + offsetof(struct proto_exec, gid), PROTO_ID_KEEP);
+	proto_put_le16(h + offsetof(struct proto_exec, argc), 1);
+	proto_put_le16(h + offsetof(struct proto_exec, envc), 1);
+	memcpy(buf + sizeof(struct proto_exec), strings, sizeof(strings));
+	return (uint32_t)(sizeof(struct proto_exec) + sizeof(strings));
+}
+
+/* One EXEC of `true` with id on c, until its EXIT (which must say 0). */
+static int exec_call_true(struct exec_conn *c, uint64_t id)
+{
+	uint8_t payload[128];
+	uint32_t len = exec_build_true(payload, sizeof(payload));
+	struct proto_frame f;
+	int err;
+
+	if ((err = exec_conn_send(c, PROTO_MSG_EXEC, id, payload, len)) < 0)
+		return err;
+	for (;;) {
+		if ((err = exec_conn_recv(c, &f)) < 0)
+			return err;
+		if (f.hdr.id != id)
+			continue;
+		if (f.hdr.type == PROTO_MSG_EXIT)
+			return proto_get_le32(f.payload + offsetof(struct proto_exit, code))
+				       ? -ECHILD
+				       : 0;
+		if (f.hdr.type == PROTO_MSG_ERROR)
+			return -(int)proto_get_le32(f.payload);
+	}
+}
+
+/* One PING with id on c, until its PONG: the transport's round trip without a process. */
+static int exec_call_ping(struct exec_conn *c, uint64_t id)
+{
+	struct proto_frame f;
+	int err;
+
+	if ((err = exec_conn_send(c, PROTO_MSG_PING, id, NULL, 0)) < 0)
+		return err;
+	do
+		if ((err = exec_conn_recv(c, &f)) < 0)
+			return err;
+	while (f.hdr.id != id);
+	return f.hdr.type == PROTO_MSG_PONG ? 0 : -EPROTO;
+}
+
+/* fork + execve + waitpid of path, the way the agent runs a command (without its pipes). */
+static int exec_host_fork(const char *path)
+{
+	char *const argv[] = {(char *)path, NULL};
+	char *const envp[] = {NULL};
+	int status;
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		execve(path, argv, envp);
+		_exit(127);
+	}
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -ECHILD;
+}
+
+/* The absolute path of `true` on our PATH, as execve wants it. */
+static int exec_find_true(char *out, size_t len)
+{
+	const char *path = getenv("PATH");
+	char dirs[4096];
+
+	snprintf(dirs, sizeof(dirs), "%s", path && *path ? path : "/usr/bin:/bin");
+	for (char *save, *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save))
+		if ((size_t)snprintf(out, len, "%s/true", d) < len && access(out, X_OK) == 0)
+			return 0;
+	return -ENOENT;
+}
+
+/* What one series measures: a label, and one run of it (0 or -errno). */
+struct exec_series {
+	const char *label;
+	int (*run)(void *ctx, int i);
+	void *ctx;
+};
+
+/* The state the series' runs need. */
+struct exec_bench {
+	const char *sock_path, *ctl, *id;
+	char true_path[4096];
+	struct exec_conn conn; /* the connection `conn` keeps open */
+	uint64_t next_id;
+};
+
+static int exec_run_host(void *ctx, int i)
+{
+	struct exec_bench *b = ctx;
+
+	(void)i;
+	return exec_host_fork(b->true_path);
+}
+
+static int exec_run_spawn(void *ctx, int i)
+{
+	struct exec_bench *b = ctx;
+	char *const argv[] = {b->true_path, NULL};
+
+	(void)i;
+	return bench_run("spawn", argv, -1);
+}
+
+static int exec_run_conn(void *ctx, int i)
+{
+	struct exec_bench *b = ctx;
+
+	(void)i;
+	return exec_call_true(&b->conn, b->next_id++);
+}
+
+static int exec_run_ping(void *ctx, int i)
+{
+	struct exec_bench *b = ctx;
+
+	(void)i;
+	return exec_call_ping(&b->conn, b->next_id++);
+}
+
+static int exec_run_fresh(void *ctx, int i)
+{
+	struct exec_bench *b = ctx;
+	struct exec_conn c;
+	int err;
+
+	(void)i;
+	if ((err = exec_conn_open(&c, b->sock_path)) < 0)
+		return err;
+	err = exec_call_true(&c, 1);
+	exec_conn_close(&c);
+	return err;
+}
+
+static int exec_run_process(void *ctx, int i)
+{
+	struct exec_bench *b = ctx;
+	char *const argv[] = {(char *)b->ctl, "exec", (char *)b->id, "--", "true", NULL};
+
+	(void)i;
+	return bench_run("process", argv, -1);
+}
+
+/* Run warmup + runs of s, timing the counted ones; returns the median in *median_ms. */
+static int exec_series_run(const struct exec_series *s, int warmup, int runs, double *median_ms)
+{
+	double *ms = calloc((size_t)runs, sizeof(*ms));
+	int err = 0;
+
+	if (!ms)
+		return -ENOMEM;
+	for (int i = -warmup; i < runs; i++) {
+		int64_t t0 = bench_clock_ns();
+
+		if ((err = s->run(s->ctx, i)) < 0) {
+			fprintf(stderr, "bench-exec: %s run %d failed: %s\n", s->label, i,
+				strerror(-err));
+			goto out;
+		}
+		if (i >= 0)
+			ms[i] = bench_since_ms(t0);
+	}
+	*median_ms = bench_report(s->label, ms, runs);
+out:
+	free(ms);
+	return err;
+}
+
+static void exec_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: bench-exec [--runs N] [--warmup N] --socket VSOCK_SOCK\n"
+		"                  [--ctl SANDBOXCTL --id ID]\n"
+		"The round trip of `exec -- true` in a running sandbox (the sandbox's vsock.sock)\n"
+		"beside fork+exec of `true` here; last line on stdout:\n"
+		"  exec median_ms=<one EXEC on an open connection> host_fork_exec_ms=<..>\n");
+}
+
+int main(int argc, char **argv)
+{
+	struct exec_bench b = {.next_id = 1, .conn = {.fd = -1}};
+	int runs = EXEC_RUNS_DEFAULT, warmup = EXEC_WARMUP_DEFAULT, err;
+	double host_ms = 0, conn_ms = 0, other_ms;
+
+	for (int i = 1; i < argc; i++) {
+		const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			exec_usage(stdout);
+			return 0;
+		}
+		if (!val)
+			goto usage;
+		err = 0;
+		if (!strcmp(argv[i], "--runs"))
+			err = bench_parse_count(val, 1, EXEC_RUNS_MAX, &runs);
+		else if (!strcmp(argv[i], "--warmup"))
+			err = bench_parse_count(val, 0, EXEC_RUNS_MAX, &warmup);
+		else if (!strcmp(argv[i], "--socket"))
+			b.sock_path = val;
+		else if (!strcmp(argv[i], "--ctl"))
+			b.ctl = val;
+		else if (!strcmp(argv[i], "--id"))
+			b.id = val;
+		else
+			goto usage;
+		if (err < 0)
+			goto usage;
+		i++;
+	}
+	if (!b.sock_path || !b.ctl != !b.id)
+		goto usage;
+	if (exec_find_true(b.true_path, sizeof(b.true_path)) < 0) {
+		fprintf(stderr, "bench-exec: no `true` on PATH\n");
+		return 1;
+	}
+	if ((err = exec_conn_open(&b.conn, b.sock_path)) < 0) {
+		fprintf(stderr, "bench-exec: cannot reach the agent through %s: %s\n", b.sock_path,
+			strerror(-err));
+		return 1;
+	}
+	/*
+	 * The host's figure and ours first, one after the other in the same process and minute,
+	 * so that machine load hits both alike; the references after them.
+	 */
+	const struct exec_series series[] = {
+		{"host fork+execve+waitpid of true", exec_run_host, &b},
+		{"conn: EXEC to EXIT on an open agent connection", exec_run_conn, &b},
+		{"host posix_spawn+waitpid of true", exec_run_spawn, &b},
+		{"ping: PING to PONG on the open connection", exec_run_ping, &b},
+		{"fresh: connect, CONNECT 52, HELLO, EXEC to EXIT", exec_run_fresh, &b},
+		{"process: a whole `sandboxctl exec ID -- true`", exec_run_process, &b},
+	};
+	for (size_t i = 0; i < sizeof(series) / sizeof(series[0]); i++) {
+		double *median = i == 0 ? &host_ms : i == 1 ? &conn_ms : &other_ms;
+
+		if (series[i].run == exec_run_process && !b.ctl)
+			continue;
+		if (exec_series_run(&series[i], warmup, runs, median) < 0) {
+			exec_conn_close(&b.conn);
+			return 1;
+		}
+	}
+	exec_conn_close(&b.conn);
+	printf("exec median_ms=%.3f host_fork_exec_ms=%.3f\n", conn_ms, host_ms);
+	return 0;
+usage:
+	exec_usage(stderr);
+	return 2;
+}

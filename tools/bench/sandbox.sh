@@ -1,0 +1,52 @@
+#!/bin/sh
+# The sandbox benchmarks (tools/dev bench exec, bench create; docs/benchmarks.md), run where
+# Linux guests boot: natively, or inside the emulated KVM host (tools/dev picks). Sandboxes
+# live in a fresh $SANDBOX_HOME whose images/ is the installed one (tools/dev setup imports
+# busybox there), and are all removed at the end.
+#
+# usage: sandbox.sh exec|create BUILD_DIR IMAGES_DIR
+#   exec    one busybox sandbox, then bench-exec: 50 round trips of `exec -- true`
+#   create  bench-create: 10 x (sandboxctl create + first exec) against QEMU microvm booting
+#           the image's kernel, initramfs and root disk to sandbox-init's banner
+set -eu
+mode=$1 build=$2 images=$3
+ctl=$build/tools/sandboxctl/sandboxctl
+img=$images/busybox
+[ -r "$img/kernel" ] || { echo "sandbox.sh: no busybox image in $images (tools/dev setup)" >&2; exit 1; }
+
+SANDBOX_HOME=$(mktemp -d)
+export SANDBOX_HOME
+cleanup() {
+	for d in "$SANDBOX_HOME"/sandboxes/*; do
+		[ -d "$d" ] && "$ctl" rm -f "${d##*/}" >/dev/null 2>&1
+	done
+	rm -rf "$SANDBOX_HOME"
+}
+trap cleanup EXIT
+ln -s "$images" "$SANDBOX_HOME/images"
+
+case $mode in
+exec)
+	id=$("$ctl" create --image busybox --memory 256)
+	"$build/tools/bench/bench-exec" --runs 50 \
+		--socket "$SANDBOX_HOME/sandboxes/$id/vsock.sock" --ctl "$ctl" --id "$id"
+	;;
+create)
+	# The command line sandboxctl create gives its guests (GUEST_CMDLINE in cmd_create.c);
+	# QEMU microvm appends its virtio_mmio.device= words (auto-kernel-cmdline). Its root
+	# disk is the image's, writes kept in a temporary overlay (snapshot=on), as ours keeps
+	# them in the sandbox's layer.
+	cmdline='console=ttyS0 reboot=k panic=-1 quiet sandbox.root=/dev/vda sandbox.reboot=0'
+	"$build/tools/bench/bench-create" --runs 10 --timeout-ms 120000 --ctl "$ctl" \
+		--image busybox --memory 256 \
+		--qemu qemu-system-x86_64 -M microvm,acpi=off -accel kvm -cpu host -m 256 -smp 1 \
+		-nodefaults -no-user-config -nographic -no-reboot -serial stdio \
+		-kernel "$img/kernel" -initrd "$img/initrd" -append "$cmdline" \
+		-drive "id=root,file=$img/rootfs,format=raw,if=none,snapshot=on" \
+		-device virtio-blk-device,drive=root
+	;;
+*)
+	echo "usage: sandbox.sh exec|create BUILD_DIR IMAGES_DIR" >&2
+	exit 2
+	;;
+esac
