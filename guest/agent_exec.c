@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The agent's exec call (see agent.h, proto.h): fork a child on pipes or a new pty, stream
+ * The agent's exec call (see agent.h, proto.h): start a child on pipes or a new pty, stream
  * its output as STDOUT/STDERR frames while its connection is not throttled, feed it STDIN,
  * signal it, kill its process group at its timeout, and send EXIT once it has been reaped and
  * its output has reached end of file.
@@ -18,7 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sched.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -26,7 +28,8 @@
 #include "agent.h"
 #include "log.h"
 
-#define AGENT_EOF_CHAR 0x04 /* ^D: what STDIN_CLOSE sends on a pty */
+#define AGENT_EOF_CHAR	     0x04	 /* ^D: what STDIN_CLOSE sends on a pty */
+#define AGENT_EXEC_STACK_LEN (64u << 10) /* the child's stack until it execs, beyond argv */
 
 /* One running (or just ended) exec. */
 struct agent_exec {
@@ -231,22 +234,45 @@ static __attribute__((noreturn)) void agent_exec_child_fail(int report_fd, int s
 	_exit(127);
 }
 
-/*
- * In the child: set up stdio, the session or process group, cwd and ids, then exec. Never
- * returns.
- */
-static __attribute__((noreturn)) void
-agent_exec_child(const struct agent_exec_req *req, const struct agent_exec_fds *fds, int report_fd)
+/* What the child of agent_exec_spawn gets: it runs on the agent's memory until it execs. */
+struct agent_exec_child_arg {
+	const struct agent_exec_req *req;
+	const struct agent_exec_fds *fds;
+	int report_fd;
+};
+
+/* In the child: write s to fd, whole or not at all (no stdio: the memory is the agent's). */
+static void agent_exec_child_puts(int fd, const char *s)
 {
+	(void)!write(fd, s, strlen(s));
+}
+
+/*
+ * In the child, which shares the agent's memory (CLONE_VM | CLONE_VFORK) until it execs or
+ * exits: set up stdio, the session or process group, cwd and ids, then exec. So it must not
+ * allocate, touch stdio or leave anything of its own in the agent's memory; the one global it
+ * changes, environ, the parent puts back. Never returns.
+ */
+static int agent_exec_child(void *opaque)
+{
+	const struct agent_exec_child_arg *arg = opaque;
+	const struct agent_exec_req *req = arg->req;
+	const struct agent_exec_fds *fds = arg->fds;
+	int report_fd = arg->report_fd;
+	char *path_env[2] = {NULL, NULL};
 	struct sigaction sa;
 	sigset_t empty;
 	size_t i;
 	int err, null_fd;
 
-	/* undo the agent's signal set-up: the blocked SIGCHLD and the ignored SIGPIPE */
+	/*
+	 * Undo the agent's signal set-up: the ignored SIGPIPE, init's SIGCHLD handler (this
+	 * child has its own copy of the handlers: no CLONE_SIGHAND) and the blocked SIGCHLD.
+	 */
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = SIG_DFL;
 	sigaction(SIGPIPE, &sa, NULL);
+	sigaction(SIGCHLD, &sa, NULL);
 	sigemptyset(&empty);
 	sigprocmask(SIG_SETMASK, &empty, NULL);
 
@@ -280,25 +306,65 @@ agent_exec_child(const struct agent_exec_req *req, const struct agent_exec_fds *
 	if (req->uid != PROTO_ID_KEEP && setuid(req->uid) < 0)
 		agent_exec_child_fail(report_fd, AGENT_STAGE_UID, errno);
 
-	/* execvpe searches the PATH of this process: take the request's, if it has one */
+	/*
+	 * execvpe searches the PATH of this process: take the request's, if it has one, through
+	 * an environ of just that (execvpe reads it with getenv; the parent restores environ).
+	 */
 	for (i = 0; req->envp[i] != NULL; i++) {
 		if (strncmp(req->envp[i], "PATH=", 5) == 0)
-			setenv("PATH", req->envp[i] + 5, 1);
+			path_env[0] = req->envp[i];
 	}
+	if (path_env[0] != NULL)
+		environ = path_env;
 	execvpe(req->argv[0], req->argv, req->envp);
 	err = errno;
-	dprintf(2, "%s: %s\n", req->argv[0], strerror(err));
+	agent_exec_child_puts(2, req->argv[0]);
+	agent_exec_child_puts(2, ": ");
+	agent_exec_child_puts(2, strerror(err));
+	agent_exec_child_puts(2, "\n");
 	_exit(err == ENOENT || err == ENOTDIR ? 127 : 126);
 }
 
 /*
- * Fork the child of req on fds. Returns its pid, or -errno with *stage set (-1: the agent's
- * own failure, else AGENT_STAGE_* of the child).
+ * Start agent_exec_child(arg) as a new process the way posix_spawn does: clone with
+ * CLONE_VM | CLONE_VFORK on a stack of its own, so the agent's page tables are not copied and
+ * its pages not made copy-on-write for a child that execs at once (fork cost the guest about
+ * as much as the rest of an exec's round trip). The agent sleeps until the child has exec'd or
+ * exited. Returns the pid, or -errno.
  */
-static pid_t agent_exec_fork(const struct agent_exec_req *req, struct agent_exec_fds *fds,
-			     int *stage)
+static pid_t agent_exec_spawn(struct agent_exec_child_arg *arg, size_t argc)
 {
+	/* execvpe may copy argv onto the stack (a script without #!): room for that too */
+	size_t stack_len = AGENT_EXEC_STACK_LEN + (argc + 2) * sizeof(char *);
+	char **saved_environ = environ;
+	void *stack;
+	pid_t pid;
+	int err;
+
+	stack_len = (stack_len + 4095) & ~(size_t)4095;
+	stack = mmap(NULL, stack_len, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	if (stack == MAP_FAILED)
+		return -errno;
+	/* the stack grows down on x86-64: the child starts at its top */
+	pid = clone(agent_exec_child, (char *)stack + stack_len, CLONE_VM | CLONE_VFORK | SIGCHLD,
+		    arg);
+	err = errno;
+	environ = saved_environ;
+	munmap(stack, stack_len);
+	return pid < 0 ? -err : pid;
+}
+
+/*
+ * Start the child of req on fds and wait for it to exec. Returns its pid, or -errno with *stage set
+ * (-1: the agent's own failure, else AGENT_STAGE_* of the child).
+ */
+static pid_t agent_exec_launch(const struct agent_exec_req *req, struct agent_exec_fds *fds,
+			       int *stage)
+{
+	struct agent_exec_child_arg arg = {req, fds, -1};
 	struct agent_exec_report rep;
+	size_t argc = 0;
 	int report[2];
 	ssize_t n;
 	pid_t pid;
@@ -306,19 +372,16 @@ static pid_t agent_exec_fork(const struct agent_exec_req *req, struct agent_exec
 	*stage = -1;
 	if (pipe2(report, O_CLOEXEC) < 0)
 		return -errno;
-	pid = fork();
-	if (pid < 0) {
-		int err = errno;
-
-		close(report[0]);
-		close(report[1]);
-		return -err;
-	}
-	if (pid == 0) {
-		close(report[0]);
-		agent_exec_child(req, fds, report[1]);
-	}
+	/* both ends are CLOEXEC: the child's copies close at its exec */
+	arg.report_fd = report[1];
+	while (req->argv[argc] != NULL)
+		argc++;
+	pid = agent_exec_spawn(&arg, argc);
 	close(report[1]);
+	if (pid < 0) {
+		close(report[0]);
+		return pid;
+	}
 	do {
 		n = read(report[0], &rep, sizeof(rep));
 	} while (n < 0 && errno == EINTR);
@@ -379,7 +442,7 @@ int agent_exec_start(struct agent_conn *c, const struct proto_frame *f)
 				      req.flags & PROTO_EXEC_PTY ? "pty" : "pipe", strerror(-rc));
 		goto out;
 	}
-	pid = agent_exec_fork(&req, &fds, &stage);
+	pid = agent_exec_launch(&req, &fds, &stage);
 	close(fds.child_in);
 	close(fds.child_out);
 	close(fds.child_err);
