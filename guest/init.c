@@ -39,6 +39,7 @@
 
 #include "agent.h"
 #include "cmdline.h"
+#include "growfs.h"
 #include "init.h"
 #include "log.h"
 
@@ -440,6 +441,16 @@ static __attribute__((warn_unused_result)) int init_switch_root(const struct cmd
 		return rc;
 	}
 	log_info("root %s (%s, %s)", opts->root, opts->rootfstype, mode);
+	if (opts->root_rw && strcmp(opts->rootfstype, "ext4") == 0) {
+		int grew;
+
+		/* A disk made larger than its image: the file system follows it. */
+		rc = growfs_ext4(opts->root, "/", &grew);
+		if (rc < 0)
+			log_warn("root: growing the file system to the disk: %s", strerror(-rc));
+		else if (grew)
+			log_info("root: file system grown to fill %s", opts->root);
+	}
 	return 0;
 }
 

@@ -118,9 +118,11 @@ static int link_check(const struct disk_layer *child, struct disk_layer *parent,
 	if (!parent->raw && parent->cluster_len != child->cluster_len)
 		return disk_fail(err, -EINVAL, "%s: cluster size %u differs from its parent's (%u)",
 				 child->path, child->cluster_len, parent->cluster_len);
-	if (child->virtual_len != parent->virtual_len)
+	/* A child may be larger (a grown disk: what lies beyond its parent reads as zeros),
+	 * never smaller. */
+	if (child->virtual_len < parent->virtual_len)
 		return disk_fail(err, -EINVAL,
-				 "%s: virtual size %llu differs from its parent's (%llu, %s)",
+				 "%s: virtual size %llu is smaller than its parent's (%llu, %s)",
 				 child->path, (unsigned long long)child->virtual_len,
 				 (unsigned long long)parent->virtual_len, kind_name(parent));
 	return 0;
@@ -231,9 +233,15 @@ static void map_from(const struct disk *d, unsigned from, uint64_t offset, uint6
 		for (unsigned i = from; i < d->nlayers; i++) {
 			const struct disk_layer *l = &d->layers[i];
 
+			/* Layers only shrink going down: below one that ends here, all do. */
+			if (offset >= l->virtual_len)
+				break;
 			if (disk_layer_has(l, idx)) {
 				fd = l->fd;
 				file_offset = l->raw ? offset : l->hdr.data_offset + offset;
+				/* A grown disk: the rest of the cluster is beyond this layer. */
+				if (chunk > l->virtual_len - offset)
+					chunk = l->virtual_len - offset;
 				break;
 			}
 		}
@@ -519,6 +527,12 @@ int disk_create(const char *path, uint64_t virtual_len, uint32_t cluster_len,
 int disk_create_overlay(const char *path, const char *parent_path, uint32_t cluster_len,
 			struct disk_error *err)
 {
+	return disk_create_overlay_len(path, parent_path, cluster_len, 0, err);
+}
+
+int disk_create_overlay_len(const char *path, const char *parent_path, uint32_t cluster_len,
+			    uint64_t virtual_len, struct disk_error *err)
+{
 	uint8_t magic[DISK_MAGIC_LEN] = {0};
 	struct disk *parent = NULL;
 	ssize_t got;
@@ -542,12 +556,17 @@ int disk_create_overlay(const char *path, const char *parent_path, uint32_t clus
 		return r;
 	if (!cluster_len)
 		cluster_len = parent->layers[0].raw ? DISK_CLUSTER_DEFAULT : parent->cluster_len;
+	if (!virtual_len)
+		virtual_len = parent->virtual_len;
 	if (!parent->layers[0].raw && cluster_len != parent->cluster_len)
 		r = disk_fail(err, -EINVAL, "%s: cluster size %u differs from its parent's (%u)",
 			      path, cluster_len, parent->cluster_len);
+	else if (virtual_len < parent->virtual_len)
+		r = disk_fail(err, -EINVAL, "%s: %llu bytes is smaller than its parent (%llu)", path,
+			      (unsigned long long)virtual_len,
+			      (unsigned long long)parent->virtual_len);
 	else
-		r = disk_layer_create(path, parent->virtual_len, cluster_len, &parent->layers[0],
-				      err);
+		r = disk_layer_create(path, virtual_len, cluster_len, &parent->layers[0], err);
 	disk_close(parent);
 	return r;
 }
@@ -653,6 +672,12 @@ int disk_commit(const char *path, struct disk_error *err)
 			      "%s: its parent %s is a raw image, which is never written; commit "
 			      "merges into a layer",
 			      path, d->layers[1].path);
+	else if (d->layers[1].virtual_len != d->virtual_len)
+		r = disk_fail(err, -EINVAL,
+			      "%s: it is larger than its parent %s (%llu bytes, %llu): a commit "
+			      "cannot grow a layer",
+			      path, d->layers[1].path, (unsigned long long)d->virtual_len,
+			      (unsigned long long)d->layers[1].virtual_len);
 	else
 		r = commit_run(d, err);
 	disk_close(d);

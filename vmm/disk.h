@@ -169,6 +169,10 @@ int disk_create(const char *path, uint64_t virtual_len, uint32_t cluster_len,
  * DISK_CLUSTER_DEFAULT above a raw image; it must equal a layer parent's. */
 int disk_create_overlay(const char *path, const char *parent_path, uint32_t cluster_len,
 			struct disk_error *err) __must_check;
+/* The same with a size: `virtual_len` 0 is the parent's; a larger one grows the disk (what
+ * lies beyond the parent reads as zeros); a smaller one is refused (-EINVAL). */
+int disk_create_overlay_len(const char *path, const char *parent_path, uint32_t cluster_len,
+			    uint64_t virtual_len, struct disk_error *err) __must_check;
 /* Merge the layer `path` into its parent, which must be a layer (a raw base is never written),
  * then empty `path` and point it at the parent's new identity, so `path` still opens to the
  * same contents. The parent's other children are refused afterwards (-ESTALE): it changed.

@@ -4,7 +4,8 @@
 #   - two sandboxes on two overlays of one base see only their own writes;
 #   - the base image's sha256 is unchanged after both wrote to their overlays;
 #   - an extra read-only disk (create --disk PATH:ro) reads back the host file's bytes, a
-#     write to it fails inside the guest, the sandbox keeps running, the file is unchanged.
+#     write to it fails inside the guest, the sandbox keeps running, the file is unchanged;
+#   - a root disk made larger than its image (--disk-size 1) has a root file system of ~1 GiB.
 #
 # usage: disk_guest.sh SANDBOXCTL VMM KERNEL INITRD
 # sandbox_guest.sh decides where the guest boots and runs the checks there (--inner).
@@ -41,8 +42,12 @@ inner() {
 
 	"$ctl" create --image busybox --memory 256 --timeout 120 --name a >/dev/null ||
 		fail "create a"
-	"$ctl" create --image busybox --memory 256 --timeout 120 --name b \
+	"$ctl" create --image busybox --memory 256 --timeout 120 --name b --disk-size 1 \
 		--disk "$SANDBOX_HOME/data.img:ro" >/dev/null || fail "create b"
+	# df -k: the second line's second field is the size in KiB (the image is 64 MiB).
+	kib=$(x b df -k / | awk 'NR == 2 { print $2 }')
+	[ "${kib:-0}" -gt 900000 ] || fail "b's root is $kib KiB, not grown to its 1 GiB disk"
+	echo "ok: a 1 GiB root disk above the 64 MiB image: / is $kib KiB"
 	mark="written-by-a-$$"
 	x a sh -c "echo $mark >/root/persist && sync" || fail "write in a"
 	x b sh -c 'echo b >/root/b-only && sync' || fail "write in b"

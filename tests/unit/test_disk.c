@@ -257,6 +257,17 @@ static void model_check_map(struct model *m, uint64_t off, uint64_t len, unsigne
 	cr_assert(eq(u64, pos, off + len));
 }
 
+/* Read [0, len) in odd-sized pieces and compare with `want`. */
+static void model_check_reads(struct disk *d, const uint8_t *want, uint64_t len, uint8_t *got)
+{
+	for (uint64_t off = 0, piece; off < len; off += piece) {
+		piece = len - off < 123457 ? len - off : 123457;
+		cr_assert(eq(int, disk_read(d, off, got, piece), 0));
+		cr_assert(eq(int, memcmp(got, want + off, piece), 0), "at %llu",
+			  (unsigned long long)off);
+	}
+}
+
 /* disk_write_begin, the caller's own pwrite where it says, disk_write_end. */
 static void async_write(struct disk *d, uint64_t off, const uint8_t *buf, uint64_t len)
 {
@@ -535,11 +546,12 @@ Test(disk, impossible_fields)
 	hdr_write_sealed(P("o1"), &h);
 	open_fails(P("o1"), -EINVAL, "not a power of 2");
 
-	/* Bigger than its parent (the layout fields stay consistent: same bitmap). */
+	/* Smaller than its parent (the layout fields stay consistent: same bitmap). A larger
+	 * one is a grown disk: see grown_overlay_reads_zeros_beyond_its_parent. */
 	h = orig;
-	h.virtual_len = htole64(MIB + 64 * KIB);
+	h.virtual_len = htole64(MIB - 64 * KIB);
 	hdr_write_sealed(P("o1"), &h);
-	open_fails(P("o1"), -EINVAL, "differs from its parent's");
+	open_fails(P("o1"), -EINVAL, "smaller than its parent's");
 
 	h = orig;
 	h.virtual_len = htole64(511);
@@ -965,4 +977,49 @@ Test(disk, overlay_of_1tib_sparse_base_is_instant)
 	cr_assert(eq(u8, got, 0));
 	cr_assert(eq(int, disk_flush(d), 0));
 	disk_close(d);
+}
+
+Test(disk, grown_overlay_reads_zeros_beyond_its_parent)
+{
+	/* A raw base ending inside a cluster, an overlay 3 MiB larger. */
+	const uint64_t base_len = MIB + 1000, len = base_len + 3 * MIB;
+	struct disk_error err = {{0}};
+	uint8_t *base = malloc(base_len), *want = calloc(1, len), *got = malloc(len);
+	uint64_t s = 7;
+	struct disk *d;
+
+	cr_assert(base && want && got);
+	rng_fill(&s, base, base_len);
+	memcpy(want, base, base_len);
+	file_write(P("base.img"), base, base_len);
+	cr_assert(eq(int, disk_create_overlay_len(P("small"), P("base.img"), 4096, 1000, &err),
+		     -EINVAL));
+	cr_assert(eq(int, disk_create_overlay_len(P("o1"), P("base.img"), 4096, len, &err), 0),
+		  "%s", err.msg);
+	open_ok(P("o1"), 0, &d);
+	cr_assert(eq(u64, disk_size(d), len));
+	cr_assert(eq(int, disk_read(d, 0, got, len), 0));
+	cr_assert(eq(int, memcmp(got, want, len), 0), "the base, then zeros");
+	/* A write straddling the base's end (its cluster is copied up) and one far beyond. */
+	memset(want + base_len - 10, 0xab, 20);
+	cr_assert(eq(int, disk_write(d, base_len - 10, want + base_len - 10, 20), 0));
+	memset(want + len - 5000, 0xcd, 5000);
+	async_write(d, len - 5000, want + len - 5000, 5000);
+	model_check_reads(d, want, len, got);
+	cr_assert(eq(int, disk_flush(d), 0));
+	disk_close(d);
+	open_ok(P("o1"), 0, &d);
+	model_check_reads(d, want, len, got);
+	cr_assert(eq(int, disk_snapshot(d, P("o2"), &err), 0), "%s", err.msg);
+	model_check_reads(d, want, len, got);
+	disk_close(d);
+	/* o2 is as large as o1: it commits; a grown o3 above a smaller layer does not. */
+	cr_assert(eq(int, disk_commit(P("o2"), &err), 0), "%s", err.msg);
+	cr_assert(eq(int, disk_create_overlay_len(P("o3"), P("o2"), 0, len + MIB, &err), 0), "%s",
+		  err.msg);
+	cr_assert(eq(int, disk_commit(P("o3"), &err), -EINVAL));
+	cr_assert(strstr(err.msg, "larger than its parent") != NULL, "%s", err.msg);
+	free(base);
+	free(want);
+	free(got);
 }

@@ -15,8 +15,9 @@
 
 static const char usage_text[] =
 	"usage: sandbox-disk COMMAND ...\n"
-	"  create-overlay [--cluster-size N] OVERLAY PARENT\n"
-	"                  a new empty layer OVERLAY above PARENT (a layer or a raw image)\n"
+	"  create-overlay [--cluster-size N] OVERLAY PARENT [SIZE]\n"
+	"                  a new empty layer OVERLAY above PARENT (a layer or a raw image),\n"
+	"                  of PARENT's size or a larger SIZE (what lies beyond reads as zeros)\n"
 	"  create [--cluster-size N] PATH SIZE\n"
 	"                  a new empty layer with no parent (zeros), SIZE bytes (K/M/G/T "
 	"suffixes)\n"
@@ -252,9 +253,11 @@ int main(int argc, char **argv)
 	argc -= 2;
 	argv += 2;
 	if (!strcmp(cmd, "create-overlay")) {
-		if (parse_cluster_opt(&argc, &argv, &cluster_len) < 0 || argc != 2)
+		size = 0;
+		if (parse_cluster_opt(&argc, &argv, &cluster_len) < 0 || argc < 2 || argc > 3 ||
+		    (argc == 3 && parse_size(argv[2], &size) < 0))
 			return usage();
-		if (disk_create_overlay(argv[0], argv[1], cluster_len, &err) < 0)
+		if (disk_create_overlay_len(argv[0], argv[1], cluster_len, size, &err) < 0)
 			return fail(err.msg);
 		return 0;
 	}

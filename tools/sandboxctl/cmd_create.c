@@ -33,8 +33,8 @@ static const char create_usage[] =
 	"  --image NAME     an installed image (sandboxctl images)\n"
 	"  --cpus N         vCPUs, 1-32 (default 1)\n"
 	"  --memory MiB     guest RAM, 64-65536 (default 512)\n"
-	"  --disk-size G    the root disk's size in GiB; it is the image's today, so a larger\n"
-	"                   size is refused\n"
+	"  --disk-size G    the root disk's size in GiB (default: the image's); the guest's\n"
+	"                   root file system grows to fill it at boot\n"
 	"  --name NAME      a name usable instead of the id ([A-Za-z0-9][A-Za-z0-9._-]*, unique)\n"
 	"  --timeout SEC    how long to wait for the agent (default 60)\n"
 	"  --console PATH   the VMM's output (the guest console) there instead of console.log\n"
@@ -217,10 +217,10 @@ int sandbox_create(const struct create_opts *o, struct sandbox *sb)
 		       o->image, state_home());
 		return EXIT_ERR;
 	}
-	if (o->disk_size_gib && o->disk_size_gib << 30 > (uint64_t)st.st_size) {
-		errmsg("--disk-size %llu: the root disk is the image's size (%llu MiB) until "
-		       "resizable overlays land",
-		       (unsigned long long)o->disk_size_gib, (unsigned long long)st.st_size >> 20);
+	if (o->disk_size_gib && o->disk_size_gib << 30 < (uint64_t)st.st_size) {
+		errmsg("--disk-size %llu: the image '%s' alone needs %llu MiB",
+		       (unsigned long long)o->disk_size_gib, o->image,
+		       (unsigned long long)(st.st_size + (1 << 20) - 1) >> 20);
 		return EXIT_USAGE;
 	}
 	snprintf(sb->image, sizeof(sb->image), "%s", o->image);
@@ -280,7 +280,7 @@ int sandbox_create(const struct create_opts *o, struct sandbox *sb)
 		return EXIT_ERR;
 	}
 	if ((err = sandbox_path(sb, "root.layer", path, sizeof(path))) < 0 ||
-	    (err = disk_create_overlay(path, rootfs, 0, &derr)) < 0) {
+	    (err = disk_create_overlay_len(path, rootfs, 0, o->disk_size_gib << 30, &derr)) < 0) {
 		errmsg("%s: cannot create the root disk: %s", sb->id,
 		       derr.msg[0] ? derr.msg : strerror(-err));
 		create_cleanup(sb);
