@@ -18,7 +18,11 @@ SANDBOX_HOME=$(mktemp -d)
 export SANDBOX_HOME
 cleanup() {
 	for d in "$SANDBOX_HOME"/sandboxes/*; do
-		[ -d "$d" ] && "$ctl" rm -f "${d##*/}" >/dev/null 2>&1
+		[ -d "$d" ] || continue
+		# a sandbox left behind is one a failed run was using: show its console
+		echo "sandbox.sh: ${d##*/} left behind; its console ends:" >&2
+		tail -n 20 "$d/console.log" >&2 2>/dev/null
+		"$ctl" rm -f "${d##*/}" >/dev/null 2>&1
 	done
 	rm -rf "$SANDBOX_HOME"
 }
@@ -30,6 +34,7 @@ exec)
 	id=$("$ctl" create --image busybox --memory 256)
 	"$build/tools/bench/bench-exec" --runs 50 \
 		--socket "$SANDBOX_HOME/sandboxes/$id/vsock.sock" --ctl "$ctl" --id "$id"
+	"$ctl" rm -f "$id"
 	;;
 create)
 	# The command line sandboxctl create gives its guests (GUEST_CMDLINE in cmd_create.c);
