@@ -35,7 +35,7 @@
 #define EV_BUF_GPA  0x300000u
 #define GUEST_PORT  52u
 #define HDR_LEN	    44u
-#define OUR_BUF	    (64u * 1024)
+#define OUR_BUF	    (256u * 1024)
 #define BIG_BUF	    (1u << 20)
 
 static struct vm vm;
@@ -458,6 +458,68 @@ Test(virtio_vsock, credit_is_respected)
 		got += p.len;
 	}
 	cr_assert(eq(u32, got, 160));
+	close(fd);
+}
+
+/* One read fills many 4 KiB rx buffers (Linux's size): every buffer but the last is full, the
+ * bytes are in order, and the guest's credit bounds the batch. */
+Test(virtio_vsock, one_read_fills_many_small_rx_buffers)
+{
+	uint32_t hp, got = 0, len = 10 * RX_PAYLOAD + 123, credit = 7 * RX_PAYLOAD + 5;
+	int fd = host_establish(GUEST_PORT, credit, &hp);
+	uint8_t *data = malloc(len);
+	unsigned npkts = 0;
+	struct pkt p;
+
+	cr_assert(data != NULL);
+	for (uint32_t i = 0; i < len; i++)
+		data[i] = (uint8_t)(i * 7 + i / 4096);
+	send_all(fd, data, len);
+	pump();
+	while (rx_next(&p)) {
+		cr_assert(eq(u16, p.h.op, VIRTIO_VSOCK_OP_RW));
+		cr_assert(eq(u32, p.len, got + RX_PAYLOAD <= credit ? RX_PAYLOAD : credit - got));
+		cr_assert(eq(int, memcmp(p.data, data + got, p.len), 0));
+		got += p.len;
+		npkts++;
+	}
+	cr_assert(eq(u32, got, credit), "no more than the guest's credit");
+	cr_assert(eq(u32, npkts, 8));
+	/* The guest read it all: the rest comes, in buffers the device may already hold. */
+	tx_full(3, 2, VIRTIO_VSOCK_TYPE_STREAM, VIRTIO_VSOCK_OP_CREDIT_UPDATE, GUEST_PORT, hp, 0,
+		credit, credit, NULL, 0);
+	pump();
+	while (rx_next(&p)) {
+		cr_assert(eq(int, memcmp(p.data, data + got, p.len), 0));
+		got += p.len;
+	}
+	cr_assert(eq(u32, got, len));
+	rx_expect_none();
+	cr_assert(not(needs_reset()));
+	free(data);
+	close(fd);
+}
+
+/* Buffers popped for a batch that one read did not fill are kept for the next packets, in
+ * the order the guest gave them. */
+Test(virtio_vsock, rx_buffers_left_from_a_batch_serve_later_packets)
+{
+	uint32_t hp;
+	int fd = host_establish(GUEST_PORT, BIG_BUF, &hp);
+	struct pkt p;
+
+	for (unsigned i = 0; i < 20; i++) {
+		char b[16];
+		int n = snprintf(b, sizeof(b), "msg%u.", i);
+
+		send_all(fd, b, (size_t)n);
+		pump();
+		rx_expect(&p, VIRTIO_VSOCK_OP_RW);
+		cr_assert(eq(u32, p.len, (uint32_t)n));
+		cr_assert(eq(int, memcmp(p.data, b, (size_t)n), 0));
+		rx_expect_none();
+	}
+	cr_assert(not(needs_reset()));
 	close(fd);
 }
 

@@ -32,10 +32,10 @@
 
 #include "virtio/vsock.h"
 
-unsigned vsock_chain_iov(struct vsock_dev *d, const struct virtq_chain *c, bool writable,
-			 uint64_t offset, uint64_t len)
+unsigned vsock_chain_iov(struct vsock_dev *d, unsigned at, const struct virtq_chain *c,
+			 bool writable, uint64_t offset, uint64_t len)
 {
-	unsigned first = writable ? c->nread : 0, end = writable ? c->nsegs : c->nread, n = 0;
+	unsigned first = writable ? c->nread : 0, end = writable ? c->nsegs : c->nread, n = at;
 
 	for (unsigned i = first; i < end && len; i++) {
 		const struct virtq_seg *s = &c->segs[i];
@@ -50,7 +50,7 @@ unsigned vsock_chain_iov(struct vsock_dev *d, const struct virtq_chain *c, bool 
 		len -= take;
 		offset = 0;
 	}
-	return n;
+	return n - at;
 }
 
 /* The guest broke the virtio protocol: drop its connections, stop serving until a reset. */
@@ -58,7 +58,7 @@ static void vsock_fail(struct vsock_dev *d, const char *why)
 {
 	d->fail = why;
 	d->active = false;
-	d->rx_held = false;
+	d->rx_held = 0;
 	vsock_conn_close_all(d);
 }
 
@@ -199,17 +199,122 @@ static void vsock_serve_tx(struct vsock_dev *d)
 	d->irq |= virtq_should_notify(q, old_used);
 }
 
-/* Write one packet for the guest into d->rx_chain: an owed RST, or the next thing the first
- * pending connection owes (request or response, data, shutdown, credit update, in that
- * order). Returns the bytes written, 0 when nothing was (its socket had no data after all,
- * or the connection went away). */
-static uint32_t vsock_fill_one(struct vsock_dev *d)
+/* The i-th rx chain held (popped, not filled yet). */
+static struct virtq_chain *vsock_rx(struct vsock_dev *d, unsigned i)
 {
-	const struct virtq_chain *rx = &d->rx_chain;
+	return &d->rx[(d->rx_first + i) % VSOCK_RX_BATCH];
+}
+
+/* Pop one more rx chain into the held ones: 0, -EAGAIN when the guest gave none (we asked to
+ * hear of its next), -EPROTO when the queue or the buffer is broken (the device failed). */
+static int vsock_rx_pop(struct vsock_dev *d)
+{
+	struct virtq *q = &d->vdev->queues[VSOCK_RX_Q];
+	struct virtq_chain *c = vsock_rx(d, d->rx_held);
+	int err = virtq_pop(q, c);
+
+	if (err == -EAGAIN) {
+		/* Wait for the guest's next buffers; look once more after asking. */
+		virtq_set_avail_event(q, q->last_avail_idx);
+		if (!q->event_idx || !virtq_has_work(q))
+			return -EAGAIN;
+		err = virtq_pop(q, c);
+		if (err == -EAGAIN)
+			return -EAGAIN;
+	}
+	if (err < 0) {
+		vsock_fail(d, q->error ? q->error : "bad rx chain");
+		return -EPROTO;
+	}
+	if (c->write_len <= VSOCK_HDR_LEN) {
+		vsock_fail(d, "an rx buffer with no room past a packet header");
+		return -EPROTO;
+	}
+	d->rx_held++;
+	return 0;
+}
+
+/* Give the first held rx chain back to the guest with packet header `h` and `len` bytes of
+ * payload already in it. -EPROTO when the queue broke (the device failed). */
+static int vsock_rx_push(struct vsock_dev *d, const struct virtio_vsock_hdr *h, uint32_t len)
+{
+	struct virtq *q = &d->vdev->queues[VSOCK_RX_Q];
+	struct virtq_chain *c = vsock_rx(d, 0);
+
+	/* Cannot fail: the buffer was checked when popped. */
+	if (virtq_copy_to_chain(c, 0, h, sizeof(*h)) < 0 ||
+	    virtq_push(q, c->head, (uint32_t)VSOCK_HDR_LEN + len) < 0) {
+		vsock_fail(d, q->error ? q->error : "cannot return an rx buffer");
+		return -EPROTO;
+	}
+	d->rx_first = (d->rx_first + 1) % VSOCK_RX_BATCH;
+	d->rx_held--;
+	return 0;
+}
+
+/* Data from c's socket, read straight into as many rx buffers as one read can fill (more are
+ * popped as needed, up to VSOCK_RX_BATCH and VSOCK_PKT_MAX bytes), never past the guest's
+ * credit: one recvmsg for up to 16 of Linux's 4 KiB buffers. Returns the packets pushed (0:
+ * nothing to read after all, or EOF, which owes a shutdown now), -ECONNRESET when the socket
+ * broke (c is closed), -EPROTO when the device failed. */
+static int vsock_fill_data(struct vsock_dev *d, struct vsock_conn *c)
+{
+	uint32_t want = vsock_conn_credit(c), room[VSOCK_RX_BATCH], got, len;
+	unsigned nchains = 0, niov = 0;
+	struct virtio_vsock_hdr h;
+	int pushed = 0;
+	ssize_t n;
+
+	if (want > VSOCK_PKT_MAX)
+		want = VSOCK_PKT_MAX;
+	while (want && nchains < VSOCK_RX_BATCH) {
+		const struct virtq_chain *rx;
+
+		if (nchains == d->rx_held) {
+			int err = vsock_rx_pop(d);
+
+			if (err == -EPROTO)
+				return err;
+			if (err < 0)
+				break;
+		}
+		rx = vsock_rx(d, nchains);
+		/* A guest buffer of many pieces waits for the next read. */
+		if (nchains && niov + (rx->nsegs - rx->nread) > VIRTQ_CHAIN_MAX)
+			break;
+		room[nchains] = rx->write_len - VSOCK_HDR_LEN < want
+					? (uint32_t)(rx->write_len - VSOCK_HDR_LEN)
+					: want;
+		niov += vsock_chain_iov(d, niov, rx, true, VSOCK_HDR_LEN, room[nchains]);
+		want -= room[nchains++];
+	}
+	n = vsock_conn_read(c, d->iov, niov);
+	if (n < 0 && n != -EPIPE) {
+		vsock_conn_close(c, true);
+		return -ECONNRESET;
+	}
+	for (got = n > 0 ? (uint32_t)n : 0; got; got -= len) {
+		len = got < room[pushed] ? got : room[pushed];
+		c->tx_cnt += len;
+		vsock_conn_hdr(c, &h, VIRTIO_VSOCK_OP_RW, len, 0);
+		if (vsock_rx_push(d, &h, len) < 0)
+			return -EPROTO;
+		pushed++;
+	}
+	return pushed;
+}
+
+/* Write the next packets for the guest into the held rx chains (at least one is held): an
+ * owed RST, or what the first pending connection owes next (request or response, data,
+ * shutdown, credit update, in that order). Returns the packets pushed (0 when nothing was:
+ * its socket had no data after all, or the connection went away), or -EPROTO when the device
+ * failed. */
+static int vsock_fill_one(struct vsock_dev *d)
+{
 	struct virtio_vsock_hdr h;
 	struct vsock_conn *c;
-	uint32_t room, shut, len = 0;
-	ssize_t n;
+	uint32_t shut;
+	int n;
 
 	if (d->rst_len) {
 		struct vsock_rst *r = &d->rst[d->rst_head];
@@ -240,22 +345,15 @@ static uint32_t vsock_fill_one(struct vsock_dev *d)
 		goto update;
 	}
 	if (vsock_conn_may_read(c) && c->readable && vsock_conn_credit(c) > 0) {
-		/* Data, read straight into the guest's buffer, never past its credit. */
-		room = VSOCK_PKT_MAX;
-		if (rx->write_len - VSOCK_HDR_LEN < room)
-			room = (uint32_t)(rx->write_len - VSOCK_HDR_LEN);
-		if (vsock_conn_credit(c) < room)
-			room = vsock_conn_credit(c);
-		n = vsock_conn_read(c, d->iov, vsock_chain_iov(d, rx, true, VSOCK_HDR_LEN, room));
-		if (n > 0) {
-			len = (uint32_t)n;
-			c->tx_cnt += len;
-			vsock_conn_hdr(c, &h, VIRTIO_VSOCK_OP_RW, len, 0);
-			goto update;
-		}
-		if (n < 0 && n != -EPIPE) {
-			vsock_conn_close(c, true);
+		n = vsock_fill_data(d, c);
+		if (n == -ECONNRESET)
 			return 0;
+		if (n < 0)
+			return n;
+		if (n > 0) {
+			/* Back to the end of the line: connections take turns. */
+			vsock_conn_update(c);
+			return n;
 		}
 		/* Nothing to read after all, or EOF (a shutdown is owed now). */
 	}
@@ -273,9 +371,7 @@ update:
 	/* The header is ours already: the connection may close here (and owe an RST). */
 	vsock_conn_update(c);
 out:
-	if (virtq_copy_to_chain(rx, 0, &h, sizeof(h)) < 0)
-		return 0; /* cannot happen: the buffer was checked when popped */
-	return (uint32_t)VSOCK_HDR_LEN + len;
+	return vsock_rx_push(d, &h, 0) < 0 ? -EPROTO : 1;
 }
 
 /* Give the guest every packet it can take: RSTs first, then the connections in turn. */
@@ -283,38 +379,18 @@ static void vsock_fill_rx(struct vsock_dev *d)
 {
 	struct virtq *q = &d->vdev->queues[VSOCK_RX_Q];
 	uint16_t old_used = q->used_idx;
-	uint32_t n;
-	int err;
 
 	while (d->rst_len || !vsock_list_empty(&d->pending)) {
 		if (!d->rx_held) {
-			err = virtq_pop(q, &d->rx_chain);
-			if (err == -EAGAIN) {
-				/* Wait for the guest's next buffers; look once more after asking.
-				 */
-				virtq_set_avail_event(q, q->last_avail_idx);
-				if (q->event_idx && virtq_has_work(q))
-					continue;
+			int err = vsock_rx_pop(d);
+
+			if (err == -EPROTO)
+				return;
+			if (err < 0)
 				break;
-			}
-			if (err < 0) {
-				vsock_fail(d, q->error ? q->error : "bad rx chain");
-				return;
-			}
-			if (d->rx_chain.write_len <= VSOCK_HDR_LEN) {
-				vsock_fail(d, "an rx buffer with no room past a packet header");
-				return;
-			}
-			d->rx_held = true;
 		}
-		n = vsock_fill_one(d);
-		if (!n)
-			continue;
-		d->rx_held = false;
-		if (virtq_push(q, d->rx_chain.head, n) < 0) {
-			vsock_fail(d, q->error ? q->error : "cannot return an rx buffer");
+		if (vsock_fill_one(d) < 0)
 			return;
-		}
 	}
 	d->irq |= virtq_should_notify(q, old_used);
 }
@@ -433,7 +509,7 @@ static void vsock_reset(void *opaque)
 	 * leave closing sockets (the event loop's business) to the I/O thread. */
 	pthread_mutex_lock(&d->lock);
 	d->active = false;
-	d->rx_held = false;
+	d->rx_held = 0;
 	d->event_pending = false;
 	d->reset_pending = true;
 	pthread_mutex_unlock(&d->lock);

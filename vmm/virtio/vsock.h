@@ -11,11 +11,18 @@
  * Flow control (virtio 1.2, 5.10.6.3), per connection:
  * - guest to host: we advertise buf_alloc = VSOCK_BUF_LEN and fwd_cnt = the bytes written to
  *   the unix socket. Bytes the socket does not take at once wait in `buf`, at most
- *   VSOCK_BUF_LEN of them; a guest that sends more than its credit is reset.
- * - host to guest: we read from the unix socket only into an rx buffer the guest gave us, and
+ *   VSOCK_BUF_LEN of them; a guest that sends more than its credit is reset. All the `buf`s
+ *   of a device together hold at most VSOCK_BUF_TOTAL: a connection that needs one beyond
+ *   that is reset (its guest floods many connections whose clients do not read).
+ * - host to guest: we read from the unix socket only into rx buffers the guest gave us, and
  *   never more than the guest's credit (peer_buf_alloc - (tx_cnt - peer_fwd_cnt)). When the
  *   guest does not read, we stop reading the socket, and the client's writes block in the
  *   kernel: the VMM buffers nothing in this direction.
+ *
+ * Per-packet costs (each one is a syscall, a ring update and, unless suppressed, an exit or
+ * an interrupt, ~50 us in a nested host): the guest may have a whole VSOCK_BUF_LEN in flight
+ * before it hears from us, so its next packets overlap our write of the last; Linux's rx
+ * buffers are 4 KiB, so one recvmsg fills up to VSOCK_RX_BATCH of them at once.
  */
 #ifndef SANDBOX_VIRTIO_VSOCK_H
 #define SANDBOX_VIRTIO_VSOCK_H
@@ -41,9 +48,14 @@
  * beyond gets RST (from the guest) or a closed socket (from the host). */
 #define VSOCK_CONN_MAX	    1024u
 #define VSOCK_HASH_LEN	    256u /* buckets of the (local port, peer port) table */
-/* Our receive buffer per connection (buf_alloc), allocated when the socket first pushes back:
- * at most VSOCK_CONN_MAX * VSOCK_BUF_LEN = 64 MiB however the guest floods. */
-#define VSOCK_BUF_LEN	    (64u * 1024)
+/* Our receive buffer per connection (buf_alloc), allocated when the socket first pushes back
+ * and kept while the connection lives. 256 KiB, as Linux's own default: with 64 KiB the guest
+ * had one 64 KiB packet in flight and then waited a round trip for credit. */
+#define VSOCK_BUF_LEN	    (256u * 1024)
+/* The most all of a device's `buf`s hold together, however the guest floods. */
+#define VSOCK_BUF_TOTAL	    (64u * 1024 * 1024)
+/* rx buffers filled by one read from a socket (at most VSOCK_PKT_MAX bytes in all). */
+#define VSOCK_RX_BATCH	    16u
 /* The most payload one packet carries either way (Linux's VIRTIO_VSOCK_MAX_PKT_BUF_SIZE). */
 #define VSOCK_PKT_MAX	    (64u * 1024)
 /* RSTs owed for connections that no longer (or never did) exist; more are dropped. */
@@ -133,15 +145,17 @@ struct vsock_dev {
 	struct vsock_link conns;
 	struct vsock_link pending;
 	unsigned nconns;
+	uint32_t buf_total; /* bytes of the connections' `buf`s allocated now */
 	uint32_t next_port;
 	struct vsock_rst rst[VSOCK_RST_MAX];
 	unsigned rst_head, rst_len;
-	bool rx_held; /* rx_chain was popped and is not filled yet */
+	/* rx chains popped and not filled yet: rx[(rx_first + i) % VSOCK_RX_BATCH], i < rx_held */
+	unsigned rx_first, rx_held;
 	struct log_ratelimit rl;
 	struct virtio_vsock_config config;
 	struct iovec iov[VIRTQ_CHAIN_MAX];
-	struct virtq_chain rx_chain; /* an rx buffer waiting for a packet */
-	struct virtq_chain chain;    /* the tx or event chain being served */
+	struct virtq_chain rx[VSOCK_RX_BATCH]; /* rx buffers waiting for packets */
+	struct virtq_chain chain;	       /* the tx or event chain being served */
 };
 
 /* ---- vsock_conn.c ---- */
@@ -197,9 +211,10 @@ void vsock_run(struct vsock_dev *d);
  * lock: the transport holds its own lock while it calls our reset). */
 void vsock_unlock(struct vsock_dev *d);
 /* Build the iovec for `len` bytes at `offset` of the chain's readable or writable part into
- * d->iov; returns the number of entries. The caller checked that the part is long enough. */
-unsigned vsock_chain_iov(struct vsock_dev *d, const struct virtq_chain *c, bool writable,
-			 uint64_t offset, uint64_t len);
+ * d->iov from entry `at` on; returns the number of entries. The caller checked that the part
+ * is long enough and that d->iov has room for all of the part's segments after `at`. */
+unsigned vsock_chain_iov(struct vsock_dev *d, unsigned at, const struct virtq_chain *c,
+			 bool writable, uint64_t offset, uint64_t len);
 
 /* The list helpers. */
 static inline void vsock_list_init(struct vsock_link *l)

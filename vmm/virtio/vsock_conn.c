@@ -104,6 +104,8 @@ void vsock_conn_close(struct vsock_conn *c, bool rst)
 		vsock_list_del(&c->pending);
 	vsock_list_del(&c->all);
 	d->nconns--;
+	if (c->buf)
+		d->buf_total -= VSOCK_BUF_LEN;
 	free(c->buf);
 	free(c);
 }
@@ -214,7 +216,7 @@ int vsock_conn_write(struct vsock_conn *c, const struct virtq_chain *chain, uint
 	c->rx_cnt += len;
 	/* Straight from guest RAM to the socket when nothing waits before these bytes. */
 	if (!c->buf_used) {
-		unsigned niov = vsock_chain_iov(d, chain, false, offset, len);
+		unsigned niov = vsock_chain_iov(d, 0, chain, false, offset, len);
 		struct msghdr msg = {.msg_iov = d->iov, .msg_iovlen = niov};
 		ssize_t n = sendmsg(c->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
 
@@ -227,9 +229,20 @@ int vsock_conn_write(struct vsock_conn *c, const struct virtq_chain *chain, uint
 	}
 	if (sent == len)
 		return 0;
-	if (!c->buf && !(c->buf = malloc(VSOCK_BUF_LEN))) {
-		vsock_conn_close(c, true);
-		return -ECONNRESET;
+	if (!c->buf) {
+		if (d->buf_total > VSOCK_BUF_TOTAL - VSOCK_BUF_LEN) {
+			if (log_ratelimit_ok(&d->rl, 3))
+				log_warn("virtio-vsock: %u MiB wait for slow clients already: "
+					 "resetting guest port %u",
+					 VSOCK_BUF_TOTAL >> 20, c->peer_port);
+			vsock_conn_close(c, true);
+			return -ECONNRESET;
+		}
+		if (!(c->buf = malloc(VSOCK_BUF_LEN))) {
+			vsock_conn_close(c, true);
+			return -ECONNRESET;
+		}
+		d->buf_total += VSOCK_BUF_LEN;
 	}
 	/* The rest goes to the ring, in at most two pieces; credit guarantees the room. */
 	len -= sent;
