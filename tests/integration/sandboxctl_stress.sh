@@ -1,0 +1,204 @@
+#!/bin/sh
+# sandboxctl under load with a real guest, on the busybox image: what sandboxctl.sh does not
+# push hard.
+#
+# usage: sandboxctl_stress.sh SANDBOXCTL VMM KERNEL INITRD
+# Checks: 100 MiB of a command's output stream through intact (sha256) while the VMM's own
+# memory (RssAnon: guest RAM is a memfd, RssShmem) grows by less than STRESS_RSS_MAX_KIB;
+# 16 execs in parallel each exit with their own status and print their own stdout and
+# stderr; SIGTERM sent to `sandboxctl exec` reaches the command (a trap in it runs); a file of
+# STRESS_CP_MIB MiB copied in and out keeps its sha256; a 100 MiB copy onto the 64 MiB root
+# fails with a clear error, leaves no temporary file, and the sandbox keeps working; a missing
+# program exits 127 with a message, a --cwd that does not exist 126 with one, an unknown id 125.
+# As sandboxctl.sh: natively where Linux boots, inside the emulated KVM host on kvm-pvm,
+# skipped otherwise. STRESS_CP_MIB defaults to 1024 natively and to 128 in the emulated host,
+# where everything runs under TCG (~5 MB/s through vsock; 1 GiB would take minutes each way).
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+
+fail() {
+	echo "FAIL: $*"
+	[ -n "${id:-}" ] && [ -f "$SANDBOX_HOME/sandboxes/$id/console.log" ] &&
+		tail -n 30 "$SANDBOX_HOME/sandboxes/$id/console.log"
+	exit 1
+}
+
+up() { cut -d' ' -f1 /proc/uptime; }
+since() { echo "$1 $(up)" | awk '{ printf "%.1f", $2 - $1 }'; }
+
+# rss_anon PID: the VMM's own resident memory in KiB (not guest RAM, which is shared memory)
+rss_anon() { awk '/^RssAnon:/ { print $2 }' "/proc/$1/status"; }
+
+# gen N CHUNK: N MiB-and-a-bit, each a line number and then CHUNK (1 MiB): the same bytes
+# wherever it runs, and no two MiB alike.
+gen() {
+	i=0
+	while [ "$i" -lt "$1" ]; do
+		i=$((i + 1))
+		echo "$i"
+		cat "$2"
+	done
+}
+
+# --inner CTL KERNEL INITRD ROOTFS: the checks, with a fresh $SANDBOX_HOME.
+inner() {
+	ctl=$1 kernel=$2 initrd=$3 rootfs=$4
+	cp_mib=${STRESS_CP_MIB:-1024}
+	rss_max=${STRESS_RSS_MAX_KIB:-8192}
+	SANDBOX_HOME=$(mktemp -d)
+	export SANDBOX_HOME
+	trap '[ -n "${id:-}" ] && "$ctl" rm -f "$id" >/dev/null 2>&1; rm -rf "$SANDBOX_HOME"' EXIT
+	"$ctl" images import busybox --kernel "$kernel" --initrd "$initrd" --rootfs "$rootfs" ||
+		fail "images import"
+	# guest RAM for the copied file in /tmp (tmpfs), and room to run beside it
+	id=$("$ctl" create --image busybox --memory $((cp_mib + 256)) --timeout 120) ||
+		fail "create (status $?)"
+	echo "created $id (copies of $cp_mib MiB)"
+	pid=$(cat "$SANDBOX_HOME/sandboxes/$id/pid")
+	"$ctl" exec "$id" -- mount -o remount,size=$((cp_mib + 32))m /tmp ||
+		fail "cannot make /tmp large enough"
+
+	# Bad input first: quick, and they must not disturb what follows.
+	"$ctl" exec "$id" -- /no/such/program 2>"$SANDBOX_HOME/err"
+	st=$?
+	[ "$st" = 127 ] || fail "a missing program gave status $st"
+	grep -q 'no/such/program' "$SANDBOX_HOME/err" ||
+		fail "a missing program printed no message: '$(cat "$SANDBOX_HOME/err")'"
+	"$ctl" exec --cwd /no/such/dir "$id" -- true 2>"$SANDBOX_HOME/err"
+	st=$?
+	[ "$st" = 126 ] || fail "a --cwd that does not exist gave status $st"
+	grep -q 'no/such/dir' "$SANDBOX_HOME/err" ||
+		fail "a bad --cwd printed no message: '$(cat "$SANDBOX_HOME/err")'"
+	"$ctl" exec 0123456789ab -- true 2>"$SANDBOX_HOME/err"
+	st=$?
+	[ "$st" = 125 ] || fail "exec on an unknown id gave status $st"
+	[ -s "$SANDBOX_HOME/err" ] || fail "exec on an unknown id printed no message"
+	echo "ok: missing program 127, bad cwd 126, unknown id 125"
+
+	# 100 MiB of output, streamed; the VMM's own memory sampled all along.
+	head -c 1048576 /dev/urandom >"$SANDBOX_HOME/chunk"
+	"$ctl" cp "$SANDBOX_HOME/chunk" "$id:/tmp/chunk" || fail "cp of the 1 MiB chunk"
+	want=$(gen 100 "$SANDBOX_HOME/chunk" | sha256sum | cut -c1-64)
+	rss0=$(rss_anon "$pid")
+	t0=$(up)
+	gen_cmd='i=0; while [ $i -lt 100 ]; do i=$((i + 1)); echo $i; cat /tmp/chunk; done'
+	"$ctl" exec "$id" -- sh -c "$gen_cmd" | sha256sum | cut -c1-64 >"$SANDBOX_HOME/got" &
+	stream=$!
+	peak=$rss0
+	while kill -0 "$stream" 2>/dev/null; do
+		r=$(rss_anon "$pid")
+		[ "$r" -gt "$peak" ] && peak=$r
+		sleep 1
+	done
+	wait "$stream"
+	got=$(cat "$SANDBOX_HOME/got")
+	[ "$got" = "$want" ] || fail "100 MiB streamed out with sha256 $got, not $want"
+	echo "ok: 100 MiB streamed intact in $(since "$t0") s; VMM RssAnon $rss0 KiB, peak $peak KiB"
+	[ $((peak - rss0)) -le "$rss_max" ] ||
+		fail "the VMM grew by $((peak - rss0)) KiB (more than $rss_max) streaming 100 MiB"
+
+	# 16 at once, each with its own stdout, stderr and status.
+	i=0
+	pids=
+	while [ "$i" -lt 16 ]; do
+		i=$((i + 1))
+		"$ctl" exec "$id" -- sh -c "echo out-$i; echo err-$i >&2; exit $((i % 5))" \
+			>"$SANDBOX_HOME/p$i.out" 2>"$SANDBOX_HOME/p$i.err" &
+		pids="$pids $!"
+	done
+	i=0
+	for p in $pids; do
+		i=$((i + 1))
+		wait "$p"
+		st=$?
+		[ "$st" = $((i % 5)) ] || fail "parallel exec $i exited $st, not $((i % 5))"
+		[ "$(cat "$SANDBOX_HOME/p$i.out")" = "out-$i" ] ||
+			fail "parallel exec $i printed '$(cat "$SANDBOX_HOME/p$i.out")'"
+		[ "$(cat "$SANDBOX_HOME/p$i.err")" = "err-$i" ] ||
+			fail "parallel exec $i wrote '$(cat "$SANDBOX_HOME/p$i.err")' on stderr"
+	done
+	echo "ok: 16 execs in parallel"
+
+	# SIGTERM to sandboxctl goes to the command: its trap runs and decides the status.
+	"$ctl" exec "$id" -- sh -c 'trap "echo caught TERM; exit 3" TERM; echo ready
+		while :; do sleep 1; done' >"$SANDBOX_HOME/sig.out" &
+	sig=$!
+	t0=$(up)
+	while ! grep -q ready "$SANDBOX_HOME/sig.out" 2>/dev/null; do
+		[ "$(since "$t0" | cut -d. -f1)" -lt 60 ] || fail "the trapping command never started"
+		sleep 0.2
+	done
+	kill -TERM "$sig"
+	wait "$sig"
+	st=$?
+	[ "$st" = 3 ] && grep -q 'caught TERM' "$SANDBOX_HOME/sig.out" ||
+		fail "SIGTERM did not reach the command (status $st, output '$(cat "$SANDBOX_HOME/sig.out")')"
+	"$ctl" exec "$id" -- sleep 100 &
+	sig=$!
+	sleep 2
+	kill -TERM "$sig"
+	wait "$sig"
+	st=$?
+	[ "$st" = 143 ] || fail "sleep killed by a forwarded SIGTERM exited $st, not 143"
+	echo "ok: SIGTERM reaches the command"
+
+	# A large file in and out (streamed back through sha256sum: no second copy on the host).
+	t0=$(up)
+	gen "$cp_mib" "$SANDBOX_HOME/chunk" >"$SANDBOX_HOME/big"
+	want=$(sha256sum <"$SANDBOX_HOME/big" | cut -c1-64)
+	echo "made $cp_mib MiB in $(since "$t0") s"
+	t0=$(up)
+	"$ctl" cp "$SANDBOX_HOME/big" "$id:/tmp/big" || fail "cp of $cp_mib MiB in"
+	echo "cp in: $cp_mib MiB in $(since "$t0") s"
+	t0=$(up)
+	got=$("$ctl" cp "$id:/tmp/big" - | sha256sum | cut -c1-64)
+	echo "cp out: $cp_mib MiB in $(since "$t0") s"
+	[ "$got" = "$want" ] || fail "$cp_mib MiB came back with sha256 $got, not $want"
+	"$ctl" exec "$id" -- rm /tmp/big || fail "rm /tmp/big"
+	echo "ok: $cp_mib MiB copied in and out intact"
+
+	# A full disk: the 64 MiB root cannot take 100 MiB.
+	if [ "$cp_mib" -lt 100 ]; then
+		gen 100 "$SANDBOX_HOME/chunk" >"$SANDBOX_HOME/big"
+	fi
+	head -c $((100 << 20)) "$SANDBOX_HOME/big" >"$SANDBOX_HOME/full"
+	rm -f "$SANDBOX_HOME/big"
+	"$ctl" cp "$SANDBOX_HOME/full" "$id:/full" 2>"$SANDBOX_HOME/err"
+	st=$?
+	[ "$st" = 1 ] || fail "cp onto a full disk exited $st, not 1 ($(cat "$SANDBOX_HOME/err"))"
+	grep -qi 'no space' "$SANDBOX_HOME/err" ||
+		fail "cp onto a full disk said '$(cat "$SANDBOX_HOME/err")'"
+	[ "$("$ctl" exec "$id" -- echo ok)" = ok ] || fail "exec after a full disk"
+	left=$("$ctl" exec "$id" -- ls -a /) || fail "ls / after a full disk"
+	echo "$left" | grep -q full && fail "a full disk left a file behind: $left"
+	"$ctl" cp "$SANDBOX_HOME/chunk" "$id:/chunk" || fail "a small cp after a full disk"
+	echo "ok: cp onto a full disk: $(cat "$SANDBOX_HOME/err")"
+
+	"$ctl" rm -f "$id" || fail "rm -f"
+	id=
+	echo "ok: sandboxctl stress"
+	exit 0
+}
+
+if [ "${1-}" = --inner ]; then
+	shift
+	inner "$@"
+fi
+
+ctl=$1 vmm=$2 kernel=$3 initrd=$4
+[ -e "$kernel" ] || { echo "SKIP: guest kernel $kernel not built (run tools/dev setup)"; exit 77; }
+build=$(cd "$(dirname "$vmm")/.." && pwd)
+"$vmm" --check
+check=$?
+case "$check" in 0 | 3) ;; *) echo "SKIP: no usable KVM on this host"; exit 77 ;; esac
+rootfs=$("$top/guest/image/busybox.sh" "$build/guest/sandbox-init") || {
+	echo "FAIL: cannot build the busybox image"
+	exit 1
+}
+if [ "$check" = 0 ]; then
+	inner "$ctl" "$kernel" "$initrd" "$rootfs"
+fi
+exec "$here/devhost_retry.sh" "$build" --timeout 540 --memory 3072 \
+	-e STRESS_CP_MIB="${STRESS_CP_MIB:-128}" --add "$here" --add "$(dirname "$rootfs")" -- \
+	"$here/sandboxctl_stress.sh" --inner "$ctl" "$kernel" "$initrd" "$rootfs"
