@@ -30,10 +30,11 @@ struct agent_fwrite {
 	struct agent_fwrite *next;
 };
 
-/* A file read in progress, sent by agent_file_pump. */
+/* A file read or a listing in progress, sent by agent_file_pump. */
 struct agent_fread {
 	uint64_t id;
-	int fd;
+	int fd;	  /* a file read: the file */
+	DIR *dir; /* a listing (LIST): the directory, fd unused */
 	struct agent_fread *next;
 };
 
@@ -239,6 +240,49 @@ int agent_file_read(struct agent_conn *c, const struct proto_frame *f)
 	return 0;
 }
 
+/* Close r's file or directory and free it. */
+static void agent_fread_free(struct agent_fread *r)
+{
+	if (r->dir != NULL)
+		closedir(r->dir);
+	else
+		close(r->fd);
+	free(r);
+}
+
+/*
+ * Send the next DIRENTs of the listing r on c, about one data chunk's worth. Returns 1 if r
+ * goes on, 0 if it ended (END sent, or the connection is closing): the caller frees it.
+ */
+static int agent_flist_step(struct agent_conn *c, struct agent_fread *r)
+{
+	uint8_t head[sizeof(struct proto_stat)];
+	size_t sent = 0;
+	struct dirent *de;
+
+	while (sent < PROTO_DATA_CHUNK) {
+		struct stat st;
+		uint32_t name_len;
+
+		de = readdir(r->dir);
+		if (de == NULL) {
+			(void)!agent_send(c, PROTO_MSG_END, r->id, NULL, 0, NULL, 0);
+			return 0;
+		}
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (fstatat(dirfd(r->dir), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			memset(&st, 0, sizeof(st)); /* it went away meanwhile */
+		agent_file_encode_stat(&st, head);
+		name_len = (uint32_t)strlen(de->d_name);
+		if (agent_send(c, PROTO_MSG_DIRENT, r->id, head, sizeof(head), de->d_name,
+			       name_len) < 0)
+			return 0;
+		sent += PROTO_HDR_LEN + sizeof(head) + name_len;
+	}
+	return 1;
+}
+
 /*
  * Send the next chunk of r on c. Returns 1 if r goes on, 0 if it ended (END or ERROR sent):
  * the caller frees it.
@@ -248,6 +292,8 @@ static int agent_fread_step(struct agent_conn *c, struct agent_fread *r)
 	struct proto_hdr hdr = {.type = PROTO_MSG_DATA, .flags = 0, .id = r->id};
 	ssize_t n;
 
+	if (r->dir != NULL)
+		return agent_flist_step(c, r);
 	if (agent_buf_reserve(&c->out, PROTO_HDR_LEN + PROTO_DATA_CHUNK) < 0)
 		return 1;
 	do {
@@ -282,8 +328,7 @@ void agent_file_pump(struct agent_conn *c)
 			continue;
 		}
 		*pp = r->next;
-		close(r->fd);
-		free(r);
+		agent_fread_free(r);
 		if (*pp == NULL)
 			pp = &c->freads;
 	}
@@ -298,8 +343,7 @@ void agent_file_drop_all(struct agent_conn *c)
 		struct agent_fread *r = c->freads;
 
 		c->freads = r->next;
-		close(r->fd);
-		free(r);
+		agent_fread_free(r);
 	}
 }
 
@@ -322,12 +366,12 @@ int agent_file_stat(struct agent_conn *c, const struct proto_frame *f)
 	return agent_send(c, PROTO_MSG_STAT_REPLY, f->hdr.id, head, sizeof(head), NULL, 0);
 }
 
-/* LIST; see agent.h. */
+/* LIST; see agent.h. The entries are sent by agent_file_pump, paced like a file read: a
+ * directory of a million entries must not be buffered whole. */
 int agent_file_list(struct agent_conn *c, const struct proto_frame *f)
 {
-	uint8_t head[sizeof(struct proto_stat)];
+	struct agent_fread *r;
 	const char *path;
-	struct dirent *de;
 	DIR *dir;
 	int fd, rc, err;
 
@@ -341,22 +385,17 @@ int agent_file_list(struct agent_conn *c, const struct proto_frame *f)
 			close(fd);
 		return agent_send_error(c, f->hdr.id, err, "list %s: %s", path, strerror(err));
 	}
-	rc = 0;
-	while (rc == 0 && (de = readdir(dir)) != NULL) {
-		struct stat st;
-
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			memset(&st, 0, sizeof(st)); /* it went away meanwhile */
-		agent_file_encode_stat(&st, head);
-		rc = agent_send(c, PROTO_MSG_DIRENT, f->hdr.id, head, sizeof(head), de->d_name,
-				(uint32_t)strlen(de->d_name));
+	r = calloc(1, sizeof(*r));
+	if (r == NULL) {
+		closedir(dir);
+		return -ENOMEM;
 	}
-	closedir(dir);
-	if (rc < 0)
-		return rc;
-	return agent_send(c, PROTO_MSG_END, f->hdr.id, NULL, 0, NULL, 0);
+	r->id = f->hdr.id;
+	r->fd = -1;
+	r->dir = dir;
+	r->next = c->freads;
+	c->freads = r;
+	return 0;
 }
 
 /* mkdir -p path with mode. Returns 0 or -errno. */

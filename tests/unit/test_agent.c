@@ -518,3 +518,49 @@ Test(agent, exec_killed_when_the_client_goes_away)
 	cr_assert(kill(pid, 0) < 0, "child %d still alive", (int)pid);
 	tc_expect_alive();
 }
+
+Test(agent, list_is_flow_controlled)
+{
+	const int nfiles = 60000;
+	char dir[] = "/tmp/agent-test-XXXXXX", path[512], name[256];
+	struct tc_conn c;
+	struct tc_frame f;
+	long before, after;
+	int i, entries = 0;
+
+	/* 60000 entries of 200-byte names: about 15 MiB of DIRENT frames */
+	cr_assert_not_null(mkdtemp(dir));
+	memset(name, 'n', 200);
+	name[200] = '\0';
+	for (i = 0; i < nfiles; i++) {
+		snprintf(path, sizeof(path), "%s/%.190s%08d", dir, name, i);
+		close(open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
+	}
+	tc_connect(&c);
+	before = tc_rss_kib(tc_agent_pid);
+	tc_send_path(&c, PROTO_MSG_LIST, 1, NULL, 0, dir);
+	usleep(500 * 1000); /* a slow reader: the agent must not queue the whole listing */
+	after = tc_rss_kib(tc_agent_pid);
+	cr_assert(after - before < 8 * 1024, "the agent grew from %ld to %ld KiB", before, after);
+	for (;;) {
+		cr_assert(tc_recv(&c, &f) == 1);
+		cr_assert_eq(f.hdr.id, 1);
+		if (f.hdr.type == PROTO_MSG_END) {
+			free(f.payload);
+			break;
+		}
+		cr_assert_eq(f.hdr.type, PROTO_MSG_DIRENT);
+		entries++;
+		free(f.payload);
+	}
+	cr_assert_eq(entries, nfiles);
+	/* the connection goes on */
+	tc_send(&c, PROTO_MSG_PING, 2, NULL, 0);
+	free(tc_expect(&c, PROTO_MSG_PONG, 2));
+	tc_close(&c);
+	for (i = 0; i < nfiles; i++) {
+		snprintf(path, sizeof(path), "%s/%.190s%08d", dir, name, i);
+		unlink(path);
+	}
+	rmdir(dir);
+}
