@@ -136,10 +136,11 @@ int agent_file_write(struct agent_conn *c, const struct proto_frame *f)
 		agent_fwrite_free(c, w);
 		return rc;
 	}
-	if (fchmod(w->fd, mode & 07777) < 0 ||
-	    ((uid != PROTO_ID_KEEP || gid != PROTO_ID_KEEP) &&
+	/* chown before chmod: a chown clears the set-user-ID and set-group-ID bits */
+	if (((uid != PROTO_ID_KEEP || gid != PROTO_ID_KEEP) &&
 	     fchown(w->fd, uid == PROTO_ID_KEEP ? (uid_t)-1 : uid,
-		    gid == PROTO_ID_KEEP ? (gid_t)-1 : gid) < 0)) {
+		    gid == PROTO_ID_KEEP ? (gid_t)-1 : gid) < 0) ||
+	    fchmod(w->fd, mode & 07777) < 0) {
 		err = errno;
 		rc = agent_send_error(c, w->id, err, "chmod/chown %s: %s", path, strerror(err));
 		agent_fwrite_free(c, w);

@@ -564,3 +564,28 @@ Test(agent, list_is_flow_controlled)
 	}
 	rmdir(dir);
 }
+
+Test(agent, file_write_keeps_setuid_with_an_owner)
+{
+	uint8_t head[sizeof(struct proto_file_write)] = {0};
+	char dir[] = "/tmp/agent-test-XXXXXX", path[128];
+	struct tc_conn c;
+	struct stat st;
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/suid", dir);
+	tc_connect(&c);
+	proto_put_le32(head + offsetof(struct proto_file_write, mode), 06755);
+	proto_put_le32(head + offsetof(struct proto_file_write, uid), (uint32_t)getuid());
+	proto_put_le32(head + offsetof(struct proto_file_write, gid), (uint32_t)getgid());
+	tc_send_path(&c, PROTO_MSG_FILE_WRITE, 1, head, sizeof(head), path);
+	tc_send(&c, PROTO_MSG_DATA, 1, "x", 1);
+	tc_send(&c, PROTO_MSG_END, 1, NULL, 0);
+	free(tc_expect(&c, PROTO_MSG_OK, 1));
+	cr_assert(stat(path, &st) == 0);
+	/* a chown after the chmod would have cleared the set-id bits */
+	cr_assert_eq(st.st_mode & 07777, 06755, "mode %o", st.st_mode & 07777);
+	tc_close(&c);
+	unlink(path);
+	rmdir(dir);
+}
