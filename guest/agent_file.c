@@ -224,7 +224,12 @@ int agent_file_read(struct agent_conn *c, const struct proto_frame *f)
 		err = errno;
 		return agent_send_error(c, f->hdr.id, err, "open %s: %s", path, strerror(err));
 	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+	if (fstat(fd, &st) < 0) {
+		err = errno;
+		close(fd);
+		return agent_send_error(c, f->hdr.id, err, "read %s: %s", path, strerror(err));
+	}
+	if (!S_ISREG(st.st_mode)) {
 		err = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
 		close(fd);
 		return agent_send_error(c, f->hdr.id, err, "read %s: not a regular file", path);
@@ -295,8 +300,12 @@ static int agent_fread_step(struct agent_conn *c, struct agent_fread *r)
 
 	if (r->dir != NULL)
 		return agent_flist_step(c, r);
-	if (agent_buf_reserve(&c->out, PROTO_HDR_LEN + PROTO_DATA_CHUNK) < 0)
-		return 1;
+	if (agent_buf_reserve(&c->out, PROTO_HDR_LEN + PROTO_DATA_CHUNK) < 0) {
+		/* as agent_send does: without memory the connection goes. Returning 1 here
+		 * would spin agent_file_pump for ever, the buffer never filling. */
+		c->closing = true;
+		return 0;
+	}
 	do {
 		n = read(r->fd, c->out.data + c->out.len + PROTO_HDR_LEN, PROTO_DATA_CHUNK);
 	} while (n < 0 && errno == EINTR);
