@@ -154,6 +154,7 @@ struct agent_conn {
 	void *dec;	  /* struct proto_decoder */
 	uint8_t *rbuf;	  /* bytes read, not yet decoded: [roff, rlen) */
 	size_t roff, rlen;
+	bool in_dec; /* dec holds part of a frame: the next bytes are its rest */
 };
 /* Connect to the agent of `sb` and exchange HELLO, within `timeout_ms`. -ECONNREFUSED or
  * -ENOENT while the guest is not up yet, -EPROTO for a peer that does not speak the
