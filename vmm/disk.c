@@ -562,8 +562,8 @@ int disk_create_overlay_len(const char *path, const char *parent_path, uint32_t 
 		r = disk_fail(err, -EINVAL, "%s: cluster size %u differs from its parent's (%u)",
 			      path, cluster_len, parent->cluster_len);
 	else if (virtual_len < parent->virtual_len)
-		r = disk_fail(err, -EINVAL, "%s: %llu bytes is smaller than its parent (%llu)", path,
-			      (unsigned long long)virtual_len,
+		r = disk_fail(err, -EINVAL, "%s: %llu bytes is smaller than its parent (%llu)",
+			      path, (unsigned long long)virtual_len,
 			      (unsigned long long)parent->virtual_len);
 	else
 		r = disk_layer_create(path, virtual_len, cluster_len, &parent->layers[0], err);
