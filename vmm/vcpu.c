@@ -531,12 +531,19 @@ int vcpu_pause_all(struct vm *vm, unsigned timeout_ms)
 		until.tv_nsec -= 1000000000;
 	}
 	pthread_mutex_lock(&vm->lock);
+	/* vm_request_stop broadcasts parked_cond too: a vCPU that stops the VM instead of
+	 * parking does not leave us waiting for the timeout. */
 	while (vm->nparked < nstarted && !atomic_load(&vm->stopping) && !err)
 		err = -pthread_cond_timedwait(&vm->parked_cond, &vm->lock, &until);
 	pthread_mutex_unlock(&vm->lock);
 	if (atomic_load(&vm->stopping))
 		return -ESHUTDOWN;
-	return err;
+	if (err) {
+		/* Not paused after all: say so everywhere, and let the parked ones run again. */
+		vcpu_resume_all(vm);
+		return err;
+	}
+	return 0;
 }
 
 void vcpu_resume_all(struct vm *vm)

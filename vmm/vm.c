@@ -197,8 +197,10 @@ void vm_request_stop(struct vm *vm, enum vm_exit_status status, const char *fmt,
 		vsnprintf(vm->exit_reason, sizeof(vm->exit_reason), fmt, ap);
 		va_end(ap);
 	}
-	pthread_mutex_unlock(&vm->lock);
 	atomic_store(&vm->stopping, true);
+	/* A pause waiting for every vCPU to park would otherwise wait for its timeout. */
+	pthread_cond_broadcast(&vm->parked_cond);
+	pthread_mutex_unlock(&vm->lock);
 	/* Wake the main loop; the vCPUs are kicked by vcpu_stop_all from there. */
 	if (write(vm->stop_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 		log_warn("cannot signal the main loop: %s", strerror(errno));
