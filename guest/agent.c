@@ -180,8 +180,20 @@ bool agent_conn_id_live(const struct agent_conn *c, uint64_t id)
 }
 
 /* Unlink c from the agent, end all its calls and free it. */
+/* Take the listening socket out of epoll (it would be readable, and accept would fail,
+ * forever) until a connection goes away. */
+static void agent_accept_pause(struct agent *a, const char *why)
+{
+	if (a->accept_paused)
+		return;
+	log_warn("agent: not accepting connections for now: %s", why);
+	if (agent_watch_set(a, &a->listen_watch, 0) == 0)
+		a->accept_paused = true;
+}
+
 static void agent_conn_free(struct agent_conn *c)
 {
+	struct agent *a = c->agent;
 	struct agent_conn **pp;
 
 	for (pp = &c->agent->conns; *pp != NULL; pp = &(*pp)->next) {
@@ -196,6 +208,9 @@ static void agent_conn_free(struct agent_conn *c)
 	proto_decoder_free(&c->dec);
 	agent_buf_free(&c->out);
 	free(c);
+	a->nconns--;
+	if (a->accept_paused && agent_watch_set(a, &a->listen_watch, EPOLLIN) == 0)
+		a->accept_paused = false;
 }
 
 /*
@@ -406,21 +421,31 @@ static void agent_conn_read(struct agent_conn *c)
 static void agent_accept(struct agent *a)
 {
 	for (;;) {
-		int fd = accept4(a->listen_watch.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		struct agent_conn *c;
+		int fd;
 
+		if (a->nconns >= AGENT_CONNS_MAX) {
+			agent_accept_pause(a, "too many connections");
+			return;
+		}
+		fd = accept4(a->listen_watch.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno == EINTR)
 				continue;
-			if (errno != EAGAIN && errno != EWOULDBLOCK)
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM)
+				agent_accept_pause(a, strerror(errno));
+			else if (errno != EAGAIN && errno != EWOULDBLOCK)
 				log_warn("agent: accept: %s", strerror(errno));
 			return;
 		}
 		c = calloc(1, sizeof(*c));
 		if (c == NULL) {
 			close(fd);
-			continue;
+			agent_accept_pause(a, "out of memory");
+			return;
 		}
+		a->nconns++;
 		c->agent = a;
 		c->watch = (struct agent_watch){AGENT_WATCH_CONN, fd, 0, c};
 		proto_decoder_init(&c->dec);

@@ -21,8 +21,11 @@
 #include "proto.h"
 
 /* Output a connection may buffer before its producers pause, and where they resume. */
-#define AGENT_OUT_HIGH (256u << 10)
-#define AGENT_OUT_LOW  (64u << 10)
+#define AGENT_OUT_HIGH	(256u << 10)
+#define AGENT_OUT_LOW	(64u << 10)
+/* Connections at once; beyond, the agent stops accepting until one closes (each holds fds,
+ * and a host that opens them without end must not make PID 1 spin or run out). */
+#define AGENT_CONNS_MAX 256u
 
 /* What the caller of agent_run provides. */
 struct agent_config {
@@ -103,6 +106,9 @@ struct agent {
 	struct agent_watch listen_watch;
 	struct agent_watch signal_watch;
 	struct agent_conn *conns;
+	unsigned nconns;
+	bool accept_paused; /* AGENT_CONNS_MAX reached or out of fds: listen_watch is out of epoll
+			     */
 	struct agent_exec *execs; /* every exec of every connection, for reaping by pid */
 	struct agent_exec *dead;  /* ended execs, freed after the current batch of events */
 };

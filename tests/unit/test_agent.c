@@ -5,6 +5,7 @@
  * host (echo, sh, cat, tty, sleep, head).
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -588,4 +589,65 @@ Test(agent, file_write_keeps_setuid_with_an_owner)
 	tc_close(&c);
 	unlink(path);
 	rmdir(dir);
+}
+
+static long tc_agent_cpu_ticks(void)
+{
+	char path[64], buf[1024], *p;
+	unsigned long ut = 0, st = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)tc_agent_pid);
+	f = fopen(path, "r");
+	cr_assert(f != NULL);
+	cr_assert(fgets(buf, sizeof(buf), f) != NULL);
+	fclose(f);
+	p = strrchr(buf, ')');
+	cr_assert(p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
+			      &st) == 2);
+	return (long)(ut + st);
+}
+
+static int tc_agent_fds(void)
+{
+	char path[64];
+	struct dirent *e;
+	int n = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)tc_agent_pid);
+	d = opendir(path);
+	cr_assert(d != NULL);
+	while ((e = readdir(d)) != NULL)
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+Test(agent, too_many_connections_pause_accepting_without_spinning)
+{
+	enum { extra = 30, n = AGENT_CONNS_MAX + extra };
+	static int fds[n];
+	long t0;
+
+	for (int i = 0; i < n; i++) {
+		fds[i] = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		cr_assert(fds[i] >= 0);
+		cr_assert(connect(fds[i], (struct sockaddr *)&tc_addr, tc_addr_len) == 0,
+			  "connect %d: %s", i, strerror(errno));
+	}
+	usleep(200000);
+	cr_assert(tc_agent_fds() <= (int)AGENT_CONNS_MAX + 16, "the agent holds %d fds",
+		  tc_agent_fds());
+	/* The extra ones wait in the backlog; the agent must sleep, not retry accept. */
+	t0 = tc_agent_cpu_ticks();
+	usleep(500000);
+	cr_assert(tc_agent_cpu_ticks() - t0 <= 5, "the agent spun: %ld ticks in 0.5 s",
+		  tc_agent_cpu_ticks() - t0);
+	for (int i = 0; i < 50; i++)
+		close(fds[i]);
+	tc_expect_alive();
+	for (int i = 50; i < n; i++)
+		close(fds[i]);
+	tc_expect_alive();
 }
