@@ -12,6 +12,8 @@
  *   conn      one EXEC of `true` on an agent connection open for the whole series: from the
  *             send of the EXEC frame to the arrival of its EXIT frame
  *   ping      PING to PONG on that connection: the vsock path's round trip, no process
+ *   loop      one EXEC of `sh -c` running /bin/true 20 times in the guest: a twentieth of it
+ *             is about the guest's own fork+exec, without the agent and vsock
  *   fresh     the same on a new connection each time: connect, CONNECT 52, HELLO, EXEC, EXIT
  *   process   a whole `sandboxctl exec ID -- true` process, spawn to reaped (with --ctl)
  * stdout gets one line: exec median_ms=<conn> host_fork_exec_ms=<host>.
@@ -175,35 +177,49 @@ fail:
 	return err;
 }
 
+/* `true` as `sandboxctl exec ID -- true` sends it: cwd "/", argv, a PATH for the lookup. */
+static const char exec_true_strings[] = "\0true\0PATH=/usr/sbin:/usr/bin:/sbin:/bin";
+
 /*
- * The EXEC payload of `true` as `sandboxctl exec ID -- true` sends it: cwd "/", argv, and a
- * PATH for the agent's lookup. Returns its length.
+ * A shell in the guest running /bin/true EXEC_LOOP_COUNT times: the guest's own fork+exec,
+ * without the agent or vsock in each.
  */
-static uint32_t exec_build_true(uint8_t *buf, size_t cap)
+#define EXEC_LOOP_COUNT 20
+static const char exec_loop_strings[] =
+	"\0sh\0-c\0for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; "
+	"do /bin/true; done\0PATH=/usr/sbin:/usr/bin:/sbin:/bin";
+
+/*
+ * The EXEC payload for strings (cwd, argc argv strings, one env string; len bytes with their
+ * NULs). Returns its length, or 0 if it does not fit in cap.
+ */
+static uint32_t exec_build(uint8_t *buf, size_t cap, const char *strings, size_t len, uint16_t argc)
 {
-	static const char strings[] = "\0true\0PATH=/usr/sbin:/usr/bin:/sbin:/bin";
 	uint8_t *h = buf;
 
-	if (cap < sizeof(struct proto_exec) + sizeof(strings))
+	if (cap < sizeof(struct proto_exec) + len)
 		return 0;
 	memset(h, 0, sizeof(struct proto_exec));
 	proto_put_le32(h + offsetof(struct proto_exec, uid), PROTO_ID_KEEP);
 	proto_put_le32(h + offsetof(struct proto_exec, gid), PROTO_ID_KEEP);
-	proto_put_le16(h + offsetof(struct proto_exec, argc), 1);
+	proto_put_le16(h + offsetof(struct proto_exec, argc), argc);
 	proto_put_le16(h + offsetof(struct proto_exec, envc), 1);
-	memcpy(buf + sizeof(struct proto_exec), strings, sizeof(strings));
-	return (uint32_t)(sizeof(struct proto_exec) + sizeof(strings));
+	memcpy(buf + sizeof(struct proto_exec), strings, len);
+	return (uint32_t)(sizeof(struct proto_exec) + len);
 }
 
-/* One EXEC of `true` with id on c, until its EXIT (which must say 0). */
-static int exec_call_true(struct exec_conn *c, uint64_t id)
+/* One EXEC of strings (see exec_build) with id on c, until its EXIT (which must say 0). */
+static int exec_call(struct exec_conn *c, uint64_t id, const char *strings, size_t len,
+		     uint16_t argc)
 {
-	uint8_t payload[128];
-	uint32_t len = exec_build_true(payload, sizeof(payload));
+	uint8_t payload[256];
+	uint32_t plen = exec_build(payload, sizeof(payload), strings, len, argc);
 	struct proto_frame f;
 	int err;
 
-	if ((err = exec_conn_send(c, PROTO_MSG_EXEC, id, payload, len)) < 0)
+	if (!plen)
+		return -E2BIG;
+	if ((err = exec_conn_send(c, PROTO_MSG_EXEC, id, payload, plen)) < 0)
 		return err;
 	for (;;) {
 		if ((err = exec_conn_recv(c, &f)) < 0)
@@ -217,6 +233,12 @@ static int exec_call_true(struct exec_conn *c, uint64_t id)
 		if (f.hdr.type == PROTO_MSG_ERROR)
 			return -(int)proto_get_le32(f.payload);
 	}
+}
+
+/* One EXEC of `true` with id on c, until its EXIT. */
+static int exec_call_true(struct exec_conn *c, uint64_t id)
+{
+	return exec_call(c, id, exec_true_strings, sizeof(exec_true_strings), 1);
 }
 
 /* One PING with id on c, until its PONG: the transport's round trip without a process. */
@@ -267,11 +289,12 @@ static int exec_find_true(char *out, size_t len)
 	return -ENOENT;
 }
 
-/* What one series measures: a label, and one run of it (0 or -errno). */
+/* What one series measures: a label, and one run of it (0 or -errno) doing `per` things. */
 struct exec_series {
 	const char *label;
 	int (*run)(void *ctx, int i);
 	void *ctx;
+	int per; /* the figures are per thing: a run's time divided by this */
 };
 
 /* The state the series' runs need. */
@@ -315,6 +338,14 @@ static int exec_run_ping(void *ctx, int i)
 	return exec_call_ping(&b->conn, b->next_id++);
 }
 
+static int exec_run_loop(void *ctx, int i)
+{
+	struct exec_bench *b = ctx;
+
+	(void)i;
+	return exec_call(&b->conn, b->next_id++, exec_loop_strings, sizeof(exec_loop_strings), 3);
+}
+
 static int exec_run_fresh(void *ctx, int i)
 {
 	struct exec_bench *b = ctx;
@@ -355,7 +386,7 @@ static int exec_series_run(const struct exec_series *s, int warmup, int runs, do
 			goto out;
 		}
 		if (i >= 0)
-			ms[i] = bench_since_ms(t0);
+			ms[i] = bench_since_ms(t0) / s->per;
 	}
 	*median_ms = bench_report(s->label, ms, runs);
 out:
@@ -421,12 +452,14 @@ int main(int argc, char **argv)
 	 * so that machine load hits both alike; the references after them.
 	 */
 	const struct exec_series series[] = {
-		{"host fork+execve+waitpid of true", exec_run_host, &b},
-		{"conn: EXEC to EXIT on an open agent connection", exec_run_conn, &b},
-		{"host posix_spawn+waitpid of true", exec_run_spawn, &b},
-		{"ping: PING to PONG on the open connection", exec_run_ping, &b},
-		{"fresh: connect, CONNECT 52, HELLO, EXEC to EXIT", exec_run_fresh, &b},
-		{"process: a whole `sandboxctl exec ID -- true`", exec_run_process, &b},
+		{"host fork+execve+waitpid of true", exec_run_host, &b, 1},
+		{"conn: EXEC to EXIT on an open agent connection", exec_run_conn, &b, 1},
+		{"host posix_spawn+waitpid of true", exec_run_spawn, &b, 1},
+		{"ping: PING to PONG on the open connection", exec_run_ping, &b, 1},
+		{"loop: per /bin/true of sh in the guest (an EXEC of 20, over 20)", exec_run_loop,
+		 &b, EXEC_LOOP_COUNT},
+		{"fresh: connect, CONNECT 52, HELLO, EXEC to EXIT", exec_run_fresh, &b, 1},
+		{"process: a whole `sandboxctl exec ID -- true`", exec_run_process, &b, 1},
 	};
 	for (size_t i = 0; i < sizeof(series) / sizeof(series[0]); i++) {
 		double *median = i == 0 ? &host_ms : i == 1 ? &conn_ms : &other_ms;
