@@ -732,13 +732,23 @@ int agent_exec_signal(struct agent_conn *c, const struct proto_frame *f)
 	return agent_send_ok(c, f->hdr.id);
 }
 
-/* SIGKILL e's process group and e itself, unless it was reaped already. */
+/* Is something of e still running: its process, or (once it is reaped) a process of its
+ * group that holds its output open, such as `sleep 1000 &`? */
+static bool agent_exec_alive(const struct agent_exec *e)
+{
+	return !e->exited || e->out.fd >= 0 || e->err.fd >= 0;
+}
+
+/* SIGKILL e's process group and e itself. After e was reaped its pid stays reserved while
+ * its group has members, so the group kill cannot reach another group; it is only sent
+ * while the output is open, i.e. while a member most likely lives. */
 static void agent_exec_kill(struct agent_exec *e)
 {
-	if (e->exited)
+	if (!agent_exec_alive(e))
 		return;
 	kill(-e->pid, SIGKILL);
-	kill(e->pid, SIGKILL);
+	if (!e->exited)
+		kill(e->pid, SIGKILL);
 }
 
 /* A child was reaped; see agent.h. */
@@ -787,7 +797,7 @@ int agent_exec_timeouts(struct agent *a, uint64_t now_ms)
 	struct agent_exec *e;
 
 	for (e = a->execs; e != NULL; e = e->next) {
-		if (e->deadline_ms == 0 || e->exited || e->timed_out)
+		if (e->deadline_ms == 0 || e->timed_out || !agent_exec_alive(e))
 			continue;
 		if (now_ms >= e->deadline_ms) {
 			e->timed_out = true;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "test_agent_client.h"
@@ -152,6 +153,57 @@ Test(agent, timeout_kills)
 	cr_assert_eq(r.code, 137);
 	cr_assert(r.flags & PROTO_EXIT_TIMED_OUT);
 	cr_assert(r.flags & PROTO_EXIT_SIGNALED);
+	tc_exec_free(&r);
+	tc_close(&c);
+}
+
+static bool tc_is_zombie(pid_t pid)
+{
+	char path[64], buf[512], *p;
+	bool z = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (f == NULL)
+		return false;
+	if (fgets(buf, sizeof(buf), f) != NULL && (p = strrchr(buf, ')')) != NULL)
+		z = p[2] == 'Z';
+	fclose(f);
+	return z;
+}
+
+static uint64_t tc_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+Test(agent, timeout_kills_a_background_child_holding_the_output)
+{
+	/* The shell exits at once; its `sleep` keeps stdout open, so the exec goes on until the
+	 * timeout kills the whole group. */
+	static const char *const argv[] = {"sh", "-c", "sleep 30 & echo $!; exit 0", NULL};
+	struct tc_conn c;
+	struct tc_exec r;
+	uint64_t t0 = tc_now_ms();
+	pid_t bg;
+
+	tc_connect(&c);
+	tc_exec(&c, 1, 0, 300, "", argv, &r);
+	cr_assert(tc_now_ms() - t0 < 10000, "EXIT took %llu ms",
+		  (unsigned long long)(tc_now_ms() - t0));
+	cr_assert(r.exited);
+	cr_assert_eq(r.code, 0, "the shell's own status");
+	cr_assert(r.flags & PROTO_EXIT_TIMED_OUT);
+	bg = (pid_t)atoi(r.out);
+	cr_assert(bg > 0, "output: %s", r.out);
+	/* Dead: gone, or a zombie waiting for whoever reaps orphans on this host. */
+	for (int i = 0; i < 200 && kill(bg, 0) == 0 && !tc_is_zombie(bg); i++)
+		usleep(10 * 1000);
+	cr_assert(kill(bg, 0) < 0 || tc_is_zombie(bg), "the background sleep %d survived", (int)bg);
 	tc_exec_free(&r);
 	tc_close(&c);
 }
