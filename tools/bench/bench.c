@@ -27,7 +27,7 @@ double bench_since_ms(int64_t start_ns)
 	return (double)(bench_clock_ns() - start_ns) / 1e6;
 }
 
-int bench_spawn(char *const argv[], int out_fd, int new_group, pid_t *pid)
+int bench_spawn_cmd(char *const argv[], int out_fd, int flags, pid_t *pid)
 {
 	posix_spawn_file_actions_t actions;
 	posix_spawnattr_t attr;
@@ -38,19 +38,24 @@ int bench_spawn(char *const argv[], int out_fd, int new_group, pid_t *pid)
 		return -err;
 	if ((err = posix_spawnattr_init(&attr)))
 		goto out_actions;
+	/* dup2 clears O_CLOEXEC on the copy: the pipe's own ends stay closed in the child */
 	err = posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
 	if (!err && out_fd >= 0)
 		err = posix_spawn_file_actions_adddup2(&actions, out_fd, STDOUT_FILENO);
 	else if (!err)
 		err = posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null",
 						       O_WRONLY, 0);
+	if (!err && (flags & BENCH_SPAWN_QUIET))
+		err = posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null",
+						       O_WRONLY, 0);
 	sigemptyset(&none);
 	if (!err)
 		err = posix_spawnattr_setflags(
-			&attr, POSIX_SPAWN_SETSIGMASK | (new_group ? POSIX_SPAWN_SETPGROUP : 0));
+			&attr, POSIX_SPAWN_SETSIGMASK |
+				       (flags & BENCH_SPAWN_GROUP ? POSIX_SPAWN_SETPGROUP : 0));
 	if (!err)
 		err = posix_spawnattr_setsigmask(&attr, &none);
-	if (!err && new_group)
+	if (!err && (flags & BENCH_SPAWN_GROUP))
 		err = posix_spawnattr_setpgroup(&attr, 0);
 	if (!err)
 		err = posix_spawnp(pid, argv[0], &actions, &attr, argv, environ);
@@ -65,7 +70,7 @@ int bench_run(const char *what, char *const argv[], int out_fd)
 	pid_t pid;
 	int err, status;
 
-	if ((err = bench_spawn(argv, out_fd, 0, &pid)) < 0) {
+	if ((err = bench_spawn_cmd(argv, out_fd, 0, &pid)) < 0) {
 		fprintf(stderr, "bench: %s: cannot run %s\n", what, argv[0]);
 		return err;
 	}
@@ -91,20 +96,25 @@ static int bench_cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+double bench_median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), bench_cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 double bench_report(const char *label, double *v, int n)
 {
 	double median;
 
 	if (n < 1)
 		return 0;
-	qsort(v, (size_t)n, sizeof(*v), bench_cmp_double);
-	median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+	median = bench_median(v, n);
 	fprintf(stderr, "bench: %s: min %.3f median %.3f p90 %.3f max %.3f ms over %d runs\n",
 		label, v[0], median, v[(n * 9) / 10], v[n - 1], n);
 	return median;
 }
 
-int bench_parse_count(const char *s, int min, int max, int *out)
+int bench_parse_count(const char *s, long min, long max, int *out)
 {
 	char *end;
 	long v;

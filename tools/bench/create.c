@@ -86,7 +86,7 @@ static int create_run_ours(const struct create_bench *b, double *ms, double *cre
 	if (pipe2(fds, O_CLOEXEC) < 0)
 		return -errno;
 	t0 = bench_clock_ns();
-	err = bench_spawn(create_argv, fds[1], 0, &pid);
+	err = bench_spawn_cmd(create_argv, fds[1], 0, &pid);
 	close(fds[1]);
 	if (err < 0) {
 		close(fds[0]);
@@ -144,7 +144,7 @@ static int create_run_qemu(const struct create_bench *b, double *ms)
 		return -errno;
 	t0 = bench_clock_ns();
 	deadline_ns = t0 + (int64_t)b->timeout_ms * 1000000;
-	err = bench_spawn(b->qemu_argv, fds[1], 1, &pid);
+	err = bench_spawn_cmd(b->qemu_argv, fds[1], BENCH_SPAWN_GROUP, &pid);
 	close(fds[1]);
 	if (err < 0) {
 		close(fds[0]);

@@ -30,7 +30,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
-extern char **environ;
+#include "bench.h"
 
 #define BENCH_RUNS_DEFAULT	 20
 #define BENCH_WARMUP_DEFAULT	 1
@@ -88,54 +87,6 @@ static int64_t bench_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/*
- * Spawns argv in a process group of its own with stdout on out_fd and stdin/stderr on
- * /dev/null. Returns 0 with *pid set, or -errno.
- */
-__attribute__((warn_unused_result)) static int bench_spawn(char *const argv[], int out_fd,
-							   pid_t *pid)
-{
-	posix_spawn_file_actions_t actions;
-	posix_spawnattr_t attr;
-	sigset_t none;
-	int err;
-
-	err = posix_spawn_file_actions_init(&actions);
-	if (err)
-		return -err;
-	err = posix_spawnattr_init(&attr);
-	if (err)
-		goto out_actions;
-
-	/* dup2 clears O_CLOEXEC on the copy; both pipe ends stay closed in the child. */
-	err = posix_spawn_file_actions_adddup2(&actions, out_fd, STDOUT_FILENO);
-	if (!err)
-		err = posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null",
-						       O_RDONLY, 0);
-	if (!err)
-		err = posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null",
-						       O_WRONLY, 0);
-	/*
-	 * A group of its own, so that one kill reaches whatever the command starts (a `timeout`
-	 * wrapper and its QEMU, say); an empty signal mask whatever ours is.
-	 */
-	sigemptyset(&none);
-	if (!err)
-		err = posix_spawnattr_setflags(&attr,
-					       POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
-	if (!err)
-		err = posix_spawnattr_setpgroup(&attr, 0);
-	if (!err)
-		err = posix_spawnattr_setsigmask(&attr, &none);
-	if (!err)
-		err = posix_spawnp(pid, argv[0], &actions, &attr, argv, environ);
-
-	posix_spawnattr_destroy(&attr);
-out_actions:
-	posix_spawn_file_actions_destroy(&actions);
-	return -err; /* posix_spawn and its helpers return a positive errno */
 }
 
 /* Empties st for a new run, matching until (NULL: the first byte) of until_len bytes. */
@@ -341,7 +292,9 @@ __attribute__((warn_unused_result)) static int bench_run_once(char *const argv[]
 		return -errno;
 
 	start_ns = bench_now_ns();
-	ret = bench_spawn(argv, fds[1], &pid);
+	/* a group of its own, so that one kill reaches whatever it starts (a `timeout`
+	 * wrapper and its QEMU, say); stderr on /dev/null */
+	ret = bench_spawn_cmd(argv, fds[1], BENCH_SPAWN_GROUP | BENCH_SPAWN_QUIET, &pid);
 	close(fds[1]);
 	if (ret) {
 		fail->spawn_err = -ret;
@@ -395,21 +348,6 @@ static void bench_report_failure(const struct bench_cmd *cmd, int run, int ret,
 		bench_stream_show(st);
 }
 
-/* qsort comparison of doubles, ascending. */
-static int bench_cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-/* Sorts v[0..n) and returns its median (the mean of the middle two when n is even). */
-static double bench_median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), bench_cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 /* Prints which KVM this machine has, since a figure means little without it. */
 static void bench_print_host(void)
 {
@@ -457,20 +395,6 @@ static int bench_name_ok(const char *name)
 		      *name == '_'))
 			return 0;
 	return 1;
-}
-
-/* Parses a decimal count in [min, max] into *val; returns 0 or -EINVAL. */
-static int bench_parse_count(const char *s, long min, long max, int *val)
-{
-	char *end;
-	long v;
-
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || end == s || *end || v < min || v > max)
-		return -EINVAL;
-	*val = (int)v;
-	return 0;
 }
 
 int main(int argc, char **argv)
