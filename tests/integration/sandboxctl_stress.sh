@@ -120,6 +120,17 @@ inner() {
 	done
 	echo "ok: 16 execs in parallel"
 
+	# stdin echoed back by cat while we still send it: 16 MiB, far beyond every buffer on
+	# the way, so a sender that blocks instead of reading would deadlock (bounded by timeout).
+	head -c 16777216 /dev/urandom >"$SANDBOX_HOME/echo.in"
+	t0=$(up)
+	timeout 300 "$ctl" exec -i "$id" -- cat <"$SANDBOX_HOME/echo.in" | sha256sum >"$SANDBOX_HOME/echo.sum" ||
+		fail "exec -i cat of 16 MiB failed or hung"
+	[ "$(cut -d' ' -f1 "$SANDBOX_HOME/echo.sum")" = "$(sha256sum <"$SANDBOX_HOME/echo.in" | cut -d' ' -f1)" ] ||
+		fail "16 MiB through exec -i cat came back changed"
+	rm -f "$SANDBOX_HOME/echo.in"
+	echo "ok: 16 MiB through exec -i cat in $(since "$t0") s"
+
 	# SIGTERM to sandboxctl goes to the command: its trap runs and decides the status.
 	"$ctl" exec "$id" -- sh -c 'trap "echo caught TERM; exit 3" TERM; echo ready
 		while :; do sleep 1; done' >"$SANDBOX_HOME/sig.out" &

@@ -4,6 +4,11 @@
  * connection, our stdin and our signals. Output is written to our stdout and stderr as its
  * frames arrive; nothing is buffered beyond one frame, so a command printing gigabytes runs
  * in constant memory (the agent stops reading its pipes while we do not read).
+ *
+ * What we send in the loop (stdin, signals, window sizes) goes through a small queue written
+ * without blocking, and stdin is only read while the queue is empty: a blocking send would
+ * deadlock with a command that echoes its input (`cat`), since the agent stops reading us
+ * while we do not read its output.
  */
 #include <errno.h>
 #include <poll.h>
@@ -13,6 +18,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -104,7 +110,52 @@ static int build_exec(const struct exec_opts *o, const struct winsize *ws, uint8
 	return 0;
 }
 
-static int send_winsize(struct agent_conn *c, uint64_t id)
+/* Frames to the agent, sent as the socket takes them. Bounded by the loop: stdin is read
+ * only while it is empty, so it holds at most one STDIN frame and a few small ones. */
+struct outq {
+	uint8_t *buf;
+	size_t off, len, cap;
+};
+
+static int outq_frame(struct outq *q, uint16_t type, uint64_t id, const void *payload, uint32_t len)
+{
+	struct proto_hdr h = {.len = len, .type = type, .id = id};
+	size_t need = PROTO_HDR_LEN + len;
+
+	if (q->off == q->len)
+		q->off = q->len = 0;
+	if (need > q->cap - q->len) {
+		size_t cap = q->len + need + 4096;
+		uint8_t *b = realloc(q->buf, cap);
+
+		if (!b)
+			return -ENOMEM;
+		q->buf = b;
+		q->cap = cap;
+	}
+	proto_hdr_encode(&h, q->buf + q->len);
+	if (len)
+		memcpy(q->buf + q->len + PROTO_HDR_LEN, payload, len);
+	q->len += need;
+	return 0;
+}
+
+/* Send what the socket takes now. */
+static int outq_flush(struct outq *q, int fd)
+{
+	while (q->off < q->len) {
+		ssize_t n = send(fd, q->buf + q->off, q->len - q->off, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+		q->off += (size_t)n;
+	}
+	return 0;
+}
+
+static int send_winsize(struct outq *q, uint64_t id)
 {
 	uint8_t p[sizeof(struct proto_winsize)] = {0};
 	struct winsize ws;
@@ -113,17 +164,17 @@ static int send_winsize(struct agent_conn *c, uint64_t id)
 		return 0;
 	proto_put_le16(p + offsetof(struct proto_winsize, rows), ws.ws_row);
 	proto_put_le16(p + offsetof(struct proto_winsize, cols), ws.ws_col);
-	return agent_send(c, PROTO_MSG_RESIZE, id, p, sizeof(p));
+	return outq_frame(q, PROTO_MSG_RESIZE, id, p, sizeof(p));
 }
 
-static int send_signal(struct agent_conn *c, uint64_t target, uint32_t sig)
+static int send_signal(struct agent_conn *c, struct outq *q, uint64_t target, uint32_t sig)
 {
 	uint8_t p[sizeof(struct proto_signal)] = {0};
 
 	proto_put_le64(p + offsetof(struct proto_signal, target_id), target);
 	proto_put_le32(p + offsetof(struct proto_signal, signal), sig);
 	/* its own id: the OK or ERROR that answers it is skipped by the loop */
-	return agent_send(c, PROTO_MSG_SIGNAL, ++c->next_id, p, sizeof(p));
+	return outq_frame(q, PROTO_MSG_SIGNAL, ++c->next_id, p, sizeof(p));
 }
 
 int exec_run(const struct sandbox *sb, const struct exec_opts *o)
@@ -134,6 +185,7 @@ int exec_run(const struct sandbox *sb, const struct exec_opts *o)
 	struct winsize ws, *wsp = NULL;
 	struct agent_conn c;
 	struct proto_frame f;
+	struct outq q = {0};
 	sigset_t mask, old_mask;
 	uint64_t id, deadline = UINT64_MAX;
 	size_t len;
@@ -174,10 +226,11 @@ int exec_run(const struct sandbox *sb, const struct exec_opts *o)
 		raw = tcsetattr(STDIN_FILENO, TCSANOW, &t) == 0;
 	}
 	for (;;) {
+		bool sending = q.off < q.len;
 		struct pollfd pfd[3] = {
-			{.fd = c.fd, .events = POLLIN},
+			{.fd = c.fd, .events = POLLIN | (sending ? POLLOUT : 0)},
 			{.fd = sfd, .events = POLLIN},
-			{.fd = stdin_open ? STDIN_FILENO : -1, .events = POLLIN},
+			{.fd = stdin_open && !sending ? STDIN_FILENO : -1, .events = POLLIN},
 		};
 		uint64_t now = now_ms();
 		int r;
@@ -199,27 +252,29 @@ int exec_run(const struct sandbox *sb, const struct exec_opts *o)
 
 			while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
 				if (si.ssi_signo == SIGWINCH)
-					err = o->tty ? send_winsize(&c, id) : 0;
+					err = o->tty ? send_winsize(&q, id) : 0;
 				else
-					err = send_signal(&c, id, si.ssi_signo);
+					err = send_signal(&c, &q, id, si.ssi_signo);
 				if (err < 0)
 					break;
 			}
 		}
+		err = 0;
 		if (pfd[2].revents & (POLLIN | POLLHUP | POLLERR)) {
 			ssize_t n = read(STDIN_FILENO, buf, STDIN_CHUNK);
 
 			if (n > 0) {
-				err = agent_send(&c, PROTO_MSG_STDIN, id, buf, (uint32_t)n);
+				err = outq_frame(&q, PROTO_MSG_STDIN, id, buf, (uint32_t)n);
 			} else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
 				stdin_open = false;
-				err = agent_send(&c, PROTO_MSG_STDIN_CLOSE, id, NULL, 0);
+				err = outq_frame(&q, PROTO_MSG_STDIN_CLOSE, id, NULL, 0);
 			}
-			if (err < 0) {
-				errmsg("%s: lost the connection to the agent: %s", sb->id,
-				       strerror(-err));
-				goto out;
-			}
+		}
+		if (err == 0 && q.off < q.len)
+			err = outq_flush(&q, c.fd);
+		if (err < 0) {
+			errmsg("%s: lost the connection to the agent: %s", sb->id, strerror(-err));
+			goto out;
 		}
 		if (!(pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) && !agent_buffered(&c))
 			continue;
@@ -287,5 +342,6 @@ out:
 	if (masked)
 		sigprocmask(SIG_SETMASK, &old_mask, NULL);
 	agent_close(&c);
+	free(q.buf);
 	return status;
 }
