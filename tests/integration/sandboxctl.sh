@@ -86,7 +86,18 @@ inner() {
 	"$ctl" exec "$id" -- true 2>/dev/null
 	st=$?
 	[ "$st" = 125 ] || fail "exec on a removed sandbox gave status $st"
-	echo "ok: sandboxctl create, exec, cp, pause, resume, stop, rm"
+	# a VMM that dies leaves a sandbox ls shows dead and rm (no -f) cleans up
+	id=$("$ctl" create --image busybox --memory 256 --timeout 120 --name three) ||
+		fail "third create (status $?)"
+	pid=$(cat "$SANDBOX_HOME/sandboxes/$id/pid")
+	kill -KILL "$pid"
+	i=0
+	while kill -0 "$pid" 2>/dev/null && [ "$(cut -d' ' -f3 "/proc/$pid/stat" 2>/dev/null)" != Z ] &&
+		[ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+	"$ctl" ls | grep -q "^$id .* dead " || { "$ctl" ls; fail "ls does not show $id dead"; }
+	"$ctl" rm three || fail "rm of a dead sandbox: status $?"
+	gone "$id" "$pid"
+	echo "ok: sandboxctl create, exec, cp, pause, resume, stop, rm; a dead VMM shows dead"
 	exit 0
 }
 
