@@ -29,7 +29,9 @@ x() {
 }
 
 inner() {
-	ctl=$1 kernel=$2 initrd=$3 rootfs=$4
+	CTL_REAL=$1 kernel=$2 initrd=$3 rootfs=$4
+	export CTL_REAL
+	ctl=$here/ctl_bounded.sh # a hung step fails with status 137 instead of stalling
 	SANDBOX_HOME=$(mktemp -d)
 	export SANDBOX_HOME
 	trap 'for n in a b; do "$ctl" rm -f "$n" >/dev/null 2>&1; done; rm -rf "$SANDBOX_HOME"' EXIT

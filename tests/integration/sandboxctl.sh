@@ -30,7 +30,9 @@ gone() {
 
 # --inner CTL KERNEL INITRD ROOTFS: the checks, with a fresh $SANDBOX_HOME.
 inner() {
-	ctl=$1 kernel=$2 initrd=$3 rootfs=$4
+	CTL_REAL=$1 kernel=$2 initrd=$3 rootfs=$4
+	export CTL_REAL
+	ctl=$here/ctl_bounded.sh # a hung step fails with status 137 instead of stalling
 	SANDBOX_HOME=$(mktemp -d)
 	export SANDBOX_HOME
 	trap 'rm -rf "$SANDBOX_HOME"' EXIT
