@@ -210,6 +210,9 @@ rootfs=$("$top/guest/image/busybox.sh" "$build/guest/sandbox-init") || {
 if [ "$check" = 0 ]; then
 	inner "$ctl" "$kernel" "$initrd" "$rootfs"
 fi
-exec "$here/devhost_retry.sh" "$build" --timeout 540 --memory 3072 \
-	-e STRESS_CP_MIB="${STRESS_CP_MIB:-128}" --add "$here" --add "$(dirname "$rootfs")" -- \
+# A GiB-sized copy needs room for it twice in the emulated host (the file, the guest's /tmp).
+mib=${STRESS_CP_MIB:-128}
+if [ "$mib" -gt 256 ]; then set -- --timeout 900 --memory 4096; else set -- --timeout 540 --memory 3072; fi
+exec "$here/devhost_retry.sh" "$build" "$@" \
+	-e STRESS_CP_MIB="$mib" --add "$here" --add "$(dirname "$rootfs")" -- \
 	"$here/sandboxctl_stress.sh" --inner "$ctl" "$kernel" "$initrd" "$rootfs"
