@@ -51,8 +51,10 @@ inner() {
 	trap '[ -n "${id:-}" ] && "$ctl" rm -f "$id" >/dev/null 2>&1; rm -rf "$SANDBOX_HOME"' EXIT
 	"$ctl" images import busybox --kernel "$kernel" --initrd "$initrd" --rootfs "$rootfs" ||
 		fail "images import"
-	# guest RAM for the copied file in /tmp (tmpfs), and room to run beside it
-	id=$("$ctl" create --image busybox --memory $((cp_mib + 256)) --timeout 120) ||
+	# guest RAM for the copied file in /tmp (tmpfs), and room to run beside it: with only 256 MiB
+	# more, a 1 GiB copy once ended in a guest triple fault and once stalled (a guest without
+	# swap thrashing near OOM, most likely)
+	id=$("$ctl" create --image busybox --memory $((cp_mib + 768)) --timeout 120) ||
 		fail "create (status $?)"
 	echo "created $id (copies of $cp_mib MiB)"
 	pid=$(cat "$SANDBOX_HOME/sandboxes/$id/pid")
@@ -212,7 +214,7 @@ if [ "$check" = 0 ]; then
 fi
 # A GiB-sized copy needs room for it twice in the emulated host (the file, the guest's /tmp).
 mib=${STRESS_CP_MIB:-128}
-if [ "$mib" -gt 256 ]; then set -- --timeout 900 --memory 4096; else set -- --timeout 540 --memory 3072; fi
+if [ "$mib" -gt 256 ]; then set -- --timeout 900 --memory 5120; else set -- --timeout 540 --memory 3072; fi
 exec "$here/devhost_retry.sh" "$build" "$@" \
 	-e STRESS_CP_MIB="$mib" --add "$here" --add "$(dirname "$rootfs")" -- \
 	"$here/sandboxctl_stress.sh" --inner "$ctl" "$kernel" "$initrd" "$rootfs"
