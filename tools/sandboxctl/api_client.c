@@ -59,12 +59,21 @@ int api_call(const struct sandbox *sb, uint16_t type, unsigned timeout_ms, int32
 
 	if ((err = sandbox_path(sb, "api.sock", addr.sun_path, sizeof(addr.sun_path))) < 0)
 		return err;
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	/* Non-blocking: a wedged VMM whose listen backlog is full makes a blocking connect wait
+	 * for ever (and `sandboxctl ls` with it); a unix socket then says EAGAIN at once. */
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
-	if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
-		err = -errno;
-		goto out;
+	while (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+		if (errno != EAGAIN && errno != EINTR) {
+			err = -errno;
+			goto out;
+		}
+		if (now_ms() >= deadline) {
+			err = -ETIMEDOUT;
+			goto out;
+		}
+		usleep(10000);
 	}
 	if (send(fd, &h, sizeof(h), MSG_NOSIGNAL) != (ssize_t)sizeof(h)) {
 		err = -EPIPE;
