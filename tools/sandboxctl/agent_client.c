@@ -70,10 +70,22 @@ int agent_send(struct agent_conn *c, uint16_t type, uint64_t id, const void *pay
 		return -EMSGSIZE;
 	proto_hdr_encode(&h, hdr);
 	while (msg.msg_iovlen) {
-		ssize_t n = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
+		ssize_t n = sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 
 		if (n < 0 && errno == EINTR)
 			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			/* A guest that stops reading must not hang us: no progress for this long
+			 * is an error. */
+			struct pollfd pfd = {.fd = c->fd, .events = POLLOUT};
+			int r = poll(&pfd, 1, AGENT_SEND_STALL_MS);
+
+			if (r == 0)
+				return -ETIMEDOUT;
+			if (r < 0 && errno != EINTR)
+				return -errno;
+			continue;
+		}
 		if (n < 0)
 			return -errno;
 		while (msg.msg_iovlen && (size_t)n >= msg.msg_iov[0].iov_len) {

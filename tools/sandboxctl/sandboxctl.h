@@ -161,7 +161,9 @@ struct agent_conn {
  * protocol. */
 int agent_connect(const struct sandbox *sb, unsigned timeout_ms, struct agent_conn *c) __must_check;
 void agent_close(struct agent_conn *c);
-/* Send one frame (blocking). */
+/* Send one frame, waiting while the socket is full, but -ETIMEDOUT after
+ * AGENT_SEND_STALL_MS without progress (a guest that stopped reading). */
+#define AGENT_SEND_STALL_MS 60000
 int agent_send(struct agent_conn *c, uint16_t type, uint64_t id, const void *payload,
 	       uint32_t len) __must_check;
 /* The next frame, waiting up to `timeout_ms` (-1: for ever). Returns 1 with *f filled (valid
