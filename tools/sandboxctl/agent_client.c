@@ -78,7 +78,8 @@ int agent_send(struct agent_conn *c, uint16_t type, uint64_t id, const void *pay
 			/* A guest that stops reading must not hang us: no progress for this long
 			 * is an error. */
 			struct pollfd pfd = {.fd = c->fd, .events = POLLOUT};
-			int r = poll(&pfd, 1, AGENT_SEND_STALL_MS);
+			int r = poll(&pfd, 1,
+				     c->send_stall_ms > 0 ? c->send_stall_ms : AGENT_SEND_STALL_MS);
 
 			if (r == 0)
 				return -ETIMEDOUT;

@@ -154,7 +154,8 @@ struct agent_conn {
 	void *dec;	  /* struct proto_decoder */
 	uint8_t *rbuf;	  /* bytes read, not yet decoded: [roff, rlen) */
 	size_t roff, rlen;
-	bool in_dec; /* dec holds part of a frame: the next bytes are its rest */
+	bool in_dec;	   /* dec holds part of a frame: the next bytes are its rest */
+	int send_stall_ms; /* agent_send gives up after this long without progress; 0: default */
 };
 /* Connect to the agent of `sb` and exchange HELLO, within `timeout_ms`. -ECONNREFUSED or
  * -ENOENT while the guest is not up yet, -EPROTO for a peer that does not speak the
@@ -162,7 +163,8 @@ struct agent_conn {
 int agent_connect(const struct sandbox *sb, unsigned timeout_ms, struct agent_conn *c) __must_check;
 void agent_close(struct agent_conn *c);
 /* Send one frame, waiting while the socket is full, but -ETIMEDOUT after
- * AGENT_SEND_STALL_MS without progress (a guest that stopped reading). */
+ * c->send_stall_ms (default AGENT_SEND_STALL_MS) without progress: a guest that stopped
+ * reading. */
 #define AGENT_SEND_STALL_MS 60000
 int agent_send(struct agent_conn *c, uint16_t type, uint64_t id, const void *payload,
 	       uint32_t len) __must_check;
