@@ -25,5 +25,7 @@ rootfs=$("$top/guest/image/busybox.sh" "$build/guest/sandbox-init") || {
 if [ "$check" = 0 ]; then
 	exec "$test" --inner "$ctl" "$kernel" "$initrd" "$rootfs"
 fi
-exec "$here/devhost_retry.sh" "$build" --add "$here" --add "$(dirname "$rootfs")" -- \
-	"$test" --inner "$ctl" "$kernel" "$initrd" "$rootfs"
+# SANDBOX_GUEST_DEVHOST: more options for tools/devhost/run (words: --memory, -e NAME=VAL...).
+# shellcheck disable=SC2086 # a list of words
+exec "$here/devhost_retry.sh" "$build" ${SANDBOX_GUEST_DEVHOST:-} --add "$here" \
+	--add "$(dirname "$rootfs")" -- "$test" --inner "$ctl" "$kernel" "$initrd" "$rootfs"

@@ -15,7 +15,6 @@
 # where everything runs under TCG (~5 MB/s through vsock; 1 GiB would take minutes each way).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-top=$(cd "$here/../.." && pwd)
 
 fail() {
 	echo "FAIL: $*"
@@ -199,22 +198,10 @@ if [ "${1-}" = --inner ]; then
 	inner "$@"
 fi
 
-ctl=$1 vmm=$2 kernel=$3 initrd=$4
-[ -e "$kernel" ] || { echo "SKIP: guest kernel $kernel not built (run tools/dev setup)"; exit 77; }
-build=$(cd "$(dirname "$vmm")/.." && pwd)
-"$vmm" --check
-check=$?
-case "$check" in 0 | 3) ;; *) echo "SKIP: no usable KVM on this host"; exit 77 ;; esac
-rootfs=$("$top/guest/image/busybox.sh" "$build/guest/sandbox-init") || {
-	echo "FAIL: cannot build the busybox image"
-	exit 1
-}
-if [ "$check" = 0 ]; then
-	inner "$ctl" "$kernel" "$initrd" "$rootfs"
-fi
-# A GiB-sized copy needs room for it twice in the emulated host (the file, the guest's /tmp).
+# In the emulated host: 128 MiB copies unless STRESS_CP_MIB says otherwise (natively, 1 GiB),
+# and room for a GiB-sized copy twice (the file, the guest's /tmp) only when asked for one.
 mib=${STRESS_CP_MIB:-128}
-if [ "$mib" -gt 256 ]; then set -- --timeout 900 --memory 5120; else set -- --timeout 540 --memory 3072; fi
-exec "$here/devhost_retry.sh" "$build" "$@" \
-	-e STRESS_CP_MIB="$mib" --add "$here" --add "$(dirname "$rootfs")" -- \
-	"$here/sandboxctl_stress.sh" --inner "$ctl" "$kernel" "$initrd" "$rootfs"
+if [ "$mib" -gt 256 ]; then opts="--timeout 900 --memory 5120"; else opts="--timeout 540 --memory 3072"; fi
+SANDBOX_GUEST_DEVHOST="$opts -e STRESS_CP_MIB=$mib"
+export SANDBOX_GUEST_DEVHOST
+exec "$here/sandbox_guest.sh" "$here/sandboxctl_stress.sh" "$@"
