@@ -4,7 +4,8 @@
 # usage: devhost_retry.sh BUILD_DIR [devhost run options] -- CMD ARGS...
 # Skips (77) with the reason when the emulated host's image is not built. The emulated host
 # itself hangs now and then (KVM-HOSTS.md: ~2 boots in 90, not always before its own health
-# check), so a run cut by devhost's timeout (124) is retried once; any other status is CMD's.
+# check), so a run cut by devhost's timeout (124) is retried once, as is one whose command
+# says a nested guest hung (75, see ctl_bounded.sh); any other status is CMD's.
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 build=$1
@@ -14,6 +15,6 @@ image=${SANDBOX_CACHE:-${SANDBOX_HOME:-/var/lib/sandbox}/cache}/devhost/current
 for attempt in 1 2; do
 	"$top/tools/devhost/run" --timeout 150 --build "$build" "$@"
 	st=$?
-	[ "$st" = 124 ] && [ "$attempt" = 1 ] || exit "$st"
-	echo "devhost_retry.sh: the emulated host timed out; retrying once"
+	{ [ "$st" = 124 ] || [ "$st" = 75 ]; } && [ "$attempt" = 1 ] || exit "$st"
+	echo "devhost_retry.sh: the emulated host timed out or a nested guest hung; retrying once"
 done

@@ -18,6 +18,8 @@ fail() {
 	for d in "$SANDBOX_HOME"/sandboxes/*/; do
 		[ -f "$d/console.log" ] && { echo "--- $d"; tail -n 20 "$d/console.log"; }
 	done
+	# a step that hung in the emulated host: retried once (ctl_bounded.sh)
+	[ -e "$SANDBOX_HOME/.hung" ] && exit 75
 	exit 1
 }
 

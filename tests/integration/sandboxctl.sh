@@ -16,6 +16,8 @@ fail() {
 	echo "FAIL: $*"
 	[ -n "${id:-}" ] && [ -f "$SANDBOX_HOME/sandboxes/$id/console.log" ] &&
 		tail -n 30 "$SANDBOX_HOME/sandboxes/$id/console.log"
+	# a step that hung in the emulated host: retried once (ctl_bounded.sh)
+	[ -e "$SANDBOX_HOME/.hung" ] && exit 75
 	exit 1
 }
 
