@@ -589,6 +589,16 @@ static const char *blk_serve_queue(struct blk_dev *b, struct virtq *q)
 	}
 }
 
+/* One completion from the ring: release its slot, then finish its operation. */
+static void blk_cqe_done(struct blk_dev *b, struct io_uring_cqe *cqe)
+{
+	struct blk_op *op = io_uring_cqe_get_data(cqe);
+	int res = cqe->res;
+
+	io_uring_cqe_seen(&b->ring, cqe);
+	blk_op_done(b, op, res);
+}
+
 /* Reap what completed, start what is available, submit. Caller holds b->lock; returns why
  * the guest broke the protocol, or NULL, and sets *notify when the driver wants an
  * interrupt. */
@@ -600,13 +610,8 @@ static const char *blk_run(struct blk_dev *b, bool *notify)
 	const char *why = NULL;
 
 	for (;;) {
-		while (b->ring_ok && io_uring_peek_cqe(&b->ring, &cqe) == 0) {
-			struct blk_op *op = io_uring_cqe_get_data(cqe);
-			int res = cqe->res;
-
-			io_uring_cqe_seen(&b->ring, cqe);
-			blk_op_done(b, op, res);
-		}
+		while (b->ring_ok && io_uring_peek_cqe(&b->ring, &cqe) == 0)
+			blk_cqe_done(b, cqe);
 		blk_flush_ready(b);
 		if (q && !q->broken && !why)
 			why = blk_serve_queue(b, q);
@@ -682,11 +687,7 @@ static void blk_drain(struct blk_dev *b)
 		}
 		if (io_uring_wait_cqe(&b->ring, &cqe) < 0)
 			break;
-		struct blk_op *op = io_uring_cqe_get_data(cqe);
-		int res = cqe->res;
-
-		io_uring_cqe_seen(&b->ring, cqe);
-		blk_op_done(b, op, res);
+		blk_cqe_done(b, cqe);
 	}
 }
 
