@@ -87,7 +87,7 @@ static int link_stale(const struct disk_layer *child, const struct disk_layer *p
 			 (unsigned long long)(h->parent_mtime_ns / 1000000000ull),
 			 (unsigned long long)(h->parent_mtime_ns % 1000000000ull));
 	else if (parent->raw)
-		snprintf(what, sizeof(what), "its first or last MiB differs");
+		snprintf(what, sizeof(what), "its first or last 64 KiB differs");
 	else if (memcmp(parent->hdr.layer_id, h->parent_layer_id, DISK_ID_LEN))
 		snprintf(what, sizeof(what), "it is another layer");
 	else if (parent->hdr.generation != h->parent_generation)
@@ -113,8 +113,14 @@ static int link_check(const struct disk_layer *child, struct disk_layer *parent,
 		return disk_fail(err, r, "%s: reading it: %s", parent->path, strerror(-r));
 	if (memcmp(id, h->parent_identity, DISK_HASH_LEN) &&
 	    !(committing && (h->flags & DISK_FLAG_COMMITTING) &&
-	      !memcmp(id, h->commit_identity, DISK_HASH_LEN)))
-		return link_stale(child, parent, err);
+	      !memcmp(id, h->commit_identity, DISK_HASH_LEN))) {
+		/* A layer made before 2026-12 recorded a raw parent's v1 identity. */
+		if (!parent->raw || (r = disk_layer_raw_identity_v1(parent, id)) < 0 ||
+		    memcmp(id, h->parent_identity, DISK_HASH_LEN))
+			return r < 0 ? disk_fail(err, r, "%s: reading it: %s", parent->path,
+						 strerror(-r))
+				     : link_stale(child, parent, err);
+	}
 	if (!parent->raw && parent->cluster_len != child->cluster_len)
 		return disk_fail(err, -EINVAL, "%s: cluster size %u differs from its parent's (%u)",
 				 child->path, child->cluster_len, parent->cluster_len);

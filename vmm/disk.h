@@ -38,8 +38,10 @@
 #define DISK_PARENT_PATH_MAX 2048
 #define DISK_ID_LEN	     16
 #define DISK_HASH_LEN	     32 /* SHA-256 */
-/* A raw base's identity hashes its first and last MiB (docs/disk-format.md, "Identity"). */
-#define DISK_RAW_SAMPLE_LEN  (1u << 20)
+/* A raw base's identity hashes its first and last 64 KiB (docs/disk-format.md, "Identity");
+ * layers made before 2026-12 recorded the older one over the first and last MiB. */
+#define DISK_RAW_SAMPLE_LEN    (64u << 10)
+#define DISK_RAW_V1_SAMPLE_LEN (1u << 20)
 
 enum disk_parent_kind {
 	DISK_PARENT_NONE = 0,  /* a blank disk: unallocated clusters read as zeros */
@@ -209,7 +211,7 @@ struct disk_layer {
 	bool writable;
 	bool written;	     /* the generation was bumped in this open */
 	bool unsynced;	     /* data written since the last fdatasync */
-	bool identity_known; /* identity is computed (a raw image's costs a 2 MiB read) */
+	bool identity_known; /* identity is computed (a raw image's costs a 128 KiB read) */
 	char *path;	     /* canonical */
 	uint64_t virtual_len;
 	uint32_t cluster_len; /* 0 for a raw image */
@@ -239,6 +241,8 @@ int disk_layer_open(struct disk_layer *l, const char *path, unsigned lflags,
 void disk_layer_close(struct disk_layer *l);
 /* The identity children record: SHA-256 over what makes the layer's contents what they are. */
 int disk_layer_identity(struct disk_layer *l, uint8_t out[DISK_HASH_LEN]) __must_check;
+/* A raw image's identity as layers made before 2026-12 recorded it (open accepts either). */
+int disk_layer_raw_identity_v1(struct disk_layer *l, uint8_t out[DISK_HASH_LEN]) __must_check;
 /* Does the layer hold cluster `idx`? Set that it does (in memory until the next flush). */
 bool disk_layer_has(const struct disk_layer *l, uint64_t idx);
 void disk_layer_set(struct disk_layer *l, uint64_t idx);

@@ -628,7 +628,7 @@ Test(disk, raw_parent_changed)
 	times[0] = st.st_atim;
 	times[1] = st.st_mtim;
 	cr_assert(eq(int, utimensat(AT_FDCWD, P("base.img"), times, 0), 0));
-	open_fails(P("o1"), -ESTALE, "first or last MiB differs");
+	open_fails(P("o1"), -ESTALE, "first or last 64 KiB differs");
 
 	/* A later write anywhere moves the mtime. */
 	cr_assert(eq(int, unlink(P("o1")), 0));
@@ -644,6 +644,40 @@ Test(disk, raw_parent_changed)
 	overlay_ok(P("o1"), P("base.img"));
 	file_truncate(P("base.img"), 2 * MIB);
 	open_fails(P("o1"), -ESTALE, "its size is 2097152 bytes, was 1048576");
+}
+
+/* A layer made before 2026-12 recorded its raw parent's v1 identity (1 MiB samples): it still
+ * opens, and a change to its parent is still refused. */
+Test(disk, raw_parent_v1_identity_accepted)
+{
+	struct disk_error err = {{0}};
+	struct disk_layer base = {0};
+	struct disk_header h;
+	struct disk *d;
+	struct stat st;
+	struct timespec times[2];
+	uint8_t v1[DISK_HASH_LEN], b = 0x55;
+
+	make_base_and_overlay();
+	cr_assert(eq(int, disk_layer_open(&base, P("base.img"), DISK_LAYER_RAW, &err), 0), "%s",
+		  err.msg);
+	cr_assert(eq(int, disk_layer_raw_identity_v1(&base, v1), 0));
+	disk_layer_close(&base);
+	hdr_read(P("o1"), &h);
+	cr_assert(memcmp(h.parent_identity, v1, DISK_HASH_LEN) != 0, "v2 is what is recorded now");
+	memcpy(h.parent_identity, v1, DISK_HASH_LEN);
+	hdr_write_sealed(P("o1"), &h);
+	open_ok(P("o1"), 0, &d);
+	disk_close(d);
+
+	/* Beyond the 64 KiB v2 samples but inside v1's first MiB, the mtime put back: the v1
+	 * identity recorded still catches it. */
+	cr_assert(eq(int, stat(P("base.img"), &st), 0));
+	file_pwrite(P("base.img"), &b, 1, 512 * KIB);
+	times[0] = st.st_atim;
+	times[1] = st.st_mtim;
+	cr_assert(eq(int, utimensat(AT_FDCWD, P("base.img"), times, 0), 0));
+	open_fails(P("o1"), -ESTALE, "changed since it was created");
 }
 
 Test(disk, layer_parent_changed)
