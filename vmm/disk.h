@@ -24,20 +24,20 @@
 /* ---- The layer file, format version 1 ---- */
 
 /* The magic and the version sit at the same offsets in every version of the format. */
-#define DISK_MAGIC	     "SBXLAYER" /* 8 bytes, no NUL */
-#define DISK_MAGIC_LEN	     8
-#define DISK_VERSION	     1
-#define DISK_HEADER_LEN	     4096
-#define DISK_SECTOR_LEN	     512 /* the smallest disk: one sector */
-#define DISK_CLUSTER_MIN     (4u << 10)
-#define DISK_CLUSTER_MAX     (2u << 20)
-#define DISK_CLUSTER_DEFAULT (64u << 10)
+#define DISK_MAGIC	       "SBXLAYER" /* 8 bytes, no NUL */
+#define DISK_MAGIC_LEN	       8
+#define DISK_VERSION	       1
+#define DISK_HEADER_LEN	       4096
+#define DISK_SECTOR_LEN	       512 /* the smallest disk: one sector */
+#define DISK_CLUSTER_MIN       (4u << 10)
+#define DISK_CLUSTER_MAX       (2u << 20)
+#define DISK_CLUSTER_DEFAULT   (64u << 10)
 /* The bitmap is held in memory: at most 2^28 clusters (16 TiB at 64 KiB clusters). */
-#define DISK_BITMAP_MAX_LEN  (32u << 20)
-#define DISK_BITMAP_ALIGN    4096 /* bitmap_len is a multiple; flushes write whole pages */
-#define DISK_PARENT_PATH_MAX 2048
-#define DISK_ID_LEN	     16
-#define DISK_HASH_LEN	     32 /* SHA-256 */
+#define DISK_BITMAP_MAX_LEN    (32u << 20)
+#define DISK_BITMAP_ALIGN      4096 /* bitmap_len is a multiple; flushes write whole pages */
+#define DISK_PARENT_PATH_MAX   2048
+#define DISK_ID_LEN	       16
+#define DISK_HASH_LEN	       32 /* SHA-256 */
 /* A raw base's identity hashes its first and last 64 KiB (docs/disk-format.md, "Identity");
  * layers made before 2026-12 recorded the older one over the first and last MiB. */
 #define DISK_RAW_SAMPLE_LEN    (64u << 10)
