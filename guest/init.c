@@ -524,6 +524,29 @@ static int init_agent_shutdown(uint32_t flags)
 }
 
 /*
+ * Tell the host the agent listens: connect to the host's PROTO_READY_PORT, write
+ * PROTO_READY_LINE, close. Nobody may be listening there (a `start --no-wait`): the VMM then
+ * resets the connection at once. Best effort, bounded by a 1 s connect timeout.
+ */
+static void init_announce_ready(void)
+{
+	struct sockaddr_vm addr;
+	struct timeval tv = {.tv_sec = 1};
+	int fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return;
+	memset(&addr, 0, sizeof(addr));
+	addr.svm_family = AF_VSOCK;
+	addr.svm_cid = VMADDR_CID_HOST;
+	addr.svm_port = PROTO_READY_PORT;
+	(void)setsockopt(fd, AF_VSOCK, SO_VM_SOCKETS_CONNECT_TIMEOUT, &tv, sizeof(tv));
+	if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0)
+		(void)!write(fd, PROTO_READY_LINE, sizeof(PROTO_READY_LINE) - 1);
+	close(fd);
+}
+
+/*
  * Listen on AF_VSOCK port PROTO_VSOCK_PORT (any CID) and run the agent there. Returns only if
  * that fails (no vsock device, or the loop could not be set up), with -errno.
  */
@@ -545,6 +568,7 @@ static __attribute__((warn_unused_result)) int init_run_agent(void)
 		goto out;
 	}
 	log_info("agent listening on vsock port %u", PROTO_VSOCK_PORT);
+	init_announce_ready();
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.listen_fd = fd;
 	cfg.shutdown = init_agent_shutdown;

@@ -36,6 +36,10 @@
 
 #define PROTO_VERSION	  1u
 #define PROTO_VSOCK_PORT  52u
+/* Once the agent listens, sandbox-init connects to this host port (CID 2) and writes
+ * PROTO_READY_LINE: the host learns the agent is up without polling it during boot. */
+#define PROTO_READY_PORT  53u
+#define PROTO_READY_LINE  "READY\n"
 #define PROTO_HDR_LEN	  16u
 #define PROTO_MAX_PAYLOAD (1u << 20) /* 1 MiB: a longer frame is a protocol error */
 

@@ -8,17 +8,23 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "disk.h"
+#include "proto.h"
 #include "sandboxctl.h"
 
 #define GUEST_CMDLINE "console=ttyS0 reboot=k panic=-1 quiet sandbox.root=/dev/vda sandbox.reboot=0"
@@ -155,15 +161,70 @@ static int spawn_vmm(const struct sandbox *sb, const char *console_opt, pid_t *p
 	return 0;
 }
 
-/* Wait for the agent's answer, or the VMM's death, or the deadline. */
-static int wait_agent(struct sandbox *sb, pid_t pid, unsigned timeout_s, const char *console)
+/*
+ * The socket the VMM connects to when the guest's sandbox-init announces its agent
+ * (PROTO_READY_PORT, the guest-to-host vsock path `vsock.sock_53`). Bound before the VMM
+ * starts, so the announcement cannot be missed. Returns the listening fd, or -errno (then
+ * wait_agent polls the agent instead).
+ */
+static int ready_listen(const struct sandbox *sb, char *path, size_t len)
 {
-	uint64_t deadline = now_ms() + timeout_s * 1000ull;
-	int status, err = -ETIMEDOUT;
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
+	char file[32];
+	int fd, err;
 
-	while (now_ms() < deadline) {
-		pid_t r = waitpid(pid, &status, WNOHANG);
+	snprintf(file, sizeof(file), "vsock.sock_%u", PROTO_READY_PORT);
+	if ((err = sandbox_path(sb, file, path, len)) < 0)
+		return err;
+	if (strlen(path) >= sizeof(addr.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(addr.sun_path, path, strlen(path) + 1);
+	(void)unlink(path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 || listen(fd, 4) < 0) {
+		err = -errno;
+		close(fd);
+		(void)unlink(path);
+		return err;
+	}
+	return fd;
+}
 
+/*
+ * Wait for the agent's answer, or the VMM's death, or the deadline. The guest announces its
+ * agent on `ready_fd` (when >= 0); only then is the agent pinged, so a booting guest is not
+ * interrupted by connection attempts. Without an announcement (an older initramfs, or no
+ * ready socket) the agent is pinged every 500 ms (every 50 ms without a ready socket).
+ */
+static int wait_agent(struct sandbox *sb, pid_t pid, unsigned timeout_s, const char *console,
+		      int ready_fd)
+{
+	uint64_t deadline = now_ms() + timeout_s * 1000ull, now;
+	int status, err = -ETIMEDOUT, pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+
+	while ((now = now_ms()) < deadline) {
+		struct pollfd p[2] = {{.fd = ready_fd, .events = POLLIN},
+				      {.fd = pidfd, .events = POLLIN}};
+		uint64_t wait = ready_fd >= 0 ? 500 : 50;
+		bool announced = false;
+		pid_t r;
+
+		if (wait > deadline - now)
+			wait = deadline - now;
+		if (poll(p, 2, (int)wait) < 0 && errno != EINTR) {
+			err = -errno;
+			break;
+		}
+		if (p[0].revents & POLLIN) {
+			int c = accept4(ready_fd, NULL, NULL, SOCK_CLOEXEC);
+
+			if (c >= 0)
+				close(c);
+			announced = true;
+		}
+		r = waitpid(pid, &status, WNOHANG);
 		if (r == pid) {
 			if (WIFEXITED(status))
 				errmsg("%s: the VMM exited with status %d before the agent "
@@ -174,13 +235,20 @@ static int wait_agent(struct sandbox *sb, pid_t pid, unsigned timeout_s, const c
 				       "answered",
 				       sb->id, WTERMSIG(status));
 			print_tail(console, 15);
+			if (pidfd >= 0)
+				close(pidfd);
 			return -ECHILD;
 		}
+		if (!announced && (p[0].revents || p[1].revents))
+			continue; /* woken for nothing to ping about */
 		err = agent_ping(sb, 1000, NULL);
 		if (err == 0)
-			return 0;
-		usleep(50000);
+			break;
 	}
+	if (pidfd >= 0)
+		close(pidfd);
+	if (err == 0)
+		return 0;
 	errmsg("%s: the guest agent did not answer within %u s (last error: %s)", sb->id, timeout_s,
 	       strerror(-err));
 	print_tail(console, 15);
@@ -293,14 +361,25 @@ int sandbox_create(const struct create_opts *o, struct sandbox *sb)
 	return EXIT_OK;
 }
 
+static void ready_close(int fd, const char *path)
+{
+	if (fd < 0)
+		return;
+	close(fd);
+	(void)unlink(path);
+}
+
 int sandbox_boot(struct sandbox *sb, const char *console_opt, unsigned timeout_s, bool no_wait)
 {
-	char path[4200], pidbuf[32], console[4200];
+	char path[4200], pidbuf[32], console[4200], ready_path[4200] = "";
 	pid_t pid = 0;
-	int err, n;
+	int err, n, ready_fd = -1;
 
+	if (!no_wait)
+		ready_fd = ready_listen(sb, ready_path, sizeof(ready_path));
 	if ((err = spawn_vmm(sb, console_opt, &pid)) < 0) {
 		errmsg("%s: cannot start the VMM: %s", sb->id, strerror(-err));
+		ready_close(ready_fd, ready_path);
 		return EXIT_ERR;
 	}
 	sb->pid = pid;
@@ -308,15 +387,16 @@ int sandbox_boot(struct sandbox *sb, const char *console_opt, unsigned timeout_s
 	if ((err = sandbox_path(sb, "pid", path, sizeof(path))) < 0 ||
 	    (err = write_file_atomic(path, pidbuf, (size_t)n, 0600)) < 0) {
 		errmsg("%s: cannot write the pid file: %s", sb->id, strerror(-err));
+		ready_close(ready_fd, ready_path);
 		return EXIT_ERR;
 	}
 	if (console_opt)
 		snprintf(console, sizeof(console), "%s", console_opt);
 	else if (sandbox_path(sb, "console.log", console, sizeof(console)) < 0)
 		console[0] = '\0';
-	if (!no_wait && wait_agent(sb, pid, timeout_s, console) < 0)
-		return EXIT_SANDBOX;
-	return EXIT_OK;
+	err = no_wait ? 0 : wait_agent(sb, pid, timeout_s, console, ready_fd);
+	ready_close(ready_fd, ready_path);
+	return err < 0 ? EXIT_SANDBOX : EXIT_OK;
 }
 
 int cmd_create(int argc, char **argv)
