@@ -24,6 +24,7 @@
 #include "fake_mem.h"
 #include "fake_vm.h"
 #include "virtio/virtio.h"
+#include "virtio/vsock.h"
 
 #define QSIZE	    64u
 #define RING_GPA(q) (0x10000u + (q)*0x4000u) /* desc; avail +0x1000, used +0x2000 */
@@ -429,6 +430,45 @@ Test(virtio_vsock, guest_refusal_closes_the_client)
 	cr_assert(eq(long, client_read(fd, &c, 1), 0));
 	rx_expect_none(); /* no RST answers an RST */
 	close(fd);
+}
+
+/* A client that never finishes its CONNECT line, and one whose REQUEST the guest never
+ * answers, are closed once the handshake deadline passes; the guest hears an RST for the
+ * second. A connection that got its answer is left alone. */
+Test(virtio_vsock, stalled_handshakes_are_closed)
+{
+	struct vsock_dev *d = vdev->dev;
+	uint32_t hp, hp_ok;
+	int silent = unix_connect(sock_path), asked, ok;
+	uint64_t deadline;
+	struct pkt p;
+	char c;
+
+	send_all(silent, "CONN", 4);
+	pump();
+	asked = host_connect(52, &hp);
+	ok = host_establish(53, 4096, &hp_ok);
+	pthread_mutex_lock(&d->lock);
+	cr_assert(d->timer_armed);
+	deadline = vsock_conn_find(d, hp, 52)->handshake_deadline_ms;
+	vsock_conn_expire(d, deadline - 1); /* not yet */
+	cr_assert(d->timer_armed);
+	vsock_conn_expire(d, deadline + VSOCK_HANDSHAKE_MS);
+	cr_assert(not(d->timer_armed), "no handshake is left");
+	cr_assert(eq(u32, d->nconns, 1));
+	vsock_run(d);
+	vsock_unlock(d);
+	cr_assert(eq(long, client_read(silent, &c, 1), 0));
+	cr_assert(eq(long, client_read(asked, &c, 1), 0));
+	rx_expect(&p, VIRTIO_VSOCK_OP_RST);
+	cr_assert(eq(u32, p.h.src_port, hp));
+	cr_assert(eq(u32, p.h.dst_port, 52));
+	rx_expect_none();
+	send_all(ok, "x", 1);
+	rx_expect(&p, VIRTIO_VSOCK_OP_RW);
+	close(silent);
+	close(asked);
+	close(ok);
 }
 
 Test(virtio_vsock, credit_is_respected)

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -539,6 +540,9 @@ static void vsock_destroy(void *opaque)
 	vsock_conn_close_all(d);
 	evloop_del(loop, &d->listen_src);
 	evloop_del(loop, &d->kick_src);
+	evloop_del(loop, &d->timer_src);
+	if (d->timer_fd >= 0)
+		close(d->timer_fd);
 	if (d->listen_fd >= 0) {
 		close(d->listen_fd);
 		unlink(d->path);
@@ -621,13 +625,14 @@ int vsock_add(struct vm *vm, const char *uds_path, char *cmdline, size_t cmdline
 	pthread_mutex_init(&d->lock, NULL);
 	d->vm = vm;
 	d->listen_fd = -1;
-	d->listen_src.fd = d->kick_src.fd = -1;
+	d->listen_src.fd = d->kick_src.fd = d->timer_src.fd = -1;
 	d->next_port = VSOCK_PORT_FIRST;
 	d->config.guest_cid = htole64(VSOCK_GUEST_CID);
 	vsock_list_init(&d->conns);
 	vsock_list_init(&d->pending);
+	d->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	d->kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (d->kick_fd < 0) {
+	if (d->kick_fd < 0 || d->timer_fd < 0) {
 		err = -errno;
 		goto fail;
 	}
@@ -636,7 +641,9 @@ int vsock_add(struct vm *vm, const char *uds_path, char *cmdline, size_t cmdline
 	if ((err = evloop_add(&vm->loop, &d->kick_src, d->kick_fd, EPOLLIN, vsock_kick_event, d)) <
 		    0 ||
 	    (err = evloop_add(&vm->loop, &d->listen_src, d->listen_fd, EPOLLIN,
-			      vsock_conn_listen_event, d)) < 0)
+			      vsock_conn_listen_event, d)) < 0 ||
+	    (err = evloop_add(&vm->loop, &d->timer_src, d->timer_fd, EPOLLIN,
+			      vsock_conn_timer_event, d)) < 0)
 		goto fail;
 	err = virtio_mmio_add(vm, &vsock_ops, d, cmdline, cmdline_len, out);
 	if (err < 0)

@@ -65,6 +65,9 @@
 #define VSOCK_PORT_LAST	    0xfffffffeu /* 0xffffffff is VMADDR_PORT_ANY */
 /* "CONNECT 4294967295\n" is 19 bytes; a longer line is refused. */
 #define VSOCK_LINE_MAX	    32u
+/* A host client has this long from its connect to the guest's answer (its CONNECT line, then
+ * the guest's RESPONSE or RST); then it is closed (and the guest reset). */
+#define VSOCK_HANDSHAKE_MS  10000u
 #define VSOCK_SHUTDOWN_BOTH (VIRTIO_VSOCK_SHUTDOWN_RCV | VIRTIO_VSOCK_SHUTDOWN_SEND)
 
 _Static_assert(sizeof(struct virtio_vsock_hdr) == 44, "the packet header is 44 bytes");
@@ -117,6 +120,8 @@ struct vsock_conn {
 	/* Host to guest. */
 	uint32_t tx_cnt; /* payload bytes sent to the guest */
 	uint32_t peer_buf_alloc, peer_fwd_cnt;
+	/* VSOCK_LINE and VSOCK_REQUESTED: when the handshake is given up (CLOCK_MONOTONIC). */
+	uint64_t handshake_deadline_ms;
 	/* VSOCK_LINE only: the part of the line read so far. */
 	uint8_t line_len;
 	char line[VSOCK_LINE_MAX];
@@ -140,7 +145,9 @@ struct vsock_dev {
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	int listen_fd; /* the unix socket at `path` */
 	int kick_fd;   /* eventfd: work for the I/O thread (reset, activate, MMIO kicks) */
-	struct ev_source listen_src, kick_src;
+	int timer_fd;  /* timerfd: ticks every second while a handshake is pending */
+	bool timer_armed;
+	struct ev_source listen_src, kick_src, timer_src;
 	struct vsock_conn *hash[VSOCK_HASH_LEN];
 	struct vsock_link conns;
 	struct vsock_link pending;
@@ -197,6 +204,11 @@ void vsock_conn_hdr(struct vsock_conn *c, struct virtio_vsock_hdr *h, uint16_t o
 ssize_t vsock_conn_read(struct vsock_conn *c, struct iovec *iov, unsigned niov);
 /* Close the connection and free it; with `rst`, owe the guest an RST for it. */
 void vsock_conn_close(struct vsock_conn *c, bool rst);
+/* Close the connections whose handshake is past its deadline at `now_ms`; stop the timer
+ * when no handshake is left. Called with the lock held. */
+void vsock_conn_expire(struct vsock_dev *d, uint64_t now_ms);
+/* The timerfd's callback. */
+void vsock_conn_timer_event(struct ev_source *src, uint32_t events);
 /* Close every connection without telling the guest (reset, broken driver, destroy). */
 void vsock_conn_close_all(struct vsock_dev *d);
 /* Owe the guest an RST from (src_cid, src_port) to dst_port; dropped when VSOCK_RST_MAX are

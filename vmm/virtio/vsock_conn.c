@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "virtio/vsock.h"
@@ -70,6 +72,68 @@ void vsock_rst_push(struct vsock_dev *d, uint64_t src_cid, uint32_t src_port, ui
 
 static void vsock_conn_event(struct ev_source *src, uint32_t events);
 
+static uint64_t vsock_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Tick every second (or stop) while handshakes are (not) pending. */
+static void vsock_timer_set(struct vsock_dev *d, bool on)
+{
+	struct itimerspec its = {0};
+
+	if (on == d->timer_armed || d->timer_fd < 0)
+		return;
+	if (on)
+		its.it_value.tv_sec = its.it_interval.tv_sec = 1;
+	if (timerfd_settime(d->timer_fd, 0, &its, NULL) < 0) {
+		if (log_ratelimit_ok(&d->rl, 3))
+			log_warn("virtio-vsock: handshake timer: %m");
+		return;
+	}
+	d->timer_armed = on;
+}
+
+void vsock_conn_expire(struct vsock_dev *d, uint64_t now_ms)
+{
+	struct vsock_link *l = d->conns.next;
+	bool pending = false;
+
+	while (l != &d->conns) {
+		struct vsock_conn *c = vsock_conn_of(l, all);
+
+		l = l->next;
+		if (c->state == VSOCK_CONNECTED)
+			continue;
+		if (now_ms < c->handshake_deadline_ms) {
+			pending = true;
+			continue;
+		}
+		log_debug("virtio-vsock: %s to guest port %u: no answer in %u ms, closed",
+			  c->state == VSOCK_LINE ? "a client without a CONNECT line"
+						 : "a connection",
+			  c->peer_port, VSOCK_HANDSHAKE_MS);
+		vsock_conn_close(c, true);
+	}
+	vsock_timer_set(d, pending);
+}
+
+void vsock_conn_timer_event(struct ev_source *src, uint32_t events)
+{
+	struct vsock_dev *d = src->opaque;
+	uint64_t ticks;
+
+	if (read(d->timer_fd, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
+		log_debug("virtio-vsock: reading the timer: %m");
+	pthread_mutex_lock(&d->lock);
+	vsock_conn_expire(d, vsock_now_ms());
+	vsock_run(d);
+	vsock_unlock(d);
+}
+
 /* A new connection on socket `fd` (closed on failure), or NULL. */
 static struct vsock_conn *vsock_conn_new(struct vsock_dev *d, int fd, enum vsock_state state)
 {
@@ -83,6 +147,10 @@ static struct vsock_conn *vsock_conn_new(struct vsock_dev *d, int fd, enum vsock
 	c->fd = fd;
 	c->state = state;
 	c->src.fd = -1;
+	if (state != VSOCK_CONNECTED) {
+		c->handshake_deadline_ms = vsock_now_ms() + VSOCK_HANDSHAKE_MS;
+		vsock_timer_set(d, true);
+	}
 	vsock_list_init(&c->pending);
 	vsock_list_add_tail(&d->conns, &c->all);
 	d->nconns++;
@@ -492,6 +560,7 @@ int vsock_conn_established(struct vsock_conn *c)
 		return -ECONNRESET;
 	}
 	c->state = VSOCK_CONNECTED;
+	c->handshake_deadline_ms = 0;
 	c->readable = true; /* the client may have sent data behind its CONNECT line */
 	return 0;
 }
