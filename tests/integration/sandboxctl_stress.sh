@@ -13,8 +13,8 @@
 # unknown id 125. As sandboxctl.sh: natively where Linux boots, inside the emulated KVM host on
 # kvm-pvm, skipped otherwise. The large copy goes to the root disk of a second sandbox with a
 # larger disk (--disk-size), so no guest needs RAM for it (512 MiB). STRESS_CP_MIB defaults to
-# 1024 natively and to 128 in the emulated host: there, 1 GiB round trips end about one time in
-# three in a guest triple fault (no panic on the console, with and without huge pages) or a
+# 1024 natively and to 128 in the emulated host: there, 6 of 9 runs of 1 GiB copies ended in a
+# guest triple fault (no panic on the console, with and without huge pages) or a
 # 60 s stall, and the emulated host's own kernel once died of an exception-stack overflow under
 # the same load (docs/benchmarks.md, "1 GiB copies in the emulated host").
 set -u
