@@ -13,15 +13,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 
 
-fail() {
-	echo "FAIL: $*"
-	for d in "$SANDBOX_HOME"/sandboxes/*/; do
-		[ -f "$d/console.log" ] && { echo "--- $d"; tail -n 20 "$d/console.log"; }
-	done
-	# a step that hung in the emulated host: retried once (ctl_bounded.sh)
-	[ -e "$SANDBOX_HOME/.hung" ] && exit 75
-	exit 1
-}
+. "$here/guest_lib.sh"
 
 # x NAME CMD...: exec in sandbox NAME, output on stdout, the status checked by the caller.
 x() {
@@ -34,11 +26,7 @@ inner() {
 	CTL_REAL=$1 kernel=$2 initrd=$3 rootfs=$4
 	export CTL_REAL
 	ctl=$here/ctl_bounded.sh # a hung step fails with status 137 instead of stalling
-	SANDBOX_HOME=$(mktemp -d)
-	export SANDBOX_HOME
-	trap 'for n in a b; do "$ctl" rm -f "$n" >/dev/null 2>&1; done; rm -rf "$SANDBOX_HOME"' EXIT
-	"$ctl" images import busybox --kernel "$kernel" --initrd "$initrd" --rootfs "$rootfs" ||
-		fail "images import"
+	guest_home "$CTL_REAL" "$kernel" "$initrd" "$rootfs"
 	base="$SANDBOX_HOME/images/busybox/rootfs"
 	base_sum=$(sha256sum <"$base")
 	head -c 1048576 /dev/urandom >"$SANDBOX_HOME/data.img"

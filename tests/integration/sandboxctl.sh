@@ -12,14 +12,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 
 
-fail() {
-	echo "FAIL: $*"
-	[ -n "${id:-}" ] && [ -f "$SANDBOX_HOME/sandboxes/$id/console.log" ] &&
-		tail -n 30 "$SANDBOX_HOME/sandboxes/$id/console.log"
-	# a step that hung in the emulated host: retried once (ctl_bounded.sh)
-	[ -e "$SANDBOX_HOME/.hung" ] && exit 75
-	exit 1
-}
+. "$here/guest_lib.sh"
 
 # gone ID PID: no directory, no VMM process, no socket left.
 gone() {
@@ -35,11 +28,7 @@ inner() {
 	CTL_REAL=$1 kernel=$2 initrd=$3 rootfs=$4
 	export CTL_REAL
 	ctl=$here/ctl_bounded.sh # a hung step fails with status 137 instead of stalling
-	SANDBOX_HOME=$(mktemp -d)
-	export SANDBOX_HOME
-	trap 'rm -rf "$SANDBOX_HOME"' EXIT
-	"$ctl" images import busybox --kernel "$kernel" --initrd "$initrd" --rootfs "$rootfs" ||
-		fail "images import"
+	guest_home "$CTL_REAL" "$kernel" "$initrd" "$rootfs"
 	id=$("$ctl" create --image busybox --memory 256 --timeout 120) || fail "create (status $?)"
 	echo "created $id"
 	"$ctl" ls | grep -q "^$id .* running " || { "$ctl" ls; fail "ls does not show $id running"; }

@@ -20,14 +20,7 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 
-fail() {
-	echo "FAIL: $*"
-	[ -n "${id:-}" ] && [ -f "$SANDBOX_HOME/sandboxes/$id/console.log" ] &&
-		tail -n 30 "$SANDBOX_HOME/sandboxes/$id/console.log"
-	# a create that hung in the emulated host: retried once (ctl_bounded.sh)
-	[ -e "$SANDBOX_HOME/.hung" ] && exit 75
-	exit 1
-}
+. "$here/guest_lib.sh"
 
 up() { cut -d' ' -f1 /proc/uptime; }
 since() { echo "$1 $(up)" | awk '{ printf "%.1f", $2 - $1 }'; }
@@ -51,11 +44,7 @@ inner() {
 	ctl=$1 kernel=$2 initrd=$3 rootfs=$4
 	cp_mib=${STRESS_CP_MIB:-1024}
 	rss_max=${STRESS_RSS_MAX_KIB:-8192}
-	SANDBOX_HOME=$(mktemp -d)
-	export SANDBOX_HOME
-	trap '[ -n "${id:-}" ] && "$ctl" rm -f "$id" >/dev/null 2>&1; rm -rf "$SANDBOX_HOME"' EXIT
-	"$ctl" images import busybox --kernel "$kernel" --initrd "$initrd" --rootfs "$rootfs" ||
-		fail "images import"
+	guest_home "$ctl" "$kernel" "$initrd" "$rootfs"
 	# create through ctl_bounded.sh: a nested guest that hangs at boot (the emulated host's own
 	# hangs) is retried after 180 s, not after the whole run's timeout
 	id=$(CTL_REAL="$ctl" CTL_DEADLINE=180 "$here/ctl_bounded.sh" create --image busybox \

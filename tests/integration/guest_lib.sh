@@ -1,0 +1,32 @@
+# Shared by the tests that drive sandboxctl against a real guest (sandboxctl.sh,
+# sandboxctl_stress.sh, disk_guest.sh); sourced by each.
+
+# fail MSG...: say so, show the end of each sandbox's console, and exit: 75 when a sandboxctl
+# step hung in the emulated host (ctl_bounded.sh left .hung behind; devhost_retry.sh retries
+# such a run once), else 1.
+fail() {
+	echo "FAIL: $*"
+	for d in "$SANDBOX_HOME"/sandboxes/*/; do
+		[ -f "$d/console.log" ] && { echo "--- $d"; tail -n 20 "$d/console.log"; }
+	done
+	[ -e "$SANDBOX_HOME/.hung" ] && exit 75
+	exit 1
+}
+
+# guest_home CTL KERNEL INITRD ROOTFS: a fresh $SANDBOX_HOME with the busybox image imported
+# from those files. At exit every sandbox left in it is removed with CTL (rm -f), then the
+# directory.
+guest_home() {
+	guest_home_ctl=$1
+	SANDBOX_HOME=$(mktemp -d)
+	export SANDBOX_HOME
+	trap guest_home_cleanup EXIT
+	"$1" images import busybox --kernel "$2" --initrd "$3" --rootfs "$4" || fail "images import"
+}
+
+guest_home_cleanup() {
+	for d in "$SANDBOX_HOME"/sandboxes/*/; do
+		[ -d "$d" ] && "$guest_home_ctl" rm -f "$(basename "$d")" >/dev/null 2>&1
+	done
+	rm -rf "$SANDBOX_HOME"
+}
