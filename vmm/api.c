@@ -12,7 +12,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "api_proto.h"
@@ -49,14 +48,6 @@ static const struct {
 	API_REQUESTS(API_ENTRY)
 #undef API_ENTRY
 };
-
-static uint64_t api_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void api_conn_close(struct api_conn *c)
 {
@@ -116,7 +107,7 @@ static int api_handle(struct api_conn *c, const struct api_hdr *h)
 							      : API_STATE_RUNNING);
 		st.ncpus = htole32(vm->ncpus);
 		st.memory_mib = htole64(vm->mem.ram_len >> 20);
-		st.uptime_ms = htole64((api_now_ns() - c->api->start_ns) / 1000000);
+		st.uptime_ms = htole64((vmm_now_ns() - c->api->start_ns) / 1000000);
 		st.pid = htole32((uint32_t)getpid());
 		return api_reply(c, h, 0, &st, sizeof(st));
 	case API_PAUSE:
@@ -241,7 +232,7 @@ int api_create(struct vm *vm, const char *path, struct api **out)
 		return -ENOMEM;
 	}
 	api->vm = vm;
-	api->start_ns = api_now_ns();
+	api->start_ns = vmm_now_ns();
 	api->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (api->listen_fd < 0) {
 		err = -errno;

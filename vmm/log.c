@@ -25,7 +25,7 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	va_list ap;
 	int n;
 
-	if (level < log_min)
+	if (!log_enabled(level))
 		return;
 	if (level == LOG_DEBUG) {
 		/* Debug lines carry the time since the first log call, for start-up profiles. */
@@ -49,15 +49,24 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	fputs(line, stderr);
 }
 
+bool log_enabled(enum log_level level)
+{
+	return level >= log_min;
+}
+
+uint64_t vmm_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 /* A fixed one-second window: at most `burst` messages pass per window. */
 bool log_ratelimit_ok(struct log_ratelimit *rl, unsigned burst)
 {
-	struct timespec ts;
-	uint64_t now_ns, window;
+	uint64_t window = vmm_now_ns() / 1000000000ull;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	now_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-	window = now_ns / 1000000000ull;
 	if (window != rl->window_ns) {
 		rl->window_ns = window;
 		rl->count = 0;

@@ -72,9 +72,13 @@ static void mem_log_thp(void)
 {
 	static const char path[] = "/sys/kernel/mm/transparent_hugepage/shmem_enabled";
 	char buf[128] = "";
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	int fd;
+	ssize_t n;
 
+	if (!log_enabled(LOG_DEBUG))
+		return;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
 	if (fd >= 0)
 		close(fd);
 	if (n > 0 && strstr(buf, "[never]"))

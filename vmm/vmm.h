@@ -39,6 +39,10 @@ struct log_ratelimit {
 	unsigned count;
 };
 bool log_ratelimit_ok(struct log_ratelimit *rl, unsigned burst);
+/* Whether messages of `level` are printed (to skip work done only to log at it). */
+bool log_enabled(enum log_level level);
+/* CLOCK_MONOTONIC in nanoseconds: uptimes, deadlines, rate windows. */
+uint64_t vmm_now_ns(void);
 
 /* ---- memory.c: guest RAM in one memfd, split around the 3-4 GiB MMIO hole. ---- */
 

@@ -16,7 +16,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "virtio/vsock.h"
@@ -72,14 +71,6 @@ void vsock_rst_push(struct vsock_dev *d, uint64_t src_cid, uint32_t src_port, ui
 
 static void vsock_conn_event(struct ev_source *src, uint32_t events);
 
-static uint64_t vsock_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* Tick every second (or stop) while handshakes are (not) pending. */
 static void vsock_timer_set(struct vsock_dev *d, bool on)
 {
@@ -129,7 +120,7 @@ void vsock_conn_timer_event(struct ev_source *src, uint32_t events)
 	if (read(d->timer_fd, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
 		log_debug("virtio-vsock: reading the timer: %m");
 	pthread_mutex_lock(&d->lock);
-	vsock_conn_expire(d, vsock_now_ms());
+	vsock_conn_expire(d, vmm_now_ns() / 1000000u);
 	vsock_run(d);
 	vsock_unlock(d);
 }
@@ -148,7 +139,7 @@ static struct vsock_conn *vsock_conn_new(struct vsock_dev *d, int fd, enum vsock
 	c->state = state;
 	c->src.fd = -1;
 	if (state != VSOCK_CONNECTED) {
-		c->handshake_deadline_ms = vsock_now_ms() + VSOCK_HANDSHAKE_MS;
+		c->handshake_deadline_ms = vmm_now_ns() / 1000000u + VSOCK_HANDSHAKE_MS;
 		vsock_timer_set(d, true);
 	}
 	vsock_list_init(&c->pending);
