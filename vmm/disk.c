@@ -115,11 +115,13 @@ static int link_check(const struct disk_layer *child, struct disk_layer *parent,
 	    !(committing && (h->flags & DISK_FLAG_COMMITTING) &&
 	      !memcmp(id, h->commit_identity, DISK_HASH_LEN))) {
 		/* A layer made before 2026-12 recorded a raw parent's v1 identity. */
-		if (!parent->raw || (r = disk_layer_raw_identity_v1(parent, id)) < 0 ||
-		    memcmp(id, h->parent_identity, DISK_HASH_LEN))
-			return r < 0 ? disk_fail(err, r, "%s: reading it: %s", parent->path,
-						 strerror(-r))
-				     : link_stale(child, parent, err);
+		if (!parent->raw)
+			return link_stale(child, parent, err);
+		r = disk_layer_raw_identity_v1(parent, id);
+		if (r < 0)
+			return disk_fail(err, r, "%s: reading it: %s", parent->path, strerror(-r));
+		if (memcmp(id, h->parent_identity, DISK_HASH_LEN))
+			return link_stale(child, parent, err);
 	}
 	if (!parent->raw && parent->cluster_len != child->cluster_len)
 		return disk_fail(err, -EINVAL, "%s: cluster size %u differs from its parent's (%u)",
