@@ -39,17 +39,21 @@ gen() {
 	done
 }
 
+# create ARGS...: a busybox sandbox, its id on stdout. Through ctl_bounded.sh: a nested guest
+# that hangs at boot (the emulated host's own hangs) is retried after 180 s, not after the
+# whole run's timeout.
+create() {
+	CTL_REAL="$ctl" CTL_DEADLINE=180 "$here/ctl_bounded.sh" create --image busybox \
+		--timeout 120 "$@"
+}
+
 # --inner CTL KERNEL INITRD ROOTFS: the checks, with a fresh $SANDBOX_HOME.
 inner() {
 	ctl=$1 kernel=$2 initrd=$3 rootfs=$4
 	cp_mib=${STRESS_CP_MIB:-1024}
 	rss_max=${STRESS_RSS_MAX_KIB:-8192}
 	guest_home "$ctl" "$kernel" "$initrd" "$rootfs"
-	# create through ctl_bounded.sh: a nested guest that hangs at boot (the emulated host's own
-	# hangs) is retried after 180 s, not after the whole run's timeout
-	id=$(CTL_REAL="$ctl" CTL_DEADLINE=180 "$here/ctl_bounded.sh" create --image busybox \
-		--memory 256 --timeout 120) ||
-		fail "create (status $?)"
+	id=$(create --memory 256) || fail "create (status $?)"
 	echo "created $id"
 	pid=$(cat "$SANDBOX_HOME/sandboxes/$id/pid")
 
@@ -168,8 +172,7 @@ inner() {
 	# A large file in and out, to the root disk of a sandbox whose disk has room for it; its
 	# sha256 computed while it is copied in, and the copy out streamed through sha256sum (no
 	# second copy on the host).
-	id=$(CTL_REAL="$ctl" CTL_DEADLINE=180 "$here/ctl_bounded.sh" create --image busybox \
-		--memory 512 --disk-size $((cp_mib / 1024 + 1)) --timeout 120) ||
+	id=$(create --memory 512 --disk-size $((cp_mib / 1024 + 1))) ||
 		fail "create with a larger disk (status $?)"
 	echo "created $id ($((cp_mib / 1024 + 1)) GiB disk, copies of $cp_mib MiB)"
 	t0=$(up)
@@ -207,7 +210,8 @@ fi
 # In the emulated host: room for the large file twice (the host's copy, the sandbox's disk
 # layer) beside the guests.
 mib=${STRESS_CP_MIB:-128}
-opts="--timeout 900 --memory $((mib * 2 + 3072)) ${STRESS_DEVHOST_OPTS:-}"
+# A GiB-sized copy takes minutes each way there; the default stays within 540 s.
+opts="--timeout $((mib > 256 ? 900 : 540)) --memory $((mib * 2 + 3072)) ${STRESS_DEVHOST_OPTS:-}"
 SANDBOX_GUEST_DEVHOST="$opts -e STRESS_CP_MIB=$mib"
 export SANDBOX_GUEST_DEVHOST
 exec "$here/sandbox_guest.sh" "$here/sandboxctl_stress.sh" "$@"
