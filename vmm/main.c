@@ -242,8 +242,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 	return 0;
 }
 
-/* --check: one sentence about this host; the status says whether Linux boots here
- * (0 yes, 3 only payloads, 1 nothing). */
+/* --check: one sentence about this host, and where there is a KVM, one on whether guest
+ * `cpuid` traps (a probe VM asks); the status says whether Linux boots here (0 yes, 3 only
+ * payloads, 1 nothing). */
 static int run_check(void)
 {
 	enum kvm_flavour f = kvm_detect_flavour("/sys/module");
@@ -252,6 +253,8 @@ static int run_check(void)
 	if (!dev)
 		f = KVM_NONE;
 	printf("%s: %s\n", kvm_flavour_name(f), kvm_flavour_verdict(f));
+	if (f != KVM_NONE)
+		printf("%s\n", cpuid_trap_verdict(cpuid_probe_trap()));
 	switch (f) {
 	case KVM_INTEL:
 	case KVM_AMD:

@@ -23,7 +23,8 @@
  *  - the 8250 UART's eight byte-wide registers at PAYLOAD_UART_GPA + register (THR/RBR at +0,
  *    LSR at +5): the same device Linux sees at port 0x3f8;
  *  - the i8042 at PAYLOAD_I8042_GPA: writing PAYLOAD_I8042_RESET to PAYLOAD_I8042_GPA +
- *    PAYLOAD_I8042_CMD ends the VM with exit status 0 (the same as port 0x64).
+ *    PAYLOAD_I8042_CMD ends the VM with exit status 0 (the same as port 0x64);
+ *  - the local APIC at PAYLOAD_LAPIC_GPA (read its ID register only).
  * On hardware KVM the ports work too (IOPL is 3), but payloads should use the MMIO windows.
  */
 #ifndef SANDBOX_PAYLOAD_ABI_H
@@ -31,7 +32,7 @@
 
 #include <stdint.h>
 
-#define PAYLOAD_ABI_VERSION 2		/* 2: devices through MMIO windows, not ports */
+#define PAYLOAD_ABI_VERSION 3 /* 2: devices through MMIO windows; 3: the VMM's CPUID leaves */
 #define PAYLOAD_INFO_MAGIC  0x64617970u /* "payd" */
 
 #define PAYLOAD_INFO_GPA  0x1000ull
@@ -46,7 +47,30 @@
 #define PAYLOAD_I8042_CMD   4
 #define PAYLOAD_I8042_RESET 0xfe
 
+/* The in-kernel local APIC, in xAPIC mode: bits 31:24 of its ID register hold the vCPU's
+ * APIC id, which is its index. KVM serves this page itself, whatever `cpuid` does. */
+#define PAYLOAD_LAPIC_GPA    0xfee00000ull
+#define PAYLOAD_LAPIC_ID_REG 0x20
+
 #define PAYLOAD_MAX_RANGES 4
+
+/*
+ * The VMM's own CPUID leaves, in every vCPU's table (payload and Linux guests alike), after
+ * KVM's at 0x40000000 so that a guest looking for KVM still finds it first:
+ *  - PAYLOAD_CPUID_SIG_LEAF: EAX = PAYLOAD_CPUID_INFO_LEAF (the highest leaf of this range),
+ *    EBX, ECX, EDX = "sandbox-vmm\0" (PAYLOAD_CPUID_SIG_EBX/ECX/EDX);
+ *  - PAYLOAD_CPUID_INFO_LEAF: EAX = this vCPU's index, EBX = the number of vCPUs, ECX = EDX = 0.
+ * A guest whose `cpuid` returns the signature knows that KVM served it from the VMM's table for
+ * this vCPU. Without it, `cpuid` ran on the host CPU: kvm-pvm runs ring-3 guest code natively,
+ * and a CPU without CPUID faulting then answers from its own registers (docs/hosts.md), so
+ * nothing CPUID says about APIC ids or topology is the VMM's promise. The signature is ours, not
+ * the hypervisor bit: our hosts are VMs themselves, and that bit is set natively too.
+ */
+#define PAYLOAD_CPUID_SIG_LEAF	0x40000100u
+#define PAYLOAD_CPUID_INFO_LEAF 0x40000101u
+#define PAYLOAD_CPUID_SIG_EBX	0x646e6173u /* "sand" */
+#define PAYLOAD_CPUID_SIG_ECX	0x2d786f62u /* "box-" */
+#define PAYLOAD_CPUID_SIG_EDX	0x006d6d76u /* "vmm\0" */
 
 /* One range of guest RAM, guest-physical. */
 struct payload_ram_range {

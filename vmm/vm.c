@@ -19,6 +19,7 @@
 #include "vmm.h"
 
 #define KVM_CPUID_MAX_ENTRIES 256
+#define KVM_CPUID_VMM_ENTRIES 2 /* cpuid_add_vmm_leaves */
 
 /* ioctl() retried across EINTR: KVM returns it for signals on long operations. */
 static int vm_ioctl(int fd, unsigned long req, void *arg)
@@ -35,18 +36,24 @@ static int vm_get_supported_cpuid(struct vm *vm)
 {
 	struct kvm_cpuid2 *c;
 
-	c = calloc(1, sizeof(*c) + KVM_CPUID_MAX_ENTRIES * sizeof(c->entries[0]));
+	unsigned cap = KVM_CPUID_MAX_ENTRIES + KVM_CPUID_VMM_ENTRIES;
+	int err;
+
+	c = calloc(1, sizeof(*c) + cap * sizeof(c->entries[0]));
 	if (!c)
 		return -ENOMEM;
 	c->nent = KVM_CPUID_MAX_ENTRIES;
 	if (ioctl(vm->kvm_fd, KVM_GET_SUPPORTED_CPUID, c) < 0) {
-		int err = -errno;
-
+		err = -errno;
 		free(c);
 		return err;
 	}
 	if (ioctl(vm->kvm_fd, KVM_CHECK_EXTENSION, KVM_CAP_TSC_DEADLINE_TIMER) > 0)
 		cpuid_set_tsc_deadline(c->entries, c->nent);
+	if ((err = cpuid_add_vmm_leaves(c->entries, &c->nent, cap)) < 0) {
+		free(c);
+		return err;
+	}
 	vm->cpuid = c;
 	return 0;
 }

@@ -157,14 +157,29 @@ int elf_load(const struct guest_mem *mem, const uint8_t *buf, const struct elf_i
 
 /* ---- cpuid.c ---- */
 
-/* Adapt the host's supported CPUID entries for vCPU `index` of `ncpus`: APIC ids, topology
- * leaves 1/4/0xb/0x1f/0x8000001e, the hypervisor bit, no PMU. Changes `entries` in place. */
 /* Announce the TSC-deadline timer, which KVM's in-kernel LAPIC emulates but
  * KVM_GET_SUPPORTED_CPUID does not report (KVM_CAP_TSC_DEADLINE_TIMER says it is there).
  * Without it Linux calibrates the LAPIC timer against the PIT, which failed under nesting
  * ("APIC timer disabled due to verification failure") and cost seconds of boot. */
 void cpuid_set_tsc_deadline(struct kvm_cpuid_entry2 *entries, unsigned nent);
+/* Append the VMM's own leaves (payload_abi.h, PAYLOAD_CPUID_SIG_LEAF) to the `*nent` entries
+ * of an array of `cap`, replacing any already there. -ENOSPC if they do not fit. */
+int cpuid_add_vmm_leaves(struct kvm_cpuid_entry2 *entries, unsigned *nent,
+			 unsigned cap) __must_check;
+/* Adapt the host's supported CPUID entries for vCPU `index` of `ncpus`: APIC ids, topology
+ * leaves 1/4/0xb/0x1f and AMD's 0x80000008/0x8000001d/0x8000001e, the VMM's info leaf, the
+ * hypervisor bit, no PMU. Changes `entries` in place. */
 void cpuid_filter(struct kvm_cpuid_entry2 *entries, unsigned nent, unsigned index, unsigned ncpus);
+
+/* ---- cpuid_probe.c ---- */
+
+enum cpuid_trap { CPUID_TRAPPED, CPUID_NATIVE, CPUID_UNKNOWN };
+/* Does a guest's ring-3 `cpuid` reach the VMM's table on this host? Runs a one-vCPU probe VM
+ * (a few instructions, ~1 ms) that executes `cpuid` on PAYLOAD_CPUID_SIG_LEAF and reports the
+ * signature through an MMIO write. CPUID_UNKNOWN (with a log line saying why) when the probe
+ * could not run or ended some other way. */
+enum cpuid_trap cpuid_probe_trap(void);
+const char *cpuid_trap_verdict(enum cpuid_trap t);
 
 /* ---- boot.c: putting a guest into RAM and describing its first instruction ---- */
 

@@ -2,7 +2,7 @@
 # Run a guest (or any command) under a timeout and check how it ended.
 #
 # usage: expect.sh [--status N] [--grep REGEX]... [--no-grep REGEX] [--timeout SEC]
-#                  [--needs kvm|linux-kvm|FILE]... -- CMD ARGS...
+#                  [--needs kvm|devhost|FILE]... -- CMD ARGS...
 #
 # Passes when CMD exits with status N (default 0) and its output (stdout + stderr) matches
 # every --grep and no --no-grep. Exits 77 (meson: skipped) with the reason when a --needs is
@@ -24,6 +24,9 @@ $2"; shift 2 ;;
 	--needs)
 		case "$2" in
 		kvm) [ -r /dev/kvm ] && [ -w /dev/kvm ] || { echo "SKIP: /dev/kvm is not usable here"; exit 77; } ;;
+		devhost)
+			img=${SANDBOX_CACHE:-${SANDBOX_HOME:-/var/lib/sandbox}/cache}/devhost/current
+			[ -e "$img/vmlinuz" ] || { echo "SKIP: no emulated-host image in $img (tools/dev setup builds it where this host's KVM cannot boot Linux)"; exit 77; } ;;
 		*) [ -e "$2" ] || { echo "SKIP: $2 does not exist (run tools/dev setup)"; exit 77; } ;;
 		esac
 		shift 2 ;;

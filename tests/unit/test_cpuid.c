@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * vmm/cpuid.c: per-vCPU CPUID, on fake KVM_GET_SUPPORTED_CPUID output (values as a 16-thread
- * Intel host reports them, plus AMD's leaf 0x8000001e).
+ * vmm/cpuid.c: per-vCPU CPUID, on fake KVM_GET_SUPPORTED_CPUID output: values as a 16-thread
+ * Intel host reports them (plus AMD's leaf 0x8000001e), and as a 2-CPU AMD EPYC host does.
  */
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 
+#include "payload_abi.h"
 #include "vmm.h"
 
 #define SIG KVM_CPUID_FLAG_SIGNIFCANT_INDEX
@@ -294,4 +296,132 @@ Test(cpuid, tsc_deadline_is_announced)
 	cpuid_set_tsc_deadline(e, 2);
 	cr_assert(eq(u32, e[0].ecx, 0x1u | (1u << 24)), "leaf 1 ECX bit 24, others kept");
 	cr_assert(eq(u32, e[1].ecx, 0));
+}
+
+/* ---- an AMD host (EPYC, family 0x19), as KVM_GET_SUPPORTED_CPUID reports it there ---- */
+
+enum { A0, A1, A8_8, A8_1D_0, A8_1D_3, A8_1D_END, A8_1E, NAMD };
+
+/* The host has 2 CPUs (ECX NC = 1, ApicIdSize 1) and an L3 shared by 16 threads. */
+static void fake_amd_host(struct kvm_cpuid_entry2 e[NAMD])
+{
+	memset(e, 0, NAMD * sizeof(*e));
+	e[A0] = leaf(0, 0, 0x10, 0x68747541, 0x444d4163, 0x69746e65); /* AuthenticAMD */
+	e[A1] = leaf(1, 0, 0x00a00f11, 0x01020800, 0xfef83203, 0x178bfbff);
+	e[A8_8] = leaf(0x80000008, 0, 0x3030, 0x0100d000, 0x1001, 0);
+	e[A8_1D_0] = leaf(0x8000001d, 0, 0x00004121, 0x01c0003f, 0x3f, 0);
+	e[A8_1D_3] = leaf(0x8000001d, 3, 0x0003c163, 0x03c0003f, 0x7fff, 1);
+	e[A8_1D_END] = leaf(0x8000001d, 4, 0, 0, 0, 0);
+	e[A8_1E] = leaf(0x8000001e, 0, 1, 0x100, 0, 0);
+}
+
+Test(cpuid, amd_0x80000008_says_ncpus_cores)
+{
+	struct kvm_cpuid_entry2 e[NAMD], host[NAMD];
+
+	fake_amd_host(host);
+	for (unsigned n = 1; n <= VCPU_MAX; n++) {
+		fake_amd_host(e);
+		cpuid_filter(e, NAMD, n - 1, n);
+		cr_assert(eq(u32, e[A8_8].ecx & 0xff, n - 1), "NC for %u vCPUs", n);
+		cr_assert(ge(u32, 1u << ((e[A8_8].ecx >> 12) & 0xf), n), "ApicIdSize for %u", n);
+		cr_assert(eq(u32, e[A8_8].ecx & ~0xf0ffu, host[A8_8].ecx & ~0xf0ffu));
+		cr_assert(eq(u32, e[A8_8].eax, host[A8_8].eax));
+		cr_assert(eq(u32, e[A8_8].ebx, host[A8_8].ebx));
+	}
+}
+
+/* On an Intel host ECX of 0x80000008 is reserved: left as the host has it. */
+Test(cpuid, intel_0x80000008_untouched)
+{
+	struct kvm_cpuid_entry2 e[2] = {leaf(0, 0, 0x1f, 0x756e6547, 0x6c65746e, 0x49656e69),
+					leaf(0x80000008, 0, 0x3027, 0, 0, 0)};
+
+	cpuid_filter(e, 2, 3, 4);
+	cr_assert(eq(u32, e[1].ecx, 0));
+}
+
+Test(cpuid, amd_0x8000001d_caches_index3_of4)
+{
+	struct kvm_cpuid_entry2 e[NAMD], host[NAMD];
+
+	fake_amd_host(host);
+	fake_amd_host(e);
+	cpuid_filter(e, NAMD, 3, 4);
+	cr_assert(eq(u32, (e[A8_1D_0].eax >> 14) & 0xfff, 0), "L1 private");
+	cr_assert(eq(u32, (e[A8_1D_3].eax >> 14) & 0xfff, 3), "L3 shared by all four");
+	cr_assert(eq(u32, e[A8_1D_3].eax & 0x3fff, host[A8_1D_3].eax & 0x3fff));
+	cr_assert(eq(u32, e[A8_1D_3].eax >> 26, host[A8_1D_3].eax >> 26), "no cores field");
+	check_leaf_eq(&e[A8_1D_END], &host[A8_1D_END]);
+}
+
+Test(cpuid, amd_leaf1_and_0x8000001e)
+{
+	struct kvm_cpuid_entry2 e[NAMD];
+
+	fake_amd_host(e);
+	cpuid_filter(e, NAMD, 5, 8);
+	cr_assert(eq(u32, e[A1].ebx >> 24, 5));
+	cr_assert(eq(u32, (e[A1].ebx >> 16) & 0xff, 8));
+	cr_assert(eq(u32, e[A8_1E].eax, 5));
+}
+
+/* ---- the VMM's own leaves ---- */
+
+static const struct kvm_cpuid_entry2 *find_leaf(const struct kvm_cpuid_entry2 *e, unsigned n,
+						uint32_t function)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (e[i].function == function)
+			return &e[i];
+	return NULL;
+}
+
+Test(cpuid, vmm_leaves_appended_and_filled_per_vcpu)
+{
+	struct kvm_cpuid_entry2 e[NLEAVES + 2], host[NLEAVES];
+	const struct kvm_cpuid_entry2 *sig, *info;
+	unsigned n = NLEAVES;
+
+	fake_host(e);
+	fake_host(host);
+	cr_assert(eq(int, cpuid_add_vmm_leaves(e, &n, NLEAVES + 2), 0));
+	cr_assert(eq(u32, n, NLEAVES + 2));
+	for (unsigned i = 0; i < NLEAVES; i++)
+		check_leaf_eq(&e[i], &host[i]);
+	cpuid_filter(e, n, 6, 7);
+	sig = find_leaf(e, n, PAYLOAD_CPUID_SIG_LEAF);
+	info = find_leaf(e, n, PAYLOAD_CPUID_INFO_LEAF);
+	cr_assert(sig && info);
+	cr_assert(eq(u32, sig->eax, PAYLOAD_CPUID_INFO_LEAF));
+	cr_assert(eq(int, memcmp(&sig->ebx, "sand", 4), 0));
+	cr_assert(eq(int, memcmp(&sig->ecx, "box-", 4), 0));
+	cr_assert(eq(int, memcmp(&sig->edx, "vmm", 4), 0));
+	cr_assert(eq(u32, info->eax, 6));
+	cr_assert(eq(u32, info->ebx, 7));
+	cr_assert(eq(u32, info->ecx | info->edx, 0));
+}
+
+/* A host table that already had our leaves (a stale or hostile copy) gets them once. */
+Test(cpuid, vmm_leaves_replace_existing_ones)
+{
+	struct kvm_cpuid_entry2 e[4] = {leaf(0, 0, 1, 0, 0, 0),
+					leaf(PAYLOAD_CPUID_SIG_LEAF, 0, 9, 9, 9, 9)};
+	unsigned n = 2;
+
+	cr_assert(eq(int, cpuid_add_vmm_leaves(e, &n, 4), 0));
+	cr_assert(eq(u32, n, 3));
+	cr_assert(eq(u32, e[1].function, PAYLOAD_CPUID_SIG_LEAF));
+	cr_assert(eq(u32, e[1].ebx, PAYLOAD_CPUID_SIG_EBX));
+	cr_assert(eq(u32, e[2].function, PAYLOAD_CPUID_INFO_LEAF));
+}
+
+Test(cpuid, vmm_leaves_need_room)
+{
+	struct kvm_cpuid_entry2 e[3] = {leaf(0, 0, 1, 0, 0, 0), leaf(1, 0, 0, 0, 0, 0)};
+	unsigned n = 2;
+
+	cr_assert(eq(int, cpuid_add_vmm_leaves(e, &n, 3), -ENOSPC));
+	cr_assert(eq(u32, n, 2));
+	cr_assert(eq(int, cpuid_add_vmm_leaves(e, &n, 1), -ENOSPC));
 }

@@ -35,6 +35,12 @@ static inline uint8_t mmio_read8(uint64_t gpa)
 	return *(volatile const uint8_t *)gpa;
 }
 
+/* Reads a 32-bit device register (a naturally aligned guest-physical address). */
+static inline uint32_t mmio_read32(uint64_t gpa)
+{
+	return *(volatile const uint32_t *)gpa;
+}
+
 /*
  * Writes one byte to an I/O port. Faults at CPL 3 on kvm-pvm (see payload_abi.h): for
  * payloads that test port I/O itself, on hardware KVM.
