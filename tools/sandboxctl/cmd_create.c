@@ -49,7 +49,8 @@ static const char create_usage[] =
 	"                   (sandbox-disk create) or a raw image (always read-only); :ro makes\n"
 	"                   it read-only for the guest\n"
 	"Environment: SANDBOX_VMM, the sandbox-vmm binary (default: beside sandboxctl in the\n"
-	"build tree or installed, else on PATH).\n";
+	"build tree or installed, else on PATH); SANDBOX_SKIP_HOST_CHECK=1 boots even on a\n"
+	"host whose KVM cannot boot Linux (kvm-pvm: exit status 125 without it).\n";
 
 /* The VMM binary: $SANDBOX_VMM, the build tree's (build/tools/sandboxctl/../../vmm), an
  * installed one beside us, else "sandbox-vmm" for execvp's PATH search. */
@@ -272,6 +273,8 @@ int sandbox_create(const struct create_opts *o, struct sandbox *sb)
 	int err, lock_fd;
 
 	memset(sb, 0, sizeof(*sb));
+	if ((err = host_check_linux()) != 0)
+		return err;
 	if ((err = state_init()) < 0) {
 		errmsg("cannot create %s: %s", state_home(), strerror(-err));
 		return EXIT_ERR;

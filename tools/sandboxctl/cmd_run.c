@@ -57,6 +57,10 @@ int cmd_run(int argc, char **argv)
 		jobspec_free(&js);
 		return EXIT_USAGE;
 	}
+	if ((status = host_check_linux())) {
+		jobspec_free(&js);
+		return status;
+	}
 	co.image = js.image;
 	co.cpus = js.cpus;
 	co.memory_mib = js.memory_mib;

@@ -56,6 +56,8 @@ int cmd_start(int argc, char **argv)
 	}
 	if ((status = sandbox_resolve(argv[optind], &sb)))
 		return status;
+	if ((status = host_check_linux()))
+		return status;
 	st = sandbox_state(&sb, NULL);
 	if (st != SB_STOPPED && st != SB_DEAD) {
 		errmsg("%s is %s: only a stopped or dead sandbox can be started", sb.id,

@@ -107,6 +107,15 @@ int sandbox_foreach(int (*fn)(const struct sandbox *sb, void *opaque), void *opa
  * mark it stopped and remove its sockets. Prints what it had to force. */
 int sandbox_stop_vmm(struct sandbox *sb, bool force) __must_check;
 
+/* ---- host.c: can sandboxes boot here? ---- */
+
+/* Why a host of KVM `flavour` (enum kvm_flavour) cannot boot a sandbox, or NULL when it can:
+ * no usable /dev/kvm, or kvm-pvm. */
+const char *host_refusal(int flavour, bool kvm_usable);
+/* Before a VMM is started: 0 when this host can boot sandboxes (or SANDBOX_SKIP_HOST_CHECK=1
+ * says to try anyway), else prints why not and what works here and returns EXIT_SANDBOX. */
+int host_check_linux(void);
+
 /* ---- cmd_create.c ---- */
 
 #define CREATE_DEFAULT_IMAGE "debian"

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Can this host boot a sandbox? A sandbox is a Linux guest, and no Linux guest boots on
+ * kvm-pvm: KVM emulates guest kernel code there, slowly, until an instruction it cannot
+ * emulate ends the VM tens of seconds later (docs/hosts.md). create, start and run ask here
+ * first and refuse at once, before any directory, disk or VMM exists, with what does work on
+ * such a host. SANDBOX_SKIP_HOST_CHECK=1 lets someone whose guest kernel does boot there try.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sandboxctl.h"
+#include "vmm.h"
+
+#define HOST_CHECK_ENV "SANDBOX_SKIP_HOST_CHECK"
+
+const char *host_refusal(int flavour, bool kvm_usable)
+{
+	if (!kvm_usable)
+		return "this host has no usable /dev/kvm (no KVM module, or no read-write\n"
+		       "  access to it), so no sandbox can boot here: use a host with hardware\n"
+		       "  virtualisation (kvm_intel or kvm_amd). " HOST_CHECK_ENV "=1 tries anyway";
+	if (flavour == KVM_PVM)
+		return "this host's /dev/kvm is kvm-pvm, on which no Linux guest boots\n"
+		       "  (KVM emulates guest kernel code there and stops at an instruction it\n"
+		       "  cannot emulate, tens of seconds later; docs/hosts.md). What works here:\n"
+		       "  payload guests (sandbox-vmm --payload), and sandboxes inside the "
+		       "emulated\n"
+		       "  KVM host: tools/dev run JOB.yaml, or tools/devhost/run -- sandboxctl "
+		       "...\n"
+		       "  To try anyway with a guest kernel that boots on kvm-pvm, set\n"
+		       "  " HOST_CHECK_ENV "=1";
+	return NULL;
+}
+
+int host_check_linux(void)
+{
+	const char *skip = getenv(HOST_CHECK_ENV), *why;
+
+	if (skip && strcmp(skip, "1") == 0)
+		return 0;
+	why = host_refusal(kvm_detect_flavour("/sys/module"), access("/dev/kvm", R_OK | W_OK) == 0);
+	if (!why)
+		return 0;
+	errmsg("%s", why);
+	return EXIT_SANDBOX;
+}
