@@ -16,7 +16,9 @@
 # 1024 natively and to 128 in the emulated host: there, 6 of 9 runs of 1 GiB copies ended in a
 # guest triple fault (no panic on the console, with and without huge pages) or a
 # 60 s stall, and the emulated host's own kernel once died of an exception-stack overflow under
-# the same load (docs/benchmarks.md, "1 GiB copies in the emulated host").
+# the same load (docs/benchmarks.md, "1 GiB copies in the emulated host"). The triple faults
+# came from vCPU threads moving between the emulated host's CPUs; tools/devhost/run pins each
+# VMM to one since (docs/hosts.md, "The emulated host's triple faults").
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 
