@@ -270,6 +270,7 @@ static int boot_load_payload(const struct guest_mem *mem, const struct boot_conf
 	info.magic = PAYLOAD_INFO_MAGIC;
 	info.version = PAYLOAD_ABI_VERSION;
 	info.ncpus = cfg->ncpus;
+	info.cpuid_nonce = cfg->cpuid_nonce;
 	info.nranges = mem->nregions;
 	info.ram_len = mem->ram_len;
 	info.stacks_gpa = stacks;

@@ -62,7 +62,8 @@ static void cpuid_set_leaf(struct kvm_cpuid_entry2 *e, uint32_t function, uint32
 		.function = function, .eax = eax, .ebx = ebx, .ecx = ecx, .edx = edx};
 }
 
-int cpuid_add_vmm_leaves(struct kvm_cpuid_entry2 *entries, unsigned *nent, unsigned cap)
+int cpuid_add_vmm_leaves(struct kvm_cpuid_entry2 *entries, unsigned *nent, unsigned cap,
+			 uint32_t nonce)
 {
 	unsigned n = 0;
 
@@ -71,12 +72,13 @@ int cpuid_add_vmm_leaves(struct kvm_cpuid_entry2 *entries, unsigned *nent, unsig
 		if (entries[i].function != PAYLOAD_CPUID_SIG_LEAF &&
 		    entries[i].function != PAYLOAD_CPUID_INFO_LEAF)
 			entries[n++] = entries[i];
+	*nent = n;
 	if (cap < 2 || n > cap - 2)
 		return -ENOSPC;
 	cpuid_set_leaf(&entries[n++], PAYLOAD_CPUID_SIG_LEAF, PAYLOAD_CPUID_INFO_LEAF,
 		       PAYLOAD_CPUID_SIG_EBX, PAYLOAD_CPUID_SIG_ECX, PAYLOAD_CPUID_SIG_EDX);
-	/* Filled per vCPU by cpuid_filter. */
-	cpuid_set_leaf(&entries[n++], PAYLOAD_CPUID_INFO_LEAF, 0, 0, 0, 0);
+	/* EAX and EBX are filled per vCPU by cpuid_filter. */
+	cpuid_set_leaf(&entries[n++], PAYLOAD_CPUID_INFO_LEAF, 0, 0, nonce, 0);
 	*nent = n;
 	return 0;
 }
@@ -156,10 +158,10 @@ void cpuid_filter(struct kvm_cpuid_entry2 *entries, unsigned nent, unsigned inde
 			e->ebx = index & 0xffu; /* [15:8] threads per core - 1 = 0 */
 			e->ecx = 0;
 			break;
-		case PAYLOAD_CPUID_INFO_LEAF:
+		case PAYLOAD_CPUID_INFO_LEAF: /* ECX, the VM's nonce, stays */
 			e->eax = index;
 			e->ebx = ncpus;
-			e->ecx = e->edx = 0;
+			e->edx = 0;
 			break;
 		default:
 			break;

@@ -502,6 +502,7 @@ int main(int argc, char **argv)
 							       : VM_EXIT_VMM_ERROR;
 		goto out;
 	}
+	o.boot.cpuid_nonce = vm.cpuid_nonce;
 	if (boot_load(&vm.mem, &o.boot, &entry) < 0) {
 		status = VM_EXIT_BAD_INPUT;
 		goto out;

@@ -55,19 +55,23 @@
 #define PAYLOAD_MAX_RANGES 4
 
 /*
- * The VMM's own CPUID leaves, in every vCPU's table (payload and Linux guests alike), after
- * KVM's at 0x40000000 so that a guest looking for KVM still finds it first:
+ * The VMM's own CPUID leaves, in every vCPU's table (payload and Linux guests alike), well
+ * after KVM's (0x40000000, or 0x40000100 when Hyper-V's leaves come first) so that a guest
+ * looking for KVM still finds it:
  *  - PAYLOAD_CPUID_SIG_LEAF: EAX = PAYLOAD_CPUID_INFO_LEAF (the highest leaf of this range),
  *    EBX, ECX, EDX = "sandbox-vmm\0" (PAYLOAD_CPUID_SIG_EBX/ECX/EDX);
- *  - PAYLOAD_CPUID_INFO_LEAF: EAX = this vCPU's index, EBX = the number of vCPUs, ECX = EDX = 0.
- * A guest whose `cpuid` returns the signature knows that KVM served it from the VMM's table for
- * this vCPU. Without it, `cpuid` ran on the host CPU: kvm-pvm runs ring-3 guest code natively,
- * and a CPU without CPUID faulting then answers from its own registers (docs/hosts.md), so
- * nothing CPUID says about APIC ids or topology is the VMM's promise. The signature is ours, not
- * the hypervisor bit: our hosts are VMs themselves, and that bit is set natively too.
+ *  - PAYLOAD_CPUID_INFO_LEAF: EAX = this vCPU's index, EBX = the number of vCPUs, ECX = this
+ *    VM's nonce (random at each start; payload_info.cpuid_nonce), EDX = 0.
+ * A guest whose `cpuid` returns the signature and its own VM's nonce knows that KVM served it
+ * from this VMM's table for this vCPU. Without them, `cpuid` ran on the host CPU: kvm-pvm runs
+ * ring-3 guest code natively, and a CPU without CPUID faulting then answers from its own
+ * registers (docs/hosts.md), so nothing CPUID says about APIC ids or topology is the VMM's
+ * promise. The signature is ours, not the hypervisor bit: our hosts are VMs themselves, and
+ * that bit is set natively too; the nonce tells this VM's table from that of a sandbox-vmm
+ * the host itself may run under.
  */
-#define PAYLOAD_CPUID_SIG_LEAF	0x40000100u
-#define PAYLOAD_CPUID_INFO_LEAF 0x40000101u
+#define PAYLOAD_CPUID_SIG_LEAF	0x40000f00u
+#define PAYLOAD_CPUID_INFO_LEAF 0x40000f01u
 #define PAYLOAD_CPUID_SIG_EBX	0x646e6173u /* "sand" */
 #define PAYLOAD_CPUID_SIG_ECX	0x2d786f62u /* "box-" */
 #define PAYLOAD_CPUID_SIG_EDX	0x006d6d76u /* "vmm\0" */
@@ -90,7 +94,9 @@ struct payload_info {
 	uint64_t stacks_gpa;	/* lowest byte of the stacks area */
 	uint64_t mmio_base_gpa; /* first virtio-mmio window (none attached yet) */
 	struct payload_ram_range ram[PAYLOAD_MAX_RANGES];
+	uint32_t cpuid_nonce; /* ECX of PAYLOAD_CPUID_INFO_LEAF in this VM's tables */
+	uint32_t reserved;    /* 0 */
 };
-_Static_assert(sizeof(struct payload_info) == 48 + 16 * PAYLOAD_MAX_RANGES, "payload_info layout");
+_Static_assert(sizeof(struct payload_info) == 56 + 16 * PAYLOAD_MAX_RANGES, "payload_info layout");
 
 #endif

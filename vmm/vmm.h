@@ -162,10 +162,11 @@ int elf_load(const struct guest_mem *mem, const uint8_t *buf, const struct elf_i
  * Without it Linux calibrates the LAPIC timer against the PIT, which failed under nesting
  * ("APIC timer disabled due to verification failure") and cost seconds of boot. */
 void cpuid_set_tsc_deadline(struct kvm_cpuid_entry2 *entries, unsigned nent);
-/* Append the VMM's own leaves (payload_abi.h, PAYLOAD_CPUID_SIG_LEAF) to the `*nent` entries
- * of an array of `cap`, replacing any already there. -ENOSPC if they do not fit. */
-int cpuid_add_vmm_leaves(struct kvm_cpuid_entry2 *entries, unsigned *nent,
-			 unsigned cap) __must_check;
+/* Append the VMM's own leaves (payload_abi.h, PAYLOAD_CPUID_SIG_LEAF), with the VM's `nonce`,
+ * to the `*nent` entries of an array of `cap`, replacing any already there. -ENOSPC if they do
+ * not fit. */
+int cpuid_add_vmm_leaves(struct kvm_cpuid_entry2 *entries, unsigned *nent, unsigned cap,
+			 uint32_t nonce) __must_check;
 /* Adapt the host's supported CPUID entries for vCPU `index` of `ncpus`: APIC ids, topology
  * leaves 1/4/0xb/0x1f and AMD's 0x80000008/0x8000001d/0x8000001e, the VMM's info leaf, the
  * hypervisor bit, no PMU. Changes `entries` in place. */
@@ -195,6 +196,7 @@ struct boot_config {
 	const char *initrd_path; /* NULL for none */
 	const char *cmdline;	 /* "" for none */
 	unsigned ncpus;
+	uint32_t cpuid_nonce; /* the VM's (struct vm), told to payloads in payload_info */
 };
 
 /* What every vCPU needs to start. */
@@ -298,6 +300,7 @@ struct vm {
 	unsigned ncpus;
 	struct vcpu vcpus[VCPU_MAX];
 	struct kvm_cpuid2 *cpuid; /* the host's supported CPUID, filtered per vCPU at setup */
+	uint32_t cpuid_nonce;	  /* random, in the VMM's info leaf (payload_abi.h) */
 	struct evloop loop;	  /* the I/O thread's; devices add their fds to it */
 	int stop_fd;		  /* eventfd: a vCPU asked the VM to stop */
 	atomic_bool stopping;

@@ -29,18 +29,18 @@ static void smp_read(struct smp_seen *s)
 	s->lapic_id_reg = mmio_read32(PAYLOAD_LAPIC_GPA + PAYLOAD_LAPIC_ID_REG);
 	cpu_cpuid(PAYLOAD_CPUID_SIG_LEAF, NULL, &s->sig[0], &s->sig[1], &s->sig[2]);
 	cpu_cpuid(1, NULL, &s->leaf1_ebx, NULL, NULL);
-	cpu_cpuid(PAYLOAD_CPUID_INFO_LEAF, &s->info_eax, &s->info_ebx, NULL, NULL);
+	cpu_cpuid(PAYLOAD_CPUID_INFO_LEAF, &s->info_eax, &s->info_ebx, &s->info_ecx, NULL);
 }
 
 /* Judges the calling vCPU and records it in the counts and the mask. */
-static void smp_check_in(uint32_t cpu, uint32_t ncpus)
+static void smp_check_in(uint32_t cpu, uint32_t ncpus, uint32_t nonce)
 {
 	struct smp_seen s;
 	enum smp_verdict v;
 	uint32_t none = 0;
 
 	smp_read(&s);
-	v = smp_judge(&s, cpu, ncpus);
+	v = smp_judge(&s, cpu, ncpus, nonce);
 	if (smp_lapic_id(&s) < 64)
 		atomic_or_u64(&smp_apic_mask, 1ull << smp_lapic_id(&s));
 	if (v == SMP_OK_TRAPPED)
@@ -92,7 +92,8 @@ void payload_main(uint32_t cpu, uint32_t ncpus, const struct payload_info *info)
 	uint32_t count = 0;
 	uint64_t want, mask;
 
-	smp_check_in(cpu, ncpus);
+	/* payload_info is written before any vCPU starts; its magic is checked below. */
+	smp_check_in(cpu, ncpus, info->cpuid_nonce);
 	if (cpu != 0)
 		cpu_spin_forever();
 
@@ -135,7 +136,8 @@ void payload_main(uint32_t cpu, uint32_t ncpus, const struct payload_info *info)
 		uart_puts(" vCPUs and ran on the host CPU on the others\n");
 		poweroff();
 	case SMP_ALL_NATIVE:
-		uart_puts("smp: cpuid does not trap on this host (no VMM signature in leaf 0x");
+		uart_puts("smp: cpuid does not trap on this host (not this VM's signature and "
+			  "nonce in 0x");
 		uart_put_hex(PAYLOAD_CPUID_SIG_LEAF);
 		uart_puts("): it ran on the host CPU, so CPUID is not checked from the guest here;"
 			  " the vcpu-cpuid test checks each vCPU's table through KVM_GET_CPUID2\n");

@@ -6,10 +6,12 @@
  * on every machine.
  *
  * What the VMM promises vCPU i (vmm/cpuid.c, vmm/payload_abi.h): APIC id i, in the in-kernel
- * LAPIC's ID register and in CPUID.1:EBX[31:24]; PAYLOAD_CPUID_INFO_LEAF says i and the number
- * of vCPUs. The LAPIC is KVM's on every host. CPUID is the VMM's table only where `cpuid`
- * traps, which PAYLOAD_CPUID_SIG_LEAF's signature shows; where it runs on the host CPU, the
- * CPUID values are the host's and say nothing about the VMM, so they are not judged.
+ * LAPIC's ID register and in CPUID.1:EBX[31:24]; PAYLOAD_CPUID_INFO_LEAF says i, the number of
+ * vCPUs and the VM's nonce. The LAPIC is KVM's on every host. CPUID is this VMM's table only
+ * where `cpuid` traps, which PAYLOAD_CPUID_SIG_LEAF's signature and the info leaf's nonce show
+ * (the signature alone could be that of a sandbox-vmm the host itself runs under); where it
+ * runs on the host CPU, the CPUID values are the host's and say nothing about the VMM, so they
+ * are not judged.
  */
 #ifndef SANDBOX_GUESTS_SMP_JUDGE_H
 #define SANDBOX_GUESTS_SMP_JUDGE_H
@@ -26,6 +28,7 @@ struct smp_seen {
 	uint32_t leaf1_ebx;    /* cpuid(1).EBX */
 	uint32_t info_eax;     /* cpuid(PAYLOAD_CPUID_INFO_LEAF).EAX: the vCPU index */
 	uint32_t info_ebx;     /* ... EBX: the number of vCPUs */
+	uint32_t info_ecx;     /* ... ECX: the VM's nonce */
 };
 
 enum smp_verdict {
@@ -36,11 +39,11 @@ enum smp_verdict {
 	SMP_BAD_INFO,	    /* cpuid trapped, but the info leaf names another vCPU or count */
 };
 
-/* True when `cpuid` on the signature leaf returned the VMM's signature. */
-static inline bool smp_cpuid_trapped(const struct smp_seen *s)
+/* True when `cpuid` returned the VMM's signature and this VM's `nonce` (payload_info). */
+static inline bool smp_cpuid_trapped(const struct smp_seen *s, uint32_t nonce)
 {
 	return s->sig[0] == PAYLOAD_CPUID_SIG_EBX && s->sig[1] == PAYLOAD_CPUID_SIG_ECX &&
-	       s->sig[2] == PAYLOAD_CPUID_SIG_EDX;
+	       s->sig[2] == PAYLOAD_CPUID_SIG_EDX && s->info_ecx == nonce;
 }
 
 /* The APIC id in the LAPIC's ID register (xAPIC: bits 31:24). */
@@ -49,12 +52,13 @@ static inline uint32_t smp_lapic_id(const struct smp_seen *s)
 	return s->lapic_id_reg >> 24;
 }
 
-/* Judges what vCPU `cpu` of `ncpus` saw. */
-static inline enum smp_verdict smp_judge(const struct smp_seen *s, uint32_t cpu, uint32_t ncpus)
+/* Judges what vCPU `cpu` of `ncpus` saw, in the VM of `nonce`. */
+static inline enum smp_verdict smp_judge(const struct smp_seen *s, uint32_t cpu, uint32_t ncpus,
+					 uint32_t nonce)
 {
 	if (smp_lapic_id(s) != cpu)
 		return SMP_BAD_LAPIC_ID;
-	if (!smp_cpuid_trapped(s))
+	if (!smp_cpuid_trapped(s, nonce))
 		return SMP_OK_NATIVE;
 	if (s->leaf1_ebx >> 24 != cpu)
 		return SMP_BAD_CPUID_APIC;

@@ -11,13 +11,14 @@ set -u
 ctl=$1
 [ -d /sys/module/kvm_pvm ] ||
 	{ echo "SKIP: this host's KVM is not kvm-pvm: sandboxctl has nothing to refuse here"; exit 77; }
+unset SANDBOX_SKIP_HOST_CHECK
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
 SANDBOX_HOME=$tmp/home
 export SANDBOX_HOME
-printf '#!/bin/sh\necho "$$" >>%s/vmm-started\n' "$tmp" >"$tmp/vmm"
+printf '#!/bin/sh\necho "$$" >>"%s/vmm-started"\n' "$tmp" >"$tmp/vmm"
 chmod +x "$tmp/vmm"
 export SANDBOX_VMM=$tmp/vmm
 head -c 65536 /dev/zero >"$tmp/file"

@@ -58,7 +58,7 @@ static bool vendor_amd(const struct kvm_cpuid2 *c)
 		     (e->ebx == 0x6f677948 && e->edx == 0x6e65476e && e->ecx == 0x656e6975));
 }
 
-static void check_cpuid(unsigned ncpus, unsigned i, const struct kvm_cpuid2 *c)
+static void check_cpuid(unsigned ncpus, unsigned i, const struct kvm_cpuid2 *c, uint32_t nonce)
 {
 	const struct kvm_cpuid_entry2 *e;
 
@@ -83,6 +83,7 @@ static void check_cpuid(unsigned ncpus, unsigned i, const struct kvm_cpuid2 *c)
 	} else {
 		expect(ncpus, i, "info leaf EAX (vCPU index)", e->eax, i);
 		expect(ncpus, i, "info leaf EBX (vCPUs)", e->ebx, ncpus);
+		expect(ncpus, i, "info leaf ECX (the VM's nonce)", e->ecx, nonce);
 	}
 	if ((e = find(c, 0xa, 0)))
 		expect(ncpus, i, "leaf 0xa EAX (PMU version)", e->eax, 0);
@@ -107,7 +108,7 @@ static void check_cpuid(unsigned ncpus, unsigned i, const struct kvm_cpuid2 *c)
 }
 
 /* Reads vCPU `i`'s table and LAPIC back and checks them. */
-static int check_vcpu(unsigned ncpus, unsigned i, const struct vcpu *vcpu)
+static int check_vcpu(unsigned ncpus, unsigned i, const struct vcpu *vcpu, uint32_t nonce)
 {
 	struct kvm_cpuid2 *c = calloc(1, sizeof(*c) + CPUID_READ_MAX * sizeof(c->entries[0]));
 	struct kvm_lapic_state lapic;
@@ -120,7 +121,7 @@ static int check_vcpu(unsigned ncpus, unsigned i, const struct vcpu *vcpu)
 		printf("FAIL %u vCPUs, vcpu%u: KVM_GET_CPUID2: %s\n", ncpus, i, strerror(errno));
 		failures++;
 	} else {
-		check_cpuid(ncpus, i, c);
+		check_cpuid(ncpus, i, c, nonce);
 	}
 	free(c);
 	if (ioctl(vcpu->fd, KVM_GET_LAPIC, &lapic) < 0) {
@@ -153,7 +154,7 @@ static int check_vm(unsigned ncpus)
 		}
 	}
 	for (unsigned i = 0; i < ncpus; i++)
-		if (check_vcpu(ncpus, i, &vm.vcpus[i]) < 0)
+		if (check_vcpu(ncpus, i, &vm.vcpus[i], vm.cpuid_nonce) < 0)
 			failures++;
 	vm_destroy(&vm);
 	if (failures == before)

@@ -9,6 +9,8 @@
 
 #include "smp_judge.h"
 
+#define NONCE 0x5eed1234u
+
 /* What vCPU `cpu` of `ncpus` sees where cpuid traps and the VMM kept its promises. */
 static struct smp_seen trapped(uint32_t cpu, uint32_t ncpus)
 {
@@ -18,6 +20,7 @@ static struct smp_seen trapped(uint32_t cpu, uint32_t ncpus)
 		.leaf1_ebx = (cpu << 24) | (ncpus << 16) | 0x0800,
 		.info_eax = cpu,
 		.info_ebx = ncpus,
+		.info_ecx = NONCE,
 	};
 }
 
@@ -39,8 +42,8 @@ Test(smp_judge, trapped_and_as_promised)
 	for (uint32_t cpu = 0; cpu < 32; cpu++) {
 		struct smp_seen s = trapped(cpu, 32);
 
-		cr_assert(smp_cpuid_trapped(&s));
-		cr_assert(eq(int, smp_judge(&s, cpu, 32), SMP_OK_TRAPPED));
+		cr_assert(smp_cpuid_trapped(&s, NONCE));
+		cr_assert(eq(int, smp_judge(&s, cpu, 32, NONCE), SMP_OK_TRAPPED));
 	}
 }
 
@@ -49,7 +52,7 @@ Test(smp_judge, trapped_with_a_wrong_cpuid_apic_id)
 	struct smp_seen s = trapped(3, 4);
 
 	s.leaf1_ebx = (1u << 24) | (4u << 16);
-	cr_assert(eq(int, smp_judge(&s, 3, 4), SMP_BAD_CPUID_APIC));
+	cr_assert(eq(int, smp_judge(&s, 3, 4, NONCE), SMP_BAD_CPUID_APIC));
 }
 
 Test(smp_judge, trapped_with_another_vcpus_table)
@@ -57,10 +60,10 @@ Test(smp_judge, trapped_with_another_vcpus_table)
 	struct smp_seen s = trapped(2, 4);
 
 	s.info_eax = 0;
-	cr_assert(eq(int, smp_judge(&s, 2, 4), SMP_BAD_INFO));
+	cr_assert(eq(int, smp_judge(&s, 2, 4, NONCE), SMP_BAD_INFO));
 	s = trapped(2, 4);
 	s.info_ebx = 2;
-	cr_assert(eq(int, smp_judge(&s, 2, 4), SMP_BAD_INFO));
+	cr_assert(eq(int, smp_judge(&s, 2, 4, NONCE), SMP_BAD_INFO));
 }
 
 /* The AMD host this was found on: every vCPU read host CPU 0's or 1's APIC id through cpuid. */
@@ -69,8 +72,8 @@ Test(smp_judge, native_cpuid_is_not_judged)
 	for (uint32_t cpu = 0; cpu < 4; cpu++) {
 		struct smp_seen s = native(cpu, cpu & 1);
 
-		cr_assert(not(smp_cpuid_trapped(&s)));
-		cr_assert(eq(int, smp_judge(&s, cpu, 4), SMP_OK_NATIVE));
+		cr_assert(not(smp_cpuid_trapped(&s, NONCE)));
+		cr_assert(eq(int, smp_judge(&s, cpu, 4, NONCE), SMP_OK_NATIVE));
 	}
 }
 
@@ -80,8 +83,8 @@ Test(smp_judge, a_wrong_lapic_id_fails_either_way)
 
 	t.lapic_id_reg = 0;
 	n.lapic_id_reg = 0xff000000u; /* an all-ones read: no in-kernel LAPIC answered */
-	cr_assert(eq(int, smp_judge(&t, 1, 2), SMP_BAD_LAPIC_ID));
-	cr_assert(eq(int, smp_judge(&n, 1, 2), SMP_BAD_LAPIC_ID));
+	cr_assert(eq(int, smp_judge(&t, 1, 2, NONCE), SMP_BAD_LAPIC_ID));
+	cr_assert(eq(int, smp_judge(&n, 1, 2, NONCE), SMP_BAD_LAPIC_ID));
 }
 
 Test(smp_judge, a_partial_signature_is_not_trapped)
@@ -89,7 +92,7 @@ Test(smp_judge, a_partial_signature_is_not_trapped)
 	struct smp_seen s = trapped(0, 1);
 
 	s.sig[2] = 0;
-	cr_assert(not(smp_cpuid_trapped(&s)));
+	cr_assert(not(smp_cpuid_trapped(&s, NONCE)));
 }
 
 Test(smp_judge, outcome)
@@ -99,4 +102,16 @@ Test(smp_judge, outcome)
 	cr_assert(eq(int, smp_outcome(3, 1, 0), SMP_MIXED));
 	cr_assert(eq(int, smp_outcome(3, 0, 1), SMP_FAILED));
 	cr_assert(eq(int, smp_outcome(0, 3, 1), SMP_FAILED));
+}
+
+/* An outer sandbox-vmm's table (the host runs under one, and its cpuid runs natively): the
+ * signature is right, the nonce is not this VM's, so it is not judged as this VM's table. */
+Test(smp_judge, another_vms_signature_is_not_trapped)
+{
+	struct smp_seen s = trapped(1, 4);
+
+	s.info_ecx = NONCE ^ 1;
+	s.leaf1_ebx = 0; /* the outer vCPU's APIC id */
+	cr_assert(not(smp_cpuid_trapped(&s, NONCE)));
+	cr_assert(eq(int, smp_judge(&s, 1, 4, NONCE), SMP_OK_NATIVE));
 }

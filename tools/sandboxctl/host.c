@@ -15,22 +15,24 @@
 
 #define HOST_CHECK_ENV "SANDBOX_SKIP_HOST_CHECK"
 
+static const char kvm_pvm_refusal[] =
+	"this host's /dev/kvm is kvm-pvm, on which no Linux guest boots\n"
+	"  (KVM emulates guest kernel code there and stops at an instruction it\n"
+	"  cannot emulate, tens of seconds later; docs/hosts.md). What works here:\n"
+	"  payload guests (sandbox-vmm --payload), and sandboxes inside the emulated\n"
+	"  KVM host: tools/dev run JOB.yaml, or tools/devhost/run -- sandboxctl ...\n"
+	"  To try anyway with a guest kernel that boots on kvm-pvm, set\n"
+	"  " HOST_CHECK_ENV "=1";
+
 const char *host_refusal(int flavour, bool kvm_usable)
 {
+	/* kvm-pvm first: without access to its /dev/kvm, nothing would boot there either. */
+	if (flavour == KVM_PVM)
+		return kvm_pvm_refusal;
 	if (!kvm_usable)
 		return "this host has no usable /dev/kvm (no KVM module, or no read-write\n"
 		       "  access to it), so no sandbox can boot here: use a host with hardware\n"
 		       "  virtualisation (kvm_intel or kvm_amd). " HOST_CHECK_ENV "=1 tries anyway";
-	if (flavour == KVM_PVM)
-		return "this host's /dev/kvm is kvm-pvm, on which no Linux guest boots\n"
-		       "  (KVM emulates guest kernel code there and stops at an instruction it\n"
-		       "  cannot emulate, tens of seconds later; docs/hosts.md). What works here:\n"
-		       "  payload guests (sandbox-vmm --payload), and sandboxes inside the "
-		       "emulated\n"
-		       "  KVM host: tools/dev run JOB.yaml, or tools/devhost/run -- sandboxctl "
-		       "...\n"
-		       "  To try anyway with a guest kernel that boots on kvm-pvm, set\n"
-		       "  " HOST_CHECK_ENV "=1";
 	return NULL;
 }
 
