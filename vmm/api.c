@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The control socket (--api PATH): a unix stream socket served on the I/O thread through
- * vm->loop, speaking vmm/api_proto.h. Requests are small and answered at once, in order; a
+ * vm->loop, speaking wire/api_proto.h. Requests are small and answered at once, in order; a
  * client that breaks the framing is disconnected, never trusted. Only the VMM's own user (or
  * root) may connect: the socket file is made 0600 and every peer's credentials are checked.
  */

@@ -68,7 +68,7 @@ static void usage(FILE *f)
 		"                    which is always read-only; ro: read-only; raw: do not\n"
 		"                    probe; depth: requests in flight, 1-%u (default %u)\n"
 		"  --timeout SEC     stop the guest after SEC seconds (exit status 6)\n"
-		"  --api PATH        serve the control socket (vmm/api_proto.h) at PATH\n"
+		"  --api PATH        serve the control socket (wire/api_proto.h) at PATH\n"
 		"  --vsock PATH      a virtio-vsock device (guest CID 3): host clients connect\n"
 		"                    to PATH and write \"CONNECT <port>\\n\"; the guest's\n"
 		"                    connections to host port P go to PATH_P\n"

@@ -349,7 +349,7 @@ void serial_destroy(struct serial *s);
 int i8042_create(struct vm *vm, struct i8042 **out) __must_check;
 void i8042_destroy(struct i8042 *k);
 
-/* ---- api.c: the control socket (--api PATH, vmm/api_proto.h), served on the I/O thread ---- */
+/* ---- api.c: the control socket (--api PATH, wire/api_proto.h), served on the I/O thread ---- */
 struct api;
 /* Listen on the unix socket `path` (an existing socket file there is replaced) and serve
  * requests from vm->loop. */

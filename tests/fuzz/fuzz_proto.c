@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * libFuzzer target for guest/proto.c, the agent protocol's decoder: the input is what a hostile
+ * libFuzzer target for wire/proto.c, the agent protocol's decoder: the input is what a hostile
  * client (or a hostile agent, for the host tools) sends. Its first byte chooses how the bytes
  * are cut into feeds (1 to 256 bytes at a time, as a socket might deliver them); the rest is
  * the stream. Every frame handed out must pass proto_hdr_check, and its payload is walked as

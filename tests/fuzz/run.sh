@@ -20,7 +20,7 @@ if ! command -v "$cc" >/dev/null; then
 fi
 case $target in
 virtq) srcs=("$root/vmm/virtio/queue.c" "$root/vmm/memory.c") ;;
-proto) srcs=("$root/guest/proto.c") ;;
+proto) srcs=("$root/wire/proto.c") ;;
 *)
 	echo "unknown fuzz target: $target" >&2
 	exit 2
@@ -28,7 +28,7 @@ proto) srcs=("$root/guest/proto.c") ;;
 esac
 
 # The project's warnings, as errors, as in the meson build.
-cflags=(-std=gnu11 -g -O1 -D_GNU_SOURCE -I"$root/vmm" -I"$root/guest" -Wall -Wextra -Werror
+cflags=(-std=gnu11 -g -O1 -D_GNU_SOURCE -I"$root/vmm" -I"$root/guest" -I"$root/wire" -Wall -Wextra -Werror
 	-Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter -Wformat=2 -Wvla)
 san=(-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
 

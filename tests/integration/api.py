@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# The VMM's control socket (vmm/api_proto.h) against a real VM running payload-spin on two
+# The VMM's control socket (wire/api_proto.h) against a real VM running payload-spin on two
 # vCPUs: STATUS, PAUSE (the vCPUs stop using CPU), RESUME (they use it again), an unknown type
 # (-EOPNOTSUPP), garbage (the connection is closed, the VMM goes on), SHUTDOWN (exit status 0,
 # the socket is removed).

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Tests of guest/proto.c: frame round trips, frames fed byte by byte, oversized, unknown, short
+ * Tests of wire/proto.c: frame round trips, frames fed byte by byte, oversized, unknown, short
  * and garbage frames, and the minimum length of every type.
  */
 #include <criterion/criterion.h>

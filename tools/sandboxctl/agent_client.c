@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The client side of the guest agent (guest/proto.h): connect to the sandbox's vsock.sock,
+ * The client side of the guest agent (wire/proto.h): connect to the sandbox's vsock.sock,
  * ask the VMM for guest port 52 (`CONNECT 52\n`, answered `OK <port>\n`), exchange HELLO,
  * then frames. Every frame from the guest goes through the shared decoder, which checks its
  * header before a byte of payload is buffered.

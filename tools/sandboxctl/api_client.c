@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The client side of api.sock (vmm/api_proto.h): one connection per call, with a timeout. */
+/* The client side of api.sock (wire/api_proto.h): one connection per call, with a timeout. */
 #include <endian.h>
 #include <errno.h>
 #include <poll.h>

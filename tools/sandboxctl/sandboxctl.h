@@ -2,7 +2,7 @@
 /*
  * sandboxctl: the command line that creates, drives and destroys sandboxes. No daemon: every
  * command reads the state under $SANDBOX_HOME, talks to the sandbox's VMM (api.sock,
- * vmm/api_proto.h) and agent (vsock.sock, guest/proto.h) and exits. One file per command
+ * wire/api_proto.h) and agent (vsock.sock, wire/proto.h) and exits. One file per command
  * (cmd_*.c); this header is what they share: the state directory (state.c), the clients
  * (api_client.c, agent_client.c) and small helpers (util.c).
  *
@@ -145,7 +145,7 @@ int sandbox_create(const struct create_opts *o, struct sandbox *sb);
  * caller cleans up. */
 int sandbox_boot(struct sandbox *sb, const char *console_opt, unsigned timeout_s, bool no_wait);
 
-/* ---- api_client.c: vmm/api_proto.h over api.sock ---- */
+/* ---- api_client.c: wire/api_proto.h over api.sock ---- */
 
 struct api_status;
 /* One request of `type` and its reply; *error gets the reply's error (0 or -errno). `status`
@@ -154,7 +154,7 @@ struct api_status;
 int api_call(const struct sandbox *sb, uint16_t type, unsigned timeout_ms, int32_t *error,
 	     struct api_status *status) __must_check;
 
-/* ---- agent_client.c: guest/proto.h through vsock.sock (CONNECT 52) ---- */
+/* ---- agent_client.c: wire/proto.h through vsock.sock (CONNECT 52) ---- */
 
 struct proto_frame;
 struct agent_conn {
