@@ -296,6 +296,13 @@ static inline uint64_t proto_get_le64(const void *p)
 	return (uint64_t)proto_get_le32(b) | (uint64_t)proto_get_le32(b + 4) << 32;
 }
 
+/* True for the agent's frames that end a call (the list at the top of this file). */
+static inline int proto_msg_is_final(uint16_t type)
+{
+	return type == PROTO_MSG_EXIT || type == PROTO_MSG_OK || type == PROTO_MSG_PONG ||
+	       type == PROTO_MSG_STAT_REPLY || type == PROTO_MSG_END || type == PROTO_MSG_ERROR;
+}
+
 static inline void proto_put_le16(void *p, uint16_t v)
 {
 	uint8_t *b = p;

@@ -25,157 +25,20 @@
  * start, the connect and HELLO), which is what a shell user sees; `fresh` splits that.
  */
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "bench.h"
+#include "client.h"
 #include "proto.h"
 
 #define EXEC_RUNS_DEFAULT   50
 #define EXEC_WARMUP_DEFAULT 5
 #define EXEC_RUNS_MAX	    10000
 #define EXEC_TIMEOUT_MS	    10000 /* one call's answer, or the CONNECT reply */
-
-/* One agent connection: the socket and the decoder of what comes back. */
-struct exec_conn {
-	int fd;
-	struct proto_decoder dec;
-	uint8_t rbuf[4096];
-	size_t roff, rlen; /* undecoded bytes are rbuf[roff..rlen) */
-};
-
-/* Wait for fd to be readable within EXEC_TIMEOUT_MS. Returns 0, -ETIMEDOUT or -errno. */
-static int exec_wait_readable(int fd)
-{
-	struct pollfd pfd = {.fd = fd, .events = POLLIN};
-	int n;
-
-	do
-		n = poll(&pfd, 1, EXEC_TIMEOUT_MS);
-	while (n < 0 && errno == EINTR);
-	return n < 0 ? -errno : n == 0 ? -ETIMEDOUT : 0;
-}
-
-/* The next frame from the agent into *f. Returns 0, or -errno (-EPROTO: a bad frame). */
-static int exec_conn_recv(struct exec_conn *c, struct proto_frame *f)
-{
-	for (;;) {
-		size_t used = 0;
-		ssize_t n;
-		int r, err;
-
-		if (c->roff < c->rlen) {
-			r = proto_decoder_feed(&c->dec, c->rbuf + c->roff, c->rlen - c->roff, &used,
-					       f);
-			c->roff += used;
-			if (r < 0)
-				return -EPROTO;
-			if (r == 1)
-				return 0;
-		}
-		if ((err = exec_wait_readable(c->fd)) < 0)
-			return err;
-		n = read(c->fd, c->rbuf, sizeof(c->rbuf));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n == 0 ? -ECONNRESET : -errno;
-		c->roff = 0;
-		c->rlen = (size_t)n;
-	}
-}
-
-/* Send one frame (header and payload in one write, as the VMM then sees one packet). */
-static int exec_conn_send(struct exec_conn *c, uint16_t type, uint64_t id, const void *payload,
-			  uint32_t len)
-{
-	static uint8_t frame[PROTO_HDR_LEN + 4096];
-	long flen = proto_frame_encode(frame, sizeof(frame), type, id, payload, len);
-	ssize_t n;
-
-	if (flen < 0)
-		return (int)flen;
-	do
-		n = send(c->fd, frame, (size_t)flen, MSG_NOSIGNAL);
-	while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return -errno;
-	return n == flen ? 0 : -EIO; /* a unix stream socket takes a small frame whole */
-}
-
-static void exec_conn_close(struct exec_conn *c)
-{
-	if (c->fd >= 0)
-		close(c->fd);
-	c->fd = -1;
-	proto_decoder_free(&c->dec);
-}
-
-/*
- * Open an agent connection through the VMM's vsock.sock: CONNECT to the agent's port, read
- * the one-line answer (a byte at a time, so no frame byte is taken), then HELLO both ways.
- */
-static int exec_conn_open(struct exec_conn *c, const char *sock_path)
-{
-	struct sockaddr_un addr = {.sun_family = AF_UNIX};
-	uint8_t hello[sizeof(struct proto_hello)];
-	char line[32], connect_line[32];
-	struct proto_frame f;
-	size_t n = 0;
-	int len, err;
-
-	c->fd = -1;
-	c->roff = c->rlen = 0;
-	proto_decoder_init(&c->dec);
-	if (strlen(sock_path) >= sizeof(addr.sun_path))
-		return -ENAMETOOLONG;
-	strcpy(addr.sun_path, sock_path);
-	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (c->fd < 0 || connect(c->fd, (struct sockaddr *)&addr, sizeof(addr)) < 0)
-		goto fail_errno;
-	len = snprintf(connect_line, sizeof(connect_line), "CONNECT %u\n", PROTO_VSOCK_PORT);
-	if (write(c->fd, connect_line, (size_t)len) != len)
-		goto fail_errno;
-	for (;;) {
-		if ((err = exec_wait_readable(c->fd)) < 0)
-			goto fail;
-		if (read(c->fd, line + n, 1) != 1) {
-			err = -ECONNREFUSED;
-			goto fail;
-		}
-		if (line[n] == '\n')
-			break;
-		if (++n == sizeof(line)) {
-			err = -EPROTO;
-			goto fail;
-		}
-	}
-	if (n < 3 || memcmp(line, "OK ", 3) != 0) {
-		err = -ECONNREFUSED;
-		goto fail;
-	}
-	proto_put_le32(hello + offsetof(struct proto_hello, version), PROTO_VERSION);
-	proto_put_le32(hello + offsetof(struct proto_hello, max_payload), PROTO_MAX_PAYLOAD);
-	if ((err = exec_conn_send(c, PROTO_MSG_HELLO, 0, hello, sizeof(hello))) < 0 ||
-	    (err = exec_conn_recv(c, &f)) < 0)
-		goto fail;
-	if (f.hdr.type != PROTO_MSG_HELLO) {
-		err = -EPROTO;
-		goto fail;
-	}
-	return 0;
-fail_errno:
-	err = -errno;
-fail:
-	exec_conn_close(c);
-	return err;
-}
 
 /* `true` as `sandboxctl exec ID -- true` sends it: cwd "/", argv, a PATH for the lookup. */
 static const char exec_true_strings[] = "\0true\0PATH=/usr/sbin:/usr/bin:/sbin:/bin";
@@ -208,9 +71,8 @@ static uint32_t exec_build(uint8_t *buf, size_t cap, const char *strings, size_t
 	return (uint32_t)(sizeof(struct proto_exec) + len);
 }
 
-/* One EXEC of strings (see exec_build) with id on c, until its EXIT (which must say 0). */
-static int exec_call(struct exec_conn *c, uint64_t id, const char *strings, size_t len,
-		     uint16_t argc)
+/* One EXEC of strings (see exec_build) on c, until its EXIT (which must say 0). */
+static int exec_call(struct agent_conn *c, const char *strings, size_t len, uint16_t argc)
 {
 	uint8_t payload[256];
 	uint32_t plen = exec_build(payload, sizeof(payload), strings, len, argc);
@@ -219,40 +81,28 @@ static int exec_call(struct exec_conn *c, uint64_t id, const char *strings, size
 
 	if (!plen)
 		return -E2BIG;
-	if ((err = exec_conn_send(c, PROTO_MSG_EXEC, id, payload, plen)) < 0)
+	if ((err = agent_call(c, PROTO_MSG_EXEC, payload, plen, EXEC_TIMEOUT_MS, NULL, NULL, &f)) <
+	    0)
 		return err;
-	for (;;) {
-		if ((err = exec_conn_recv(c, &f)) < 0)
-			return err;
-		if (f.hdr.id != id)
-			continue;
-		if (f.hdr.type == PROTO_MSG_EXIT)
-			return proto_get_le32(f.payload + offsetof(struct proto_exit, code))
-				       ? -ECHILD
-				       : 0;
-		if (f.hdr.type == PROTO_MSG_ERROR)
-			return -(int)proto_get_le32(f.payload);
-	}
+	if (f.hdr.type == PROTO_MSG_EXIT)
+		return proto_get_le32(f.payload + offsetof(struct proto_exit, code)) ? -ECHILD : 0;
+	return f.hdr.type == PROTO_MSG_ERROR ? -(int)proto_get_le32(f.payload) : -EPROTO;
 }
 
-/* One EXEC of `true` with id on c, until its EXIT. */
-static int exec_call_true(struct exec_conn *c, uint64_t id)
+/* One EXEC of `true` on c, until its EXIT. */
+static int exec_call_true(struct agent_conn *c)
 {
-	return exec_call(c, id, exec_true_strings, sizeof(exec_true_strings), 1);
+	return exec_call(c, exec_true_strings, sizeof(exec_true_strings), 1);
 }
 
-/* One PING with id on c, until its PONG: the transport's round trip without a process. */
-static int exec_call_ping(struct exec_conn *c, uint64_t id)
+/* One PING on c, until its PONG: the transport's round trip without a process. */
+static int exec_call_ping(struct agent_conn *c)
 {
 	struct proto_frame f;
 	int err;
 
-	if ((err = exec_conn_send(c, PROTO_MSG_PING, id, NULL, 0)) < 0)
+	if ((err = agent_call(c, PROTO_MSG_PING, NULL, 0, EXEC_TIMEOUT_MS, NULL, NULL, &f)) < 0)
 		return err;
-	do
-		if ((err = exec_conn_recv(c, &f)) < 0)
-			return err;
-	while (f.hdr.id != id);
 	return f.hdr.type == PROTO_MSG_PONG ? 0 : -EPROTO;
 }
 
@@ -301,8 +151,7 @@ struct exec_series {
 struct exec_bench {
 	const char *sock_path, *ctl, *id;
 	char true_path[4096];
-	struct exec_conn conn; /* the connection `conn` keeps open */
-	uint64_t next_id;
+	struct agent_conn conn; /* the connection `conn` keeps open */
 };
 
 static int exec_run_host(void *ctx, int i)
@@ -327,7 +176,7 @@ static int exec_run_conn(void *ctx, int i)
 	struct exec_bench *b = ctx;
 
 	(void)i;
-	return exec_call_true(&b->conn, b->next_id++);
+	return exec_call_true(&b->conn);
 }
 
 static int exec_run_ping(void *ctx, int i)
@@ -335,7 +184,7 @@ static int exec_run_ping(void *ctx, int i)
 	struct exec_bench *b = ctx;
 
 	(void)i;
-	return exec_call_ping(&b->conn, b->next_id++);
+	return exec_call_ping(&b->conn);
 }
 
 static int exec_run_loop(void *ctx, int i)
@@ -343,20 +192,20 @@ static int exec_run_loop(void *ctx, int i)
 	struct exec_bench *b = ctx;
 
 	(void)i;
-	return exec_call(&b->conn, b->next_id++, exec_loop_strings, sizeof(exec_loop_strings), 3);
+	return exec_call(&b->conn, exec_loop_strings, sizeof(exec_loop_strings), 3);
 }
 
 static int exec_run_fresh(void *ctx, int i)
 {
 	struct exec_bench *b = ctx;
-	struct exec_conn c;
+	struct agent_conn c;
 	int err;
 
 	(void)i;
-	if ((err = exec_conn_open(&c, b->sock_path)) < 0)
+	if ((err = agent_connect_path(b->sock_path, EXEC_TIMEOUT_MS, &c)) < 0)
 		return err;
-	err = exec_call_true(&c, 1);
-	exec_conn_close(&c);
+	err = exec_call_true(&c);
+	agent_close(&c);
 	return err;
 }
 
@@ -406,7 +255,7 @@ static void exec_usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-	struct exec_bench b = {.next_id = 1, .conn = {.fd = -1}};
+	struct exec_bench b = {.conn = {.fd = -1}};
 	int runs = EXEC_RUNS_DEFAULT, warmup = EXEC_WARMUP_DEFAULT, err;
 	double host_ms = 0, conn_ms = 0, other_ms;
 
@@ -442,7 +291,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench-exec: no `true` on PATH\n");
 		return 1;
 	}
-	if ((err = exec_conn_open(&b.conn, b.sock_path)) < 0) {
+	if ((err = agent_connect_path(b.sock_path, EXEC_TIMEOUT_MS, &b.conn)) < 0) {
 		fprintf(stderr, "bench-exec: cannot reach the agent through %s: %s\n", b.sock_path,
 			strerror(-err));
 		return 1;
@@ -467,11 +316,11 @@ int main(int argc, char **argv)
 		if (series[i].run == exec_run_process && !b.ctl)
 			continue;
 		if (exec_series_run(&series[i], warmup, runs, median) < 0) {
-			exec_conn_close(&b.conn);
+			agent_close(&b.conn);
 			return 1;
 		}
 	}
-	exec_conn_close(&b.conn);
+	agent_close(&b.conn);
 	printf("exec median_ms=%.3f host_fork_exec_ms=%.3f\n", conn_ms, host_ms);
 	return 0;
 usage:

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "api_proto.h"
-#include "sandboxctl.h"
+#include "client.h"
 
 #define CONFIG_MAX 4096
 

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "api_proto.h"
-#include "sandboxctl.h"
+#include "client.h"
 
 /* Read exactly `len` bytes before `deadline` (now_ms). */
 static int read_full(int fd, void *buf, size_t len, uint64_t deadline)

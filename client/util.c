@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sandboxctl.h"
+#include "client.h"
 
 void errmsg(const char *fmt, ...)
 {

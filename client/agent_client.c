@@ -6,6 +6,7 @@
  * header before a byte of payload is buffered.
  */
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +16,7 @@
 #include <unistd.h>
 
 #include "proto.h"
-#include "sandboxctl.h"
+#include "client.h"
 
 #define RBUF_LEN (256u << 10)
 
@@ -206,6 +207,19 @@ void agent_close(struct agent_conn *c)
 
 int agent_connect(const struct sandbox *sb, unsigned timeout_ms, struct agent_conn *c)
 {
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	int err;
+
+	c->fd = -1;
+	c->dec = NULL;
+	c->rbuf = NULL;
+	if ((err = sandbox_path(sb, "vsock.sock", path, sizeof(path))) < 0)
+		return err;
+	return agent_connect_path(path, timeout_ms, c);
+}
+
+int agent_connect_path(const char *vsock_path, unsigned timeout_ms, struct agent_conn *c)
+{
 	static const char connect_line[] = "CONNECT 52\n";
 	struct sockaddr_un addr = {.sun_family = AF_UNIX};
 	uint64_t deadline = now_ms() + timeout_ms;
@@ -216,8 +230,9 @@ int agent_connect(const struct sandbox *sb, unsigned timeout_ms, struct agent_co
 	memset(c, 0, sizeof(*c));
 	c->next_id = 1;
 	c->fd = -1;
-	if ((err = sandbox_path(sb, "vsock.sock", addr.sun_path, sizeof(addr.sun_path))) < 0)
-		return err;
+	if (strlen(vsock_path) >= sizeof(addr.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(addr.sun_path, vsock_path, strlen(vsock_path) + 1);
 	c->dec = malloc(sizeof(struct proto_decoder));
 	c->rbuf = malloc(RBUF_LEN);
 	if (!c->dec || !c->rbuf) {
@@ -253,24 +268,45 @@ fail:
 	return err;
 }
 
+int agent_call(struct agent_conn *c, uint16_t type, const void *payload, uint32_t len,
+	       int timeout_ms, int (*on_frame)(void *arg, const struct proto_frame *f), void *arg,
+	       struct proto_frame *final)
+{
+	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : now_ms() + (uint64_t)timeout_ms;
+	uint64_t id = c->next_id++;
+	int err, r;
+
+	if ((err = agent_send(c, type, id, payload, len)) < 0)
+		return err;
+	for (;;) {
+		uint64_t now = now_ms(), left = deadline > now ? deadline - now : 0;
+		int wait = deadline == UINT64_MAX ? -1 : left > INT_MAX ? INT_MAX : (int)left;
+
+		r = agent_recv(c, wait, final);
+		if (r <= 0)
+			return r == 0 ? -ETIMEDOUT : r;
+		if (final->hdr.id != id)
+			continue;
+		if (proto_msg_is_final(final->hdr.type))
+			return 0;
+		if (on_frame && (err = on_frame(arg, final)) < 0)
+			return err;
+	}
+}
+
 int agent_ping(const struct sandbox *sb, unsigned timeout_ms, uint64_t *uptime_ms)
 {
 	uint64_t deadline = now_ms() + timeout_ms;
 	struct agent_conn c;
 	struct proto_frame f;
-	int err, r;
+	int err;
 
 	if ((err = agent_connect(sb, timeout_ms, &c)) < 0)
 		return err;
-	if ((err = agent_send(&c, PROTO_MSG_PING, c.next_id, NULL, 0)) < 0)
+	err = agent_call(&c, PROTO_MSG_PING, NULL, 0,
+			 (int)(deadline > now_ms() ? deadline - now_ms() : 0), NULL, NULL, &f);
+	if (err < 0)
 		goto out;
-	do {
-		r = agent_recv(&c, (int)(deadline > now_ms() ? deadline - now_ms() : 0), &f);
-	} while (r == 1 && f.hdr.id != c.next_id);
-	if (r <= 0) {
-		err = r == 0 ? -ETIMEDOUT : r;
-		goto out;
-	}
 	if (f.hdr.type != PROTO_MSG_PONG) {
 		err = -EPROTO;
 		goto out;
