@@ -4,10 +4,11 @@
  * (Pagetable-based Virtual Machine) runs ring-3 guest code natively but emulates ring-0 code
  * and cannot boot a stock Linux kernel (docs/hosts.md); without /dev/kvm nothing runs.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <sys/stat.h>
 
-#include "vmm.h"
+#include "kvm.h"
 
 /* True when `dir`/`name` exists: a loaded (or built-in) kernel module. */
 static bool kvm_module_present(const char *dir, const char *name)

@@ -219,14 +219,8 @@ struct boot_params;
 void bootparams_build(struct boot_params *bp, const struct bzimage *bz, const struct guest_mem *mem,
 		      gpa_t cmdline_gpa, gpa_t initrd_gpa, uint64_t initrd_len);
 
-/* ---- kvm.c ---- */
-
-enum kvm_flavour { KVM_NONE, KVM_INTEL, KVM_AMD, KVM_PVM, KVM_OTHER };
-/* Which KVM module this host has, from `sys_module_dir` (normally /sys/module). */
-enum kvm_flavour kvm_detect_flavour(const char *sys_module_dir);
-const char *kvm_flavour_name(enum kvm_flavour f);
-/* One sentence on what runs on this flavour. */
-const char *kvm_flavour_verdict(enum kvm_flavour f);
+/* ---- kvm.c: the host's KVM flavour (kvm.h, which sandboxctl shares) ---- */
+#include "kvm.h"
 
 /* ---- bus.c: port I/O and MMIO dispatch ---- */
 

@@ -10,7 +10,7 @@
 #include <criterion/new/assert.h>
 
 #include "sandboxctl.h"
-#include "vmm.h"
+#include "kvm.h"
 
 Test(host, hardware_kvm_boots)
 {

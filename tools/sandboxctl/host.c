@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "sandboxctl.h"
-#include "vmm.h"
+#include "kvm.h"
 
 #define HOST_CHECK_ENV "SANDBOX_SKIP_HOST_CHECK"
 
