@@ -279,25 +279,32 @@ int sandbox_foreach(int (*fn)(const struct sandbox *sb, void *opaque), void *opa
 	return err < 0 ? err : n;
 }
 
+/* True while process `pid` exists and is not a zombie. */
+static bool pid_running(pid_t pid)
+{
+	char path[64], *buf = NULL, *p;
+	bool running;
+
+	if (pid <= 1 || (kill(pid, 0) < 0 && errno == ESRCH))
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (read_file(path, 4096, &buf, NULL) < 0)
+		return false;
+	/* the state follows the last ')': a zombie is as good as dead */
+	p = strrchr(buf, ')');
+	running = p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+	free(buf);
+	return running;
+}
+
 bool sandbox_vmm_alive(const struct sandbox *sb)
 {
 	char path[64], want[4200], *buf = NULL, *p;
 	size_t len;
 	bool alive = false;
 
-	if (sb->pid <= 1 || (kill(sb->pid, 0) < 0 && errno == ESRCH))
+	if (!pid_running(sb->pid))
 		return false;
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)sb->pid);
-	if (read_file(path, 4096, &buf, NULL) < 0)
-		return false;
-	/* the state follows the last ')': a zombie is as good as dead */
-	p = strrchr(buf, ')');
-	if (!p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X') {
-		free(buf);
-		return false;
-	}
-	free(buf);
-	buf = NULL;
 	/* pid reuse: the process must be the VMM of this sandbox, which names its api.sock */
 	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)sb->pid);
 	if (sandbox_path(sb, "api.sock", want, sizeof(want)) < 0 ||
@@ -332,12 +339,17 @@ enum sandbox_state sandbox_state(const struct sandbox *sb, uint64_t *uptime_ms)
 	return SB_DEAD;
 }
 
-/* Wait up to `ms` for the VMM to be gone. */
+/*
+ * Wait up to `ms` for the VMM (known to be ours when the wait starts) to have exited. Not
+ * sandbox_vmm_alive: an exiting process's cmdline reads empty as soon as its memory is gone,
+ * while it still holds its files and its VM for a while (seen in the emulated host: rm
+ * returned and the VMM was still running), so this waits for the process itself.
+ */
 static bool wait_gone(const struct sandbox *sb, unsigned ms)
 {
 	uint64_t until = now_ms() + ms;
 
-	while (sandbox_vmm_alive(sb)) {
+	while (pid_running(sb->pid)) {
 		if (now_ms() >= until)
 			return false;
 		usleep(20000);

@@ -5,7 +5,9 @@
 # Skips (77) with the reason when the emulated host's image is not built. The emulated host
 # itself hangs now and then (KVM-HOSTS.md: ~2 boots in 90, not always before its own health
 # check), so a run cut by devhost's timeout (124) is retried once, as is one whose command
-# says a nested guest hung (75, see ctl_bounded.sh); any other status is CMD's.
+# says it failed in the emulated host (75: a nested guest hung, see ctl_bounded.sh, or any
+# failure of the guest tests there, see guest_lib.sh); any other status is CMD's, and a second
+# 75 fails the test.
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 build=$1
@@ -16,5 +18,5 @@ for attempt in 1 2; do
 	"$top/tools/devhost/run" --timeout 150 --build "$build" "$@"
 	st=$?
 	{ [ "$st" = 124 ] || [ "$st" = 75 ]; } && [ "$attempt" = 1 ] || exit "$st"
-	echo "devhost_retry.sh: the emulated host timed out or a nested guest hung; retrying once"
+	echo "devhost_retry.sh: the emulated host timed out or the run failed there; retrying once"
 done

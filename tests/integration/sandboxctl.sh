@@ -17,8 +17,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 # gone ID PID: no directory, no VMM process, no socket left.
 gone() {
 	[ -e "$SANDBOX_HOME/sandboxes/$1" ] && fail "rm left $SANDBOX_HOME/sandboxes/$1"
-	kill -0 "$2" 2>/dev/null && [ "$(cut -d' ' -f3 "/proc/$2/stat" 2>/dev/null)" != Z ] &&
-		fail "the VMM (pid $2) of $1 is still running"
+	# A process whose stat cannot be read any more was reaped between the two looks: gone.
+	pstate=$(cut -d' ' -f3 "/proc/$2/stat" 2>/dev/null)
+	kill -0 "$2" 2>/dev/null && [ -n "$pstate" ] && [ "$pstate" != Z ] &&
+		fail "the VMM (pid $2) of $1 is still running: $(cat "/proc/$2/stat" 2>&1)," \
+			"command line '$(tr '\0' ' ' <"/proc/$2/cmdline" 2>&1)'"
 	find "$SANDBOX_HOME" -type s | grep -q . && fail "sockets left: $(find "$SANDBOX_HOME" -type s)"
 	true
 }
