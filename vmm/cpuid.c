@@ -94,8 +94,7 @@ static uint32_t cpuid_cache_sharing(uint32_t eax, unsigned ncpus)
 	return (eax & ~(0xfffu << 14)) | ((sharing & 0xfffu) << 14);
 }
 
-/* True when leaf 0's vendor string is AMD's (or Hygon's, which shares AMD's leaves). */
-static bool cpuid_vendor_amd(const struct kvm_cpuid_entry2 *entries, unsigned nent)
+bool cpuid_vendor_amd(const struct kvm_cpuid_entry2 *entries, unsigned nent)
 {
 	for (unsigned i = 0; i < nent; i++) {
 		const struct kvm_cpuid_entry2 *e = &entries[i];

@@ -167,6 +167,8 @@ void cpuid_set_tsc_deadline(struct kvm_cpuid_entry2 *entries, unsigned nent);
  * not fit. */
 int cpuid_add_vmm_leaves(struct kvm_cpuid_entry2 *entries, unsigned *nent, unsigned cap,
 			 uint32_t nonce) __must_check;
+/* True when leaf 0's vendor string is AMD's (or Hygon's, which shares AMD's leaves). */
+bool cpuid_vendor_amd(const struct kvm_cpuid_entry2 *entries, unsigned nent);
 /* Adapt the host's supported CPUID entries for vCPU `index` of `ncpus`: APIC ids, topology
  * leaves 1/4/0xb/0x1f and AMD's 0x80000008/0x8000001d/0x8000001e, the VMM's info leaf, the
  * hypervisor bit, no PMU. Changes `entries` in place. */

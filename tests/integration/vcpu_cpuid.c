@@ -50,14 +50,6 @@ static const struct kvm_cpuid_entry2 *find(const struct kvm_cpuid2 *c, uint32_t 
 	return NULL;
 }
 
-static bool vendor_amd(const struct kvm_cpuid2 *c)
-{
-	const struct kvm_cpuid_entry2 *e = find(c, 0, 0);
-
-	return e && ((e->ebx == 0x68747541 && e->edx == 0x69746e65 && e->ecx == 0x444d4163) ||
-		     (e->ebx == 0x6f677948 && e->edx == 0x6e65476e && e->ecx == 0x656e6975));
-}
-
 static void check_cpuid(unsigned ncpus, unsigned i, const struct kvm_cpuid2 *c, uint32_t nonce)
 {
 	const struct kvm_cpuid_entry2 *e;
@@ -98,7 +90,7 @@ static void check_cpuid(unsigned ncpus, unsigned i, const struct kvm_cpuid2 *c, 
 		expect(ncpus, i, "threads per core (level 0 EBX)", smt->ebx & 0xffff, 1);
 		expect(ncpus, i, "logical processors (level 1 EBX)", core->ebx & 0xffff, ncpus);
 	}
-	if (vendor_amd(c)) {
+	if (cpuid_vendor_amd(c->entries, c->nent)) {
 		if ((e = find(c, 0x80000008, 0)))
 			expect(ncpus, i, "leaf 0x80000008 ECX[7:0] (cores - 1)", e->ecx & 0xff,
 			       ncpus - 1);
