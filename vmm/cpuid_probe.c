@@ -101,10 +101,8 @@ static enum cpuid_trap probe_run(struct vcpu *vcpu, uint32_t regs[PROBE_STORES],
 		got |= 1u << (off / 4);
 	}
 	/* The signature says a sandbox-vmm's table answered; the nonce, that it was ours. */
-	return regs[0] == PAYLOAD_CPUID_SIG_EBX && regs[1] == PAYLOAD_CPUID_SIG_ECX &&
-			       regs[2] == PAYLOAD_CPUID_SIG_EDX && regs[3] == nonce
-		       ? CPUID_TRAPPED
-		       : CPUID_NATIVE;
+	return payload_cpuid_is_ours(regs[0], regs[1], regs[2], regs[3], nonce) ? CPUID_TRAPPED
+										: CPUID_NATIVE;
 }
 
 enum cpuid_trap cpuid_probe_trap(void)

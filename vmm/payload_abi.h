@@ -76,6 +76,15 @@
 #define PAYLOAD_CPUID_SIG_ECX	0x2d786f62u /* "box-" */
 #define PAYLOAD_CPUID_SIG_EDX	0x006d6d76u /* "vmm\0" */
 
+/* True when `cpuid` answered from this VM's table: the signature leaf's EBX, ECX, EDX and the
+ * info leaf's ECX against the VM's nonce (payload_info.cpuid_nonce). */
+static inline int payload_cpuid_is_ours(uint32_t ebx, uint32_t ecx, uint32_t edx, uint32_t info_ecx,
+					uint32_t nonce)
+{
+	return ebx == PAYLOAD_CPUID_SIG_EBX && ecx == PAYLOAD_CPUID_SIG_ECX &&
+	       edx == PAYLOAD_CPUID_SIG_EDX && info_ecx == nonce;
+}
+
 /* One range of guest RAM, guest-physical. */
 struct payload_ram_range {
 	uint64_t gpa;

@@ -36,7 +36,6 @@ static int vm_ioctl(int fd, unsigned long req, void *arg)
 static int vm_get_supported_cpuid(struct vm *vm)
 {
 	struct kvm_cpuid2 *c;
-
 	unsigned cap = KVM_CPUID_MAX_ENTRIES;
 	int err;
 

@@ -42,8 +42,7 @@ enum smp_verdict {
 /* True when `cpuid` returned the VMM's signature and this VM's `nonce` (payload_info). */
 static inline bool smp_cpuid_trapped(const struct smp_seen *s, uint32_t nonce)
 {
-	return s->sig[0] == PAYLOAD_CPUID_SIG_EBX && s->sig[1] == PAYLOAD_CPUID_SIG_ECX &&
-	       s->sig[2] == PAYLOAD_CPUID_SIG_EDX && s->info_ecx == nonce;
+	return payload_cpuid_is_ours(s->sig[0], s->sig[1], s->sig[2], s->info_ecx, nonce);
 }
 
 /* The APIC id in the LAPIC's ID register (xAPIC: bits 31:24). */

@@ -63,15 +63,12 @@ static int wait_final(struct agent_conn *c, uint64_t id, const char *what, struc
 /* Is the guest's `path` a directory? (false when it does not exist) */
 static bool remote_is_dir(struct agent_conn *c, const char *path)
 {
-	struct proto_frame f = {.hdr.id = 0};
-	uint64_t id = ++c->next_id;
+	struct proto_frame f;
 
-	if (agent_send(c, PROTO_MSG_STAT, id, path, (uint32_t)strlen(path) + 1) < 0)
+	if (agent_call(c, PROTO_MSG_STAT, path, (uint32_t)strlen(path) + 1, 60000, NULL, NULL, &f) <
+	    0)
 		return false;
-	while (agent_recv(c, 60000, &f) == 1)
-		if (f.hdr.id == id)
-			break;
-	return f.hdr.id == id && f.hdr.type == PROTO_MSG_STAT_REPLY &&
+	return f.hdr.type == PROTO_MSG_STAT_REPLY &&
 	       S_ISDIR(proto_get_le32(f.payload + offsetof(struct proto_stat, mode)));
 }
 
