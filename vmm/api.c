@@ -7,6 +7,7 @@
  */
 #include <endian.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -17,9 +18,10 @@
 #include "api_proto.h"
 #include "vmm.h"
 
-#define API_CONNS_MAX 16
-#define API_PAUSE_MS  2000
-#define API_MSG_MAX   (sizeof(struct api_hdr) + API_PAYLOAD_MAX)
+#define API_CONNS_MAX	    16
+#define API_PAUSE_MS	    2000
+#define API_MSG_MAX	    (sizeof(struct api_hdr) + API_PAYLOAD_MAX)
+#define API_REPLY_EXTRA_MAX API_ERROR_MSG_MAX
 
 struct api_conn {
 	struct api *api;
@@ -70,7 +72,7 @@ static void api_conn_close(struct api_conn *c)
 static int api_reply(struct api_conn *c, const struct api_hdr *req, int32_t error,
 		     const void *extra, uint32_t extra_len)
 {
-	uint8_t msg[sizeof(struct api_hdr) + sizeof(struct api_result) + sizeof(struct api_status)];
+	uint8_t msg[sizeof(struct api_hdr) + sizeof(struct api_result) + API_REPLY_EXTRA_MAX];
 	struct api_hdr h = {
 		.magic = htole32(API_MAGIC),
 		.version = htole16(API_VERSION),
@@ -82,7 +84,7 @@ static int api_reply(struct api_conn *c, const struct api_hdr *req, int32_t erro
 	size_t len = sizeof(h) + sizeof(r) + extra_len;
 	ssize_t n;
 
-	if (extra_len > sizeof(struct api_status))
+	if (extra_len > API_REPLY_EXTRA_MAX)
 		return -EINVAL;
 	memcpy(msg, &h, sizeof(h));
 	memcpy(msg + sizeof(h), &r, sizeof(r));
@@ -92,7 +94,62 @@ static int api_reply(struct api_conn *c, const struct api_hdr *req, int32_t erro
 	return n == (ssize_t)len ? 0 : -EPIPE;
 }
 
-static int api_handle(struct api_conn *c, const struct api_hdr *h)
+/*
+ * SNAPSHOT: parse the strings (each NUL-terminated inside the payload: a string that runs
+ * off the end, or too many, is -EINVAL), write the snapshot, answer with the figures or the
+ * message saying what failed.
+ */
+static int api_snapshot(struct api_conn *c, const struct api_hdr *h, const uint8_t *payload)
+{
+	uint32_t len = le32toh(h->len);
+	struct api_snapshot_req req;
+	struct snapshot_req sr = {0};
+	struct snapshot_stats st;
+	struct api_snapshot_result res;
+	char msg[API_ERROR_MSG_MAX] = "";
+	const uint8_t *p = payload + sizeof(req), *end = payload + len;
+	uint32_t nstrings;
+	int err;
+
+	memcpy(&req, payload, sizeof(req));
+	nstrings = le32toh(req.nstrings);
+	if (nstrings < 1 || nstrings > 1 + SNAP_TOPS_MAX ||
+	    (le32toh(req.flags) & ~API_SNAPSHOT_STOP)) {
+		snprintf(msg, sizeof(msg), "bad SNAPSHOT request: %u strings, flags %#x", nstrings,
+			 le32toh(req.flags));
+		return api_reply(c, h, -EINVAL, msg, (uint32_t)strlen(msg) + 1);
+	}
+	for (uint32_t i = 0; i < nstrings; i++) {
+		const uint8_t *nul = p < end ? memchr(p, 0, (size_t)(end - p)) : NULL;
+
+		if (!nul) {
+			snprintf(msg, sizeof(msg),
+				 "bad SNAPSHOT request: string %u is not terminated", i);
+			return api_reply(c, h, -EINVAL, msg, (uint32_t)strlen(msg) + 1);
+		}
+		if (i == 0)
+			sr.dir = (const char *)p;
+		else
+			sr.new_tops[sr.ntops++] = (const char *)p;
+		p = nul + 1;
+	}
+	sr.stop = le32toh(req.flags) & API_SNAPSHOT_STOP;
+	err = vm_snapshot(c->api->vm, &sr, &st, msg, sizeof(msg));
+	if (err < 0) {
+		log_warn("snapshot to %s failed: %s", sr.dir, msg);
+		return api_reply(c, h, err, msg, (uint32_t)strlen(msg) + 1);
+	}
+	log_info("snapshot written to %s: paused %.3f ms, %llu MiB of memory in %.1f ms", sr.dir,
+		 (double)st.pause_ns / 1e6, (unsigned long long)(st.memory_bytes >> 20),
+		 (double)st.total_ns / 1e6);
+	res = (struct api_snapshot_result){.pause_us = htole64(st.pause_ns / 1000),
+					   .total_us = htole64(st.total_ns / 1000),
+					   .state_bytes = htole64(st.state_bytes),
+					   .memory_bytes = htole64(st.memory_bytes)};
+	return api_reply(c, h, 0, &res, sizeof(res));
+}
+
+static int api_handle(struct api_conn *c, const struct api_hdr *h, const uint8_t *payload)
 {
 	struct vm *vm = c->api->vm;
 	uint16_t type = le16toh(h->type);
@@ -123,6 +180,8 @@ static int api_handle(struct api_conn *c, const struct api_hdr *h)
 		err = api_reply(c, h, 0, NULL, 0);
 		vm_request_stop(vm, VM_EXIT_SHUTDOWN, "shut down through the API");
 		return err;
+	case API_SNAPSHOT:
+		return api_snapshot(c, h, payload);
 	default:
 		return api_reply(c, h, -EOPNOTSUPP, NULL, 0);
 	}
@@ -166,7 +225,7 @@ static void api_conn_event(struct ev_source *src, uint32_t events)
 		}
 		if (c->have < (uint32_t)len)
 			return; /* the rest of the payload has not arrived */
-		if (api_handle(c, &h) < 0)
+		if (api_handle(c, &h, c->buf + sizeof(h)) < 0)
 			goto close;
 		c->have -= (uint32_t)len;
 		memmove(c->buf, c->buf + len, c->have);

@@ -42,6 +42,7 @@ struct options {
 	const char *console_path;
 	const char *api_path;
 	const char *vsock_path;
+	const char *restore_dir;
 	struct disk_option disks[DISKS_MAX];
 	unsigned ndisks;
 	unsigned timeout_s;
@@ -53,6 +54,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: sandbox-vmm (--kernel PATH | --payload PATH) [options]\n"
+		"       sandbox-vmm --restore DIR [--disk ...] [--vsock ...] [options]\n"
 		"       sandbox-vmm --check\n"
 		"\n"
 		"  --kernel PATH     Linux bzImage or ELF vmlinux with a PVH note\n"
@@ -72,6 +74,9 @@ static void usage(FILE *f)
 		"  --vsock PATH      a virtio-vsock device (guest CID 3): host clients connect\n"
 		"                    to PATH and write \"CONNECT <port>\\n\"; the guest's\n"
 		"                    connections to host port P go to PATH_P\n"
+		"  --restore DIR     resume the VM snapshotted into DIR (the API's SNAPSHOT):\n"
+		"                    its RAM and vCPUs come from there; give the same devices\n"
+		"                    in the same order (a disk: a new layer over the frozen one)\n"
 		"  --check           say which KVM this host has and what can boot on it\n"
 		"  -v, --verbose     debug logging\n"
 		"\n"
@@ -136,13 +141,14 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{"timeout", required_argument, NULL, 't'},
 		{"api", required_argument, NULL, 'A'},
 		{"vsock", required_argument, NULL, 'V'},
+		{"restore", required_argument, NULL, 'R'},
 		{"check", no_argument, NULL, 'C'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	unsigned long long v;
-	bool cmdline_given = false;
+	bool cmdline_given = false, machine_given = false;
 	int c;
 
 	memset(o, 0, sizeof(*o));
@@ -174,6 +180,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 				return VM_EXIT_BAD_INPUT;
 			}
 			o->boot.ncpus = (unsigned)v;
+			machine_given = true;
 			break;
 		case 'm':
 			if (!parse_uint(optarg, 0, ULLONG_MAX, &v) || v < MEM_MIN_MIB ||
@@ -183,6 +190,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 				return VM_EXIT_BAD_INPUT;
 			}
 			o->memory_mib = v;
+			machine_given = true;
 			break;
 		case 'o':
 			o->console_path = optarg;
@@ -211,6 +219,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'V':
 			o->vsock_path = optarg;
 			break;
+		case 'R':
+			o->restore_dir = optarg;
+			break;
 		case 'C':
 			o->check = true;
 			break;
@@ -231,6 +242,15 @@ static int parse_options(int argc, char **argv, struct options *o)
 	}
 	if (o->check)
 		return 0;
+	if (o->restore_dir) {
+		if (o->boot.kernel_path || o->boot.initrd_path || cmdline_given || machine_given) {
+			log_error(
+				"--restore takes the guest, its RAM and vCPUs from the snapshot: "
+				"no --kernel, --payload, --initrd, --cmdline, --cpus or --memory");
+			return VM_EXIT_BAD_INPUT;
+		}
+		return 0;
+	}
 	if (!o->boot.kernel_path) {
 		log_error("nothing to boot: give --kernel PATH or --payload PATH (see --help)");
 		return VM_EXIT_BAD_INPUT;
@@ -350,6 +370,44 @@ static int open_console(const char *path)
 	return fd;
 }
 
+/* The snapshot's state, far enough to size the VM; its RAM and vCPU count become the
+ * options'. Returns 0 or an exit status after one line naming the problem. */
+static char img_memory[4096];
+static int open_snapshot(const char *dir, struct snap_image *img, struct options *o)
+{
+	if (snap_image_open(dir, img) < 0) {
+		log_error("--restore %s: %s", dir, img->r.msg);
+		snap_image_close(img);
+		return VM_EXIT_BAD_INPUT;
+	}
+	if ((size_t)snprintf(img_memory, sizeof(img_memory), "%s/%s", dir, SNAP_MEMORY_FILE) >=
+	    sizeof(img_memory)) {
+		log_error("--restore %s: path too long", dir);
+		snap_image_close(img);
+		return VM_EXIT_BAD_INPUT;
+	}
+	o->memory_mib = img->ram_len >> 20;
+	o->boot.ncpus = img->ncpus;
+	return 0;
+}
+
+/* Load the guest into RAM and create every vCPU at its entry. 0 or an exit status. */
+static int boot_guest(struct vm *vm, struct options *o)
+{
+	struct boot_entry entry;
+
+	o->boot.cpuid_nonce = vm->cpuid_nonce;
+	if (boot_load(&vm->mem, &o->boot, &entry) < 0)
+		return VM_EXIT_BAD_INPUT;
+	log_debug("guest loaded");
+	for (unsigned i = 0; i < o->boot.ncpus; i++)
+		if (vcpu_create(vm, i, &entry) < 0)
+			return VM_EXIT_VMM_ERROR;
+	log_debug("booting %s with %u vCPU(s), %llu MiB", o->boot.kernel_path, o->boot.ncpus,
+		  (unsigned long long)o->memory_mib);
+	return 0;
+}
+
 struct main_loop {
 	struct vm *vm;
 	unsigned timeout_s;
@@ -439,7 +497,7 @@ int main(int argc, char **argv)
 	static char cmdline[CMDLINE_BUF_LEN];
 	struct disk *disks[DISKS_MAX] = {NULL};
 	struct api *api = NULL;
-	struct boot_entry entry;
+	struct snap_image img = {0};
 	struct options o;
 	struct vm vm;
 	sigset_t set;
@@ -477,11 +535,18 @@ int main(int argc, char **argv)
 	status = open_disks(&o, disks);
 	if (status)
 		return status;
-	console_fd = open_console(o.console_path);
-	if (console_fd < 0 || vm_create(&vm, o.memory_mib << 20, o.boot.ncpus) < 0) {
+	if (o.restore_dir && (status = open_snapshot(o.restore_dir, &img, &o))) {
 		for (unsigned i = 0; i < o.ndisks; i++)
 			disk_close(disks[i]);
-		return console_fd < 0 ? VM_EXIT_BAD_INPUT : VM_EXIT_VMM_ERROR;
+		return status;
+	}
+	console_fd = open_console(o.console_path);
+	if (console_fd < 0 || vm_create_from(&vm, o.memory_mib << 20, o.boot.ncpus,
+					     o.restore_dir ? img_memory : NULL) < 0) {
+		for (unsigned i = 0; i < o.ndisks; i++)
+			disk_close(disks[i]);
+		snap_image_close(&img);
+		return console_fd < 0 || o.restore_dir ? VM_EXIT_BAD_INPUT : VM_EXIT_VMM_ERROR;
 	}
 	log_debug("VM created");
 	if ((err = serial_create(&vm, console_fd, &vm.serial)) ||
@@ -502,24 +567,23 @@ int main(int argc, char **argv)
 							       : VM_EXIT_VMM_ERROR;
 		goto out;
 	}
-	o.boot.cpuid_nonce = vm.cpuid_nonce;
-	if (boot_load(&vm.mem, &o.boot, &entry) < 0) {
-		status = VM_EXIT_BAD_INPUT;
-		goto out;
-	}
-	log_debug("guest loaded");
-	for (unsigned i = 0; i < o.boot.ncpus; i++) {
-		if (vcpu_create(&vm, i, &entry) < 0) {
-			status = VM_EXIT_VMM_ERROR;
+	if (o.restore_dir) {
+		if (vm_restore(&vm, &img) < 0) {
+			log_error("--restore %s: %s", o.restore_dir, img.r.msg);
+			status = VM_EXIT_BAD_INPUT;
 			goto out;
 		}
+		log_debug("restored %s: %u vCPU(s), %llu MiB", o.restore_dir, o.boot.ncpus,
+			  (unsigned long long)o.memory_mib);
+	} else if ((status = boot_guest(&vm, &o)) != 0) {
+		goto out;
 	}
-	log_debug("booting %s with %u vCPU(s), %llu MiB", o.boot.kernel_path, o.boot.ncpus,
-		  (unsigned long long)o.memory_mib);
 	if (o.api_path && api_create(&vm, o.api_path, &api) < 0) {
 		status = VM_EXIT_BAD_INPUT;
 		goto out;
 	}
+	if (o.restore_dir)
+		vm_restore_devices_resume(&vm);
 	if (vcpu_start_all(&vm) == 0)
 		main_loop(&vm, o.timeout_s);
 	vcpu_stop_all(&vm);
@@ -535,6 +599,7 @@ int main(int argc, char **argv)
 out:
 	api_destroy(api);
 	vm_destroy(&vm);
+	snap_image_close(&img);
 	if (console_fd != STDOUT_FILENO)
 		close(console_fd);
 	return status;

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "layout.h"
@@ -37,7 +38,7 @@ void mem_layout(struct guest_mem *mem, uint8_t *base, uint64_t ram_len)
  * guest-physical 2 MiB pages only where the host address is aligned the same way.
  * MAP_NORESERVE: a 64 GiB guest that touches 100 MiB costs 100 MiB.
  */
-static void *mem_map_aligned(int fd, uint64_t len)
+static void *mem_map_aligned(int fd, uint64_t len, int share)
 {
 	const uint64_t align = 2ull << 20;
 	uint8_t *area, *base;
@@ -50,8 +51,8 @@ static void *mem_map_aligned(int fd, uint64_t len)
 	if (area == MAP_FAILED)
 		return MAP_FAILED;
 	a = ((uintptr_t)area + align - 1) & ~(uintptr_t)(align - 1);
-	base = mmap((void *)a, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE | MAP_FIXED,
-		    fd, 0);
+	base = mmap((void *)a, len, PROT_READ | PROT_WRITE, share | MAP_NORESERVE | MAP_FIXED, fd,
+		    0);
 	if (base == MAP_FAILED) {
 		int e = errno;
 
@@ -99,7 +100,7 @@ int mem_create(struct guest_mem *mem, uint64_t ram_len)
 		err = -errno;
 		goto out_close;
 	}
-	base = mem_map_aligned(fd, ram_len);
+	base = mem_map_aligned(fd, ram_len, MAP_SHARED);
 	if (base == MAP_FAILED) {
 		err = -errno;
 		goto out_close;
@@ -117,6 +118,43 @@ int mem_create(struct guest_mem *mem, uint64_t ram_len)
 	mem_log_thp();
 	mem_layout(mem, base, ram_len);
 	mem->fd = fd;
+	return 0;
+out_close:
+	close(fd);
+	return err;
+}
+
+int mem_open_file(struct guest_mem *mem, const char *path, uint64_t ram_len)
+{
+	struct stat st;
+	void *base;
+	int fd, err;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0) {
+		err = -errno;
+		goto out_close;
+	}
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != ram_len) {
+		err = -EBADMSG;
+		log_error("%s: %llu bytes, the snapshot's RAM is %llu", path,
+			  (unsigned long long)st.st_size, (unsigned long long)ram_len);
+		goto out_close;
+	}
+	/* Private: the guest's writes go to anonymous copies; what it only reads stays the
+	 * page cache's, shared with every VM restored from the same file. */
+	base = mem_map_aligned(fd, ram_len, MAP_PRIVATE);
+	if (base == MAP_FAILED) {
+		err = -errno;
+		goto out_close;
+	}
+	madvise(base, ram_len, MADV_DONTDUMP);
+	madvise(base, ram_len, MADV_DONTFORK);
+	mem_layout(mem, base, ram_len);
+	mem->fd = fd;
+	mem->private_file = true;
 	return 0;
 out_close:
 	close(fd);

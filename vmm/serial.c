@@ -245,3 +245,54 @@ void serial_destroy(struct serial *s)
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 }
+
+/* The registers, as one little struct of bytes: ier, lcr, mcr, scr, dll, dlm, rx, flags. */
+enum { SERIAL_F_RX_FULL = 1, SERIAL_F_THR_PENDING = 2, SERIAL_F_IRQ = 4 };
+
+void serial_save(struct serial *s, struct snap_writer *w)
+{
+	uint8_t regs[8];
+
+	pthread_mutex_lock(&s->lock);
+	regs[0] = s->ier;
+	regs[1] = s->lcr;
+	regs[2] = s->mcr;
+	regs[3] = s->scr;
+	regs[4] = s->dll;
+	regs[5] = s->dlm;
+	regs[6] = s->rx;
+	regs[7] = (uint8_t)((s->rx_full ? SERIAL_F_RX_FULL : 0) |
+			    (s->thr_pending ? SERIAL_F_THR_PENDING : 0) |
+			    (s->irq_level ? SERIAL_F_IRQ : 0));
+	pthread_mutex_unlock(&s->lock);
+	snapw_begin(w, "serial");
+	snapw_prop(w, "regs", regs, sizeof(regs));
+	snapw_end(w);
+}
+
+int serial_load(struct serial *s, struct snap_reader *r, int parent)
+{
+	int node = snapr_node(r, parent, "serial"), err;
+	uint8_t regs[8];
+
+	if (node < 0)
+		return node;
+	if ((err = snapr_get(r, node, "regs", regs, sizeof(regs))) < 0)
+		return err;
+	if ((regs[0] & ~0x0fu) || (regs[2] & ~0x1fu) || (regs[7] & ~7u))
+		return snapr_fail(r, -EBADMSG, "serial/regs: bits no UART has");
+	pthread_mutex_lock(&s->lock);
+	s->ier = regs[0];
+	s->lcr = regs[1];
+	s->mcr = regs[2];
+	s->scr = regs[3];
+	s->dll = regs[4];
+	s->dlm = regs[5];
+	s->rx = regs[6];
+	s->rx_full = regs[7] & SERIAL_F_RX_FULL;
+	s->thr_pending = regs[7] & SERIAL_F_THR_PENDING;
+	/* The IOAPIC's saved pin state already has the line's level: only remember it. */
+	s->irq_level = (regs[7] & SERIAL_F_IRQ) ? 1 : 0;
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}

@@ -190,7 +190,8 @@ static int vcpu_set_regs(struct vcpu *vcpu, const struct boot_entry *entry)
 	return 0;
 }
 
-int vcpu_create(struct vm *vm, unsigned index, const struct boot_entry *entry)
+/* The vCPU's fd, its run page and its CPUID: what a boot and a restore both need. */
+static int vcpu_open(struct vm *vm, unsigned index)
 {
 	struct vcpu *vcpu = &vm->vcpus[index];
 	long run_len;
@@ -221,6 +222,24 @@ int vcpu_create(struct vm *vm, unsigned index, const struct boot_entry *entry)
 		log_error("vcpu%u: KVM_SET_CPUID2: %s", index, strerror(-err));
 		goto fail;
 	}
+	return 0;
+fail:
+	vcpu_destroy(vcpu);
+	return err;
+}
+
+int vcpu_create_restored(struct vm *vm, unsigned index)
+{
+	return vcpu_open(vm, index);
+}
+
+int vcpu_create(struct vm *vm, unsigned index, const struct boot_entry *entry)
+{
+	struct vcpu *vcpu = &vm->vcpus[index];
+	int err;
+
+	if ((err = vcpu_open(vm, index)) < 0)
+		return err;
 	vcpu_set_boot_msrs(vcpu);
 	if ((err = vcpu_set_lapic(vcpu)) < 0) {
 		log_error("vcpu%u: cannot set up the local APIC: %s", index, strerror(-err));
@@ -426,6 +445,17 @@ static void vcpu_park(struct vcpu *vcpu)
 {
 	struct vm *vm = vcpu->vm;
 
+	/*
+	 * The last exit's I/O (an MMIO read's value, a port read's) only reaches the guest's
+	 * registers at the next KVM_RUN. With immediate_exit set (the pause kicked us), KVM_RUN
+	 * completes it and returns -EINTR without running the guest: a parked vCPU's state is
+	 * then whole, as a snapshot must see it.
+	 */
+	if (__atomic_load_n(&vcpu->run->immediate_exit, __ATOMIC_SEQ_CST) &&
+	    ioctl(vcpu->fd, KVM_RUN, 0) == 0) {
+		vcpu->exits++; /* not expected, but an exit all the same: serve it */
+		vcpu_dispatch_exit(vcpu);
+	}
 	pthread_mutex_lock(&vm->lock);
 	vm->nparked++;
 	pthread_cond_broadcast(&vm->parked_cond);

@@ -82,6 +82,11 @@ static int vm_add_memory(struct vm *vm)
 
 int vm_create(struct vm *vm, uint64_t ram_len, unsigned ncpus)
 {
+	return vm_create_from(vm, ram_len, ncpus, NULL);
+}
+
+int vm_create_from(struct vm *vm, uint64_t ram_len, unsigned ncpus, const char *memory_path)
+{
 	struct kvm_pit_config pit = {.flags = KVM_PIT_SPEAKER_DUMMY};
 	uint64_t identity = KVM_IDENTITY_MAP_GPA;
 	int err;
@@ -131,10 +136,17 @@ int vm_create(struct vm *vm, uint64_t ram_len, unsigned ncpus)
 		log_debug("KVM_SET_TSS_ADDR refused (not VMX)");
 	if (vm_ioctl(vm->vm_fd, KVM_SET_IDENTITY_MAP_ADDR, &identity) < 0)
 		log_debug("KVM_SET_IDENTITY_MAP_ADDR refused (not VMX)");
-	err = mem_create(&vm->mem, ram_len);
+	err = memory_path ? mem_open_file(&vm->mem, memory_path, ram_len)
+			  : mem_create(&vm->mem, ram_len);
+	if (err == -EBADMSG)
+		goto fail; /* mem_open_file said why */
 	if (err) {
-		log_error("cannot allocate %llu MiB of guest RAM: %s",
-			  (unsigned long long)(ram_len >> 20), strerror(-err));
+		if (memory_path)
+			log_error("cannot map the snapshot's memory %s: %s", memory_path,
+				  strerror(-err));
+		else
+			log_error("cannot allocate %llu MiB of guest RAM: %s",
+				  (unsigned long long)(ram_len >> 20), strerror(-err));
 		goto fail;
 	}
 	/* RAM before the irqchip: adding a slot to a VM that has one costs ~6 ms for 256 MiB

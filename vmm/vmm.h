@@ -58,9 +58,10 @@ struct mem_region {
 struct guest_mem {
 	struct mem_region regions[MEM_MAX_REGIONS];
 	unsigned nregions;
-	uint64_t ram_len; /* total RAM bytes */
-	int fd;		  /* the memfd, -1 for a buffer made by a test */
-	uint8_t *base;	  /* host mapping of the whole RAM file */
+	uint64_t ram_len;  /* total RAM bytes */
+	int fd;		   /* the memfd, -1 for a buffer made by a test */
+	uint8_t *base;	   /* host mapping of the whole RAM file */
+	bool private_file; /* fd is a snapshot's memory file, mapped privately */
 };
 
 /* Lay out `ram_len` bytes of RAM mapped at `base` (no allocation): below the hole, then above
@@ -68,6 +69,10 @@ struct guest_mem {
 void mem_layout(struct guest_mem *mem, uint8_t *base, uint64_t ram_len);
 /* Create RAM as a memfd of `ram_len` bytes mapped shared; pages are allocated on first touch. */
 int mem_create(struct guest_mem *mem, uint64_t ram_len) __must_check;
+/* Map a snapshot's memory file of exactly `ram_len` bytes privately (copy on write): pages
+ * load lazily from the page cache, shared with every VM restored from it. -EBADMSG (with a
+ * log line) for a file of another size. */
+int mem_open_file(struct guest_mem *mem, const char *path, uint64_t ram_len) __must_check;
 void mem_destroy(struct guest_mem *mem);
 /* Host address of [gpa, gpa+len) if the whole range is RAM in one region, else NULL.
  * Every guest address goes through here: overflow and bounds are checked. */
@@ -78,6 +83,55 @@ gpa_t mem_low_end(const struct guest_mem *mem);
 gpa_t mem_top(const struct guest_mem *mem);
 /* Copy `len` bytes to guest RAM at `gpa`; -EFAULT if the range is not RAM. */
 int mem_write(const struct guest_mem *mem, gpa_t gpa, const void *src, uint64_t len) __must_check;
+
+/* ---- snap_fdt.c: the snapshot's state file, a flattened device tree (docs/snapshots.md) ---- */
+
+#define SNAP_STATE_MAX (64u << 20) /* the largest state file written or read */
+
+/* Builds a tree with libfdt's sequential-write calls. The first failure is kept in `err` and
+ * every later call does nothing, so a writer checks once, at snapw_finish. */
+struct snap_writer {
+	void *buf;
+	size_t cap;
+	int err;
+};
+int snapw_init(struct snap_writer *w) __must_check;
+void snapw_free(struct snap_writer *w);
+void snapw_begin(struct snap_writer *w, const char *name);
+/* A node named "name@index". */
+void snapw_begin_index(struct snap_writer *w, const char *name, unsigned index);
+void snapw_end(struct snap_writer *w);
+void snapw_prop(struct snap_writer *w, const char *name, const void *val, size_t len);
+void snapw_u32(struct snap_writer *w, const char *name, uint32_t v); /* little-endian */
+void snapw_u64(struct snap_writer *w, const char *name, uint64_t v);
+/* Close the tree; *buf (owned by the writer) holds *len bytes. */
+int snapw_finish(struct snap_writer *w, const void **buf, size_t *len) __must_check;
+
+/* Reads a tree that is hostile input. Every getter checks the property's exact length; the
+ * first failure's message is kept in `msg`, naming the node and property. */
+struct snap_reader {
+	const void *fdt;
+	char msg[256];
+};
+/* Check the header, that the tree is exactly `len` bytes, and its whole structure. */
+int snapr_open(struct snap_reader *r, const void *buf, size_t len) __must_check;
+/* Record a failure (the first one's message is kept); returns `err`. */
+int snapr_fail(struct snap_reader *r, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* The offset of `parent`'s subnode `name` (or "name@index"), or -ENOENT. */
+int snapr_node(struct snap_reader *r, int parent, const char *name);
+int snapr_node_index(struct snap_reader *r, int parent, const char *name, unsigned index);
+bool snapr_has(struct snap_reader *r, int node, const char *name);
+/* A property of any length (NULL when absent); the pointer is into the tree. */
+const void *snapr_var(struct snap_reader *r, int node, const char *name, size_t *len);
+/* A property of exactly `len` bytes, copied to `out`. */
+int snapr_get(struct snap_reader *r, int node, const char *name, void *out,
+	      size_t len) __must_check;
+int snapr_u32(struct snap_reader *r, int node, const char *name, uint32_t *v) __must_check;
+int snapr_u64(struct snap_reader *r, int node, const char *name, uint64_t *v) __must_check;
+/* A u32 no larger than `max`. */
+int snapr_u32_max(struct snap_reader *r, int node, const char *name, uint32_t max,
+		  uint32_t *v) __must_check;
 
 /* ---- x86 boot structures (e820.c, pagetable.c, gdt.c, mptable.c, bootparams.c) ---- */
 
@@ -313,6 +367,9 @@ struct vm {
 
 /* Open /dev/kvm, check the API, create the VM with its irqchip, PIT and RAM. */
 int vm_create(struct vm *vm, uint64_t ram_len, unsigned ncpus) __must_check;
+/* The same with RAM mapped privately from a snapshot's `memory_path` (NULL: a fresh memfd). */
+int vm_create_from(struct vm *vm, uint64_t ram_len, unsigned ncpus,
+		   const char *memory_path) __must_check;
 void vm_destroy(struct vm *vm);
 /* Ask every vCPU to stop; the first caller's status and reason are kept. Thread-safe. */
 void vm_request_stop(struct vm *vm, enum vm_exit_status status, const char *fmt, ...)
@@ -320,6 +377,8 @@ void vm_request_stop(struct vm *vm, enum vm_exit_status status, const char *fmt,
 
 /* Create vCPU `index` and set its registers for `entry`. */
 int vcpu_create(struct vm *vm, unsigned index, const struct boot_entry *entry) __must_check;
+/* Create vCPU `index` with its CPUID only: its state comes from a snapshot. */
+int vcpu_create_restored(struct vm *vm, unsigned index) __must_check;
 /* Start every vCPU thread. */
 int vcpu_start_all(struct vm *vm) __must_check;
 /* Kick every running vCPU out of KVM_RUN and join its thread. */
@@ -341,6 +400,12 @@ void vcpu_destroy(struct vcpu *vcpu);
 int serial_create(struct vm *vm, int out_fd, struct serial **out) __must_check;
 void serial_destroy(struct serial *s);
 
+/* The registers as node "serial" of a snapshot, and back (serial_load checks them). */
+struct snap_writer;
+struct snap_reader;
+void serial_save(struct serial *s, struct snap_writer *w);
+int serial_load(struct serial *s, struct snap_reader *r, int parent) __must_check;
+
 /* ---- i8042.c: just enough keyboard controller for the guest's reset ---- */
 int i8042_create(struct vm *vm, struct i8042 **out) __must_check;
 void i8042_destroy(struct i8042 *k);
@@ -352,5 +417,62 @@ struct api;
 int api_create(struct vm *vm, const char *path, struct api **out) __must_check;
 /* Close every connection, stop listening and unlink the socket. */
 void api_destroy(struct api *api);
+
+/* ---- snap_cpu.c: KVM's state in a snapshot (vCPUs parked or not started) ---- */
+
+/* Node "vcpu@index": registers, FPU/XSAVE, XCRs, MSRs, LAPIC, events, MP state, debug regs. */
+int vcpu_save_state(struct vcpu *vcpu, struct snap_writer *w) __must_check;
+int vcpu_load_state(struct vcpu *vcpu, struct snap_reader *r, int parent) __must_check;
+/* Node "vm": the PICs, the IOAPIC, the PIT, kvmclock. */
+int vm_save_state(struct vm *vm, struct snap_writer *w) __must_check;
+int vm_load_state(struct vm *vm, struct snap_reader *r, int parent) __must_check;
+
+/* ---- snapshot.c: a VM to a directory and back (docs/snapshots.md) ---- */
+
+#define SNAP_FORMAT_VERSION 1
+#define SNAP_STATE_FILE	    "state.fdt"
+#define SNAP_MEMORY_FILE    "memory"
+#define SNAP_TOPS_MAX	    8
+
+struct snapshot_req {
+	const char *dir; /* an existing empty directory: state.fdt and memory go there */
+	/* For the n-th writable disk, the path of the new empty top layer it goes on over. */
+	const char *new_tops[SNAP_TOPS_MAX];
+	unsigned ntops;
+	bool stop; /* leave the vCPUs paused: the caller ends the VM next */
+};
+
+struct snapshot_stats {
+	uint64_t pause_ns;     /* the vCPUs' paused time, as this VMM measured it */
+	uint64_t total_ns;     /* the whole request */
+	uint64_t state_bytes;  /* state.fdt */
+	uint64_t memory_bytes; /* RAM bytes written (the rest are holes) */
+};
+
+/* Pause (unless paused), quiesce the devices, write state and memory, freeze the disks,
+ * fsync, and resume (unless it was paused or req->stop). On failure `msg` says what failed
+ * and the disks are as before unless freezing was reached. I/O thread only. */
+int vm_snapshot(struct vm *vm, const struct snapshot_req *req, struct snapshot_stats *st, char *msg,
+		size_t msg_len) __must_check;
+
+/* A snapshot's state file, read and checked far enough to make the VM it describes. */
+struct snap_image {
+	void *buf;
+	size_t len;
+	struct snap_reader r; /* r.msg says why anything failed */
+	uint64_t ram_len;
+	uint32_t ncpus;
+	uint32_t cpuid_nonce;
+	uint32_t nvirtio;
+};
+int snap_image_open(const char *dir, struct snap_image *img) __must_check;
+void snap_image_close(struct snap_image *img);
+/* Into a VM made by vm_create_from with the image's RAM and vCPU count and with the same
+ * devices (serial, i8042, the virtio devices in order): check CPUID, load the VM's, the
+ * devices' and every vCPU's state (creating the vCPUs). */
+int vm_restore(struct vm *vm, struct snap_image *img) __must_check;
+/* Before the vCPUs run: reset vsock transports (their connections are gone) and let the other
+ * devices look at their queues. I/O thread. */
+void vm_restore_devices_resume(struct vm *vm);
 
 #endif

@@ -20,17 +20,17 @@
 
 #define API_MAGIC	0x41584253u /* "SBXA" in little-endian byte order */
 #define API_VERSION	1	    /* changes with any change to this file's formats */
+/* 1 also covers SNAPSHOT: it was reserved (-EOPNOTSUPP) before it was defined. */
 #define API_PAYLOAD_MAX 4096
 #define API_REPLY	0x8000u
 
-/* X(name, value, minimum request payload): the request types. Snapshot calls are reserved
- * (answered -EOPNOTSUPP) until the snapshot work lands. */
+/* X(name, value, minimum request payload): the request types. */
 #define API_REQUESTS(X)                                                                            \
-	X(STATUS, 1, 0)	  /* -> api_status */                                                      \
-	X(PAUSE, 2, 0)	  /* park every vCPU; 0 also when already paused */                        \
-	X(RESUME, 3, 0)	  /* run them again; 0 also when running */                                \
-	X(SHUTDOWN, 4, 0) /* stop the VM now, exit status 0 (no guest cooperation) */              \
-	X(SNAPSHOT, 16, 0)
+	X(STATUS, 1, 0)	   /* -> api_status */                                                     \
+	X(PAUSE, 2, 0)	   /* park every vCPU; 0 also when already paused */                       \
+	X(RESUME, 3, 0)	   /* run them again; 0 also when running */                               \
+	X(SHUTDOWN, 4, 0)  /* stop the VM now, exit status 0 (no guest cooperation) */             \
+	X(SNAPSHOT, 16, 8) /* api_snapshot_req -> api_snapshot_result */
 
 enum api_type {
 #define API_ENUM(name, value, min) API_##name = value,
@@ -71,5 +71,33 @@ struct api_status {
 };
 _Static_assert(sizeof(struct api_status) == 32, "api_status is 32 bytes");
 _Static_assert(offsetof(struct api_status, uptime_ms) == 16, "no padding");
+
+/*
+ * SNAPSHOT: write the VM's state and memory into `dir` (an existing empty directory), freeze
+ * every writable disk's top layer and go on over a new empty one. The payload is this header
+ * followed by `nstrings` NUL-terminated strings: `dir`, then for the n-th writable disk the
+ * path of its new top layer (which must not exist). The VM is paused meanwhile and runs again
+ * after (unless it was paused before, or API_SNAPSHOT_STOP: then it stays paused; the
+ * client ends it with SHUTDOWN). On failure the reply's error is -errno and a message follows
+ * api_result as a NUL-terminated string.
+ */
+#define API_SNAPSHOT_STOP 0x1u
+struct api_snapshot_req {
+	uint32_t flags; /* API_SNAPSHOT_* */
+	uint32_t nstrings;
+};
+_Static_assert(sizeof(struct api_snapshot_req) == 8, "api_snapshot_req is 8 bytes");
+
+/* After api_result in a successful SNAPSHOT reply. */
+struct api_snapshot_result {
+	uint64_t pause_us;     /* the vCPUs' paused time, as the VMM measured it */
+	uint64_t total_us;     /* the whole request */
+	uint64_t state_bytes;  /* state.fdt */
+	uint64_t memory_bytes; /* RAM bytes written; the rest of the memory file is holes */
+};
+_Static_assert(sizeof(struct api_snapshot_result) == 32, "api_snapshot_result is 32 bytes");
+
+/* The longest message a failed reply carries (with its NUL). */
+#define API_ERROR_MSG_MAX 512
 
 #endif

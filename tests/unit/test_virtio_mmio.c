@@ -45,6 +45,10 @@ static void fake_notify(void *dev, unsigned q)
 	((struct fake_dev *)dev)->notified++;
 	((struct fake_dev *)dev)->last_queue = q;
 }
+static int fake_quiesce(void *dev)
+{
+	return 0;
+}
 static void fake_reset(void *dev)
 {
 	((struct fake_dev *)dev)->resets++;
@@ -64,6 +68,7 @@ static const struct virtio_ops fake_ops = {
 	.config_write = fake_config_write,
 	.activate = fake_activate,
 	.queue_notify = fake_notify,
+	.quiesce = fake_quiesce,
 	.reset = fake_reset,
 	.destroy = fake_destroy,
 };

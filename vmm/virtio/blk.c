@@ -691,6 +691,54 @@ static void blk_drain(struct blk_dev *b)
 	}
 }
 
+static const struct virtio_ops blk_ops;
+
+/* Before a snapshot: finish every request in flight, a waiting FLUSH too, so that the ring
+ * holds no half-done request and the disk's top layer no pending write; new requests stay
+ * in the avail ring (the vCPUs are paused) for the restored device to find. */
+static int blk_quiesce(void *opaque)
+{
+	struct blk_dev *b = opaque;
+	struct virtq *q;
+	uint16_t old_used;
+	bool notify;
+	int err;
+
+	pthread_mutex_lock(&b->lock);
+	q = b->active ? &b->vdev->queues[0] : NULL;
+	old_used = q ? q->used_idx : 0;
+	for (unsigned pass = 0; pass < 2; pass++) {
+		blk_drain(b);
+		blk_flush_ready(b);
+	}
+	err = b->inflight ? -EBUSY : disk_flush(b->disk);
+	notify = q && virtq_should_notify(q, old_used);
+	pthread_mutex_unlock(&b->lock);
+	if (notify)
+		virtio_notify_used(b->vdev);
+	return err;
+}
+
+int blk_freeze(struct virtio_dev *vdev, const char *new_top, struct disk_error *derr)
+{
+	struct blk_dev *b = vdev->dev;
+	int err;
+
+	if (vdev->ops != &blk_ops)
+		return -EINVAL;
+	pthread_mutex_lock(&b->lock);
+	err = b->inflight ? -EBUSY : disk_snapshot(b->disk, new_top, derr);
+	pthread_mutex_unlock(&b->lock);
+	return err;
+}
+
+bool blk_is_writable(const struct virtio_dev *vdev)
+{
+	const struct blk_dev *b = vdev->dev;
+
+	return vdev->ops == &blk_ops && !b->read_only;
+}
+
 static void blk_reset(void *opaque)
 {
 	struct blk_dev *b = opaque;
@@ -750,6 +798,7 @@ static const struct virtio_ops blk_ops = {
 	.config_write = blk_config_write,
 	.activate = blk_activate,
 	.queue_notify = blk_queue_notify,
+	.quiesce = blk_quiesce,
 	.reset = blk_reset,
 	.destroy = blk_destroy,
 };

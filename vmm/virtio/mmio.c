@@ -313,7 +313,7 @@ void virtio_mmio_access(void *opaque, uint64_t offset, uint8_t *data, uint32_t l
 static bool virtio_ops_complete(const struct virtio_ops *o)
 {
 	return o->name && o->features && o->config_read && o->config_write && o->activate &&
-	       o->queue_notify && o->reset && o->destroy && o->nqueues >= 1 &&
+	       o->queue_notify && o->quiesce && o->reset && o->destroy && o->nqueues >= 1 &&
 	       o->nqueues <= VIRTIO_QUEUES_MAX && o->queue_max >= 1 &&
 	       o->queue_max <= VIRTQ_SIZE_MAX && !(o->queue_max & (o->queue_max - 1)) &&
 	       o->config_len <= 0x1000 - VIRTIO_MMIO_CONFIG;

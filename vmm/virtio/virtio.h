@@ -37,6 +37,9 @@ struct virtio_ops {
 	int (*activate)(void *dev, struct virtio_dev *vdev, uint64_t features);
 	/* The driver kicked queue `q` (from the I/O thread, or a vCPU without ioeventfd). */
 	void (*queue_notify)(void *dev, unsigned q);
+	/* Before a snapshot (vCPUs paused, I/O thread): finish the work in flight, so that the
+	 * rings and the device's backend hold nothing half done. */
+	int (*quiesce)(void *dev);
 	/* The driver reset the device: drop in-flight work, forget negotiated state. */
 	void (*reset)(void *dev);
 	void (*destroy)(void *dev);
@@ -87,6 +90,19 @@ void virtio_notify_config(struct virtio_dev *vdev);
  * The device stays dead until the driver resets it; the VMM goes on. */
 void virtio_set_needs_reset(struct virtio_dev *vdev, const char *why);
 
+/* ---- mmio_snap.c: a device in a snapshot ---- */
+
+/* Finish the device's work in flight (virtio_ops.quiesce). */
+int virtio_mmio_quiesce(struct virtio_dev *v) __must_check;
+/* Save the register file, config space and queues as node "virtio@index". */
+void virtio_mmio_save(struct virtio_dev *v, unsigned index, struct snap_writer *w);
+/* Load them into a freshly added device of the same kind (its config space must read the
+ * same), and start the device where the driver had. */
+int virtio_mmio_load(struct virtio_dev *v, unsigned index, struct snap_reader *r,
+		     int parent) __must_check;
+/* Let a live device look at every queue (after a restore: work the driver queued). */
+void virtio_mmio_kick_all(struct virtio_dev *v);
+
 /* ---- blk.c: virtio-blk ---- */
 
 struct disk;
@@ -105,6 +121,13 @@ struct blk_options {
  * loop serves. -EINVAL for a depth out of range; other errors are those of virtio_mmio_add. */
 int blk_add(struct vm *vm, struct disk *disk, const struct blk_options *opt, char *cmdline,
 	    size_t cmdline_len, struct virtio_dev **out) __must_check;
+
+struct disk_error;
+/* For a snapshot (after quiesce): freeze the disk's top layer and continue on a new empty
+ * one at `new_top` (disk_snapshot). -EINVAL for another device, -EBUSY with work in flight. */
+int blk_freeze(struct virtio_dev *vdev, const char *new_top, struct disk_error *derr) __must_check;
+/* True for a virtio-blk device the guest may write (its disk needs freezing). */
+bool blk_is_writable(const struct virtio_dev *vdev);
 
 /* ---- vsock.c, vsock_conn.c: virtio-vsock, served in user space ---- */
 

@@ -502,6 +502,13 @@ static int vsock_activate(void *opaque, struct virtio_dev *vdev, uint64_t featur
 	return 0;
 }
 
+/* Nothing to finish before a snapshot: packets are copied synchronously, and the
+ * connections are reset after a restore (vsock_transport_reset). */
+static int vsock_quiesce(void *opaque)
+{
+	return 0;
+}
+
 static void vsock_reset(void *opaque)
 {
 	struct vsock_dev *d = opaque;
@@ -564,6 +571,7 @@ static const struct virtio_ops vsock_ops = {
 	.config_write = vsock_config_write,
 	.activate = vsock_activate,
 	.queue_notify = vsock_queue_notify,
+	.quiesce = vsock_quiesce,
 	.reset = vsock_reset,
 	.destroy = vsock_destroy,
 };

@@ -1,0 +1,417 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Snapshot and restore of the whole VM (docs/snapshots.md). A snapshot is written into a
+ * directory the caller made (empty, beside where it will be renamed to): `state.fdt`, the
+ * machine's state as a device tree (snap_fdt.c), and `memory`, the RAM as a sparse file of
+ * exactly its size. Disks are not copied: each writable disk's top layer is frozen where it
+ * lies and the VM goes on over a new empty layer the caller names. Everything written is
+ * fsynced before the reply; the caller adds meta.yaml and its MAC and renames the directory
+ * into place, so a snapshot that exists is whole.
+ *
+ * A restore reads the state (hostile input: every field is checked), maps `memory`
+ * privately, and puts the state back into a VM whose devices were created from the command
+ * line, in the same order as at the snapshot.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "disk.h"
+#include "virtio/virtio.h"
+#include "vmm.h"
+
+#define SNAP_PAGE      4096u
+#define SNAP_CHUNK     (2u << 20) /* the unit of the sparse scan */
+#define SNAP_WRITE_MAX (8u << 20) /* one pwrite */
+#define SNAP_PAUSE_MS  2000
+
+static const char snap_arch[] = "x86_64";
+
+/* ---- writing ---- */
+
+static bool page_is_zero(const uint8_t *p)
+{
+	const uint64_t *w = (const uint64_t *)p;
+
+	for (unsigned i = 0; i < SNAP_PAGE / 8; i += 4)
+		if (w[i] | w[i + 1] | w[i + 2] | w[i + 3])
+			return false;
+	return true;
+}
+
+static int write_full(int fd, const void *buf, uint64_t len, uint64_t off)
+{
+	const uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = pwrite(fd, p, len > SNAP_WRITE_MAX ? SNAP_WRITE_MAX : len, (off_t)off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		p += n;
+		off += (uint64_t)n;
+		len -= (uint64_t)n;
+	}
+	return 0;
+}
+
+/* Whether [off, off+len) of RAM may hold anything but zeros: the RAM file has data there,
+ * or (a private mapping of a snapshot's memory) some page of it is resident, which covers
+ * the pages the guest wrote since its restore. */
+static bool chunk_maybe_used(const struct guest_mem *mem, uint64_t off, uint64_t len)
+{
+	unsigned char vec[SNAP_CHUNK / SNAP_PAGE];
+	off_t data = lseek(mem->fd, (off_t)off, SEEK_DATA);
+
+	if (data < 0 && errno != ENXIO)
+		return true; /* no SEEK_DATA here: scan it */
+	if (data >= 0 && (uint64_t)data < off + len)
+		return true;
+	if (!mem->private_file)
+		return false;
+	if (mincore(mem->base + off, len, vec) < 0)
+		return true;
+	for (uint64_t i = 0; i < (len + SNAP_PAGE - 1) / SNAP_PAGE; i++)
+		if (vec[i] & 1)
+			return true;
+	return false;
+}
+
+/* RAM to `fd`, sparse: only pages holding something but zeros are written. */
+static int snap_write_memory(const struct guest_mem *mem, int fd, uint64_t *written)
+{
+	uint64_t run_start = 0, run_len = 0;
+	int err;
+
+	*written = 0;
+	if (ftruncate(fd, (off_t)mem->ram_len) < 0)
+		return -errno;
+	for (uint64_t off = 0; off < mem->ram_len; off += SNAP_CHUNK) {
+		uint64_t len = mem->ram_len - off < SNAP_CHUNK ? mem->ram_len - off : SNAP_CHUNK;
+
+		if (!chunk_maybe_used(mem, off, len))
+			continue;
+		for (uint64_t p = off; p < off + len; p += SNAP_PAGE) {
+			uint64_t plen = off + len - p < SNAP_PAGE ? off + len - p : SNAP_PAGE;
+			bool zero = plen == SNAP_PAGE && page_is_zero(mem->base + p);
+
+			if (!zero && run_len && run_start + run_len == p &&
+			    run_len < SNAP_WRITE_MAX) {
+				run_len += plen;
+				continue;
+			}
+			if (run_len) {
+				if ((err = write_full(fd, mem->base + run_start, run_len,
+						      run_start)))
+					return err;
+				*written += run_len;
+				run_len = 0;
+			}
+			if (!zero) {
+				run_start = p;
+				run_len = plen;
+			}
+		}
+	}
+	if (run_len) {
+		if ((err = write_full(fd, mem->base + run_start, run_len, run_start)))
+			return err;
+		*written += run_len;
+	}
+	return fsync(fd) < 0 ? -errno : 0;
+}
+
+/* The root node's properties: what a restore needs before it can make the VM. */
+static void snap_save_machine(struct vm *vm, struct snap_writer *w)
+{
+	snapw_u32(w, "format", SNAP_FORMAT_VERSION);
+	snapw_prop(w, "arch", snap_arch, sizeof(snap_arch));
+	snapw_u64(w, "ram-bytes", vm->mem.ram_len);
+	snapw_u32(w, "ncpus", vm->ncpus);
+	snapw_u32(w, "cpuid-nonce", vm->cpuid_nonce);
+	snapw_prop(w, "cpuid", vm->cpuid->entries, vm->cpuid->nent * sizeof(vm->cpuid->entries[0]));
+	snapw_u32(w, "nvirtio", vm->nvirtio);
+}
+
+/* Every device, then the VM's and the vCPUs' KVM state. The devices were quiesced, so
+ * nothing raises an interrupt between the irqchip's save and the vCPUs'. */
+static int snap_save_all(struct vm *vm, struct snap_writer *w)
+{
+	int err;
+
+	snap_save_machine(vm, w);
+	serial_save(vm->serial, w);
+	for (unsigned i = 0; i < vm->nvirtio; i++)
+		virtio_mmio_save(vm->virtio[i], i, w);
+	if ((err = vm_save_state(vm, w)) < 0)
+		return err;
+	for (unsigned i = 0; i < vm->ncpus; i++)
+		if ((err = vcpu_save_state(&vm->vcpus[i], w)) < 0)
+			return err;
+	return 0;
+}
+
+static int snap_write_file(int dirfd, const char *name, const void *buf, size_t len)
+{
+	int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600), err;
+
+	if (fd < 0)
+		return -errno;
+	err = write_full(fd, buf, len, 0);
+	if (!err && fsync(fd) < 0)
+		err = -errno;
+	close(fd);
+	return err;
+}
+
+/* Freeze each writable disk onto the new top the caller named for it. */
+static int snap_freeze_disks(struct vm *vm, const struct snapshot_req *req, char *msg,
+			     size_t msg_len)
+{
+	unsigned disk = 0;
+
+	for (unsigned i = 0; i < vm->nvirtio; i++) {
+		struct disk_error derr = {""};
+		int err;
+
+		if (!blk_is_writable(vm->virtio[i]))
+			continue;
+		if (disk >= req->ntops || !req->new_tops[disk] || !req->new_tops[disk][0]) {
+			snprintf(msg, msg_len, "writable disk %u needs a new top layer", disk);
+			return -EINVAL;
+		}
+		err = blk_freeze(vm->virtio[i], req->new_tops[disk], &derr);
+		if (err < 0) {
+			snprintf(msg, msg_len, "freezing disk %u: %s", disk,
+				 derr.msg[0] ? derr.msg : strerror(-err));
+			return err;
+		}
+		disk++;
+	}
+	return 0;
+}
+
+int vm_snapshot(struct vm *vm, const struct snapshot_req *req, struct snapshot_stats *st, char *msg,
+		size_t msg_len)
+{
+	uint64_t t0 = vmm_now_ns(), t_paused;
+	bool was_paused = vcpu_paused(vm);
+	struct snap_writer w;
+	const void *state;
+	size_t state_len;
+	int dirfd = -1, memfd = -1, err;
+
+	memset(st, 0, sizeof(*st));
+	msg[0] = '\0';
+	dirfd = open(req->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0) {
+		err = -errno;
+		snprintf(msg, msg_len, "%s: %s", req->dir, strerror(errno));
+		return err;
+	}
+	if ((err = snapw_init(&w)) < 0) {
+		close(dirfd);
+		return err;
+	}
+	if (!was_paused && (err = vcpu_pause_all(vm, SNAP_PAUSE_MS)) < 0) {
+		snprintf(msg, msg_len, "cannot pause the vCPUs: %s", strerror(-err));
+		goto out;
+	}
+	t_paused = vmm_now_ns();
+	for (unsigned i = 0; i < vm->nvirtio; i++) {
+		if ((err = virtio_mmio_quiesce(vm->virtio[i])) < 0) {
+			snprintf(msg, msg_len, "virtio device %u cannot finish its I/O: %s", i,
+				 strerror(-err));
+			goto out_resume;
+		}
+	}
+	if ((err = snap_save_all(vm, &w)) < 0 || (err = snapw_finish(&w, &state, &state_len)) < 0) {
+		snprintf(msg, msg_len, "cannot save the machine's state: %s", strerror(-err));
+		goto out_resume;
+	}
+	memfd = openat(dirfd, SNAP_MEMORY_FILE, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (memfd < 0 || (err = snap_write_memory(&vm->mem, memfd, &st->memory_bytes)) < 0) {
+		err = memfd < 0 ? -errno : err;
+		snprintf(msg, msg_len, "writing %s/%s: %s", req->dir, SNAP_MEMORY_FILE,
+			 strerror(-err));
+		goto out_resume;
+	}
+	/* Disks last: a snapshot that failed before this point leaves them as they were. */
+	if ((err = snap_freeze_disks(vm, req, msg, msg_len)) < 0)
+		goto out_resume;
+	if ((err = snap_write_file(dirfd, SNAP_STATE_FILE, state, state_len)) < 0 ||
+	    (fsync(dirfd) < 0 && (err = -errno))) {
+		snprintf(msg, msg_len, "writing %s/%s: %s", req->dir, SNAP_STATE_FILE,
+			 strerror(-err));
+		goto out_resume;
+	}
+	st->state_bytes = state_len;
+	err = 0;
+out_resume:
+	st->pause_ns = vmm_now_ns() - t_paused;
+	if (!was_paused && !req->stop)
+		vcpu_resume_all(vm);
+out:
+	if (memfd >= 0)
+		close(memfd);
+	close(dirfd);
+	snapw_free(&w);
+	st->total_ns = vmm_now_ns() - t0;
+	return err;
+}
+
+/* ---- reading ---- */
+
+int snap_image_open(const char *dir, struct snap_image *img)
+{
+	char path[4096];
+	struct stat stt;
+	const char *arch;
+	size_t arch_len;
+	uint32_t format;
+	int fd, err, root = 0;
+	ssize_t n;
+
+	memset(img, 0, sizeof(*img));
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, SNAP_STATE_FILE) >= sizeof(path))
+		return snapr_fail(&img->r, -ENAMETOOLONG, "%s: path too long", dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return snapr_fail(&img->r, -errno, "%s: %s", path, strerror(errno));
+	if (fstat(fd, &stt) < 0 || !S_ISREG(stt.st_mode) || stt.st_size < 64 ||
+	    (uint64_t)stt.st_size > SNAP_STATE_MAX) {
+		close(fd);
+		return snapr_fail(&img->r, -EBADMSG, "%s: not a state file (%lld bytes)", path,
+				  (long long)stt.st_size);
+	}
+	img->len = (size_t)stt.st_size;
+	img->buf = malloc(img->len);
+	if (!img->buf) {
+		close(fd);
+		return -ENOMEM;
+	}
+	n = pread(fd, img->buf, img->len, 0);
+	close(fd);
+	if (n != (ssize_t)img->len) {
+		err = n < 0 ? -errno : -EIO;
+		return snapr_fail(&img->r, err, "%s: cannot read it", path);
+	}
+	if ((err = snapr_open(&img->r, img->buf, img->len)) < 0)
+		return err;
+	if ((err = snapr_u32(&img->r, root, "format", &format)) < 0)
+		return err;
+	if (format != SNAP_FORMAT_VERSION)
+		return snapr_fail(&img->r, -EPROTONOSUPPORT,
+				  "state format %u, this VMM reads format %u: made by %s VMM",
+				  format, SNAP_FORMAT_VERSION,
+				  format > SNAP_FORMAT_VERSION ? "a newer" : "an older");
+	arch = snapr_var(&img->r, root, "arch", &arch_len);
+	if (!arch)
+		return -ENOENT;
+	if (arch_len != sizeof(snap_arch) || memcmp(arch, snap_arch, arch_len) != 0)
+		return snapr_fail(&img->r, -EBADMSG, "not an x86_64 snapshot");
+	if ((err = snapr_u64(&img->r, root, "ram-bytes", &img->ram_len)) < 0 ||
+	    (err = snapr_u32(&img->r, root, "ncpus", &img->ncpus)) < 0 ||
+	    (err = snapr_u32(&img->r, root, "cpuid-nonce", &img->cpuid_nonce)) < 0 ||
+	    (err = snapr_u32_max(&img->r, root, "nvirtio", VIRTIO_MMIO_MAX, &img->nvirtio)) < 0)
+		return err;
+	if (img->ncpus < 1 || img->ncpus > VCPU_MAX)
+		return snapr_fail(&img->r, -EBADMSG, "%u vCPUs: from 1 to %u", img->ncpus,
+				  VCPU_MAX);
+	if (img->ram_len < (MEM_MIN_MIB << 20) || img->ram_len > (MEM_MAX_MIB << 20) ||
+	    img->ram_len % (1u << 20))
+		return snapr_fail(&img->r, -EBADMSG, "%llu bytes of RAM: not a size we boot",
+				  (unsigned long long)img->ram_len);
+	return 0;
+}
+
+void snap_image_close(struct snap_image *img)
+{
+	free(img->buf);
+	img->buf = NULL;
+}
+
+/*
+ * The snapshot's CPUID must be this host's, entry for entry: a guest that saw a feature must
+ * not wake up on a CPU without it. Compared as vCPU 0 sees them: the host's table carries
+ * the APIC id of whichever host CPU answered KVM_GET_SUPPORTED_CPUID, which cpuid_filter
+ * replaces.
+ */
+static int snap_check_cpuid(struct vm *vm, struct snap_image *img)
+{
+	size_t len, n = vm->cpuid->nent * sizeof(vm->cpuid->entries[0]);
+	const void *saved = snapr_var(&img->r, 0, "cpuid", &len);
+	struct kvm_cpuid_entry2 *a = NULL, *b = NULL;
+	int err = 0;
+
+	if (!saved)
+		return -ENOENT;
+	vm->cpuid_nonce = img->cpuid_nonce;
+	if (cpuid_add_vmm_leaves(vm->cpuid->entries, &vm->cpuid->nent, vm->cpuid->nent,
+				 img->cpuid_nonce) < 0)
+		return snapr_fail(&img->r, -ENOSPC, "cannot set the VMM's CPUID leaves");
+	if (len != n)
+		goto differs;
+	a = malloc(n);
+	b = malloc(n);
+	if (!a || !b) {
+		err = -ENOMEM;
+		goto out;
+	}
+	memcpy(a, saved, n);
+	memcpy(b, vm->cpuid->entries, n);
+	cpuid_filter(a, vm->cpuid->nent, 0, img->ncpus);
+	cpuid_filter(b, vm->cpuid->nent, 0, img->ncpus);
+	if (memcmp(a, b, n) == 0)
+		goto out;
+differs:
+	err = snapr_fail(&img->r, -EXDEV,
+			 "the snapshot was made on a CPU with other features (its CPUID differs "
+			 "from this host's)");
+out:
+	free(a);
+	free(b);
+	return err;
+}
+
+int vm_restore(struct vm *vm, struct snap_image *img)
+{
+	int err;
+
+	if ((err = snap_check_cpuid(vm, img)) < 0)
+		return err;
+	if (vm->nvirtio != img->nvirtio)
+		return snapr_fail(&img->r, -EBADMSG,
+				  "the snapshot has %u virtio devices, the command line gives %u",
+				  img->nvirtio, vm->nvirtio);
+	if ((err = vm_load_state(vm, &img->r, 0)) < 0 ||
+	    (err = serial_load(vm->serial, &img->r, 0)) < 0)
+		return err;
+	for (unsigned i = 0; i < vm->nvirtio; i++)
+		if ((err = virtio_mmio_load(vm->virtio[i], i, &img->r, 0)) < 0)
+			return err;
+	for (unsigned i = 0; i < vm->ncpus; i++) {
+		if ((err = vcpu_create_restored(vm, i)) < 0)
+			return snapr_fail(&img->r, err, "cannot create vcpu%u", i);
+		if ((err = vcpu_load_state(&vm->vcpus[i], &img->r, 0)) < 0)
+			return err;
+	}
+	return 0;
+}
+
+void vm_restore_devices_resume(struct vm *vm)
+{
+	for (unsigned i = 0; i < vm->nvirtio; i++) {
+		if (vsock_transport_reset(vm->virtio[i]) == 0)
+			continue; /* a vsock device: its connections are gone */
+		virtio_mmio_kick_all(vm->virtio[i]);
+	}
+}
