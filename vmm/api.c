@@ -114,7 +114,7 @@ static int api_snapshot(struct api_conn *c, const struct api_hdr *h, const uint8
 	memcpy(&req, payload, sizeof(req));
 	nstrings = le32toh(req.nstrings);
 	if (nstrings < 1 || nstrings > 1 + SNAP_TOPS_MAX ||
-	    (le32toh(req.flags) & ~API_SNAPSHOT_STOP)) {
+	    (le32toh(req.flags) & ~API_SNAPSHOT_FLAGS)) {
 		snprintf(msg, sizeof(msg), "bad SNAPSHOT request: %u strings, flags %#x", nstrings,
 			 le32toh(req.flags));
 		return api_reply(c, h, -EINVAL, msg, (uint32_t)strlen(msg) + 1);
@@ -134,6 +134,8 @@ static int api_snapshot(struct api_conn *c, const struct api_hdr *h, const uint8
 		p = nul + 1;
 	}
 	sr.stop = le32toh(req.flags) & API_SNAPSHOT_STOP;
+	sr.live = le32toh(req.flags) & API_SNAPSHOT_LIVE;
+	sr.durable = le32toh(req.flags) & API_SNAPSHOT_DURABLE;
 	err = vm_snapshot(c->api->vm, &sr, &st, msg, sizeof(msg));
 	if (err < 0) {
 		log_warn("snapshot to %s failed: %s", sr.dir, msg);
@@ -146,7 +148,15 @@ static int api_snapshot(struct api_conn *c, const struct api_hdr *h, const uint8
 					   .total_us = htole64(st.total_ns / 1000),
 					   .state_bytes = htole64(st.state_bytes),
 					   .memory_bytes = htole64(st.memory_bytes)};
-	return api_reply(c, h, 0, &res, sizeof(res));
+	{
+		uint8_t body[sizeof(res) + sizeof(st.memory_path)];
+		size_t plen = strnlen(st.memory_path, sizeof(st.memory_path) - 1) + 1;
+
+		memcpy(body, &res, sizeof(res));
+		memcpy(body + sizeof(res), st.memory_path, plen - 1);
+		body[sizeof(res) + plen - 1] = '\0';
+		return api_reply(c, h, 0, body, (uint32_t)(sizeof(res) + plen));
+	}
 }
 
 static int api_handle(struct api_conn *c, const struct api_hdr *h, const uint8_t *payload)

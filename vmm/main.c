@@ -43,6 +43,7 @@ struct options {
 	const char *api_path;
 	const char *vsock_path;
 	const char *restore_dir;
+	const char *restore_memory;
 	struct disk_option disks[DISKS_MAX];
 	unsigned ndisks;
 	unsigned timeout_s;
@@ -77,6 +78,8 @@ static void usage(FILE *f)
 		"  --restore DIR     resume the VM snapshotted into DIR (the API's SNAPSHOT):\n"
 		"                    its RAM and vCPUs come from there; give the same devices\n"
 		"                    in the same order (a disk: a new layer over the frozen one)\n"
+		"  --restore-memory PATH  with --restore: map PATH instead of DIR/memory (a\n"
+		"                    fork's frozen RAM, as the API's SNAPSHOT reply names it)\n"
 		"  --check           say which KVM this host has and what can boot on it\n"
 		"  -v, --verbose     debug logging\n"
 		"\n"
@@ -142,6 +145,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{"api", required_argument, NULL, 'A'},
 		{"vsock", required_argument, NULL, 'V'},
 		{"restore", required_argument, NULL, 'R'},
+		{"restore-memory", required_argument, NULL, 'M'},
 		{"check", no_argument, NULL, 'C'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -222,6 +226,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'R':
 			o->restore_dir = optarg;
 			break;
+		case 'M':
+			o->restore_memory = optarg;
+			break;
 		case 'C':
 			o->check = true;
 			break;
@@ -242,6 +249,10 @@ static int parse_options(int argc, char **argv, struct options *o)
 	}
 	if (o->check)
 		return 0;
+	if (o->restore_memory && !o->restore_dir) {
+		log_error("--restore-memory goes with --restore");
+		return VM_EXIT_BAD_INPUT;
+	}
 	if (o->restore_dir) {
 		if (o->boot.kernel_path || o->boot.initrd_path || cmdline_given || machine_given) {
 			log_error(
@@ -380,8 +391,10 @@ static int open_snapshot(const char *dir, struct snap_image *img, struct options
 		snap_image_close(img);
 		return VM_EXIT_BAD_INPUT;
 	}
-	if ((size_t)snprintf(img_memory, sizeof(img_memory), "%s/%s", dir, SNAP_MEMORY_FILE) >=
-	    sizeof(img_memory)) {
+	if ((o->restore_memory && (size_t)snprintf(img_memory, sizeof(img_memory), "%s",
+						   o->restore_memory) >= sizeof(img_memory)) ||
+	    (!o->restore_memory && (size_t)snprintf(img_memory, sizeof(img_memory), "%s/%s", dir,
+						    SNAP_MEMORY_FILE) >= sizeof(img_memory))) {
 		log_error("--restore %s: path too long", dir);
 		snap_image_close(img);
 		return VM_EXIT_BAD_INPUT;

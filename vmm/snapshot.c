@@ -35,16 +35,6 @@ static const char snap_arch[] = "x86_64";
 
 /* ---- writing ---- */
 
-static bool page_is_zero(const uint8_t *p)
-{
-	const uint64_t *w = (const uint64_t *)p;
-
-	for (unsigned i = 0; i < SNAP_PAGE / 8; i += 4)
-		if (w[i] | w[i + 1] | w[i + 2] | w[i + 3])
-			return false;
-	return true;
-}
-
 static int write_full(int fd, const void *buf, uint64_t len, uint64_t off)
 {
 	const uint8_t *p = buf;
@@ -63,70 +53,39 @@ static int write_full(int fd, const void *buf, uint64_t len, uint64_t off)
 	return 0;
 }
 
-/* Whether [off, off+len) of RAM may hold anything but zeros: the RAM file has data there,
- * or (a private mapping of a snapshot's memory) some page of it is resident, which covers
- * the pages the guest wrote since its restore. */
-static bool chunk_maybe_used(const struct guest_mem *mem, uint64_t off, uint64_t len)
-{
-	unsigned char vec[SNAP_CHUNK / SNAP_PAGE];
-	off_t data = lseek(mem->fd, (off_t)off, SEEK_DATA);
-
-	if (data < 0 && errno != ENXIO)
-		return true; /* no SEEK_DATA here: scan it */
-	if (data >= 0 && (uint64_t)data < off + len)
-		return true;
-	if (!mem->private_file)
-		return false;
-	if (mincore(mem->base + off, len, vec) < 0)
-		return true;
-	for (uint64_t i = 0; i < (len + SNAP_PAGE - 1) / SNAP_PAGE; i++)
-		if (vec[i] & 1)
-			return true;
-	return false;
-}
-
-/* RAM to `fd`, sparse: only pages holding something but zeros are written. */
 static int snap_write_memory(const struct guest_mem *mem, int fd, uint64_t *written)
 {
-	uint64_t run_start = 0, run_len = 0;
-	int err;
+	int err = mem_copy_to_fd(mem, fd, written);
 
-	*written = 0;
-	if (ftruncate(fd, (off_t)mem->ram_len) < 0)
-		return -errno;
-	for (uint64_t off = 0; off < mem->ram_len; off += SNAP_CHUNK) {
-		uint64_t len = mem->ram_len - off < SNAP_CHUNK ? mem->ram_len - off : SNAP_CHUNK;
+	if (!err && fsync(fd) < 0)
+		err = -errno;
+	return err;
+}
 
-		if (!chunk_maybe_used(mem, off, len))
-			continue;
-		for (uint64_t p = off; p < off + len; p += SNAP_PAGE) {
-			uint64_t plen = off + len - p < SNAP_PAGE ? off + len - p : SNAP_PAGE;
-			bool zero = plen == SNAP_PAGE && page_is_zero(mem->base + p);
+/* Write the frozen RAM file of a fork (mem_freeze) as the snapshot's `memory`. */
+static int snap_write_frozen(struct vm *vm, int frozen_fd, int dirfd, uint64_t *written, char *msg,
+			     size_t msg_len)
+{
+	struct guest_mem frozen = {.fd = frozen_fd, .ram_len = vm->mem.ram_len};
+	int fd, err;
 
-			if (!zero && run_len && run_start + run_len == p &&
-			    run_len < SNAP_WRITE_MAX) {
-				run_len += plen;
-				continue;
-			}
-			if (run_len) {
-				if ((err = write_full(fd, mem->base + run_start, run_len,
-						      run_start)))
-					return err;
-				*written += run_len;
-				run_len = 0;
-			}
-			if (!zero) {
-				run_start = p;
-				run_len = plen;
-			}
-		}
+	frozen.base =
+		mmap(NULL, frozen.ram_len, PROT_READ, MAP_SHARED | MAP_NORESERVE, frozen_fd, 0);
+	if (frozen.base == MAP_FAILED) {
+		err = -errno;
+		snprintf(msg, msg_len, "cannot map the frozen memory: %s", strerror(errno));
+		return err;
 	}
-	if (run_len) {
-		if ((err = write_full(fd, mem->base + run_start, run_len, run_start)))
-			return err;
-		*written += run_len;
-	}
-	return fsync(fd) < 0 ? -errno : 0;
+	fd = openat(dirfd, SNAP_MEMORY_FILE, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	err = fd < 0 ? -errno : snap_write_memory(&frozen, fd, written);
+	if (!err && fsync(dirfd) < 0)
+		err = -errno;
+	if (err)
+		snprintf(msg, msg_len, "writing the memory file: %s", strerror(-err));
+	if (fd >= 0)
+		close(fd);
+	munmap(frozen.base, frozen.ram_len);
+	return err;
 }
 
 /* The root node's properties: what a restore needs before it can make the VM. */
@@ -207,7 +166,7 @@ int vm_snapshot(struct vm *vm, const struct snapshot_req *req, struct snapshot_s
 	struct snap_writer w;
 	const void *state;
 	size_t state_len;
-	int dirfd = -1, memfd = -1, err;
+	int dirfd = -1, memfd = -1, frozen_fd = -1, err;
 
 	memset(st, 0, sizeof(*st));
 	msg[0] = '\0';
@@ -237,12 +196,26 @@ int vm_snapshot(struct vm *vm, const struct snapshot_req *req, struct snapshot_s
 		snprintf(msg, msg_len, "cannot save the machine's state: %s", strerror(-err));
 		goto out_resume;
 	}
-	memfd = openat(dirfd, SNAP_MEMORY_FILE, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (memfd < 0 || (err = snap_write_memory(&vm->mem, memfd, &st->memory_bytes)) < 0) {
-		err = memfd < 0 ? -errno : err;
-		snprintf(msg, msg_len, "writing %s/%s: %s", req->dir, SNAP_MEMORY_FILE,
-			 strerror(-err));
-		goto out_resume;
+	if (req->live) {
+		/* A fork: RAM is not written while the guest waits. The memfd becomes the
+		 * snapshot's memory as it is, and the guest goes on over private copies. */
+		if ((err = mem_freeze(&vm->mem, &frozen_fd)) < 0) {
+			snprintf(msg, msg_len, "cannot freeze the guest's memory: %s",
+				 strerror(-err));
+			goto out_resume;
+		}
+		snprintf(st->memory_path, sizeof(st->memory_path), "/proc/%d/fd/%d", (int)getpid(),
+			 frozen_fd);
+	} else {
+		memfd = openat(dirfd, SNAP_MEMORY_FILE, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
+			       0600);
+		if (memfd < 0 ||
+		    (err = snap_write_memory(&vm->mem, memfd, &st->memory_bytes)) < 0) {
+			err = memfd < 0 ? -errno : err;
+			snprintf(msg, msg_len, "writing %s/%s: %s", req->dir, SNAP_MEMORY_FILE,
+				 strerror(-err));
+			goto out_resume;
+		}
 	}
 	/* Disks last: a snapshot that failed before this point leaves them as they were. */
 	if ((err = snap_freeze_disks(vm, req, msg, msg_len)) < 0)
@@ -259,6 +232,9 @@ out_resume:
 	st->pause_ns = vmm_now_ns() - t_paused;
 	if (!was_paused && !req->stop)
 		vcpu_resume_all(vm);
+	/* The durable copy of a fork's memory, from the frozen file, while the guest runs. */
+	if (!err && req->live && req->durable)
+		err = snap_write_frozen(vm, frozen_fd, dirfd, &st->memory_bytes, msg, msg_len);
 out:
 	if (memfd >= 0)
 		close(memfd);

@@ -73,6 +73,15 @@ int mem_create(struct guest_mem *mem, uint64_t ram_len) __must_check;
  * load lazily from the page cache, shared with every VM restored from it. -EBADMSG (with a
  * log line) for a file of another size. */
 int mem_open_file(struct guest_mem *mem, const char *path, uint64_t ram_len) __must_check;
+/* Freeze RAM for a fork: from now on the guest writes to private copies of its pages and
+ * *frozen_fd (the VM's, open until mem_destroy or the next freeze) holds RAM as it was.
+ * RAM stays at the same host addresses. The first freeze of a memfd costs no copy; a VM
+ * running over a private mapping already (restored, or frozen before) has its RAM copied
+ * into a new memfd first. */
+int mem_freeze(struct guest_mem *mem, int *frozen_fd) __must_check;
+/* Write RAM into `fd` (made RAM-sized), sparse: only pages holding something but zeros;
+ * *written gets their bytes. No fsync. */
+int mem_copy_to_fd(const struct guest_mem *mem, int fd, uint64_t *written) __must_check;
 void mem_destroy(struct guest_mem *mem);
 /* Host address of [gpa, gpa+len) if the whole range is RAM in one region, else NULL.
  * Every guest address goes through here: overflow and bounds are checked. */
@@ -439,7 +448,9 @@ struct snapshot_req {
 	/* For the n-th writable disk, the path of the new empty top layer it goes on over. */
 	const char *new_tops[SNAP_TOPS_MAX];
 	unsigned ntops;
-	bool stop; /* leave the vCPUs paused: the caller ends the VM next */
+	bool stop;    /* leave the vCPUs paused: the caller ends the VM next */
+	bool live;    /* a fork: freeze RAM in place (mem_freeze) instead of writing it */
+	bool durable; /* live: write the memory file too, after the guest runs again */
 };
 
 struct snapshot_stats {
@@ -447,6 +458,7 @@ struct snapshot_stats {
 	uint64_t total_ns;     /* the whole request */
 	uint64_t state_bytes;  /* state.fdt */
 	uint64_t memory_bytes; /* RAM bytes written (the rest are holes) */
+	char memory_path[64];  /* live: the frozen RAM, /proc/<pid>/fd/<n>, while this VMM runs */
 };
 
 /* Pause (unless paused), quiesce the devices, write state and memory, freeze the disks,

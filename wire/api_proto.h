@@ -80,8 +80,18 @@ _Static_assert(offsetof(struct api_status, uptime_ms) == 16, "no padding");
  * after (unless it was paused before, or API_SNAPSHOT_STOP: then it stays paused; the
  * client ends it with SHUTDOWN). On failure the reply's error is -errno and a message follows
  * api_result as a NUL-terminated string.
+ *
+ * API_SNAPSHOT_LIVE is a fork's snapshot: RAM is not written while the VM is paused; the VMM
+ * freezes it in place and goes on over private copies of its pages, and the reply names the
+ * frozen RAM file after api_snapshot_result (a NUL-terminated path, /proc/<pid>/fd/<n>, valid
+ * while this VMM runs), which `sandbox-vmm --restore DIR --restore-memory PATH` maps. With
+ * API_SNAPSHOT_DURABLE too, the memory file is also written into `dir`, after the VM runs
+ * again and before the reply.
  */
-#define API_SNAPSHOT_STOP 0x1u
+#define API_SNAPSHOT_STOP    0x1u
+#define API_SNAPSHOT_LIVE    0x2u
+#define API_SNAPSHOT_DURABLE 0x4u
+#define API_SNAPSHOT_FLAGS   0x7u
 struct api_snapshot_req {
 	uint32_t flags; /* API_SNAPSHOT_* */
 	uint32_t nstrings;
