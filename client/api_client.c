@@ -3,6 +3,7 @@
 #include <endian.h>
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -41,8 +42,8 @@ static int read_full(int fd, void *buf, size_t len, uint64_t deadline)
 	return 0;
 }
 
-int api_call(const struct sandbox *sb, uint16_t type, unsigned timeout_ms, int32_t *error,
-	     struct api_status *status)
+int api_request(const struct sandbox *sb, uint16_t type, const void *req, uint32_t req_len,
+		unsigned timeout_ms, int32_t *error, void *body, size_t body_max, size_t *body_len)
 {
 	struct sockaddr_un addr = {.sun_family = AF_UNIX};
 	uint64_t deadline = now_ms() + timeout_ms;
@@ -51,12 +52,15 @@ int api_call(const struct sandbox *sb, uint16_t type, unsigned timeout_ms, int32
 		.version = htole16(API_VERSION),
 		.type = htole16(type),
 		.id = htole32(1),
+		.len = htole32(req_len),
 	};
-	uint8_t payload[API_PAYLOAD_MAX];
+	uint8_t payload[API_PAYLOAD_MAX], msg[sizeof(h) + API_PAYLOAD_MAX];
 	struct api_result r;
 	uint32_t len;
 	int fd, err;
 
+	if (req_len > API_PAYLOAD_MAX)
+		return -E2BIG;
 	if ((err = sandbox_path(sb, "api.sock", addr.sun_path, sizeof(addr.sun_path))) < 0)
 		return err;
 	/* Non-blocking: a wedged VMM whose listen backlog is full makes a blocking connect wait
@@ -75,7 +79,11 @@ int api_call(const struct sandbox *sb, uint16_t type, unsigned timeout_ms, int32
 		}
 		usleep(10000);
 	}
-	if (send(fd, &h, sizeof(h), MSG_NOSIGNAL) != (ssize_t)sizeof(h)) {
+	memcpy(msg, &h, sizeof(h));
+	if (req_len)
+		memcpy(msg + sizeof(h), req, req_len);
+	/* Small enough for the socket's buffer: one send, or the VMM is not reading. */
+	if (send(fd, msg, sizeof(h) + req_len, MSG_NOSIGNAL) != (ssize_t)(sizeof(h) + req_len)) {
 		err = -EPIPE;
 		goto out;
 	}
@@ -93,25 +101,82 @@ int api_call(const struct sandbox *sb, uint16_t type, unsigned timeout_ms, int32
 		goto out;
 	memcpy(&r, payload, sizeof(r));
 	*error = (int32_t)le32toh((uint32_t)r.error);
-	if (status) {
-		struct api_status st;
-
-		if (*error == 0 && len < sizeof(r) + sizeof(st)) {
-			err = -EPROTO;
-			goto out;
-		}
-		memset(status, 0, sizeof(*status));
-		if (*error == 0) {
-			memcpy(&st, payload + sizeof(r), sizeof(st));
-			status->state = le32toh(st.state);
-			status->ncpus = le32toh(st.ncpus);
-			status->memory_mib = le64toh(st.memory_mib);
-			status->uptime_ms = le64toh(st.uptime_ms);
-			status->pid = le32toh(st.pid);
-		}
-	}
+	len -= (uint32_t)sizeof(r);
+	if (len > body_max)
+		len = (uint32_t)body_max;
+	if (len)
+		memcpy(body, payload + sizeof(r), len);
+	if (body_len)
+		*body_len = len;
 	err = 0;
 out:
 	close(fd);
 	return err;
+}
+
+int api_call(const struct sandbox *sb, uint16_t type, unsigned timeout_ms, int32_t *error,
+	     struct api_status *status)
+{
+	struct api_status st;
+	size_t n = 0;
+	int err = api_request(sb, type, NULL, 0, timeout_ms, error, &st, sizeof(st), &n);
+
+	if (err < 0 || !status)
+		return err;
+	if (*error == 0 && n < sizeof(st))
+		return -EPROTO;
+	memset(status, 0, sizeof(*status));
+	if (*error == 0) {
+		status->state = le32toh(st.state);
+		status->ncpus = le32toh(st.ncpus);
+		status->memory_mib = le64toh(st.memory_mib);
+		status->uptime_ms = le64toh(st.uptime_ms);
+		status->pid = le32toh(st.pid);
+	}
+	return 0;
+}
+
+int api_snapshot(const struct sandbox *sb, uint32_t flags, const char *dir,
+		 const char *const *tops, unsigned ntops, unsigned timeout_ms,
+		 struct api_snapshot_out *out, char *msg, size_t msg_len)
+{
+	uint8_t req[API_PAYLOAD_MAX], body[API_ERROR_MSG_MAX + sizeof(struct api_snapshot_result)];
+	struct api_snapshot_req h = {.flags = htole32(flags), .nstrings = htole32(1 + ntops)};
+	struct api_snapshot_result res;
+	size_t len = sizeof(h), n = 0;
+	int32_t error = 0;
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	msg[0] = '\0';
+	memcpy(req, &h, sizeof(h));
+	for (unsigned i = 0; i <= ntops; i++) {
+		const char *s = i == 0 ? dir : tops[i - 1];
+		size_t sl = strlen(s) + 1;
+
+		if (sl > sizeof(req) - len)
+			return -E2BIG;
+		memcpy(req + len, s, sl);
+		len += sl;
+	}
+	err = api_request(sb, API_SNAPSHOT, req, (uint32_t)len, timeout_ms, &error, body,
+			  sizeof(body) - 1, &n);
+	if (err < 0)
+		return err;
+	body[n] = '\0';
+	if (error) {
+		snprintf(msg, msg_len, "%s", n ? (char *)body : strerror(-error));
+		return error;
+	}
+	if (n < sizeof(res))
+		return -EPROTO;
+	memcpy(&res, body, sizeof(res));
+	out->pause_us = le64toh(res.pause_us);
+	out->total_us = le64toh(res.total_us);
+	out->state_bytes = le64toh(res.state_bytes);
+	out->memory_bytes = le64toh(res.memory_bytes);
+	n = strnlen((char *)body + sizeof(res), sizeof(out->memory_path) - 1);
+	memcpy(out->memory_path, body + sizeof(res), n);
+	out->memory_path[n] = '\0';
+	return 0;
 }

@@ -63,7 +63,7 @@ const char *state_home(void);
 /* Make $SANDBOX_HOME/{images,sandboxes} if missing. */
 int state_init(void) __must_check;
 
-enum sandbox_state { SB_RUNNING, SB_PAUSED, SB_STOPPED, SB_DEAD };
+enum sandbox_state { SB_RUNNING, SB_PAUSED, SB_STOPPED, SB_DEAD, SB_SUSPENDED };
 const char *sandbox_state_name(enum sandbox_state s);
 
 /* A sandbox as its directory describes it (the file `config`). */
@@ -82,6 +82,11 @@ struct sandbox {
 		bool ro;
 	} disks[EXTRA_DISKS_MAX];
 	unsigned ndisks;
+	/* The root disk's top layer, a file of `dir`: root.layer, or root.<n>.layer after n
+	 * snapshots froze the ones below it. */
+	char top[32];
+	/* The snapshot this sandbox was restored or forked from, "" when it booted. */
+	char base[NAME_MAX_LEN + 2];
 };
 
 /* Write `sb`'s config atomically into sb->dir. */
@@ -96,8 +101,8 @@ int sandbox_resolve(const char *ref, struct sandbox *sb);
 int sandbox_path(const struct sandbox *sb, const char *file, char *out, size_t len) __must_check;
 /* Is the VMM of pid file alive (and really ours: its command line names this directory)? */
 bool sandbox_vmm_alive(const struct sandbox *sb);
-/* The state: stopped (a `stopped` marker), dead (no live VMM), else paused or running as the
- * VMM says. `uptime_ms` (may be NULL) gets the VMM's uptime when it answered, else 0. */
+/* The state: suspended (a `suspended` marker: its snapshot is in snapshots/.suspend-<id>),
+ * stopped (a `stopped` marker), dead (no live VMM), else paused or running as the VMM says. `uptime_ms` (may be NULL) gets the VMM's uptime when it answered, else 0. */
 enum sandbox_state sandbox_state(const struct sandbox *sb, uint64_t *uptime_ms);
 /* Call `fn` for every sandbox directory that loads (others are reported on stderr). Returns
  * the number of sandboxes, or -errno. */
@@ -105,6 +110,56 @@ int sandbox_foreach(int (*fn)(const struct sandbox *sb, void *opaque), void *opa
 /* Stop the VMM: the API's shutdown, then SIGTERM, then SIGKILL, each with a timeout; then
  * mark it stopped and remove its sockets. Prints what it had to force. */
 int sandbox_stop_vmm(struct sandbox *sb, bool force) __must_check;
+
+/* ---- snapstore.c: $SANDBOX_HOME/snapshots (docs/snapshots.md) ---- */
+
+#define SNAP_META_FORMAT 1
+#define SNAP_KEY_LEN	 32
+#define SNAP_HEX_LEN	 64 /* a SHA-256 in hex */
+#define SNAP_LAYERS_MAX	 16
+
+/* meta.yaml. */
+struct snap_meta {
+	unsigned format;
+	char name[NAME_MAX_LEN + 2];   /* ".fork-..." for a fork's hidden snapshot */
+	char parent[NAME_MAX_LEN + 2]; /* the snapshot the sandbox came from, "" for none */
+	char sandbox[ID_LEN + 1];      /* the sandbox it was taken of */
+	char image[NAME_MAX_LEN + 1];
+	uint64_t created; /* seconds since the epoch */
+	unsigned cpus;
+	uint64_t memory_mib;
+	uint64_t memory_bytes; /* the memory file's size: the guest's RAM */
+	uint64_t state_bytes;
+	char state_sha256[SNAP_HEX_LEN + 1];
+	char root_layer[32]; /* the frozen top of the root disk, a file of the snapshot */
+	/* Every layer file of the snapshot (hard links of the sandbox's frozen layers). */
+	struct {
+		char file[32];
+		char sha256[SNAP_HEX_LEN + 1];
+	} layers[SNAP_LAYERS_MAX];
+	unsigned nlayers;
+	char disks[EXTRA_DISKS_MAX][DISK_PATH_MAX]; /* read-only extra disks, in order */
+	unsigned ndisks;
+	bool has_memory; /* snap_open: the memory file is there (a fork's snapshot has none) */
+};
+/* $SANDBOX_HOME/snapshots/<name>. */
+int snap_dir(const char *name, char *out, size_t len) __must_check;
+/* The host's snapshot key, $SANDBOX_HOME/snapshot.key (0600), made on first use. -EPERM
+ * for a key file of another size or that others may read. */
+int snap_key(uint8_t key[SNAP_KEY_LEN]) __must_check;
+/* SHA-256 of a file's data extents (offset, length, bytes each): holes cost nothing. */
+int snap_file_sha256(const char *path, char out[SNAP_HEX_LEN + 1]) __must_check;
+/* root.layer or root.<n>.layer. */
+bool snap_valid_layer_name(const char *s);
+/* Fill m's state and layer digests from the files in `dir`, write meta.yaml and mac. */
+int snap_seal(const char *dir, struct snap_meta *m, char *err, size_t err_len) __must_check;
+/* Authenticate `dir` (the MAC, before anything is parsed), then parse meta.yaml and check the
+ * state's digest, the memory file's size and every layer's digest. `err` says why not:
+ * -ENOENT no snapshot, -EBADMSG changed or another key, -EPROTONOSUPPORT another format. */
+int snap_open(const char *dir, struct snap_meta *m, char *err, size_t err_len) __must_check;
+/* Call `fn` for every snapshot directory's name (hidden ones too). Returns how many, or
+ * the first negative return of `fn`, or -errno. */
+int snap_foreach(int (*fn)(const char *name, void *opaque), void *opaque);
 
 /* ---- api_client.c: wire/api_proto.h over api.sock ---- */
 
@@ -114,6 +169,20 @@ struct api_status;
  * `timeout_ms`. Returns -errno when the socket itself failed. */
 int api_call(const struct sandbox *sb, uint16_t type, unsigned timeout_ms, int32_t *error,
 	     struct api_status *status) __must_check;
+/* One request with a payload; the reply's body after api_result (up to `body_max` bytes) goes
+ * to `body`, its length to *body_len (may be NULL). */
+int api_request(const struct sandbox *sb, uint16_t type, const void *req, uint32_t req_len,
+		unsigned timeout_ms, int32_t *error, void *body, size_t body_max,
+		size_t *body_len) __must_check;
+/* SNAPSHOT (wire/api_proto.h) into `dir` with the new top layers of the writable disks.
+ * Returns 0, the VMM's -errno with its message in `msg`, or -errno of the call itself. */
+struct api_snapshot_out {
+	uint64_t pause_us, total_us, state_bytes, memory_bytes;
+	char memory_path[64]; /* API_SNAPSHOT_LIVE: the parent's frozen RAM */
+};
+int api_snapshot(const struct sandbox *sb, uint32_t flags, const char *dir,
+		 const char *const *tops, unsigned ntops, unsigned timeout_ms,
+		 struct api_snapshot_out *out, char *msg, size_t msg_len) __must_check;
 
 /* ---- agent_client.c: wire/proto.h through vsock.sock (CONNECT 52) ---- */
 
@@ -160,5 +229,15 @@ int agent_call(struct agent_conn *c, uint16_t type, const void *payload, uint32_
 	       struct proto_frame *final) __must_check;
 /* Print an ERROR frame's message as "sandboxctl: what: message (strerror)". */
 void agent_print_error(const char *what, const struct proto_frame *f);
+
+/* ---- agent_refresh.c: after a restore or a fork ---- */
+
+/* Make a restored or forked guest its own before any user command runs in it, on the
+ * connected `c`: RESEED with 64 bytes of the host's getrandom (the guest's CRNG is reseeded at
+ * once, so it no longer repeats its siblings' numbers), then SET_CLOCK to the host's
+ * CLOCK_REALTIME (its clock resumed from the snapshot's moment). Both calls within
+ * `timeout_ms` in all. Returns 0; the errno of the agent's ERROR (as -errno) when it refused;
+ * -ETIMEDOUT; -EPROTO for another answer; or the connection's -errno. */
+int agent_refresh(struct agent_conn *c, unsigned timeout_ms) __must_check;
 
 #endif

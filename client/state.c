@@ -56,6 +56,8 @@ const char *sandbox_state_name(enum sandbox_state s)
 		return "stopped";
 	case SB_DEAD:
 		return "dead";
+	case SB_SUSPENDED:
+		return "suspended";
 	}
 	return "unknown";
 }
@@ -88,6 +90,11 @@ int sandbox_save(const struct sandbox *sb)
 	for (unsigned i = 0; i < sb->ndisks && n >= 0 && (size_t)n < sizeof(buf); i++)
 		n += snprintf(buf + n, sizeof(buf) - (size_t)n, "disk %s %s\n",
 			      sb->disks[i].ro ? "ro" : "rw", sb->disks[i].path);
+	if (n >= 0 && (size_t)n < sizeof(buf))
+		n += snprintf(buf + n, sizeof(buf) - (size_t)n, "top %s\n",
+			      sb->top[0] ? sb->top : "root.layer");
+	if (sb->base[0] && n >= 0 && (size_t)n < sizeof(buf))
+		n += snprintf(buf + n, sizeof(buf) - (size_t)n, "base %s\n", sb->base);
 	if (n < 0 || (size_t)n >= sizeof(buf))
 		return -E2BIG;
 	if ((err = sandbox_path(sb, "config", path, sizeof(path))) < 0)
@@ -143,6 +150,18 @@ static bool config_line(struct sandbox *sb, const char *key, const char *val, un
 		sb->disks[sb->ndisks++].ro = ro;
 		return true;
 	}
+	if (strcmp(key, "top") == 0) {
+		if (!snap_valid_layer_name(val))
+			return false;
+		snprintf(sb->top, sizeof(sb->top), "%s", val);
+		return true;
+	}
+	if (strcmp(key, "base") == 0) {
+		if (!valid_name(val) && !(val[0] == '.' && valid_name(val + 1)))
+			return false;
+		snprintf(sb->base, sizeof(sb->base), "%s", val);
+		return true;
+	}
 	return true; /* a newer sandboxctl's key: ignored */
 }
 
@@ -173,6 +192,8 @@ int sandbox_load(const char *id, struct sandbox *sb)
 		err = -EBADMSG;
 		goto out;
 	}
+	if (!sb->top[0])
+		snprintf(sb->top, sizeof(sb->top), "root.layer"); /* before snapshots */
 	free(buf);
 	buf = NULL;
 	/* The pid file: absent (never started, or stopped) or a number. */
@@ -334,6 +355,8 @@ enum sandbox_state sandbox_state(const struct sandbox *sb, uint64_t *uptime_ms)
 		}
 		return SB_RUNNING;
 	}
+	if (sandbox_path(sb, "suspended", path, sizeof(path)) == 0 && access(path, F_OK) == 0)
+		return SB_SUSPENDED;
 	if (sandbox_path(sb, "stopped", path, sizeof(path)) == 0 && access(path, F_OK) == 0)
 		return SB_STOPPED;
 	return SB_DEAD;

@@ -57,6 +57,20 @@ bool valid_name(const char *s)
 	return true;
 }
 
+bool snap_valid_layer_name(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (strcmp(s, "root.layer") == 0)
+		return true;
+	if (n < 12 || n > 30 || strncmp(s, "root.", 5) != 0 || strcmp(s + n - 6, ".layer") != 0)
+		return false;
+	for (size_t i = 5; i < n - 6; i++)
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+	return true;
+}
+
 uint64_t now_ms(void)
 {
 	struct timespec ts;

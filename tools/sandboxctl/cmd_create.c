@@ -96,8 +96,10 @@ static int name_taken(const struct sandbox *sb, void *opaque)
 	return strcmp(sb->name, opaque) == 0 ? -EEXIST : 0;
 }
 
-/* Start the VMM in its own session with stdin /dev/null and stdout/stderr to `console`. */
-static int spawn_vmm(const struct sandbox *sb, const char *console_opt, pid_t *pid)
+/* Start the VMM in its own session with stdin /dev/null and stdout/stderr to `console`:
+ * booting the image's kernel, or (src) restoring a snapshot. */
+static int spawn_vmm(const struct sandbox *sb, const char *console_opt,
+		     const struct boot_src *src, pid_t *pid)
 {
 	char vmm[PATH_MAX], kernel[4200], initrd[4200], disk[4200], api[4200], vsock[4200];
 	char cpus[16], mem[32], console[4200];
@@ -107,7 +109,7 @@ static int spawn_vmm(const struct sandbox *sb, const char *console_opt, pid_t *p
 	if ((err = find_vmm(vmm, sizeof(vmm))) < 0 ||
 	    (err = image_path(sb->image, "kernel", kernel, sizeof(kernel))) < 0 ||
 	    (err = image_path(sb->image, "initrd", initrd, sizeof(initrd))) < 0 ||
-	    (err = sandbox_path(sb, "root.layer", disk, sizeof(disk))) < 0 ||
+	    (err = sandbox_path(sb, sb->top, disk, sizeof(disk))) < 0 ||
 	    (err = sandbox_path(sb, "api.sock", api, sizeof(api))) < 0 ||
 	    (err = sandbox_path(sb, "vsock.sock", vsock, sizeof(vsock))) < 0)
 		return err;
@@ -125,6 +127,25 @@ static int spawn_vmm(const struct sandbox *sb, const char *console_opt, pid_t *p
 		disk, "--cmdline", GUEST_CMDLINE, "--cpus",   cpus,   "--memory",
 		mem,  "--api",	   api,		  "--vsock",  vsock};
 	unsigned argc = 17;
+
+	if (src) {
+		/* The guest, its RAM and vCPUs are the snapshot's; the devices are this
+		 * sandbox's, in the same order as when it was taken. */
+		argc = 0;
+		argv[argc++] = vmm;
+		argv[argc++] = "--restore";
+		argv[argc++] = (char *)src->dir;
+		if (src->memory) {
+			argv[argc++] = "--restore-memory";
+			argv[argc++] = (char *)src->memory;
+		}
+		argv[argc++] = "--disk";
+		argv[argc++] = disk;
+		argv[argc++] = "--api";
+		argv[argc++] = api;
+		argv[argc++] = "--vsock";
+		argv[argc++] = vsock;
+	}
 
 	for (unsigned i = 0; i < sb->ndisks; i++) {
 		snprintf(extra[i], sizeof(extra[i]), "%s%s", sb->disks[i].path,
@@ -257,7 +278,7 @@ static int wait_agent(struct sandbox *sb, pid_t pid, unsigned timeout_s, const c
 }
 
 /* Undo a failed create: no process, no socket, no directory. */
-static void create_cleanup(struct sandbox *sb)
+void create_cleanup(struct sandbox *sb)
 {
 	if (sb->pid)
 		if (sandbox_stop_vmm(sb, true) < 0)
@@ -265,12 +286,55 @@ static void create_cleanup(struct sandbox *sb)
 	remove_flat_dir(sb->dir);
 }
 
+int sandbox_make_dir(struct sandbox *sb, const char *name)
+{
+	char lock[4200];
+	int err, lock_fd;
+
+	/* The name check and the directory are made under one lock: two creates of one name
+	 * cannot both succeed. */
+	if ((err = path_fmt(lock, sizeof(lock), "%s/sandboxes/.lock", state_home())) < 0)
+		return EXIT_ERR;
+	lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (lock_fd < 0 || flock(lock_fd, LOCK_EX) < 0) {
+		errmsg("cannot lock %s: %m", lock);
+		return EXIT_ERR;
+	}
+	if (name && sandbox_foreach(name_taken, (void *)name) == -EEXIST) {
+		errmsg("a sandbox named '%s' exists already", name);
+		close(lock_fd);
+		return EXIT_ERR;
+	}
+	for (int tries = 0;; tries++) {
+		if ((err = new_id(sb->id)) < 0 ||
+		    (err = path_fmt(sb->dir, sizeof(sb->dir), "%s/sandboxes/%s", state_home(),
+				    sb->id)) < 0)
+			break;
+		if (mkdir(sb->dir, 0700) == 0)
+			break;
+		err = -errno;
+		if (err != -EEXIST || tries == 10)
+			break;
+	}
+	snprintf(sb->name, sizeof(sb->name), "%s", name ? name : sb->id);
+	if (err == 0)
+		err = sandbox_save(sb);
+	close(lock_fd);
+	if (err < 0) {
+		errmsg("cannot create the sandbox's directory: %s", strerror(-err));
+		if (sb->dir[0] && sb->id[0])
+			remove_flat_dir(sb->dir);
+		return EXIT_ERR;
+	}
+	return EXIT_OK;
+}
+
 int sandbox_create(const struct create_opts *o, struct sandbox *sb)
 {
-	char path[4200], rootfs[4200], lock[4200];
+	char path[4200], rootfs[4200];
 	struct disk_error derr = {""};
 	struct stat st;
-	int err, lock_fd;
+	int err;
 
 	memset(sb, 0, sizeof(*sb));
 	if ((err = host_check_linux()) != 0)
@@ -314,43 +378,11 @@ int sandbox_create(const struct create_opts *o, struct sandbox *sb)
 	sb->cpus = o->cpus;
 	sb->memory_mib = o->memory_mib;
 	sb->created = (uint64_t)time(NULL);
+	snprintf(sb->top, sizeof(sb->top), "root.layer");
 
-	/* The name check and the directory are made under one lock: two creates of one name
-	 * cannot both succeed. */
-	if ((err = path_fmt(lock, sizeof(lock), "%s/sandboxes/.lock", state_home())) < 0)
-		return EXIT_ERR;
-	lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (lock_fd < 0 || flock(lock_fd, LOCK_EX) < 0) {
-		errmsg("cannot lock %s: %m", lock);
-		return EXIT_ERR;
-	}
-	if (o->name && sandbox_foreach(name_taken, (void *)o->name) == -EEXIST) {
-		errmsg("a sandbox named '%s' exists already", o->name);
-		close(lock_fd);
-		return EXIT_ERR;
-	}
-	for (int tries = 0;; tries++) {
-		if ((err = new_id(sb->id)) < 0 ||
-		    (err = path_fmt(sb->dir, sizeof(sb->dir), "%s/sandboxes/%s", state_home(),
-				    sb->id)) < 0)
-			break;
-		if (mkdir(sb->dir, 0700) == 0)
-			break;
-		err = -errno;
-		if (err != -EEXIST || tries == 10)
-			break;
-	}
-	snprintf(sb->name, sizeof(sb->name), "%s", o->name ? o->name : sb->id);
-	if (err == 0)
-		err = sandbox_save(sb);
-	close(lock_fd);
-	if (err < 0) {
-		errmsg("cannot create the sandbox's directory: %s", strerror(-err));
-		if (sb->dir[0] && sb->id[0])
-			remove_flat_dir(sb->dir);
-		return EXIT_ERR;
-	}
-	if ((err = sandbox_path(sb, "root.layer", path, sizeof(path))) < 0 ||
+	if ((err = sandbox_make_dir(sb, o->name)) != EXIT_OK)
+		return err;
+	if ((err = sandbox_path(sb, sb->top, path, sizeof(path))) < 0 ||
 	    (err = disk_create_overlay_len(path, rootfs, 0, o->disk_size_gib << 30, &derr)) < 0) {
 		errmsg("%s: cannot create the root disk: %s", sb->id,
 		       derr.msg[0] ? derr.msg : strerror(-err));
@@ -374,13 +406,47 @@ static void ready_close(int fd, const char *path)
 
 int sandbox_boot(struct sandbox *sb, const char *console_opt, unsigned timeout_s, bool no_wait)
 {
+	return sandbox_start_vmm(sb, console_opt, NULL, timeout_s, no_wait);
+}
+
+/* A restored guest: new entropy and the host's time before anyone else talks to it. */
+static int refresh_guest(struct sandbox *sb, unsigned timeout_s)
+{
+	struct agent_conn c;
+	int err = agent_connect(sb, timeout_s * 1000, &c);
+
+	if (err == 0) {
+		err = agent_refresh(&c, timeout_s * 1000);
+		agent_close(&c);
+	}
+	if (err < 0)
+		errmsg("%s: cannot reseed the restored guest's RNG and set its clock: %s", sb->id,
+		       strerror(-err));
+	return err;
+}
+
+int sandbox_wait_restored(struct sandbox *sb, unsigned timeout_s)
+{
+	char console[4200];
+
+	if (sandbox_path(sb, "console.log", console, sizeof(console)) < 0)
+		console[0] = '\0';
+	if (wait_agent(sb, sb->pid, timeout_s, console, -1) < 0 || refresh_guest(sb, timeout_s) < 0)
+		return EXIT_SANDBOX;
+	return EXIT_OK;
+}
+
+int sandbox_start_vmm(struct sandbox *sb, const char *console_opt, const struct boot_src *src,
+		      unsigned timeout_s, bool no_wait)
+{
 	char path[4200], pidbuf[32], console[4200], ready_path[4200] = "";
 	pid_t pid = 0;
 	int err, n, ready_fd = -1;
 
-	if (!no_wait)
+	/* A restored guest announced its agent before the snapshot: it is pinged instead. */
+	if (!no_wait && !src)
 		ready_fd = ready_listen(sb, ready_path, sizeof(ready_path));
-	if ((err = spawn_vmm(sb, console_opt, &pid)) < 0) {
+	if ((err = spawn_vmm(sb, console_opt, src, &pid)) < 0) {
 		errmsg("%s: cannot start the VMM: %s", sb->id, strerror(-err));
 		ready_close(ready_fd, ready_path);
 		return EXIT_ERR;
@@ -399,6 +465,8 @@ int sandbox_boot(struct sandbox *sb, const char *console_opt, unsigned timeout_s
 		console[0] = '\0';
 	err = no_wait ? 0 : wait_agent(sb, pid, timeout_s, console, ready_fd);
 	ready_close(ready_fd, ready_path);
+	if (err == 0 && src && !no_wait)
+		err = refresh_guest(sb, timeout_s);
 	return err < 0 ? EXIT_SANDBOX : EXIT_OK;
 }
 

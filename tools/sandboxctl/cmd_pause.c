@@ -17,7 +17,7 @@ int cmd_pause(int argc, char **argv)
 		printf("usage: sandboxctl %s ID\n\n%s\n", argv[0],
 		       pause ? "Stop the sandbox's vCPUs at a clean point; a paused sandbox uses "
 			       "no CPU."
-			     : "Run a paused sandbox's vCPUs again.");
+			     : "Run a paused sandbox's vCPUs again, or restore a suspended one.");
 		return EXIT_OK;
 	}
 	if (argc != 2) {
@@ -26,6 +26,8 @@ int cmd_pause(int argc, char **argv)
 	}
 	if ((status = sandbox_resolve(argv[1], &sb)))
 		return status;
+	if (!pause && sandbox_state(&sb, NULL) == SB_SUSPENDED)
+		return sandbox_resume_suspended(&sb);
 	if (!sandbox_vmm_alive(&sb)) {
 		errmsg("%s: not running (%s)", sb.id, sandbox_state_name(sandbox_state(&sb, NULL)));
 		return EXIT_SANDBOX;

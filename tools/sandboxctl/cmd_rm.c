@@ -56,6 +56,7 @@ int cmd_rm(int argc, char **argv)
 			}
 		}
 		remove_flat_dir(sb.dir);
+		snapshots_gc(&sb);
 	}
 	return status;
 }

@@ -25,6 +25,11 @@ static const struct {
 	{"stop", cmd_stop, "stop a sandbox's VM (its disk stays)"},
 	{"start", cmd_start, "boot a stopped sandbox again, from its own disk"},
 	{"rm", cmd_rm, "remove a sandbox"},
+	{"snapshot", cmd_snapshot, "snapshot a sandbox (memory, devices, disk) under a name"},
+	{"restore", cmd_restore, "a new sandbox from a snapshot, running where it was"},
+	{"fork", cmd_fork, "copies of a running sandbox, each going on from its state"},
+	{"suspend", cmd_suspend, "snapshot a sandbox to disk and end its VM (resume ID)"},
+	{"snapshots", cmd_snapshots, "list snapshots"},
 	{"images", cmd_images, "list or import images"},
 };
 

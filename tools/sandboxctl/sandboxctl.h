@@ -46,11 +46,28 @@ struct create_opts {
 /* Create and start a sandbox (create's whole job but printing the id). Prints its errors and
  * returns an exit status; on failure nothing of the sandbox is left. */
 int sandbox_create(const struct create_opts *o, struct sandbox *sb);
-/* Start the VMM of `sb` (its directory, config and root.layer exist), write its pid file and,
+/* Start the VMM of `sb` (its directory, config and top layer exist), write its pid file and,
  * unless `no_wait`, wait up to `timeout_s` for its agent. The console goes to `console_opt`,
  * else console.log (appended). Prints its errors and returns an exit status; on failure the
  * caller cleans up. */
 int sandbox_boot(struct sandbox *sb, const char *console_opt, unsigned timeout_s, bool no_wait);
+/* What a VMM restores instead of booting: a snapshot's directory and, for a fork's child,
+ * the parent's frozen RAM (else the directory's memory file). */
+struct boot_src {
+	const char *dir;
+	const char *memory;
+};
+/* sandbox_boot, restoring `src` when it is not NULL; a restored guest is reseeded and its
+ * clock set (agent_refresh) before this returns. */
+int sandbox_start_vmm(struct sandbox *sb, const char *console_opt, const struct boot_src *src,
+		      unsigned timeout_s, bool no_wait);
+/* After sandbox_start_vmm(..., no_wait) of a restore: wait for its agent and refresh it. */
+int sandbox_wait_restored(struct sandbox *sb, unsigned timeout_s);
+/* Under the sandboxes' lock: check `name` (NULL: the id is the name) is free, pick an id,
+ * make the directory and write sb's config. Prints its errors; returns an exit status. */
+int sandbox_make_dir(struct sandbox *sb, const char *name);
+/* Undo a failed create: kill its VMM, remove its directory. */
+void create_cleanup(struct sandbox *sb);
 
 /* ---- exec.c: one command through the agent ---- */
 
@@ -111,5 +128,15 @@ int cmd_pause(int argc, char **argv); /* pause and resume */
 int cmd_exec(int argc, char **argv);
 int cmd_cp(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+/* cmd_snapshot.c: snapshot, restore, fork, suspend, snapshots, snapshot rm */
+int cmd_snapshot(int argc, char **argv);
+int cmd_restore(int argc, char **argv);
+int cmd_fork(int argc, char **argv);
+int cmd_suspend(int argc, char **argv);
+int cmd_snapshots(int argc, char **argv);
+/* resume of a suspended sandbox (cmd_pause.c's resume calls it). */
+int sandbox_resume_suspended(struct sandbox *sb);
+/* After rm of a sandbox: remove the hidden snapshots (its suspend, unused forks) it held. */
+void snapshots_gc(const struct sandbox *removed);
 
 #endif

@@ -502,10 +502,25 @@ static int vsock_activate(void *opaque, struct virtio_dev *vdev, uint64_t featur
 	return 0;
 }
 
-/* Nothing to finish before a snapshot: packets are copied synchronously, and the
- * connections are reset after a restore (vsock_transport_reset). */
+/*
+ * Before a snapshot: give back the rx chains popped ahead of data (rx_held). They are the
+ * last ones popped and nothing was written into them, so stepping last_avail_idx back over
+ * them returns them to the avail ring, where a restored device (and this one) finds them
+ * again; otherwise a restored guest would have lost those buffers for good. Packets are
+ * copied synchronously, so nothing else is in flight; connections are reset after a
+ * restore (vsock_transport_reset).
+ */
 static int vsock_quiesce(void *opaque)
 {
+	struct vsock_dev *d = opaque;
+
+	pthread_mutex_lock(&d->lock);
+	if (d->active && d->rx_held) {
+		d->vdev->queues[VSOCK_RX_Q].last_avail_idx -= (uint16_t)d->rx_held;
+		d->rx_held = 0;
+		d->rx_first = 0;
+	}
+	pthread_mutex_unlock(&d->lock);
 	return 0;
 }
 
