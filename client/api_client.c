@@ -136,9 +136,9 @@ int api_call(const struct sandbox *sb, uint16_t type, unsigned timeout_ms, int32
 	return 0;
 }
 
-int api_snapshot(const struct sandbox *sb, uint32_t flags, const char *dir,
-		 const char *const *tops, unsigned ntops, unsigned timeout_ms,
-		 struct api_snapshot_out *out, char *msg, size_t msg_len)
+int api_snapshot(const struct sandbox *sb, uint32_t flags, const char *dir, const char *const *tops,
+		 unsigned ntops, unsigned timeout_ms, struct api_snapshot_out *out, char *msg,
+		 size_t msg_len)
 {
 	uint8_t req[API_PAYLOAD_MAX], body[API_ERROR_MSG_MAX + sizeof(struct api_snapshot_result)];
 	struct api_snapshot_req h = {.flags = htole32(flags), .nstrings = htole32(1 + ntops)};

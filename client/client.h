@@ -102,7 +102,8 @@ int sandbox_path(const struct sandbox *sb, const char *file, char *out, size_t l
 /* Is the VMM of pid file alive (and really ours: its command line names this directory)? */
 bool sandbox_vmm_alive(const struct sandbox *sb);
 /* The state: suspended (a `suspended` marker: its snapshot is in snapshots/.suspend-<id>),
- * stopped (a `stopped` marker), dead (no live VMM), else paused or running as the VMM says. `uptime_ms` (may be NULL) gets the VMM's uptime when it answered, else 0. */
+ * stopped (a `stopped` marker), dead (no live VMM), else paused or running as the VMM says.
+ * `uptime_ms` (may be NULL) gets the VMM's uptime when it answered, else 0. */
 enum sandbox_state sandbox_state(const struct sandbox *sb, uint64_t *uptime_ms);
 /* Call `fn` for every sandbox directory that loads (others are reported on stderr). Returns
  * the number of sandboxes, or -errno. */
@@ -180,9 +181,9 @@ struct api_snapshot_out {
 	uint64_t pause_us, total_us, state_bytes, memory_bytes;
 	char memory_path[64]; /* API_SNAPSHOT_LIVE: the parent's frozen RAM */
 };
-int api_snapshot(const struct sandbox *sb, uint32_t flags, const char *dir,
-		 const char *const *tops, unsigned ntops, unsigned timeout_ms,
-		 struct api_snapshot_out *out, char *msg, size_t msg_len) __must_check;
+int api_snapshot(const struct sandbox *sb, uint32_t flags, const char *dir, const char *const *tops,
+		 unsigned ntops, unsigned timeout_ms, struct api_snapshot_out *out, char *msg,
+		 size_t msg_len) __must_check;
 
 /* ---- agent_client.c: wire/proto.h through vsock.sock (CONNECT 52) ---- */
 

@@ -24,8 +24,8 @@
 
 #include "client.h"
 
-#define META_MAX  (64u << 10)
-#define STATE_MAX (64u << 20) /* the VMM's SNAP_STATE_MAX */
+#define META_MAX   (64u << 10)
+#define STATE_MAX  (64u << 20) /* the VMM's SNAP_STATE_MAX */
 #define LAYER_READ (1u << 20)
 
 static int snap_fail(char *err, size_t len, int ret, const char *fmt, ...)
@@ -127,7 +127,7 @@ int snap_file_sha256(const char *path, char out[SNAP_HEX_LEN + 1])
 		EVP_DigestUpdate(ctx, hdr, sizeof(hdr));
 		while (data < hole) {
 			size_t want = (size_t)(hole - data) < LAYER_READ ? (size_t)(hole - data)
-									  : LAYER_READ;
+									 : LAYER_READ;
 			ssize_t n = pread(fd, buf, want, data);
 
 			if (n <= 0) {
@@ -186,7 +186,8 @@ static int meta_format(const struct snap_meta *m, char *buf, size_t len)
 			return -E2BIG;                                                             \
 		n += (size_t)r;                                                                    \
 	} while (0)
-	META_PUT("# A sandbox snapshot (docs/snapshots.md). Authenticated by `mac`: edit nothing.\n");
+	META_PUT("# A sandbox snapshot (docs/snapshots.md). Authenticated by `mac`: edit "
+		 "nothing.\n");
 	META_PUT("format: %u\n", m->format);
 	META_PUT("name: %s\n", m->name);
 	META_PUT("parent: \"%s\"\n", m->parent);
@@ -253,7 +254,8 @@ static int meta_parse(char *buf, struct snap_meta *m, char *err, size_t err_len)
 			continue;
 		if (strncmp(line, "  - {file: ", 11) == 0 && list == LAYERS) {
 			if (m->nlayers == SNAP_LAYERS_MAX ||
-			    sscanf(line, "  - {file: %63[^,], sha256: %64[0-9a-f]}", val, val2) != 2 ||
+			    sscanf(line, "  - {file: %63[^,], sha256: %64[0-9a-f]}", val, val2) !=
+				    2 ||
 			    !snap_valid_layer_name(val) || !is_hex64(val2))
 				goto bad;
 			snprintf(m->layers[m->nlayers].file, sizeof(m->layers[0].file), "%s", val);
@@ -264,8 +266,8 @@ static int meta_parse(char *buf, struct snap_meta *m, char *err, size_t err_len)
 			size_t n = strlen(line);
 
 			if (m->ndisks == EXTRA_DISKS_MAX || n < 24 ||
-			    strcmp(line + n - 12, "\", ro: true}") != 0 || n - 24 >= DISK_PATH_MAX ||
-			    line[12] != '/')
+			    strcmp(line + n - 12, "\", ro: true}") != 0 ||
+			    n - 24 >= DISK_PATH_MAX || line[12] != '/')
 				goto bad;
 			memcpy(m->disks[m->ndisks], line + 12, n - 24);
 			m->disks[m->ndisks++][n - 24] = '\0';

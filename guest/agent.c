@@ -303,6 +303,32 @@ static int agent_handle_ping(struct agent_conn *c, const struct proto_frame *f)
 	return agent_send(c, PROTO_MSG_PONG, f->hdr.id, head, sizeof(head), NULL, 0);
 }
 
+/*
+ * SET_CLOCK: step CLOCK_REALTIME to the host's time. A restored or forked VM's clock resumes
+ * from the moment of its snapshot; CLOCK_MONOTONIC (the exec timeouts) is not touched.
+ */
+static int agent_handle_set_clock(struct agent_conn *c, const struct proto_frame *f)
+{
+	const uint8_t *p = f->payload;
+	uint64_t sec = proto_get_le64(p + offsetof(struct proto_set_clock, sec));
+	uint32_t nsec = proto_get_le32(p + offsetof(struct proto_set_clock, nsec));
+	uint32_t reserved = proto_get_le32(p + offsetof(struct proto_set_clock, reserved));
+	struct timespec ts;
+	int err;
+
+	if (nsec >= 1000000000u || reserved != 0 || sec > (uint64_t)INT64_MAX)
+		return agent_send_error(c, f->hdr.id, EINVAL,
+					"set clock: invalid time (sec %llu, nsec %u, reserved %u)",
+					(unsigned long long)sec, nsec, reserved);
+	ts.tv_sec = (time_t)sec;
+	ts.tv_nsec = (long)nsec;
+	if (clock_settime(CLOCK_REALTIME, &ts) < 0) {
+		err = errno;
+		return agent_send_error(c, f->hdr.id, err, "set clock: %s", strerror(err));
+	}
+	return agent_send_ok(c, f->hdr.id);
+}
+
 /* SHUTDOWN: answer OK, flush, then ask the config's shutdown hook. */
 static int agent_handle_shutdown(struct agent_conn *c, const struct proto_frame *f)
 {
@@ -347,6 +373,7 @@ static const struct agent_handler agent_handlers[PROTO_MSG_MAX + 1] = {
 	[PROTO_MSG_SYNC] = {agent_file_sync, true},
 	[PROTO_MSG_RESEED] = {agent_file_reseed, true},
 	[PROTO_MSG_SHUTDOWN] = {agent_handle_shutdown, true},
+	[PROTO_MSG_SET_CLOCK] = {agent_handle_set_clock, true},
 };
 
 /* Dispatch one decoded frame of c. A protocol error fails the connection. */

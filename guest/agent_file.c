@@ -501,6 +501,7 @@ int agent_file_reseed(struct agent_conn *c, const struct proto_frame *f)
 		struct rand_pool_info info;
 		uint8_t bytes[sizeof(struct rand_pool_info) + PROTO_RESEED_MAX];
 	} pool;
+	const char *step;
 	int fd, err;
 
 	if (f->hdr.len > PROTO_RESEED_MAX)
@@ -510,13 +511,24 @@ int agent_file_reseed(struct agent_conn *c, const struct proto_frame *f)
 	pool.info.entropy_count = (int)(f->hdr.len * 8);
 	pool.info.buf_size = (int)f->hdr.len;
 	memcpy(pool.bytes + sizeof(struct rand_pool_info), f->payload, f->hdr.len);
+	step = "open /dev/urandom";
 	fd = open("/dev/urandom", O_WRONLY | O_CLOEXEC);
-	if (fd < 0 || ioctl(fd, RNDADDENTROPY, &pool.info) < 0) {
-		err = errno;
-		if (fd >= 0)
-			close(fd);
-		return agent_send_error(c, f->hdr.id, err, "reseed: %s", strerror(err));
-	}
+	if (fd < 0)
+		goto fail;
+	step = "RNDADDENTROPY";
+	if (ioctl(fd, RNDADDENTROPY, &pool.info) < 0)
+		goto fail;
+	/* Crediting the pool does not reseed a CRNG that is ready already: recent kernels (the
+	 * guests' 6.1) reseed it on their interval, up to a minute later, and until then a clone
+	 * reads what its siblings read. Force it now. */
+	step = "RNDRESEEDCRNG";
+	if (ioctl(fd, RNDRESEEDCRNG) < 0)
+		goto fail;
 	close(fd);
 	return agent_send_ok(c, f->hdr.id);
+fail:
+	err = errno;
+	if (fd >= 0)
+		close(fd);
+	return agent_send_error(c, f->hdr.id, err, "reseed: %s: %s", step, strerror(err));
 }

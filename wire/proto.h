@@ -34,7 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PROTO_VERSION	  1u
+#define PROTO_VERSION	  2u
 #define PROTO_VSOCK_PORT  52u
 /* Once the agent listens, sandbox-init connects to this host port (CID 2) and writes
  * PROTO_READY_LINE: the host learns the agent is up without polling it during boot. */
@@ -98,8 +98,15 @@ _Static_assert(sizeof(struct proto_hdr) == PROTO_HDR_LEN, "proto_hdr layout");
  *   REMOVE       C  proto_remove, then the path NUL-terminated. OK or ERROR.
  *   SYNC         C  empty: sync(2). OK.
  *   RESEED       C  1 to PROTO_RESEED_MAX random bytes, credited to the guest's entropy pool
- *                   (RNDADDENTROPY on /dev/urandom; after a VM is cloned). OK or ERROR.
+ *                   (RNDADDENTROPY on /dev/urandom), then the CRNG reseeded from the pool at
+ *                   once (RNDRESEEDCRNG), so a restored or forked VM's random numbers differ
+ *                   from its siblings' from the next read on. OK or ERROR (with the errno of
+ *                   the step that failed).
  *   SHUTDOWN     C  proto_shutdown: sync, answer OK, then reset (or power off) the VM.
+ *   SET_CLOCK    C  proto_set_clock: step CLOCK_REALTIME to that time (a restored or forked
+ *                   VM's clock resumes from the snapshot's moment). OK; ERROR EINVAL for
+ *                   nsec >= 1e9, reserved != 0 or sec > INT64_MAX; else ERROR with
+ *                   clock_settime's errno.
  */
 #define PROTO_MESSAGES(X)                                                                          \
 	X(HELLO, 1, 8, B)                                                                          \
@@ -128,7 +135,8 @@ _Static_assert(sizeof(struct proto_hdr) == PROTO_HDR_LEN, "proto_hdr layout");
 	X(REMOVE, 24, 8, C)                                                                        \
 	X(SYNC, 25, 0, C)                                                                          \
 	X(RESEED, 26, 1, C)                                                                        \
-	X(SHUTDOWN, 27, 8, C)
+	X(SHUTDOWN, 27, 8, C)                                                                      \
+	X(SET_CLOCK, 28, 16, C)
 
 enum proto_msg_type {
 #define PROTO_X_ENUM(name, value, min_len, dir) PROTO_MSG_##name = value,
@@ -137,7 +145,7 @@ enum proto_msg_type {
 };
 
 /* The highest type value of PROTO_MESSAGES (proto.c checks every value against it). */
-#define PROTO_MSG_MAX 27u
+#define PROTO_MSG_MAX 28u
 
 /* HELLO: each side's protocol version. */
 struct proto_hello {
@@ -273,6 +281,14 @@ struct proto_shutdown {
 	uint32_t reserved;
 };
 _Static_assert(sizeof(struct proto_shutdown) == 8, "proto_shutdown layout");
+
+/* SET_CLOCK: a CLOCK_REALTIME time. */
+struct proto_set_clock {
+	uint64_t sec;	   /* seconds since the epoch */
+	uint32_t nsec;	   /* nanoseconds, below 1000000000 */
+	uint32_t reserved; /* 0 */
+};
+_Static_assert(sizeof(struct proto_set_clock) == 16, "proto_set_clock layout");
 
 /* Little-endian field access, independent of the host's byte order and alignment. */
 static inline uint16_t proto_get_le16(const void *p)

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -550,6 +551,103 @@ Test(agent, unknown_and_short_frames_close_the_connection)
 	tc_expect_protocol_error(&c);
 	tc_close(&c);
 	tc_expect_alive();
+}
+
+/* Encode a SET_CLOCK payload. */
+static void tc_set_clock(uint8_t out[sizeof(struct proto_set_clock)], uint64_t sec, uint32_t nsec,
+			 uint32_t reserved)
+{
+	proto_put_le64(out + offsetof(struct proto_set_clock, sec), sec);
+	proto_put_le32(out + offsetof(struct proto_set_clock, nsec), nsec);
+	proto_put_le32(out + offsetof(struct proto_set_clock, reserved), reserved);
+}
+
+/* Expect ERROR err for id. */
+static void tc_expect_error(struct tc_conn *c, uint64_t id, uint32_t err)
+{
+	uint8_t *p = tc_expect(c, PROTO_MSG_ERROR, id);
+
+	cr_assert_eq(proto_get_le32(p), err, "errno %u: %s", proto_get_le32(p), (char *)p + 8);
+	free(p);
+}
+
+Test(agent, set_clock_refuses_a_bad_time)
+{
+	uint8_t when[sizeof(struct proto_set_clock)];
+	struct timespec now;
+	struct tc_conn c;
+
+	/* Every refused time but the one being tested is the current time: were the check
+	 * missing, the host's clock (the tests run as root) would not move. */
+	cr_assert(clock_gettime(CLOCK_REALTIME, &now) == 0);
+	tc_connect(&c);
+	tc_set_clock(when, (uint64_t)now.tv_sec, 1000000000u, 0);
+	tc_send(&c, PROTO_MSG_SET_CLOCK, 1, when, sizeof(when));
+	tc_expect_error(&c, 1, EINVAL);
+	tc_set_clock(when, (uint64_t)now.tv_sec, UINT32_MAX, 0);
+	tc_send(&c, PROTO_MSG_SET_CLOCK, 2, when, sizeof(when));
+	tc_expect_error(&c, 2, EINVAL);
+	tc_set_clock(when, (uint64_t)now.tv_sec, (uint32_t)now.tv_nsec, 1);
+	tc_send(&c, PROTO_MSG_SET_CLOCK, 3, when, sizeof(when));
+	tc_expect_error(&c, 3, EINVAL);
+	tc_set_clock(when, UINT64_MAX, 0, 0); /* beyond time_t */
+	tc_send(&c, PROTO_MSG_SET_CLOCK, 4, when, sizeof(when));
+	tc_expect_error(&c, 4, EINVAL);
+	/* a refused call is not a protocol error: the connection goes on */
+	tc_send(&c, PROTO_MSG_PING, 5, NULL, 0);
+	free(tc_expect(&c, PROTO_MSG_PONG, 5));
+	tc_close(&c);
+}
+
+Test(agent, set_clock_too_short_is_a_protocol_error)
+{
+	uint8_t when[sizeof(struct proto_set_clock)] = {0};
+	struct tc_conn c;
+
+	tc_connect(&c);
+	tc_send(&c, PROTO_MSG_SET_CLOCK, 1, when, sizeof(when) - 1);
+	tc_expect_protocol_error(&c);
+	tc_close(&c);
+	tc_expect_alive();
+}
+
+Test(agent, set_clock_to_now_as_root)
+{
+	uint8_t when[sizeof(struct proto_set_clock)];
+	struct timespec now, after;
+	struct tc_conn c;
+
+	if (geteuid() != 0)
+		cr_skip_test("clock_settime needs CAP_SYS_TIME");
+	/* The current time (as the host reads it just before sending): the machine's clock
+	 * steps back by the frame's trip at most. */
+	tc_connect(&c);
+	cr_assert(clock_gettime(CLOCK_REALTIME, &now) == 0);
+	tc_set_clock(when, (uint64_t)now.tv_sec, (uint32_t)now.tv_nsec, 0);
+	tc_send(&c, PROTO_MSG_SET_CLOCK, 1, when, sizeof(when));
+	free(tc_expect(&c, PROTO_MSG_OK, 1));
+	cr_assert(clock_gettime(CLOCK_REALTIME, &after) == 0);
+	cr_assert(after.tv_sec >= now.tv_sec && after.tv_sec - now.tv_sec < 5,
+		  "the clock moved from %lld to %lld", (long long)now.tv_sec,
+		  (long long)after.tv_sec);
+	tc_close(&c);
+}
+
+Test(agent, reseed_as_root)
+{
+	uint8_t seed[64], big[PROTO_RESEED_MAX + 1] = {0};
+	struct tc_conn c;
+
+	if (geteuid() != 0)
+		cr_skip_test("RNDADDENTROPY and RNDRESEEDCRNG need CAP_SYS_ADMIN");
+	cr_assert(getrandom(seed, sizeof(seed), 0) == (ssize_t)sizeof(seed));
+	tc_connect(&c);
+	/* credits the host's pool and reseeds its CRNG: both harmless */
+	tc_send(&c, PROTO_MSG_RESEED, 1, seed, sizeof(seed));
+	free(tc_expect(&c, PROTO_MSG_OK, 1));
+	tc_send(&c, PROTO_MSG_RESEED, 2, big, sizeof(big));
+	tc_expect_error(&c, 2, EINVAL);
+	tc_close(&c);
 }
 
 Test(agent, exec_killed_when_the_client_goes_away)

@@ -213,6 +213,7 @@ Test(proto, minimums_match_the_structs)
 		{PROTO_MSG_MKDIR, sizeof(struct proto_mkdir)},
 		{PROTO_MSG_REMOVE, sizeof(struct proto_remove)},
 		{PROTO_MSG_SHUTDOWN, sizeof(struct proto_shutdown)},
+		{PROTO_MSG_SET_CLOCK, sizeof(struct proto_set_clock)},
 	};
 	size_t i;
 

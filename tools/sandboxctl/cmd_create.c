@@ -98,8 +98,8 @@ static int name_taken(const struct sandbox *sb, void *opaque)
 
 /* Start the VMM in its own session with stdin /dev/null and stdout/stderr to `console`:
  * booting the image's kernel, or (src) restoring a snapshot. */
-static int spawn_vmm(const struct sandbox *sb, const char *console_opt,
-		     const struct boot_src *src, pid_t *pid)
+static int spawn_vmm(const struct sandbox *sb, const char *console_opt, const struct boot_src *src,
+		     pid_t *pid)
 {
 	char vmm[PATH_MAX], kernel[4200], initrd[4200], disk[4200], api[4200], vsock[4200];
 	char cpus[16], mem[32], console[4200];

@@ -261,7 +261,8 @@ int cmd_snapshot(int argc, char **argv)
 	if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
 		puts("usage: sandboxctl snapshot ID NAME\n"
 		     "       sandboxctl snapshot rm [-f] NAME\n\n"
-		     "Snapshot a running or paused sandbox (its memory, devices and disk) as NAME;\n"
+		     "Snapshot a running or paused sandbox (its memory, devices and disk) as "
+		     "NAME;\n"
 		     "it runs on. rm removes one (refused while a sandbox or another snapshot\n"
 		     "depends on it, unless -f).");
 		return EXIT_OK;
@@ -281,7 +282,8 @@ int cmd_snapshot(int argc, char **argv)
 	t.name = argv[2];
 	status = take_snapshot(&sb, &t);
 	if (status == EXIT_OK)
-		fprintf(stderr, "snapshot %s: paused %.1f ms, %llu MiB of memory written, %.1f ms\n",
+		fprintf(stderr,
+			"snapshot %s: paused %.1f ms, %llu MiB of memory written, %.1f ms\n",
 			t.name, (double)t.out.pause_us / 1000.0,
 			(unsigned long long)(t.out.memory_bytes >> 20),
 			(double)t.out.total_us / 1000.0);
@@ -316,7 +318,8 @@ int cmd_restore(int argc, char **argv)
 			break;
 		case 'h':
 			puts("usage: sandboxctl restore [--name NAME] SNAPSHOT\n\n"
-			     "A new sandbox from a snapshot, running from where it was taken; print "
+			     "A new sandbox from a snapshot, running from where it was taken; "
+			     "print "
 			     "its\nid once its agent answers.");
 			return EXIT_OK;
 		default:
@@ -374,8 +377,10 @@ int cmd_fork(int argc, char **argv)
 			break;
 		case 'h':
 			printf("usage: sandboxctl fork [-n N] ID\n\n"
-			       "N (1-%d, default 1) copies of a running sandbox, each going on from "
-			       "its\nstate now with its own disk layer and identity; the parent runs "
+			       "N (1-%d, default 1) copies of a running sandbox, each going on "
+			       "from "
+			       "its\nstate now with its own disk layer and identity; the parent "
+			       "runs "
 			       "on.\nPrints the children's ids, one per line.\n",
 			       FORK_MAX);
 			return EXIT_OK;
@@ -628,7 +633,7 @@ int cmd_snapshots(int argc, char **argv)
 			      "(--all: also a fork's and a suspended sandbox's).\n",
 			      strcmp(argv[i], "-h") && strcmp(argv[i], "--help") ? stderr : stdout);
 			return strcmp(argv[i], "-h") && strcmp(argv[i], "--help") ? EXIT_USAGE
-										   : EXIT_OK;
+										  : EXIT_OK;
 		}
 	}
 	if (l.json)
