@@ -179,7 +179,7 @@ int api_request(const struct sandbox *sb, uint16_t type, const void *req, uint32
  * Returns 0, the VMM's -errno with its message in `msg`, or -errno of the call itself. */
 struct api_snapshot_out {
 	uint64_t pause_us, total_us, state_bytes, memory_bytes;
-	char memory_path[64]; /* API_SNAPSHOT_LIVE: the parent's frozen RAM */
+	char memory_path[320]; /* API_SNAPSHOT_LIVE: the parent's frozen RAM, PATH[,PATH...] */
 };
 int api_snapshot(const struct sandbox *sb, uint32_t flags, const char *dir, const char *const *tops,
 		 unsigned ntops, unsigned timeout_ms, struct api_snapshot_out *out, char *msg,

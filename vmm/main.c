@@ -78,8 +78,9 @@ static void usage(FILE *f)
 		"  --restore DIR     resume the VM snapshotted into DIR (the API's SNAPSHOT):\n"
 		"                    its RAM and vCPUs come from there; give the same devices\n"
 		"                    in the same order (a disk: a new layer over the frozen one)\n"
-		"  --restore-memory PATH  with --restore: map PATH instead of DIR/memory (a\n"
-		"                    fork's frozen RAM, as the API's SNAPSHOT reply names it)\n"
+		"  --restore-memory PATH[,PATH...]  with --restore: map these instead of\n"
+		"                    DIR/memory (a fork's frozen RAM, as the API's SNAPSHOT\n"
+		"                    reply names it: a file, then the layers over it)\n"
 		"  --check           say which KVM this host has and what can boot on it\n"
 		"  -v, --verbose     debug logging\n"
 		"\n"
@@ -383,7 +384,9 @@ static int open_console(const char *path)
 
 /* The snapshot's state, far enough to size the VM; its RAM and vCPU count become the
  * options'. Returns 0 or an exit status after one line naming the problem. */
-static char img_memory[4096];
+static char img_paths[4096];
+static char *img_memory[MEM_DELTAS_MAX + 1];
+static unsigned img_nmemory;
 static int open_snapshot(const char *dir, struct snap_image *img, struct options *o)
 {
 	if (snap_image_open(dir, img) < 0) {
@@ -391,11 +394,25 @@ static int open_snapshot(const char *dir, struct snap_image *img, struct options
 		snap_image_close(img);
 		return VM_EXIT_BAD_INPUT;
 	}
-	if ((o->restore_memory && (size_t)snprintf(img_memory, sizeof(img_memory), "%s",
-						   o->restore_memory) >= sizeof(img_memory)) ||
-	    (!o->restore_memory && (size_t)snprintf(img_memory, sizeof(img_memory), "%s/%s", dir,
-						    SNAP_MEMORY_FILE) >= sizeof(img_memory))) {
+	/* DIR/memory, or --restore-memory's comma-separated files (a fork's chain). */
+	if ((o->restore_memory && (size_t)snprintf(img_paths, sizeof(img_paths), "%s",
+						   o->restore_memory) >= sizeof(img_paths)) ||
+	    (!o->restore_memory && (size_t)snprintf(img_paths, sizeof(img_paths), "%s/%s", dir,
+						    SNAP_MEMORY_FILE) >= sizeof(img_paths))) {
 		log_error("--restore %s: path too long", dir);
+		snap_image_close(img);
+		return VM_EXIT_BAD_INPUT;
+	}
+	for (char *p = img_paths, *save = NULL; (p = strtok_r(p, ",", &save)); p = NULL) {
+		if (img_nmemory == MEM_DELTAS_MAX + 1) {
+			log_error("--restore-memory: at most %u files", MEM_DELTAS_MAX + 1);
+			snap_image_close(img);
+			return VM_EXIT_BAD_INPUT;
+		}
+		img_memory[img_nmemory++] = p;
+	}
+	if (!img_nmemory) {
+		log_error("--restore-memory: no file");
 		snap_image_close(img);
 		return VM_EXIT_BAD_INPUT;
 	}
@@ -555,7 +572,7 @@ int main(int argc, char **argv)
 	}
 	console_fd = open_console(o.console_path);
 	if (console_fd < 0 || vm_create_from(&vm, o.memory_mib << 20, o.boot.ncpus,
-					     o.restore_dir ? img_memory : NULL) < 0) {
+					     (const char *const *)img_memory, img_nmemory) < 0) {
 		for (unsigned i = 0; i < o.ndisks; i++)
 			disk_close(disks[i]);
 		snap_image_close(&img);

@@ -8,7 +8,6 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "layout.h"
@@ -38,7 +37,7 @@ void mem_layout(struct guest_mem *mem, uint8_t *base, uint64_t ram_len)
  * guest-physical 2 MiB pages only where the host address is aligned the same way.
  * MAP_NORESERVE: a 64 GiB guest that touches 100 MiB costs 100 MiB.
  */
-static void *mem_map_aligned(int fd, uint64_t len, int share)
+void *mem_map_aligned(int fd, uint64_t len, int share)
 {
 	const uint64_t align = 2ull << 20;
 	uint8_t *area, *base;
@@ -124,187 +123,15 @@ out_close:
 	return err;
 }
 
-int mem_open_file(struct guest_mem *mem, const char *path, uint64_t ram_len)
-{
-	struct stat st;
-	void *base;
-	int fd, err;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0) {
-		err = -errno;
-		goto out_close;
-	}
-	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != ram_len) {
-		err = -EBADMSG;
-		log_error("%s: %llu bytes, the snapshot's RAM is %llu", path,
-			  (unsigned long long)st.st_size, (unsigned long long)ram_len);
-		goto out_close;
-	}
-	/* Private: the guest's writes go to anonymous copies; what it only reads stays the
-	 * page cache's, shared with every VM restored from the same file. */
-	base = mem_map_aligned(fd, ram_len, MAP_PRIVATE);
-	if (base == MAP_FAILED) {
-		err = -errno;
-		goto out_close;
-	}
-	madvise(base, ram_len, MADV_DONTDUMP);
-	madvise(base, ram_len, MADV_DONTFORK);
-	mem_layout(mem, base, ram_len);
-	mem->fd = fd;
-	mem->private_file = true;
-	return 0;
-out_close:
-	close(fd);
-	return err;
-}
-
-#define MEM_PAGE       4096u
-#define MEM_SCAN_CHUNK (2u << 20) /* the unit of the sparse scan */
-#define MEM_WRITE_MAX  (8u << 20) /* one pwrite */
-
-static bool mem_page_is_zero(const uint8_t *p)
-{
-	const uint64_t *w = (const uint64_t *)p;
-
-	for (unsigned i = 0; i < MEM_PAGE / 8; i += 4)
-		if (w[i] | w[i + 1] | w[i + 2] | w[i + 3])
-			return false;
-	return true;
-}
-
-/* Whether [off, off+len) of RAM may hold anything but zeros: the RAM file has data there,
- * or (a private mapping of a snapshot's memory) some page of it is resident, which covers
- * the pages the guest wrote since its restore. */
-static bool chunk_maybe_used(const struct guest_mem *mem, uint64_t off, uint64_t len)
-{
-	unsigned char vec[MEM_SCAN_CHUNK / MEM_PAGE];
-	off_t data = lseek(mem->fd, (off_t)off, SEEK_DATA);
-
-	if (data < 0 && errno != ENXIO)
-		return true; /* no SEEK_DATA here: scan it */
-	if (data >= 0 && (uint64_t)data < off + len)
-		return true;
-	if (!mem->private_file)
-		return false;
-	if (mincore(mem->base + off, len, vec) < 0)
-		return true;
-	for (uint64_t i = 0; i < (len + MEM_PAGE - 1) / MEM_PAGE; i++)
-		if (vec[i] & 1)
-			return true;
-	return false;
-}
-
-static int mem_pwrite_full(int fd, const void *buf, uint64_t len, uint64_t off)
-{
-	const uint8_t *p = buf;
-
-	while (len) {
-		ssize_t n = pwrite(fd, p, len > MEM_WRITE_MAX ? MEM_WRITE_MAX : len, (off_t)off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		p += n;
-		off += (uint64_t)n;
-		len -= (uint64_t)n;
-	}
-	return 0;
-}
-
-int mem_copy_to_fd(const struct guest_mem *mem, int fd, uint64_t *written)
-{
-	uint64_t run_start = 0, run_len = 0;
-	int err;
-
-	*written = 0;
-	if (ftruncate(fd, (off_t)mem->ram_len) < 0)
-		return -errno;
-	for (uint64_t off = 0; off < mem->ram_len; off += MEM_SCAN_CHUNK) {
-		uint64_t len =
-			mem->ram_len - off < MEM_SCAN_CHUNK ? mem->ram_len - off : MEM_SCAN_CHUNK;
-
-		if (!chunk_maybe_used(mem, off, len))
-			continue;
-		for (uint64_t p = off; p < off + len; p += MEM_PAGE) {
-			uint64_t plen = off + len - p < MEM_PAGE ? off + len - p : MEM_PAGE;
-			bool zero = plen == MEM_PAGE && mem_page_is_zero(mem->base + p);
-
-			if (!zero && run_len && run_start + run_len == p &&
-			    run_len < MEM_WRITE_MAX) {
-				run_len += plen;
-				continue;
-			}
-			if (run_len) {
-				if ((err = mem_pwrite_full(fd, mem->base + run_start, run_len,
-							   run_start)))
-					return err;
-				*written += run_len;
-				run_len = 0;
-			}
-			if (!zero) {
-				run_start = p;
-				run_len = plen;
-			}
-		}
-	}
-	if (run_len) {
-		if ((err = mem_pwrite_full(fd, mem->base + run_start, run_len, run_start)))
-			return err;
-		*written += run_len;
-	}
-	return 0;
-}
-
-int mem_freeze(struct guest_mem *mem, int *frozen_fd)
-{
-	int fd = mem->fd, err;
-	void *base;
-
-	if (mem->private_file) {
-		/* The file under a private mapping is not what the guest sees: the pages it wrote
-		 * are anonymous copies. Make a file that is. */
-		uint64_t written;
-
-		fd = memfd_create("guest-ram-frozen", MFD_CLOEXEC);
-		if (fd < 0)
-			return -errno;
-		if ((err = mem_copy_to_fd(mem, fd, &written)) < 0) {
-			close(fd);
-			return err;
-		}
-	}
-	/* The same addresses, so KVM's memory slots stay as they are: its MMU notifier drops
-	 * the old translations and the next guest access faults in the new mapping's pages. */
-	base = mmap(mem->base, mem->ram_len, PROT_READ | PROT_WRITE,
-		    MAP_PRIVATE | MAP_NORESERVE | MAP_FIXED, fd, 0);
-	if (base == MAP_FAILED) {
-		/* MAP_FIXED failing leaves the old mapping in place (the kernel unmaps only once
-		 * the new one can be made), so the guest goes on as it was. */
-		err = -errno;
-		if (fd != mem->fd)
-			close(fd);
-		return err;
-	}
-	madvise(base, mem->ram_len, MADV_DONTDUMP);
-	madvise(base, mem->ram_len, MADV_DONTFORK);
-	if (fd != mem->fd)
-		close(mem->fd);
-	mem->fd = fd;
-	mem->private_file = true;
-	*frozen_fd = fd;
-	return 0;
-}
-
 void mem_destroy(struct guest_mem *mem)
 {
 	if (mem->base && mem->fd >= 0)
 		munmap(mem->base, mem->ram_len);
 	if (mem->fd >= 0)
 		close(mem->fd);
+	for (unsigned i = 0; i < mem->ndeltas; i++)
+		close(mem->deltas[i]);
+	mem->ndeltas = 0;
 	mem->base = NULL;
 	mem->fd = -1;
 }

@@ -62,29 +62,36 @@ static int snap_write_memory(const struct guest_mem *mem, int fd, uint64_t *writ
 	return err;
 }
 
-/* Write the frozen RAM file of a fork (mem_freeze) as the snapshot's `memory`. */
-static int snap_write_frozen(struct vm *vm, int frozen_fd, int dirfd, uint64_t *written, char *msg,
-			     size_t msg_len)
+/* Write a fork's frozen RAM (mem_freeze: the memory files, not the running guest's mapping)
+ * as the snapshot's `memory`. */
+static int snap_write_frozen(struct vm *vm, int dirfd, uint64_t *written, char *msg, size_t msg_len)
 {
-	struct guest_mem frozen = {.fd = frozen_fd, .ram_len = vm->mem.ram_len};
+	struct guest_mem frozen = vm->mem;
+	uint8_t *area;
 	int fd, err;
 
-	frozen.base =
-		mmap(NULL, frozen.ram_len, PROT_READ, MAP_SHARED | MAP_NORESERVE, frozen_fd, 0);
-	if (frozen.base == MAP_FAILED) {
+	/* A second, read-only view of the same files: map them like the guest's RAM, at an
+	 * address of our own. */
+	area = mmap(NULL, frozen.ram_len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+		    -1, 0);
+	if (area == MAP_FAILED) {
 		err = -errno;
 		snprintf(msg, msg_len, "cannot map the frozen memory: %s", strerror(errno));
 		return err;
 	}
-	fd = openat(dirfd, SNAP_MEMORY_FILE, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	err = fd < 0 ? -errno : snap_write_memory(&frozen, fd, written);
+	frozen.base = area;
+	err = mem_map_frozen_view(&frozen);
+	fd = err ? -1
+		 : openat(dirfd, SNAP_MEMORY_FILE, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (!err)
+		err = fd < 0 ? -errno : snap_write_memory(&frozen, fd, written);
 	if (!err && fsync(dirfd) < 0)
 		err = -errno;
 	if (err)
 		snprintf(msg, msg_len, "writing the memory file: %s", strerror(-err));
 	if (fd >= 0)
 		close(fd);
-	munmap(frozen.base, frozen.ram_len);
+	munmap(area, frozen.ram_len);
 	return err;
 }
 
@@ -166,7 +173,7 @@ int vm_snapshot(struct vm *vm, const struct snapshot_req *req, struct snapshot_s
 	struct snap_writer w;
 	const void *state;
 	size_t state_len;
-	int dirfd = -1, memfd = -1, frozen_fd = -1, err;
+	int dirfd = -1, memfd = -1, err;
 
 	memset(st, 0, sizeof(*st));
 	msg[0] = '\0';
@@ -199,13 +206,19 @@ int vm_snapshot(struct vm *vm, const struct snapshot_req *req, struct snapshot_s
 	if (req->live) {
 		/* A fork: RAM is not written while the guest waits. The memfd becomes the
 		 * snapshot's memory as it is, and the guest goes on over private copies. */
-		if ((err = mem_freeze(&vm->mem, &frozen_fd)) < 0) {
+		if ((err = mem_freeze(&vm->mem)) < 0) {
 			snprintf(msg, msg_len, "cannot freeze the guest's memory: %s",
 				 strerror(-err));
+			if (err == -ENOTRECOVERABLE)
+				vm_request_stop(vm, VM_EXIT_VMM_ERROR, "guest memory lost: %s",
+						msg);
 			goto out_resume;
 		}
-		snprintf(st->memory_path, sizeof(st->memory_path), "/proc/%d/fd/%d", (int)getpid(),
-			 frozen_fd);
+		if ((err = mem_frozen_paths(&vm->mem, st->memory_path, sizeof(st->memory_path))) <
+		    0) {
+			snprintf(msg, msg_len, "too many memory files to name");
+			goto out_resume;
+		}
 	} else {
 		memfd = openat(dirfd, SNAP_MEMORY_FILE, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
 			       0600);
@@ -234,7 +247,7 @@ out_resume:
 		vcpu_resume_all(vm);
 	/* The durable copy of a fork's memory, from the frozen file, while the guest runs. */
 	if (!err && req->live && req->durable)
-		err = snap_write_frozen(vm, frozen_fd, dirfd, &st->memory_bytes, msg, msg_len);
+		err = snap_write_frozen(vm, dirfd, &st->memory_bytes, msg, msg_len);
 out:
 	if (memfd >= 0)
 		close(memfd);

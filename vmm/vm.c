@@ -82,10 +82,11 @@ static int vm_add_memory(struct vm *vm)
 
 int vm_create(struct vm *vm, uint64_t ram_len, unsigned ncpus)
 {
-	return vm_create_from(vm, ram_len, ncpus, NULL);
+	return vm_create_from(vm, ram_len, ncpus, NULL, 0);
 }
 
-int vm_create_from(struct vm *vm, uint64_t ram_len, unsigned ncpus, const char *memory_path)
+int vm_create_from(struct vm *vm, uint64_t ram_len, unsigned ncpus, const char *const *paths,
+		   unsigned npaths)
 {
 	struct kvm_pit_config pit = {.flags = KVM_PIT_SPEAKER_DUMMY};
 	uint64_t identity = KVM_IDENTITY_MAP_GPA;
@@ -136,13 +137,13 @@ int vm_create_from(struct vm *vm, uint64_t ram_len, unsigned ncpus, const char *
 		log_debug("KVM_SET_TSS_ADDR refused (not VMX)");
 	if (vm_ioctl(vm->vm_fd, KVM_SET_IDENTITY_MAP_ADDR, &identity) < 0)
 		log_debug("KVM_SET_IDENTITY_MAP_ADDR refused (not VMX)");
-	err = memory_path ? mem_open_file(&vm->mem, memory_path, ram_len)
-			  : mem_create(&vm->mem, ram_len);
+	err = npaths ? mem_open_files(&vm->mem, paths, npaths, ram_len)
+		     : mem_create(&vm->mem, ram_len);
 	if (err == -EBADMSG)
-		goto fail; /* mem_open_file said why */
+		goto fail; /* mem_open_files said why */
 	if (err) {
-		if (memory_path)
-			log_error("cannot map the snapshot's memory %s: %s", memory_path,
+		if (npaths)
+			log_error("cannot map the snapshot's memory %s: %s", paths[0],
 				  strerror(-err));
 		else
 			log_error("cannot allocate %llu MiB of guest RAM: %s",

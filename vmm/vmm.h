@@ -47,6 +47,7 @@ uint64_t vmm_now_ns(void);
 /* ---- memory.c: guest RAM in one memfd, split around the 3-4 GiB MMIO hole. ---- */
 
 #define MEM_MAX_REGIONS 2
+#define MEM_DELTAS_MAX	7 /* a chain of 8 memory files at most, then one is compacted */
 
 struct mem_region {
 	gpa_t gpa;
@@ -62,6 +63,10 @@ struct guest_mem {
 	int fd;		   /* the memfd, -1 for a buffer made by a test */
 	uint8_t *base;	   /* host mapping of the whole RAM file */
 	bool private_file; /* fd is a snapshot's memory file, mapped privately */
+	/* Over fd, layers of the pages that changed between two freezes (mem_snap.c): each a
+	 * sparse RAM-sized memfd whose data extents are mapped privately over the lower ones. */
+	int deltas[MEM_DELTAS_MAX];
+	unsigned ndeltas;
 };
 
 /* Lay out `ram_len` bytes of RAM mapped at `base` (no allocation): below the hole, then above
@@ -69,16 +74,29 @@ struct guest_mem {
 void mem_layout(struct guest_mem *mem, uint8_t *base, uint64_t ram_len);
 /* Create RAM as a memfd of `ram_len` bytes mapped shared; pages are allocated on first touch. */
 int mem_create(struct guest_mem *mem, uint64_t ram_len) __must_check;
-/* Map a snapshot's memory file of exactly `ram_len` bytes privately (copy on write): pages
- * load lazily from the page cache, shared with every VM restored from it. -EBADMSG (with a
- * log line) for a file of another size. */
-int mem_open_file(struct guest_mem *mem, const char *path, uint64_t ram_len) __must_check;
-/* Freeze RAM for a fork: from now on the guest writes to private copies of its pages and
- * *frozen_fd (the VM's, open until mem_destroy or the next freeze) holds RAM as it was.
- * RAM stays at the same host addresses. The first freeze of a memfd costs no copy; a VM
- * running over a private mapping already (restored, or frozen before) has its RAM copied
- * into a new memfd first. */
-int mem_freeze(struct guest_mem *mem, int *frozen_fd) __must_check;
+/* Map `len` bytes of `fd` (MAP_SHARED or MAP_PRIVATE) at a 2 MiB-aligned address. */
+void *mem_map_aligned(int fd, uint64_t len, int share);
+
+/* ---- mem_snap.c: guest RAM in snapshots and forks ---- */
+
+/* Map a snapshot's memory privately (copy on write): `paths[0]`, a file of exactly `ram_len`
+ * bytes, and over it the data extents of each later one (a fork's delta layers). Pages load
+ * lazily from the page cache, shared with every VM restored from the same files. -EBADMSG
+ * (with a log line) for a file of another size. */
+int mem_open_files(struct guest_mem *mem, const char *const *paths, unsigned npaths,
+		   uint64_t ram_len) __must_check;
+/* Freeze RAM for a fork: from now on the guest writes to private copies of its pages, and
+ * the VM's memory files (mem->fd, then mem->deltas, open until mem_destroy) hold RAM as it
+ * was. RAM stays at the same host addresses. The first freeze of a fresh VM's memfd copies
+ * nothing; a later one (or one of a restored VM) copies the pages written since into a new
+ * delta layer, found in /proc/self/pagemap: a fork costs what changed. Past MEM_DELTAS_MAX
+ * layers the whole RAM is copied into one new memfd instead. */
+int mem_freeze(struct guest_mem *mem) __must_check;
+/* Map `view` (a copy of a frozen VM's guest_mem whose base is a reserved area of ram_len
+ * bytes of our own) over the same memory files: what a fork froze, for writing it out. */
+int mem_map_frozen_view(struct guest_mem *view) __must_check;
+/* The memory files as /proc/<pid>/fd/<n>[,...] for --restore-memory. */
+int mem_frozen_paths(const struct guest_mem *mem, char *out, size_t len) __must_check;
 /* Write RAM into `fd` (made RAM-sized), sparse: only pages holding something but zeros;
  * *written gets their bytes. No fsync. */
 int mem_copy_to_fd(const struct guest_mem *mem, int fd, uint64_t *written) __must_check;
@@ -376,9 +394,10 @@ struct vm {
 
 /* Open /dev/kvm, check the API, create the VM with its irqchip, PIT and RAM. */
 int vm_create(struct vm *vm, uint64_t ram_len, unsigned ncpus) __must_check;
-/* The same with RAM mapped privately from a snapshot's `memory_path` (NULL: a fresh memfd). */
-int vm_create_from(struct vm *vm, uint64_t ram_len, unsigned ncpus,
-		   const char *memory_path) __must_check;
+/* The same with RAM mapped privately from a snapshot's memory files (mem_open_files; none:
+ * a fresh memfd). */
+int vm_create_from(struct vm *vm, uint64_t ram_len, unsigned ncpus, const char *const *paths,
+		   unsigned npaths) __must_check;
 void vm_destroy(struct vm *vm);
 /* Ask every vCPU to stop; the first caller's status and reason are kept. Thread-safe. */
 void vm_request_stop(struct vm *vm, enum vm_exit_status status, const char *fmt, ...)
@@ -458,7 +477,9 @@ struct snapshot_stats {
 	uint64_t total_ns;     /* the whole request */
 	uint64_t state_bytes;  /* state.fdt */
 	uint64_t memory_bytes; /* RAM bytes written (the rest are holes) */
-	char memory_path[64];  /* live: the frozen RAM, /proc/<pid>/fd/<n>, while this VMM runs */
+	/* live: the frozen RAM, /proc/<pid>/fd/<n>[,...] (mem_frozen_paths), while this VMM
+	 * runs. */
+	char memory_path[320];
 };
 
 /* Pause (unless paused), quiesce the devices, write state and memory, freeze the disks,

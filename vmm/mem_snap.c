@@ -1,0 +1,358 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Guest RAM in snapshots and forks (docs/snapshots.md, "Memory").
+ *
+ * A restored VM maps its snapshot's memory file privately: what the guest only reads stays
+ * in the page cache, shared by every VM restored from the file, and what it writes becomes
+ * anonymous copies. A fork freezes RAM without copying it: a fresh VM's memfd becomes the
+ * frozen file as it is and the VM goes on over a private mapping of it. After that, what the
+ * VM wrote are exactly its anonymous pages (/proc/self/pagemap says which), so the next
+ * freeze copies only those into a sparse "delta" memfd and maps its data extents over the
+ * lower files, for the parent and for the children alike. A chain longer than
+ * MEM_DELTAS_MAX + 1 files is compacted into one new memfd (a copy of all of RAM).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "vmm.h"
+
+#define MEM_PAGE       4096u
+#define MEM_SCAN_CHUNK (2u << 20) /* the unit of the sparse scan */
+#define MEM_WRITE_MAX  (8u << 20) /* one pwrite */
+#define PAGEMAP_BATCH  4096u	  /* entries read at once: 16 MiB of RAM */
+#define PM_PRESENT     (1ull << 63)
+#define PM_SWAPPED     (1ull << 62)
+#define PM_FILE	       (1ull << 61) /* a page of a file (or shared anonymous memory) */
+
+static int mem_pwrite_full(int fd, const void *buf, uint64_t len, uint64_t off)
+{
+	const uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = pwrite(fd, p, len > MEM_WRITE_MAX ? MEM_WRITE_MAX : len, (off_t)off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		p += n;
+		off += (uint64_t)n;
+		len -= (uint64_t)n;
+	}
+	return 0;
+}
+
+/* Map every data extent of `fd` privately at the same offset over [base, base+len). */
+static int mem_map_extents(uint8_t *base, uint64_t len, int fd)
+{
+	off_t data = 0, hole;
+
+	for (;;) {
+		data = lseek(fd, data, SEEK_DATA);
+		if (data < 0)
+			return errno == ENXIO ? 0 : -errno;
+		if ((uint64_t)data >= len)
+			return 0;
+		hole = lseek(fd, data, SEEK_HOLE);
+		if (hole < 0)
+			return -errno;
+		if ((uint64_t)hole > len)
+			hole = (off_t)len;
+		if (mmap(base + data, (size_t)(hole - data), PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_NORESERVE | MAP_FIXED, fd, data) == MAP_FAILED)
+			return -errno;
+		data = hole;
+	}
+}
+
+/* (Re)map RAM over mem->fd and its deltas, privately, at mem->base. */
+static int mem_map_layers(struct guest_mem *mem)
+{
+	int err;
+
+	if (mmap(mem->base, mem->ram_len, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_NORESERVE | MAP_FIXED, mem->fd, 0) == MAP_FAILED)
+		return -errno;
+	for (unsigned i = 0; i < mem->ndeltas; i++)
+		if ((err = mem_map_extents(mem->base, mem->ram_len, mem->deltas[i])) < 0)
+			return err;
+	madvise(mem->base, mem->ram_len, MADV_DONTDUMP);
+	madvise(mem->base, mem->ram_len, MADV_DONTFORK);
+	return 0;
+}
+
+static int mem_open_checked(const char *path, uint64_t ram_len)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != ram_len) {
+		log_error("%s: %llu bytes, the snapshot's RAM is %llu", path,
+			  (unsigned long long)st.st_size, (unsigned long long)ram_len);
+		close(fd);
+		return -EBADMSG;
+	}
+	return fd;
+}
+
+int mem_open_files(struct guest_mem *mem, const char *const *paths, unsigned npaths,
+		   uint64_t ram_len)
+{
+	void *base;
+	int fd, err;
+
+	if (npaths < 1 || npaths > MEM_DELTAS_MAX + 1)
+		return -EINVAL;
+	fd = mem_open_checked(paths[0], ram_len);
+	if (fd < 0)
+		return fd;
+	base = mem_map_aligned(fd, ram_len, MAP_PRIVATE);
+	if (base == MAP_FAILED) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	mem_layout(mem, base, ram_len);
+	mem->fd = fd;
+	mem->private_file = true;
+	mem->ndeltas = 0;
+	for (unsigned i = 1; i < npaths; i++) {
+		if ((fd = mem_open_checked(paths[i], ram_len)) < 0) {
+			err = fd;
+			goto fail;
+		}
+		mem->deltas[mem->ndeltas++] = fd;
+	}
+	if ((err = mem_map_layers(mem)) < 0)
+		goto fail;
+	return 0;
+fail:
+	mem_destroy(mem);
+	return err;
+}
+
+/* ---- writing RAM out ---- */
+
+static bool mem_page_is_zero(const uint8_t *p)
+{
+	const uint64_t *w = (const uint64_t *)p;
+
+	for (unsigned i = 0; i < MEM_PAGE / 8; i += 4)
+		if (w[i] | w[i + 1] | w[i + 2] | w[i + 3])
+			return false;
+	return true;
+}
+
+static bool fd_has_data(int fd, uint64_t off, uint64_t len)
+{
+	off_t data = lseek(fd, (off_t)off, SEEK_DATA);
+
+	if (data < 0)
+		return errno != ENXIO; /* no SEEK_DATA here: assume data */
+	return (uint64_t)data < off + len;
+}
+
+/* Whether [off, off+len) of RAM may hold anything but zeros: a memory file has data there,
+ * or (a private mapping) a page of it is resident, which covers what the guest wrote. */
+static bool chunk_maybe_used(const struct guest_mem *mem, uint64_t off, uint64_t len)
+{
+	unsigned char vec[MEM_SCAN_CHUNK / MEM_PAGE];
+
+	if (fd_has_data(mem->fd, off, len))
+		return true;
+	for (unsigned i = 0; i < mem->ndeltas; i++)
+		if (fd_has_data(mem->deltas[i], off, len))
+			return true;
+	if (!mem->private_file)
+		return false;
+	if (mincore(mem->base + off, len, vec) < 0)
+		return true;
+	for (uint64_t i = 0; i < (len + MEM_PAGE - 1) / MEM_PAGE; i++)
+		if (vec[i] & 1)
+			return true;
+	return false;
+}
+
+int mem_copy_to_fd(const struct guest_mem *mem, int fd, uint64_t *written)
+{
+	uint64_t run_start = 0, run_len = 0;
+	int err;
+
+	*written = 0;
+	if (ftruncate(fd, (off_t)mem->ram_len) < 0)
+		return -errno;
+	for (uint64_t off = 0; off < mem->ram_len; off += MEM_SCAN_CHUNK) {
+		uint64_t len =
+			mem->ram_len - off < MEM_SCAN_CHUNK ? mem->ram_len - off : MEM_SCAN_CHUNK;
+
+		if (!chunk_maybe_used(mem, off, len))
+			continue;
+		for (uint64_t p = off; p < off + len; p += MEM_PAGE) {
+			uint64_t plen = off + len - p < MEM_PAGE ? off + len - p : MEM_PAGE;
+			bool zero = plen == MEM_PAGE && mem_page_is_zero(mem->base + p);
+
+			if (!zero && run_len && run_start + run_len == p &&
+			    run_len < MEM_WRITE_MAX) {
+				run_len += plen;
+				continue;
+			}
+			if (run_len) {
+				if ((err = mem_pwrite_full(fd, mem->base + run_start, run_len,
+							   run_start)))
+					return err;
+				*written += run_len;
+				run_len = 0;
+			}
+			if (!zero) {
+				run_start = p;
+				run_len = plen;
+			}
+		}
+	}
+	if (run_len) {
+		if ((err = mem_pwrite_full(fd, mem->base + run_start, run_len, run_start)))
+			return err;
+		*written += run_len;
+	}
+	return 0;
+}
+
+/*
+ * The pages the guest wrote since the last freeze, into `fd` (RAM-sized, sparse): those that
+ * are anonymous in our private mapping, present or swapped out. Zero pages are written too:
+ * a page zeroed since is a change. *written gets the bytes copied.
+ */
+static int mem_copy_changed(const struct guest_mem *mem, int fd, uint64_t *written)
+{
+	uint64_t entries[PAGEMAP_BATCH], npages = mem->ram_len / MEM_PAGE;
+	uint64_t first = (uintptr_t)mem->base / MEM_PAGE, run_start = 0, run_len = 0;
+	int pm, err = 0;
+
+	*written = 0;
+	if (ftruncate(fd, (off_t)mem->ram_len) < 0)
+		return -errno;
+	pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	if (pm < 0)
+		return -errno;
+	for (uint64_t at = 0; at < npages && !err; at += PAGEMAP_BATCH) {
+		uint64_t n = npages - at < PAGEMAP_BATCH ? npages - at : PAGEMAP_BATCH;
+		ssize_t got = pread(pm, entries, n * 8, (off_t)((first + at) * 8));
+
+		if (got != (ssize_t)(n * 8)) {
+			err = got < 0 ? -errno : -EIO;
+			break;
+		}
+		for (uint64_t i = 0; i < n; i++) {
+			uint64_t e = entries[i], page = (at + i) * MEM_PAGE;
+			bool changed = (e & PM_SWAPPED) || ((e & PM_PRESENT) && !(e & PM_FILE));
+
+			if (changed && run_len && run_start + run_len == page &&
+			    run_len < MEM_WRITE_MAX) {
+				run_len += MEM_PAGE;
+				continue;
+			}
+			if (run_len) {
+				if ((err = mem_pwrite_full(fd, mem->base + run_start, run_len,
+							   run_start)))
+					break;
+				*written += run_len;
+				run_len = 0;
+			}
+			if (changed) {
+				run_start = page;
+				run_len = MEM_PAGE;
+			}
+		}
+	}
+	if (!err && run_len) {
+		err = mem_pwrite_full(fd, mem->base + run_start, run_len, run_start);
+		*written += err ? 0 : run_len;
+	}
+	close(pm);
+	return err;
+}
+
+int mem_freeze(struct guest_mem *mem)
+{
+	uint64_t written;
+	int fd, err;
+
+	if (!mem->private_file) {
+		/* A fresh VM's memfd: it is the frozen file as it is. The same addresses, so
+		 * KVM's memory slots stay; its MMU notifier drops the old translations and the
+		 * next guest access faults in the new mapping's pages. */
+		mem->private_file = true;
+		if ((err = mem_map_layers(mem)) < 0) {
+			/* MAP_FIXED fails before it unmaps anything: the old shared mapping is
+			 * still there and the guest goes on as before. */
+			mem->private_file = false;
+			return err;
+		}
+		return 0;
+	}
+	fd = memfd_create("guest-ram-frozen", MFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (mem->ndeltas < MEM_DELTAS_MAX) {
+		uint64_t t0 = vmm_now_ns();
+
+		if ((err = mem_copy_changed(mem, fd, &written)) < 0)
+			goto fail;
+		log_debug("memory frozen: the changed pages copied in %.1f ms",
+			  (double)(vmm_now_ns() - t0) / 1e6);
+		mem->deltas[mem->ndeltas++] = fd;
+		log_debug("memory frozen: %llu KiB changed since the last freeze",
+			  (unsigned long long)(written >> 10));
+	} else {
+		/* Compact: one file with all of RAM replaces the chain. */
+		if ((err = mem_copy_to_fd(mem, fd, &written)) < 0)
+			goto fail;
+		close(mem->fd);
+		for (unsigned i = 0; i < mem->ndeltas; i++)
+			close(mem->deltas[i]);
+		mem->ndeltas = 0;
+		mem->fd = fd;
+		log_debug("memory frozen: a chain of %u files compacted into one (%llu MiB)",
+			  MEM_DELTAS_MAX + 1, (unsigned long long)(written >> 20));
+	}
+	/* The pages now in files drop out of our anonymous memory as the files are mapped
+	 * over them: a failure here leaves a mapping the files do not describe, so the VM must
+	 * end (-ENOTRECOVERABLE). */
+	{
+		uint64_t t0 = vmm_now_ns();
+
+		/* A new delta covers exactly the pages that were anonymous: mapping its extents
+		 * over them is enough (and costs what changed). A compacted file replaces all. */
+		err = mem->ndeltas ? mem_map_extents(mem->base, mem->ram_len,
+						     mem->deltas[mem->ndeltas - 1])
+				   : mem_map_layers(mem);
+		log_debug("memory frozen: mapped again in %.1f ms",
+			  (double)(vmm_now_ns() - t0) / 1e6);
+	}
+	return err < 0 ? -ENOTRECOVERABLE : 0;
+fail:
+	close(fd);
+	return err;
+}
+
+int mem_map_frozen_view(struct guest_mem *view)
+{
+	return mem_map_layers(view);
+}
+
+int mem_frozen_paths(const struct guest_mem *mem, char *out, size_t len)
+{
+	int n = snprintf(out, len, "/proc/%d/fd/%d", (int)getpid(), mem->fd);
+
+	for (unsigned i = 0; i < mem->ndeltas && n >= 0 && (size_t)n < len; i++)
+		n += snprintf(out + n, len - (size_t)n, ",/proc/%d/fd/%d", (int)getpid(),
+			      mem->deltas[i]);
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
