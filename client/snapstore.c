@@ -303,7 +303,7 @@ static int meta_parse(char *buf, struct snap_meta *m, char *err, size_t err_len)
 		continue;                                                                          \
 	}
 		META_NUM("format", 0, 1, 1000000, m->format)
-		META_STR("name", 1, valid_name(u), m->name)
+		META_STR("name", 1, valid_name(u) || (*u == '.' && valid_name(u + 1)), m->name)
 		META_STR("parent", 2, !*u || valid_name(u) || (*u == '.' && valid_name(u + 1)),
 			 m->parent)
 		META_STR("sandbox", 3, !*u || strlen(u) == ID_LEN, m->sandbox)

@@ -1,0 +1,134 @@
+#!/bin/sh
+# Snapshots of a real Linux guest through sandboxctl (busybox image): snapshot, restore, fork,
+# suspend and resume, and bad snapshots.
+#
+# usage: snapshot_linux.sh SANDBOXCTL VMM KERNEL INITRD
+# Checks: a process counting in a loop goes on from its value at the snapshot; a file written
+# before the snapshot is there after restore and one written after is not; after rm -rf /etc,
+# restoring the snapshot gives a working system; 8 forks each run a command and see the
+# parent's files and processes, the parent running on; /dev/urandom differs between every
+# pair of forks; a suspended sandbox has no VMM and resumes with its processes and files;
+# a bit-flipped state, a changed meta, another host's key and a short memory file are refused
+# with a message; a snapshot in use is not removed; bad names and counts are refused.
+# sandbox_guest.sh decides where the guest boots and runs the checks there (--inner).
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+
+. "$here/guest_lib.sh"
+
+# count ID: the guest's counter (the loop writes it every 100 ms).
+count() {
+	"$ctl" exec "$1" -- cat /tmp/count || fail "exec cat /tmp/count in $1: status $?"
+}
+
+# counting ID: the counter goes up within 2 s.
+counting() {
+	c1=$(count "$1")
+	sleep 2
+	c2=$(count "$1")
+	[ "$c2" -gt "$c1" ] || fail "$1: the counter did not go on ($c1, then $c2)"
+}
+
+inner() {
+	CTL_REAL=$1 kernel=$2 initrd=$3 rootfs=$4
+	export CTL_REAL
+	ctl=$here/ctl_bounded.sh
+	guest_home "$CTL_REAL" "$kernel" "$initrd" "$rootfs"
+	id=$("$ctl" create --image busybox --memory 192 --timeout 120) || fail "create (status $?)"
+	"$ctl" exec "$id" -- sh -c 'echo before >/root/before; i=0
+		(while :; do i=$((i+1)); echo $i >/tmp/count; sleep 0.1; done) </dev/null >/dev/null 2>&1 &
+		sync' || fail "starting the counter: status $?"
+	sleep 1
+	"$ctl" snapshot "$id" snap1 || fail "snapshot: status $?"
+	at_snap=$(count "$id")
+	"$ctl" exec "$id" -- sh -c 'echo after >/root/after; sync' || fail "write after"
+	"$ctl" snapshots | grep -q '^snap1 ' || { "$ctl" snapshots; fail "snapshots does not list snap1"; }
+	counting "$id"
+	echo "ok: snapshot; the parent counts on"
+
+	r1=$("$ctl" restore snap1) || fail "restore: status $?"
+	c=$(count "$r1")
+	now=$(count "$id")
+	[ "$c" -lt "$now" ] || fail "the restored counter $c is not behind the parent's $now"
+	[ "$c" -ge "$((at_snap - 20))" ] || fail "the restored counter $c is far behind $at_snap"
+	counting "$r1"
+	[ "$("$ctl" exec "$r1" -- cat /root/before)" = before ] || fail "restored: /root/before"
+	"$ctl" exec "$r1" -- test -e /root/after && fail "restored: /root/after is there"
+	echo "ok: restore goes on counting from $c (snapshot at $at_snap), with the snapshot's files"
+
+	"$ctl" exec "$r1" -- rm -rf /etc
+	r2=$("$ctl" restore snap1) || fail "restore after rm -rf /etc: status $?"
+	"$ctl" exec "$r2" -- test -e /etc/passwd -o -e /etc/hostname -o -d /etc ||
+		fail "the second restore has no /etc"
+	[ "$("$ctl" exec "$r2" -- echo works)" = works ] || fail "the second restore does not work"
+	"$ctl" rm -f "$r1" "$r2" || fail "rm of the restored sandboxes"
+	echo "ok: rm -rf /etc, then a restore of the snapshot works"
+
+	kids=$("$ctl" fork -n 8 "$id") || fail "fork -n 8: status $?"
+	[ "$(echo "$kids" | wc -l)" = 8 ] || fail "fork -n 8 printed: $kids"
+	[ "$("$ctl" exec "$id" -- echo parent)" = parent ] || fail "the parent after the fork"
+	rands=""
+	for k in $kids; do
+		[ "$("$ctl" exec "$k" -- cat /root/before)" = before ] || fail "fork $k: /root/before"
+		"$ctl" exec "$k" -- sh -c 'ps | grep -q "[s]leep 0.1" || test -s /tmp/count' ||
+			fail "fork $k: the parent's counter process is not there"
+		r=$("$ctl" exec "$k" -- sh -c 'head -c 32 /dev/urandom | od -An -tx1 | tr -d " \n"') ||
+			fail "fork $k: urandom"
+		rands="$rands$r
+"
+	done
+	[ "$(printf %s "$rands" | sort -u | grep -c .)" = 8 ] ||
+		fail "two forks read the same /dev/urandom bytes: $rands"
+	counting "$id"
+	for k in $kids; do "$ctl" rm -f "$k" >/dev/null || fail "rm of fork $k"; done
+	echo "ok: 8 forks see the parent's files and processes, differ in urandom; the parent runs on"
+
+	pid=$(cat "$SANDBOX_HOME/sandboxes/$id/pid")
+	"$ctl" suspend "$id" || fail "suspend: status $?"
+	kill -0 "$pid" 2>/dev/null && [ "$(cut -d' ' -f3 "/proc/$pid/stat" 2>/dev/null)" != Z ] &&
+		fail "the suspended sandbox's VMM (pid $pid) still runs"
+	"$ctl" ls | grep -q "^$id .* suspended " || { "$ctl" ls; fail "ls does not show $id suspended"; }
+	"$ctl" resume "$id" || fail "resume of the suspended sandbox: status $?"
+	counting "$id"
+	[ "$("$ctl" exec "$id" -- cat /root/after)" = after ] || fail "resumed: /root/after"
+	echo "ok: suspend ends the VMM; resume brings back its processes and files"
+
+	# Bad snapshots: copies of snap1 with one thing wrong.
+	snaps=$SANDBOX_HOME/snapshots
+	bad() { # NAME: make snapshots/NAME a copy of snap1 (hard links) with its own state and meta
+		mkdir "$snaps/$1" && for f in "$snaps/snap1"/*; do ln "$f" "$snaps/$1/"; done &&
+			rm "$snaps/$1/state.fdt" "$snaps/$1/meta.yaml" &&
+			cp "$snaps/snap1/state.fdt" "$snaps/snap1/meta.yaml" "$snaps/$1/"
+	}
+	refused() { # NAME WHAT
+		out=$("$ctl" restore "$1" 2>&1) && fail "a snapshot with $2 was restored: $out"
+		echo "$out" | grep -q "$3" || fail "a snapshot with $2: the message was '$out'"
+	}
+	bad flipped && printf '\377' | dd of="$snaps/flipped/state.fdt" bs=1 seek=300 conv=notrunc 2>/dev/null
+	refused flipped "a flipped state bit" "MAC does not match"
+	bad meta && sed -i 's/^cpus: .*/cpus: 4/' "$snaps/meta/meta.yaml"
+	refused meta "a changed meta.yaml" "MAC does not match"
+	bad short && rm "$snaps/short/memory" && head -c 1048576 /dev/zero >"$snaps/short/memory"
+	refused short "a short memory file" "memory file is"
+	cp "$SANDBOX_HOME/snapshot.key" "$SANDBOX_HOME/key.saved"
+	head -c 32 /dev/urandom >"$SANDBOX_HOME/snapshot.key"
+	refused snap1 "another host's key" "MAC does not match"
+	cp "$SANDBOX_HOME/key.saved" "$SANDBOX_HOME/snapshot.key"
+	refused nosuch "no such snapshot" "no such snapshot"
+	"$ctl" restore ../snap1 >/dev/null 2>&1 && fail "a snapshot name with .. was accepted"
+	"$ctl" snapshot "$id" a/b >/dev/null 2>&1 && fail "a snapshot name with / was accepted"
+	"$ctl" fork -n 0 "$id" >/dev/null 2>&1 && fail "fork -n 0 was accepted"
+	"$ctl" fork -n 10000 "$id" >/dev/null 2>&1 && fail "fork -n 10000 was accepted"
+	r3=$("$ctl" restore snap1) || fail "restore with the key back: status $?"
+	"$ctl" snapshot rm snap1 2>/dev/null && fail "snapshot rm of a snapshot in use succeeded"
+	"$ctl" rm -f "$r3" || fail "rm $r3"
+	"$ctl" snapshot rm snap1 || fail "snapshot rm of an unused snapshot: status $?"
+	echo "ok: bad snapshots, names and counts refused; a snapshot in use is kept"
+	exit 0
+}
+
+if [ "${1-}" = --inner ]; then
+	shift
+	inner "$@"
+fi
+exec "$here/sandbox_guest.sh" "$here/snapshot_linux.sh" "$@"
