@@ -60,7 +60,7 @@ int path_fmt(char *out, size_t len, const char *fmt, ...)
 
 /* The state root: $SANDBOX_HOME, else /var/lib/sandbox. */
 const char *state_home(void);
-/* Make $SANDBOX_HOME/{images,sandboxes} if missing. */
+/* Make $SANDBOX_HOME/{images,sandboxes,snapshots} if missing. */
 int state_init(void) __must_check;
 
 enum sandbox_state { SB_RUNNING, SB_PAUSED, SB_STOPPED, SB_DEAD, SB_SUSPENDED };

@@ -42,6 +42,10 @@ int state_init(void)
 		return err;
 	if (mkdir(p, 0700) < 0 && errno != EEXIST)
 		return -errno;
+	if ((err = path_fmt(p, sizeof(p), "%s/snapshots", state_home())) < 0)
+		return err;
+	if (mkdir(p, 0700) < 0 && errno != EEXIST)
+		return -errno;
 	return 0;
 }
 

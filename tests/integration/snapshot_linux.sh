@@ -21,6 +21,9 @@ count() {
 	"$ctl" exec "$1" -- cat /tmp/count || fail "exec cat /tmp/count in $1: status $?"
 }
 
+# ms: milliseconds of uptime (busybox's date has no %N).
+ms() { awk '{ printf "%d\n", $1 * 1000 }' /proc/uptime; }
+
 # counting ID: the counter goes up within 2 s.
 counting() {
 	c1=$(count "$1")
@@ -34,7 +37,26 @@ inner() {
 	export CTL_REAL
 	ctl=$here/ctl_bounded.sh
 	guest_home "$CTL_REAL" "$kernel" "$initrd" "$rootfs"
+	# The first create boots and leaves the image's ready snapshot; the next ones restore it.
+	t0=$(ms)
 	id=$("$ctl" create --image busybox --memory 192 --timeout 120) || fail "create (status $?)"
+	t1=$(ms)
+	ls -d "$SANDBOX_HOME"/snapshots/.ready-busybox-* >/dev/null 2>&1 ||
+		fail "the first create left no ready snapshot"
+	w1=$("$ctl" create --image busybox --memory 192 --timeout 120) || fail "warm create: $?"
+	t2=$(ms)
+	w2=$("$ctl" create --image busybox --memory 192 --timeout 120) || fail "warm create: $?"
+	grep -q '^base .ready-busybox-' "$SANDBOX_HOME/sandboxes/$w1/config" ||
+		fail "the second create did not restore the ready snapshot"
+	[ "$("$ctl" exec "$w1" -- echo warm)" = warm ] || fail "exec in a warm-created sandbox"
+	u1=$("$ctl" exec "$w1" -- sh -c 'head -c 32 /dev/urandom | od -An -tx1')
+	u2=$("$ctl" exec "$w2" -- sh -c 'head -c 32 /dev/urandom | od -An -tx1')
+	[ -n "$u1" ] && [ "$u1" != "$u2" ] || fail "two warm creates read the same urandom: $u1"
+	c=$("$ctl" create --cold --image busybox --memory 192 --timeout 120) || fail "create --cold"
+	grep -q '^base ' "$SANDBOX_HOME/sandboxes/$c/config" && fail "create --cold restored"
+	"$ctl" rm -f "$w1" "$w2" "$c" || fail "rm of the warm sandboxes"
+	echo "ok: warm create answers exec (cold $((t1 - t0)) ms with the ready snapshot made," \
+		"warm $((t2 - t1)) ms), urandom differs; --cold boots"
 	"$ctl" exec "$id" -- sh -c 'echo before >/root/before; i=0
 		(while :; do i=$((i+1)); echo $i >/tmp/count; sleep 0.1; done) </dev/null >/dev/null 2>&1 &
 		sync' || fail "starting the counter: status $?"

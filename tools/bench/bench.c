@@ -48,6 +48,8 @@ int bench_spawn_cmd(char *const argv[], int out_fd, int flags, pid_t *pid)
 	if (!err && (flags & BENCH_SPAWN_QUIET))
 		err = posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null",
 						       O_WRONLY, 0);
+	else if (!err && (flags & BENCH_SPAWN_ERR_OUT))
+		err = posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
 	sigemptyset(&none);
 	if (!err)
 		err = posix_spawnattr_setflags(

@@ -18,12 +18,14 @@ int64_t bench_clock_ns(void);
 double bench_since_ms(int64_t start_ns);
 
 /* bench_spawn_cmd's flags */
-#define BENCH_SPAWN_GROUP 0x1 /* a process group of its own: one kill reaches all it starts */
-#define BENCH_SPAWN_QUIET 0x2 /* stderr on /dev/null instead of ours */
+#define BENCH_SPAWN_GROUP   0x1 /* a process group of its own: one kill reaches all it starts */
+#define BENCH_SPAWN_QUIET   0x2 /* stderr on /dev/null instead of ours */
+#define BENCH_SPAWN_ERR_OUT 0x4 /* stderr where stdout goes (out_fd, a log file say) */
 
 /*
  * Spawn argv (PATH searched) with stdin on /dev/null, stdout on out_fd (-1: /dev/null),
- * stderr inherited (BENCH_SPAWN_QUIET: /dev/null) and an empty signal mask whatever ours is.
+ * stderr inherited (BENCH_SPAWN_QUIET: /dev/null; BENCH_SPAWN_ERR_OUT: stdout's file) and an
+ * empty signal mask whatever ours is.
  * Returns 0 with *pid set, or -errno.
  */
 int bench_spawn_cmd(char *const argv[], int out_fd, int flags, pid_t *pid)

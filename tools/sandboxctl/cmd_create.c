@@ -27,12 +27,10 @@
 #include "proto.h"
 #include "sandboxctl.h"
 
-#define GUEST_CMDLINE "console=ttyS0 reboot=k panic=-1 quiet sandbox.root=/dev/vda sandbox.reboot=0"
-
 static const char create_usage[] =
 	"usage: sandboxctl create [--image NAME] [--cpus N] [--memory MiB] [--disk-size G]\n"
 	"                         [--name NAME] [--timeout SEC] [--console PATH] [--no-wait]\n"
-	"                         [--disk PATH[:ro]]...\n"
+	"                         [--disk PATH[:ro]]... [--cold]\n"
 	"\n"
 	"Create a sandbox from an image (default: " CREATE_DEFAULT_IMAGE "), start its VM and\n"
 	"print its id once the guest agent answers.\n"
@@ -45,6 +43,9 @@ static const char create_usage[] =
 	"  --timeout SEC    how long to wait for the agent (default 60)\n"
 	"  --console PATH   the VMM's output (the guest console) there instead of console.log\n"
 	"  --no-wait        print the id once the VMM is started, without waiting for the agent\n"
+	"  --cold           boot, even where a ready snapshot of the image could be restored\n"
+	"                   (create restores one when there is one for these options; --disk\n"
+	"                   and --no-wait always boot: docs/snapshots.md)\n"
 	"  --disk PATH[:ro] an extra disk, /dev/vdb then vdc, vdd (up to 3): a layer file\n"
 	"                   (sandbox-disk create) or a raw image (always read-only); :ro makes\n"
 	"                   it read-only for the guest\n"
@@ -331,7 +332,7 @@ int sandbox_make_dir(struct sandbox *sb, const char *name)
 
 int sandbox_create(const struct create_opts *o, struct sandbox *sb)
 {
-	char path[4200], rootfs[4200];
+	char path[4200], rootfs[4200], vmm[PATH_MAX], ready[NAME_MAX_LEN + 2] = "";
 	struct disk_error derr = {""};
 	struct stat st;
 	int err;
@@ -358,6 +359,11 @@ int sandbox_create(const struct create_opts *o, struct sandbox *sb)
 		       (unsigned long long)(st.st_size + (1 << 20) - 1) >> 20);
 		return EXIT_USAGE;
 	}
+	/* Warm: the image's ready snapshot for these options, when there is one. */
+	if (find_vmm(vmm, sizeof(vmm)) == 0 && strchr(vmm, '/') &&
+	    ready_name(o, vmm, ready, sizeof(ready)) == 0 && ready_restore(o, ready, sb) == 0)
+		return EXIT_OK;
+	memset(sb, 0, sizeof(*sb));
 	snprintf(sb->image, sizeof(sb->image), "%s", o->image);
 	for (unsigned i = 0; i < o->ndisks; i++) {
 		char *real = realpath(o->disks[i], NULL);
@@ -393,6 +399,8 @@ int sandbox_create(const struct create_opts *o, struct sandbox *sb)
 		create_cleanup(sb);
 		return err;
 	}
+	if (ready[0])
+		ready_make(sb, ready); /* the next create of these options restores it */
 	return EXIT_OK;
 }
 
@@ -482,6 +490,7 @@ int cmd_create(int argc, char **argv)
 		{"console", required_argument, NULL, 'o'},
 		{"no-wait", no_argument, NULL, 'W'},
 		{"disk", required_argument, NULL, 'D'},
+		{"cold", no_argument, NULL, 'C'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -539,6 +548,9 @@ int cmd_create(int argc, char **argv)
 			break;
 		case 'W':
 			o.no_wait = true;
+			break;
+		case 'C':
+			o.cold = true;
 			break;
 		case 'D': {
 			size_t len = strlen(optarg);

@@ -90,20 +90,7 @@ static int link_layers(const struct sandbox *sb, const char *tmp, struct snap_me
 	return err;
 }
 
-struct take {
-	const char *name; /* the snapshot's directory name under snapshots/ */
-	uint32_t flags;	  /* API_SNAPSHOT_* */
-	struct api_snapshot_out out;
-	struct snap_meta meta;
-	char dir[4200];
-};
-
-/*
- * Snapshot running (or paused) `sb` into snapshots/<t->name>. Prints its errors, returns an
- * exit status. Whatever fails, no half snapshot is left under that name; once the VMM froze
- * the disk the sandbox simply goes on over its new top.
- */
-static int take_snapshot(struct sandbox *sb, struct take *t)
+int snapshot_take(struct sandbox *sb, struct snap_take *t)
 {
 	char root[4200], tmp[4200], new_top[4200], next[32], old_top[32], msg[API_ERROR_MSG_MAX];
 	const char *tops[1];
@@ -197,11 +184,9 @@ fail_rm:
 	return EXIT_ERR;
 }
 
-/* A new sandbox over the snapshot `dir` (meta `m`): its own directory and top layer over the
- * snapshot's frozen root layer. Then start its VMM restoring `src` (not waiting when
- * `no_wait`). Prints its errors; returns an exit status, and on failure nothing is left. */
-static int restore_into(const char *dir, const struct snap_meta *m, const char *name,
-			const struct boot_src *src, bool no_wait, struct sandbox *sb)
+int snapshot_restore_into(const char *dir, const struct snap_meta *m, const char *name,
+			  const char *console, const struct boot_src *src, bool no_wait,
+			  struct sandbox *sb)
 {
 	char top[4200], parent[4200];
 	struct disk_error derr = {""};
@@ -229,13 +214,13 @@ static int restore_into(const char *dir, const struct snap_meta *m, const char *
 		create_cleanup(sb);
 		return EXIT_ERR;
 	}
-	status = sandbox_start_vmm(sb, NULL, src, RESTORE_TIMEOUT_S, no_wait);
+	status = sandbox_start_vmm(sb, console, src, RESTORE_TIMEOUT_S, no_wait);
 	if (status != EXIT_OK)
 		create_cleanup(sb);
 	return status;
 }
 
-static int open_checked(const char *name, char *dir, size_t dir_len, struct snap_meta *m)
+int snapshot_open_checked(const char *name, char *dir, size_t dir_len, struct snap_meta *m)
 {
 	char msg[640];
 	int err;
@@ -252,7 +237,7 @@ static int open_checked(const char *name, char *dir, size_t dir_len, struct snap
 
 int cmd_snapshot(int argc, char **argv)
 {
-	struct take t = {.flags = 0};
+	struct snap_take t = {.flags = 0};
 	struct sandbox sb;
 	int status;
 
@@ -280,7 +265,7 @@ int cmd_snapshot(int argc, char **argv)
 	if ((status = sandbox_resolve(argv[1], &sb)))
 		return status;
 	t.name = argv[2];
-	status = take_snapshot(&sb, &t);
+	status = snapshot_take(&sb, &t);
 	if (status == EXIT_OK)
 		fprintf(stderr,
 			"snapshot %s: paused %.1f ms, %llu MiB of memory written, %.1f ms\n",
@@ -335,14 +320,14 @@ int cmd_restore(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	if ((status = host_check_linux()) || (status = state_init() < 0 ? EXIT_ERR : 0) ||
-	    (status = open_checked(argv[optind], dir, sizeof(dir), &m)))
+	    (status = snapshot_open_checked(argv[optind], dir, sizeof(dir), &m)))
 		return status;
 	if (!m.has_memory) {
 		errmsg("snapshot '%s' has no memory file", argv[optind]);
 		return EXIT_ERR;
 	}
 	src = (struct boot_src){.dir = dir};
-	status = restore_into(dir, &m, name, &src, false, &sb);
+	status = snapshot_restore_into(dir, &m, name, NULL, &src, false, &sb);
 	if (status == EXIT_OK)
 		printf("%s\n", sb.id);
 	return status;
@@ -359,7 +344,7 @@ int cmd_fork(int argc, char **argv)
 	};
 	static struct sandbox children[FORK_MAX];
 	char name[NAME_MAX_LEN + 2];
-	struct take t = {.flags = API_SNAPSHOT_LIVE};
+	struct snap_take t = {.flags = API_SNAPSHOT_LIVE};
 	struct sandbox parent;
 	struct boot_src src;
 	uint64_t n = 1, t0 = now_ms();
@@ -396,12 +381,13 @@ int cmd_fork(int argc, char **argv)
 		return status;
 	snprintf(name, sizeof(name), ".fork-%s-%llu", parent.id, (unsigned long long)now_ms());
 	t.name = name;
-	if ((status = take_snapshot(&parent, &t)) != EXIT_OK)
+	if ((status = snapshot_take(&parent, &t)) != EXIT_OK)
 		return status;
 	/* The children map the parent's frozen RAM; their VMMs start together. */
 	src = (struct boot_src){.dir = t.dir, .memory = t.out.memory_path};
 	for (; started < n; started++)
-		if ((status = restore_into(t.dir, &t.meta, NULL, &src, true, &children[started])))
+		if ((status = snapshot_restore_into(t.dir, &t.meta, NULL, NULL, &src, true,
+						    &children[started])))
 			break;
 	for (unsigned i = 0; i < started; i++) {
 		int s = sandbox_wait_restored(&children[i], RESTORE_TIMEOUT_S);
@@ -429,7 +415,7 @@ static int suspend_name(const struct sandbox *sb, char *out, size_t len)
 int cmd_suspend(int argc, char **argv)
 {
 	char name[NAME_MAX_LEN + 2], marker[4200];
-	struct take t = {.flags = API_SNAPSHOT_STOP};
+	struct snap_take t = {.flags = API_SNAPSHOT_STOP};
 	struct sandbox sb;
 	int status, err;
 
@@ -444,7 +430,7 @@ int cmd_suspend(int argc, char **argv)
 	if ((err = suspend_name(&sb, name, sizeof(name))) < 0)
 		return EXIT_ERR;
 	t.name = name;
-	if ((status = take_snapshot(&sb, &t)) != EXIT_OK) {
+	if ((status = snapshot_take(&sb, &t)) != EXIT_OK) {
 		int32_t error;
 
 		/* The VMM may have stayed paused for the snapshot that failed: run it again. */
@@ -479,7 +465,7 @@ int sandbox_resume_suspended(struct sandbox *sb)
 	if ((status = host_check_linux()))
 		return status;
 	if ((err = suspend_name(sb, name, sizeof(name))) < 0 ||
-	    (status = open_checked(name, dir, sizeof(dir), &m)))
+	    (status = snapshot_open_checked(name, dir, sizeof(dir), &m)))
 		return status ? status : EXIT_ERR;
 	/* The sandbox's own top layer is the empty one over the frozen one: the disk is as the
 	 * snapshot saw it, and the VM goes on writing where it was. */
@@ -667,8 +653,8 @@ void snapshots_gc(const struct sandbox *removed)
 
 	if (suspend_name(removed, name, sizeof(name)) == 0 && snap_dir(name, dir, sizeof(dir)) == 0)
 		remove_flat_dir(dir);
-	if (removed->base[0] != '.')
-		return;
+	if (strncmp(removed->base, ".fork-", 6) != 0)
+		return; /* a named or a ready snapshot stays */
 	l.rm = removed->base;
 	sandbox_foreach(base_users, &l);
 	if (!l.users && snap_dir(removed->base, dir, sizeof(dir)) == 0)

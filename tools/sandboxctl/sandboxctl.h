@@ -26,6 +26,7 @@ int host_check_linux(void);
 /* ---- cmd_create.c ---- */
 
 #define CREATE_DEFAULT_IMAGE "debian"
+#define GUEST_CMDLINE	     "console=ttyS0 reboot=k panic=-1 quiet sandbox.root=/dev/vda sandbox.reboot=0"
 struct create_opts {
 	const char *image;
 	const char *name; /* NULL: the id is the name */
@@ -35,6 +36,7 @@ struct create_opts {
 	uint64_t disk_size_gib; /* 0: the image's */
 	unsigned timeout_s;	/* for the agent's first answer */
 	bool no_wait;
+	bool cold;			    /* boot even when a ready snapshot could be restored */
 	const char *disks[EXTRA_DISKS_MAX]; /* --disk PATH[:ro], checked by create */
 	bool disks_ro[EXTRA_DISKS_MAX];
 	unsigned ndisks;
@@ -68,6 +70,18 @@ int sandbox_wait_restored(struct sandbox *sb, unsigned timeout_s);
 int sandbox_make_dir(struct sandbox *sb, const char *name);
 /* Undo a failed create: kill its VMM, remove its directory. */
 void create_cleanup(struct sandbox *sb);
+
+/* ---- ready.c: warm creates from an image's ready snapshot ---- */
+
+/* The ready snapshot's name for these options and VMM binary (".ready-<image>-<key>"), or
+ * -ENOTSUP when the options always boot (--cold, --disk, --no-wait). */
+int ready_name(const struct create_opts *o, const char *vmm, char *out, size_t len);
+/* Restore the ready snapshot `name` as the new sandbox `sb`: 0, or -errno (printed when it
+ * was there but failed) and nothing of `sb` is left, so the caller boots instead. */
+int ready_restore(const struct create_opts *o, const char *name, struct sandbox *sb);
+/* After a boot of the options `name` stands for: snapshot `sb` as that ready snapshot,
+ * unless another create is making it; a failure is printed and otherwise ignored. */
+void ready_make(struct sandbox *sb, const char *name);
 
 /* ---- exec.c: one command through the agent ---- */
 
@@ -130,6 +144,28 @@ int cmd_cp(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 /* cmd_snapshot.c: snapshot, restore, fork, suspend, snapshots, snapshot rm */
 int cmd_snapshot(int argc, char **argv);
+/* What snapshot_take makes: the snapshot's name under snapshots/ and the API's flags in,
+ * the VMM's figures, the meta and the final directory out. */
+struct snap_take {
+	const char *name;
+	uint32_t flags; /* API_SNAPSHOT_* */
+	struct api_snapshot_out out;
+	struct snap_meta meta;
+	char dir[4200];
+};
+/* Snapshot running (or paused) `sb` into snapshots/<t->name>. Prints its errors, returns an
+ * exit status. Whatever fails, no half snapshot is left under that name; once the VMM froze
+ * the disk the sandbox simply goes on over its new top. */
+int snapshot_take(struct sandbox *sb, struct snap_take *t);
+/* A new sandbox over the snapshot `dir` (meta `m`): its own directory and top layer over the
+ * snapshot's frozen root layer; then its VMM restoring `src` (not waiting when `no_wait`),
+ * its console to `console` (NULL: console.log). Prints its errors; returns an exit status,
+ * and on failure nothing of it is left. */
+int snapshot_restore_into(const char *dir, const struct snap_meta *m, const char *name,
+			  const char *console, const struct boot_src *src, bool no_wait,
+			  struct sandbox *sb);
+/* snap_open of snapshots/<name>, printing why not. Returns an exit status. */
+int snapshot_open_checked(const char *name, char *dir, size_t dir_len, struct snap_meta *m);
 int cmd_restore(int argc, char **argv);
 int cmd_fork(int argc, char **argv);
 int cmd_suspend(int argc, char **argv);

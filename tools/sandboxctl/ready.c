@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Warm creates (docs/snapshots.md, "Ready snapshots"): `create` restores a ready snapshot of
+ * the image, taken right after a boot of the same configuration reached its agent, instead
+ * of booting. The snapshot's name is a key of everything that state depends on: the image's
+ * hash (kernel, initrd, rootfs), the VMM binary and its state format, this host's CPU, the
+ * memory, vCPUs, disk size and kernel command line. When none matches, create boots, and
+ * then snapshots that fresh sandbox as the ready one (the first create of a key pays for it,
+ * once: a lock makes racing creates take it once).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "api_proto.h"
+#include "sandboxctl.h"
+
+/* The lines of /proc/cpuinfo's first CPU that say what a guest may have seen of it. */
+static void ready_cpu(EVP_MD_CTX *ctx)
+{
+	static const char *const keys[] = {"vendor_id", "cpu family", "model\t", "flags"};
+	char *buf = NULL, *save = NULL;
+
+	if (read_file("/proc/cpuinfo", 1 << 20, &buf, NULL) < 0)
+		return;
+	for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		if (line[0] == '\0')
+			break; /* the first CPU's block ends */
+		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+			if (strncmp(line, keys[i], strlen(keys[i])) == 0)
+				EVP_DigestUpdate(ctx, line, strlen(line));
+	}
+	free(buf);
+}
+
+int ready_name(const struct create_opts *o, const char *vmm, char *out, size_t len)
+{
+	char path[4200], *hash = NULL, line[512];
+	uint8_t md[32];
+	unsigned mdlen = 0;
+	struct stat st;
+	EVP_MD_CTX *ctx;
+	int n, err;
+
+	if (o->cold || o->ndisks || o->no_wait)
+		return -ENOTSUP; /* docs/snapshots.md: the options that boot */
+	if ((err = image_path(o->image, "hash", path, sizeof(path))) < 0 ||
+	    (err = read_file(path, 128, &hash, NULL)) < 0)
+		return err;
+	if (stat(vmm, &st) < 0) {
+		free(hash);
+		return -errno;
+	}
+	ctx = EVP_MD_CTX_new();
+	if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
+		EVP_MD_CTX_free(ctx);
+		free(hash);
+		return -ENOMEM;
+	}
+	n = snprintf(line, sizeof(line),
+		     "ready 1\nimage %.64s\nvmm %llu %llu %llu %lld.%09ld\nstate %u meta %u\n"
+		     "memory %llu cpus %u disk %llu\ncmdline %s\nnetwork none\n",
+		     hash, (unsigned long long)st.st_dev, (unsigned long long)st.st_ino,
+		     (unsigned long long)st.st_size, (long long)st.st_mtim.tv_sec,
+		     st.st_mtim.tv_nsec, 1u, SNAP_META_FORMAT, (unsigned long long)o->memory_mib,
+		     o->cpus, (unsigned long long)o->disk_size_gib, GUEST_CMDLINE);
+	free(hash);
+	EVP_DigestUpdate(ctx, line, (size_t)n);
+	ready_cpu(ctx);
+	err = EVP_DigestFinal_ex(ctx, md, &mdlen) && mdlen == 32 ? 0 : -EIO;
+	EVP_MD_CTX_free(ctx);
+	if (err)
+		return err;
+	return path_fmt(out, len, ".ready-%.24s-%02x%02x%02x%02x%02x%02x%02x%02x", o->image, md[0],
+			md[1], md[2], md[3], md[4], md[5], md[6], md[7]);
+}
+
+int ready_restore(const struct create_opts *o, const char *name, struct sandbox *sb)
+{
+	char dir[4200], msg[640];
+	struct snap_meta m;
+	struct boot_src src;
+
+	if (snap_dir(name, dir, sizeof(dir)) < 0 || access(dir, F_OK) < 0)
+		return -ENOENT;
+	if (snap_open(dir, &m, msg, sizeof(msg)) < 0 || !m.has_memory) {
+		errmsg("the ready snapshot %s is unusable (%s): booting instead", name,
+		       m.has_memory ? msg : "no memory file");
+		return -EBADMSG;
+	}
+	src = (struct boot_src){.dir = dir};
+	if (snapshot_restore_into(dir, &m, o->name, o->console, &src, false, sb) != EXIT_OK) {
+		errmsg("restoring the ready snapshot %s failed: booting instead", name);
+		return -EIO;
+	}
+	return 0;
+}
+
+void ready_make(struct sandbox *sb, const char *name)
+{
+	char lock[4200], dir[4200];
+	struct snap_take t = {.name = name};
+	int fd;
+
+	if (path_fmt(lock, sizeof(lock), "%s/snapshots/%s.lock", state_home(), name) < 0 ||
+	    snap_dir(name, dir, sizeof(dir)) < 0)
+		return;
+	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	/* Another create is making it: this one has booted already and goes on without. */
+	if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	if (access(dir, F_OK) < 0 && snapshot_take(sb, &t) != EXIT_OK)
+		errmsg("%s: could not make the ready snapshot %s (the next create boots too)",
+		       sb->id, name);
+	close(fd);
+}
