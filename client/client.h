@@ -83,12 +83,14 @@ struct sandbox {
 	} disks[EXTRA_DISKS_MAX];
 	unsigned ndisks;
 	/* The root disk's top layer, a file of `dir`: root.layer, or root.<n>.layer after n
-	 * snapshots froze the ones below it. */
+	 * snapshots froze the ones below it (sandbox_find_top; not in the config). */
 	char top[32];
 	/* The snapshot this sandbox was restored or forked from, "" when it booted. */
 	char base[NAME_MAX_LEN + 2];
 };
 
+/* Set sb->top from the files of sb->dir: the highest-numbered root layer. */
+void sandbox_find_top(struct sandbox *sb);
 /* Write `sb`'s config atomically into sb->dir. */
 int sandbox_save(const struct sandbox *sb) __must_check;
 /* Load the sandbox whose directory is $SANDBOX_HOME/sandboxes/<id>; every field is checked.
@@ -117,7 +119,7 @@ int sandbox_stop_vmm(struct sandbox *sb, bool force) __must_check;
 #define SNAP_META_FORMAT 1
 #define SNAP_KEY_LEN	 32
 #define SNAP_HEX_LEN	 64 /* a SHA-256 in hex */
-#define SNAP_LAYERS_MAX	 16
+#define SNAP_LAYERS_MAX	 64
 
 /* meta.yaml. */
 struct snap_meta {

@@ -81,6 +81,32 @@ int sandbox_path(const struct sandbox *sb, const char *file, char *out, size_t l
 	return path_fmt(out, len, "%s/%s", sb->dir, file);
 }
 
+/*
+ * The root disk's top layer is the highest-numbered root layer in the directory: a snapshot
+ * freezes root.<n>.layer and the VMM goes on over a new root.<n+1>.layer, so the files say
+ * which is the top whatever became of the sandboxctl that asked for the snapshot.
+ */
+void sandbox_find_top(struct sandbox *sb)
+{
+	unsigned long best = 0, n;
+	struct dirent *e;
+	DIR *d = opendir(sb->dir);
+
+	snprintf(sb->top, sizeof(sb->top), "root.layer");
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		if (!snap_valid_layer_name(e->d_name) || strcmp(e->d_name, "root.layer") == 0)
+			continue;
+		n = strtoul(e->d_name + 5, NULL, 10);
+		if (n > best) {
+			best = n;
+			snprintf(sb->top, sizeof(sb->top), "root.%lu.layer", n);
+		}
+	}
+	closedir(d);
+}
+
 int sandbox_save(const struct sandbox *sb)
 {
 	char buf[CONFIG_MAX], path[4200];
@@ -94,9 +120,6 @@ int sandbox_save(const struct sandbox *sb)
 	for (unsigned i = 0; i < sb->ndisks && n >= 0 && (size_t)n < sizeof(buf); i++)
 		n += snprintf(buf + n, sizeof(buf) - (size_t)n, "disk %s %s\n",
 			      sb->disks[i].ro ? "ro" : "rw", sb->disks[i].path);
-	if (n >= 0 && (size_t)n < sizeof(buf))
-		n += snprintf(buf + n, sizeof(buf) - (size_t)n, "top %s\n",
-			      sb->top[0] ? sb->top : "root.layer");
 	if (sb->base[0] && n >= 0 && (size_t)n < sizeof(buf))
 		n += snprintf(buf + n, sizeof(buf) - (size_t)n, "base %s\n", sb->base);
 	if (n < 0 || (size_t)n >= sizeof(buf))
@@ -154,12 +177,6 @@ static bool config_line(struct sandbox *sb, const char *key, const char *val, un
 		sb->disks[sb->ndisks++].ro = ro;
 		return true;
 	}
-	if (strcmp(key, "top") == 0) {
-		if (!snap_valid_layer_name(val))
-			return false;
-		snprintf(sb->top, sizeof(sb->top), "%s", val);
-		return true;
-	}
 	if (strcmp(key, "base") == 0) {
 		if (!valid_name(val) && !(val[0] == '.' && valid_name(val + 1)))
 			return false;
@@ -196,8 +213,7 @@ int sandbox_load(const char *id, struct sandbox *sb)
 		err = -EBADMSG;
 		goto out;
 	}
-	if (!sb->top[0])
-		snprintf(sb->top, sizeof(sb->top), "root.layer"); /* before snapshots */
+	sandbox_find_top(sb);
 	free(buf);
 	buf = NULL;
 	/* The pid file: absent (never started, or stopped) or a number. */

@@ -141,11 +141,49 @@ inner() {
 	"$ctl" snapshot "$id" a/b >/dev/null 2>&1 && fail "a snapshot name with / was accepted"
 	"$ctl" fork -n 0 "$id" >/dev/null 2>&1 && fail "fork -n 0 was accepted"
 	"$ctl" fork -n 10000 "$id" >/dev/null 2>&1 && fail "fork -n 10000 was accepted"
+	# sandboxctl killed at 20 points of a snapshot: no half snapshot is ever visible, and
+	# the previous one (snap1) stays restorable; the sandbox runs on.
+	i=0
+	while [ $i -lt 20 ]; do
+		"$CTL_REAL" snapshot "$id" killed >/dev/null 2>&1 &
+		p=$!
+		sleep "0.$(( (i * 37) % 10 ))$(( (i * 53) % 10 ))"
+		kill -KILL "$p" 2>/dev/null
+		wait "$p" 2>/dev/null
+		if [ -d "$snaps/killed" ]; then
+			[ -f "$snaps/killed/mac" ] && [ -f "$snaps/killed/meta.yaml" ] ||
+				fail "kill $i left a half snapshot: $(ls "$snaps/killed")"
+			"$ctl" snapshot rm killed || fail "rm of a whole snapshot after kill $i"
+		fi
+		i=$((i + 1))
+	done
+	counting "$id"
+	echo "ok: 20 kills of sandboxctl mid-snapshot left no half snapshot"
+
 	r3=$("$ctl" restore snap1) || fail "restore with the key back: status $?"
 	"$ctl" snapshot rm snap1 2>/dev/null && fail "snapshot rm of a snapshot in use succeeded"
 	"$ctl" rm -f "$r3" || fail "rm $r3"
 	"$ctl" snapshot rm snap1 || fail "snapshot rm of an unused snapshot: status $?"
 	echo "ok: bad snapshots, names and counts refused; a snapshot in use is kept"
+
+	# A full disk while snapshotting: the snapshot fails with a message, the previous one
+	# and the sandbox are fine. SANDBOX_HOME's file system is filled to a few MiB.
+	"$ctl" snapshot "$id" snap2 || fail "snapshot snap2: status $?"
+	mkdir "$SANDBOX_HOME/full" && mount -t tmpfs -o size=40m tmpfs "$SANDBOX_HOME/full" ||
+		fail "cannot mount a small tmpfs"
+	# The snapshots directory moves onto the small file system for this step.
+	mv "$snaps" "$SANDBOX_HOME/snaps.real" && mkdir "$SANDBOX_HOME/full/snapshots" &&
+		ln -s "$SANDBOX_HOME/full/snapshots" "$snaps" || fail "cannot move the snapshots"
+	head -c 36700160 /dev/zero >"$SANDBOX_HOME/full/filler" 2>/dev/null
+	out=$("$ctl" snapshot "$id" snap3 2>&1) && fail "a snapshot on a full disk succeeded"
+	echo "$out" | grep -q "No space left" || fail "a full disk: the message was '$out'"
+	ls "$SANDBOX_HOME/full/snapshots" | grep -q . &&
+		fail "the full disk kept a half snapshot: $(ls "$SANDBOX_HOME/full/snapshots")"
+	rm "$snaps" && mv "$SANDBOX_HOME/snaps.real" "$snaps" && umount "$SANDBOX_HOME/full"
+	counting "$id"
+	r4=$("$ctl" restore snap2) || fail "restore of snap2 after the full disk: status $?"
+	[ "$("$ctl" exec "$r4" -- cat /root/after)" = after ] || fail "snap2's restore: /root/after"
+	echo "ok: a full disk fails the snapshot with a message; the previous one restores"
 	exit 0
 }
 

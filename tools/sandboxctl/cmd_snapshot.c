@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -56,6 +57,32 @@ static void fsync_path(const char *path)
 		(void)fsync(fd);
 		close(fd);
 	}
+}
+
+/* Remove the temporary directories of sandboxctls that died mid-snapshot ("+tmp-NAME-PID"
+ * whose PID is gone): no snapshot is there, only what one left half made. */
+static void remove_stale_tmp(const char *root)
+{
+	char path[4200];
+	struct dirent *e;
+	DIR *d = opendir(root);
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		const char *dash = strrchr(e->d_name, '-');
+		char *end;
+		long pid;
+
+		if (strncmp(e->d_name, "+tmp-", 5) != 0 || !dash)
+			continue;
+		pid = strtol(dash + 1, &end, 10);
+		if (*end || pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue;
+		if (path_fmt(path, sizeof(path), "%s/%s", root, e->d_name) == 0)
+			remove_flat_dir(path);
+	}
+	closedir(d);
 }
 
 /* Hard links of the sandbox's frozen layers (every root*.layer but its new top), recorded in
@@ -121,29 +148,22 @@ int snapshot_take(struct sandbox *sb, struct snap_take *t)
 		errmsg("a snapshot named '%s' exists already (snapshot rm it first)", t->name);
 		return EXIT_ERR;
 	}
+	remove_stale_tmp(root);
 	remove_flat_dir(tmp); /* a leftover of a crashed sandboxctl of this pid */
 	if (mkdir(tmp, 0700) < 0) {
 		errmsg("cannot make %s: %m", tmp);
 		return EXIT_ERR;
 	}
-	/* The config names the new top before the VMM makes it: a sandboxctl killed meanwhile
-	 * leaves a sandbox that will not start (its top is missing), never one that writes
-	 * into a frozen layer a snapshot shares. */
 	snprintf(old_top, sizeof(old_top), "%s", sb->top);
-	snprintf(sb->top, sizeof(sb->top), "%s", next);
-	if ((err = sandbox_save(sb)) < 0) {
-		errmsg("%s: cannot update its config: %s", sb->id, strerror(-err));
-		goto fail_restore_top;
-	}
 	tops[0] = new_top;
 	err = api_snapshot(sb, t->flags, tmp, tops, 1, SNAPSHOT_TIMEOUT_MS, &t->out, msg,
 			   sizeof(msg));
 	if (err < 0) {
 		errmsg("%s: the snapshot failed: %s", sb->id, msg[0] ? msg : strerror(-err));
-		if (access(new_top, F_OK) == 0)
-			goto fail_rm; /* frozen after all: the new top is the sandbox's now */
-		goto fail_restore_top;
+		goto fail_rm;
 	}
+	/* The VMM goes on over the new top now (sandbox_find_top finds it there). */
+	snprintf(sb->top, sizeof(sb->top), "%s", next);
 	memset(&t->meta, 0, sizeof(t->meta));
 	t->meta.format = SNAP_META_FORMAT;
 	snprintf(t->meta.name, sizeof(t->meta.name), "%s", t->name);
@@ -158,8 +178,13 @@ int snapshot_take(struct sandbox *sb, struct snap_take *t)
 	for (unsigned i = 0; i < sb->ndisks; i++)
 		snprintf(t->meta.disks[t->meta.ndisks++], DISK_PATH_MAX, "%s", sb->disks[i].path);
 	if ((err = link_layers(sb, tmp, &t->meta)) < 0) {
-		errmsg("%s: cannot link its disk layers into the snapshot: %s", sb->id,
-		       strerror(-err));
+		if (err == -ELOOP)
+			errmsg("%s: its disk has more than %d frozen layers (one per snapshot): "
+			       "no more snapshots of it (restore one into a new sandbox)",
+			       sb->id, SNAP_LAYERS_MAX);
+		else
+			errmsg("%s: cannot link its disk layers into the snapshot: %s", sb->id,
+			       strerror(-err));
 		goto fail_rm;
 	}
 	if ((err = snap_seal(tmp, &t->meta, msg, sizeof(msg))) < 0) {
@@ -175,10 +200,6 @@ int snapshot_take(struct sandbox *sb, struct snap_take *t)
 	}
 	fsync_path(root);
 	return EXIT_OK;
-fail_restore_top:
-	snprintf(sb->top, sizeof(sb->top), "%s", old_top);
-	if (sandbox_save(sb) < 0)
-		errmsg("%s: cannot restore its config's top layer", sb->id);
 fail_rm:
 	remove_flat_dir(tmp);
 	return EXIT_ERR;
