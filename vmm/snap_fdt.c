@@ -156,6 +156,12 @@ int snapr_open(struct snap_reader *r, const void *buf, size_t len)
 		return snapr_fail(r, -EBADMSG, "%zu bytes: not a state file", len);
 	if ((err = fdt_check_header(buf)) != 0)
 		return snapr_fail(r, -EBADMSG, "not a device tree: %s", fdt_strerror(err));
+	/* What fdt_create writes, and nothing older: libfdt 1.6.1's fdt_check_full dereferences
+	 * NULL on some trees of versions before 16 (found by tests/fuzz/fuzz_snapstate.c). */
+	if (fdt_version(buf) != 17 || fdt_last_comp_version(buf) != 16)
+		return snapr_fail(r, -EBADMSG,
+				  "device tree version %u (last compatible %u), want 17",
+				  fdt_version(buf), fdt_last_comp_version(buf));
 	if (fdt_totalsize(buf) != len)
 		return snapr_fail(r, -EBADMSG, "the tree says %u bytes, the file has %zu",
 				  fdt_totalsize(buf), len);

@@ -455,9 +455,10 @@ int vcpu_load_state(struct vcpu *vcpu, struct snap_reader *r, int parent) __must
 int vm_save_state(struct vm *vm, struct snap_writer *w) __must_check;
 int vm_load_state(struct vm *vm, struct snap_reader *r, int parent) __must_check;
 
-/* ---- snapshot.c: a VM to a directory and back (docs/snapshots.md) ---- */
+/* ---- snapshot.c, restore.c: a VM to a directory and back (docs/snapshots.md) ---- */
 
 #define SNAP_FORMAT_VERSION 1
+#define SNAP_ARCH	    "x86_64"
 #define SNAP_STATE_FILE	    "state.fdt"
 #define SNAP_MEMORY_FILE    "memory"
 #define SNAP_TOPS_MAX	    8
@@ -498,7 +499,11 @@ struct snap_image {
 	uint32_t cpuid_nonce;
 	uint32_t nvirtio;
 };
+/* Read DIR/state.fdt and parse it (snap_image_parse). */
 int snap_image_open(const char *dir, struct snap_image *img) __must_check;
+/* Check img->buf (img->len bytes, malloc'ed, owned by img): the tree, the format, the
+ * machine's size. */
+int snap_image_parse(struct snap_image *img) __must_check;
 void snap_image_close(struct snap_image *img);
 /* Into a VM made by vm_create_from with the image's RAM and vCPU count and with the same
  * devices (serial, i8042, the virtio devices in order): check CPUID, load the VM's, the

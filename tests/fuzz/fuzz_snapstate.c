@@ -1,0 +1,242 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * libFuzzer target for the snapshot's state loader (vmm/restore.c, snap_fdt.c, snap_cpu.c,
+ * the devices' loaders): the input is a state.fdt file, hostile. There is no MAC to pass
+ * here (sandboxctl checks it; the VMM's loader must survive any file anyway). The input is
+ * parsed (snap_image_parse), then loaded into a VM made for it: RAM of the size it asks for
+ * (at most FUZZ_RAM_MAX, mapped without reserve), its vCPUs, the UART and one fake virtio
+ * device per window it names (a vsock-like one first, then blk-like ones), and a CPUID table
+ * equal to the one it carries, so the loaders past the CPUID check are reached too.
+ *
+ * KVM is not needed: ioctl() is wrapped (-Wl,--wrap=ioctl) to accept everything (every MSR
+ * too) and to say XSAVE is there, so every KVM_SET_* of a loader "succeeds" and the loader goes on
+ * to its next field. What is checked is ours: bounds, lengths, counts, ring addresses in RAM.
+ *
+ * Built and run by tests/fuzz/run.sh snapstate. Built with -DFUZZ_SEEDS it writes a seed: a
+ * state file made by the VMM's own writer (snap_fdt.c) for a 1-vCPU VM with one device.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+
+#include "virtio/virtio.h"
+#include "vmm.h"
+
+#define FUZZ_RAM_MAX (256ull << 20)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int __wrap_ioctl(int fd, unsigned long req, ...);
+
+/* Every KVM call succeeds; KVM_CHECK_EXTENSION says XSAVE and XCRS are there (not XSAVE2,
+ * so the XSAVE area is struct kvm_xsave's 4 KiB). */
+int __wrap_ioctl(int fd, unsigned long req, ...)
+{
+	va_list ap;
+	long arg;
+
+	va_start(ap, req);
+	arg = va_arg(ap, long);
+	va_end(ap);
+	if (req == KVM_CHECK_EXTENSION)
+		return arg == KVM_CAP_XSAVE || arg == KVM_CAP_XCRS;
+	if (req == KVM_SET_MSRS)
+		return (int)((struct kvm_msrs *)arg)->nmsrs; /* all of them taken */
+	return 0;
+}
+
+struct fake_dev {
+	uint8_t config[8];
+};
+
+static uint64_t fake_features(void *dev)
+{
+	return 0;
+}
+static void fake_config_read(void *dev, uint32_t off, uint8_t *data, uint32_t len)
+{
+	memcpy(data, ((struct fake_dev *)dev)->config + off, len);
+}
+static void fake_config_write(void *dev, uint32_t off, const uint8_t *data, uint32_t len)
+{
+}
+static int fake_activate(void *dev, struct virtio_dev *vdev, uint64_t features)
+{
+	return 0;
+}
+static void fake_notify(void *dev, unsigned q)
+{
+}
+static int fake_quiesce(void *dev)
+{
+	return 0;
+}
+static void fake_reset(void *dev)
+{
+}
+static void fake_destroy(void *dev)
+{
+}
+
+#define FAKE_OPS(n, id, q)                                                                         \
+	static const struct virtio_ops n = {                                                       \
+		.name = #n,                                                                        \
+		.device_id = id,                                                                   \
+		.nqueues = q,                                                                      \
+		.queue_max = 256,                                                                  \
+		.config_len = 8,                                                                   \
+		.features = fake_features,                                                         \
+		.config_read = fake_config_read,                                                   \
+		.config_write = fake_config_write,                                                 \
+		.activate = fake_activate,                                                         \
+		.queue_notify = fake_notify,                                                       \
+		.quiesce = fake_quiesce,                                                           \
+		.reset = fake_reset,                                                               \
+		.destroy = fake_destroy,                                                           \
+	}
+FAKE_OPS(fake_vsock, 19, 3);
+FAKE_OPS(fake_blk, 2, 1);
+
+static struct fake_dev devs[VIRTIO_MMIO_MAX];
+static struct vm vm;
+static char cmdline[1024];
+
+/* A VM shaped like the image: RAM, vCPU slots, UART, devices, CPUID. */
+static int fuzz_vm(struct snap_image *img, void **ram)
+{
+	size_t cpuid_len;
+	const void *cpuid = snapr_var(&img->r, 0, "cpuid", &cpuid_len);
+
+	memset(&vm, 0, sizeof(vm));
+	vm.vm_fd = vm.kvm_fd = -1;
+	vm.mem.fd = -1;
+	vm.loop.epoll_fd = -1;
+	vm.ncpus = img->ncpus;
+	if (img->ram_len > FUZZ_RAM_MAX || !cpuid || cpuid_len % sizeof(struct kvm_cpuid_entry2) ||
+	    cpuid_len / sizeof(struct kvm_cpuid_entry2) > 256)
+		return -1;
+	*ram = mmap(NULL, img->ram_len, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (*ram == MAP_FAILED)
+		return -1;
+	mem_layout(&vm.mem, *ram, img->ram_len);
+	vm.cpuid = calloc(1, sizeof(*vm.cpuid) + 256 * sizeof(struct kvm_cpuid_entry2));
+	if (!vm.cpuid)
+		return -1;
+	vm.cpuid->nent = (uint32_t)(cpuid_len / sizeof(struct kvm_cpuid_entry2));
+	memcpy(vm.cpuid->entries, cpuid, cpuid_len);
+	for (unsigned i = 0; i < vm.ncpus; i++)
+		vm.vcpus[i] = (struct vcpu){.vm = &vm, .index = i, .fd = 1000 + (int)i};
+	if (serial_create(&vm, -1, &vm.serial) < 0)
+		return -1;
+	cmdline[0] = '\0';
+	devs[0].config[0] = 3; /* the vsock-like one reads as a guest CID of 3, as vsock.c's */
+	for (unsigned i = 0; i < img->nvirtio; i++) {
+		struct virtio_dev *v;
+
+		if (virtio_mmio_add(&vm, i == 0 ? &fake_vsock : &fake_blk, &devs[i], cmdline,
+				    sizeof(cmdline), &v) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static void fuzz_vm_free(void *ram, uint64_t ram_len)
+{
+	for (unsigned i = 0; i < vm.nvirtio; i++)
+		virtio_mmio_destroy(vm.virtio[i]);
+	if (vm.serial)
+		serial_destroy(vm.serial);
+	free(vm.cpuid);
+	if (ram && ram != MAP_FAILED)
+		munmap(ram, ram_len);
+	memset(&vm, 0, sizeof(vm));
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct snap_image img = {0};
+	void *ram = NULL;
+
+	if (size < 64 || size > (1u << 20))
+		return 0;
+	img.buf = malloc(size);
+	if (!img.buf)
+		return 0;
+	memcpy(img.buf, data, size);
+	img.len = size;
+	if (snap_image_parse(&img) == 0) {
+		if (fuzz_vm(&img, &ram) == 0)
+			(void)vm_restore(&vm, &img);
+		fuzz_vm_free(ram, img.ram_len);
+	}
+	snap_image_close(&img);
+	return 0;
+}
+
+#ifdef FUZZ_SEEDS
+/* A seed: the writer's own output for a VM like the fuzz VM (1 vCPU, one device). */
+int main(int argc, char **argv)
+{
+	struct snap_writer w;
+	const void *buf;
+	size_t len;
+	uint8_t zero[4096] = {0};
+	struct kvm_cpuid_entry2 e[2] = {{.function = 0}, {.function = 1}};
+	char path[4096];
+	FILE *f;
+
+	if (argc != 2 || snapw_init(&w) < 0)
+		return 2;
+	snapw_u32(&w, "format", SNAP_FORMAT_VERSION);
+	snapw_prop(&w, "arch", SNAP_ARCH, sizeof(SNAP_ARCH));
+	snapw_u64(&w, "ram-bytes", 64ull << 20);
+	snapw_u32(&w, "ncpus", 1);
+	snapw_u32(&w, "cpuid-nonce", 7);
+	snapw_prop(&w, "cpuid", e, sizeof(e));
+	snapw_u32(&w, "nvirtio", 1);
+	snapw_begin(&w, "serial");
+	snapw_prop(&w, "regs", zero, 8);
+	snapw_end(&w);
+	snapw_begin(&w, "virtio@0");
+	snapw_prop(&w, "regs", zero, 40);
+	snapw_prop(&w, "config", zero, 8);
+	for (unsigned q = 0; q < 3; q++) {
+		snapw_begin_index(&w, "queue", q);
+		snapw_prop(&w, "ring", zero, 72);
+		snapw_end(&w);
+	}
+	snapw_end(&w);
+	snapw_begin(&w, "vm");
+	snapw_prop(&w, "pic-master", zero, sizeof(struct kvm_irqchip));
+	snapw_prop(&w, "pic-slave", zero, sizeof(struct kvm_irqchip));
+	snapw_prop(&w, "ioapic", zero, sizeof(struct kvm_irqchip));
+	snapw_prop(&w, "pit", zero, sizeof(struct kvm_pit_state2));
+	snapw_prop(&w, "clock", zero, sizeof(struct kvm_clock_data));
+	snapw_end(&w);
+	snapw_begin(&w, "vcpu@0");
+	snapw_prop(&w, "mp-state", zero, sizeof(struct kvm_mp_state));
+	snapw_prop(&w, "regs", zero, sizeof(struct kvm_regs));
+	snapw_prop(&w, "sregs", zero, sizeof(struct kvm_sregs));
+	snapw_prop(&w, "xsave", zero, sizeof(struct kvm_xsave));
+	snapw_prop(&w, "xcrs", zero, sizeof(struct kvm_xcrs));
+	snapw_prop(&w, "debugregs", zero, sizeof(struct kvm_debugregs));
+	snapw_prop(&w, "lapic", zero, sizeof(struct kvm_lapic_state));
+	snapw_prop(&w, "msrs", zero, 32);
+	snapw_prop(&w, "events", zero, sizeof(struct kvm_vcpu_events));
+	snapw_end(&w);
+	if (snapw_finish(&w, &buf, &len) < 0)
+		return 1;
+	snprintf(path, sizeof(path), "%s/seed-state", argv[1]);
+	f = fopen(path, "wb");
+	if (!f || fwrite(buf, 1, len, f) != len)
+		return 1;
+	fclose(f);
+	snapw_free(&w);
+	return 0;
+}
+#endif
