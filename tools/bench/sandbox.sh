@@ -4,10 +4,12 @@
 # live in a fresh $SANDBOX_HOME whose images/ is the installed one (tools/dev setup imports
 # busybox there), and are all removed at the end.
 #
-# usage: sandbox.sh exec|create BUILD_DIR IMAGES_DIR
+# usage: sandbox.sh exec|create|snapshot BUILD_DIR IMAGES_DIR
 #   exec    one busybox sandbox, then bench-exec: 50 round trips of `exec -- true`
 #   create  bench-create: 10 x (sandboxctl create + first exec) against QEMU microvm booting
 #           the image's kernel, initramfs and root disk to sandbox-init's banner
+#   snapshot  bench-snapshot-linux: 10 x restore, fork -n 1, warm and cold create, each to
+#           the first answered exec
 set -eu
 mode=$1 build=$2 images=$3
 ctl=$build/tools/sandboxctl/sandboxctl
@@ -50,8 +52,12 @@ create)
 		-drive "id=root,file=$img/rootfs,format=raw,if=none,snapshot=on" \
 		-device virtio-blk-device,drive=root
 	;;
+snapshot)
+	"$build/tools/bench/bench-snapshot-linux" --runs 10 --ctl "$ctl" --image busybox \
+		--memory 256
+	;;
 *)
-	echo "usage: sandbox.sh exec|create BUILD_DIR IMAGES_DIR" >&2
+	echo "usage: sandbox.sh exec|create|snapshot BUILD_DIR IMAGES_DIR" >&2
 	exit 2
 	;;
 esac
