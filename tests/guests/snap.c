@@ -20,7 +20,8 @@
  * at once; a client's SHUTDOWN or RST ends its connection.
  *
  * TRANSPORT_RESET on the event queue (what a restore sends) prints "snap: transport reset"
- * and resets and sets up the device again (see snap_serve), every connection gone. Whatever
+ * and forgets every connection, as a driver must; the queues and their buffers stay (the
+ * VMM's snapshot gives back the rx buffers its device held). Whatever
  * the device hands back is checked before use: a bad used element is skipped with a
  * "snap: warn ..." line; a broken used ring or NEEDS_RESET also gets the device set up again.
  */
@@ -713,9 +714,8 @@ static void snap_poll(void)
 
 /*
  * vCPU 0 from now on: polls forever (counting too with one vCPU) and now and then looks
- * whether the device wants a reset. After TRANSPORT_RESET (a restore), a broken ring or
- * NEEDS_RESET, the device is reset and set up again: a reset is the only way to get back
- * the rx buffers the device took and did not fill (the VMM's snapshot does not keep those).
+ * whether the device wants a reset. TRANSPORT_RESET (a restore) drops every connection; a
+ * broken ring or NEEDS_RESET gets the device reset and set up again.
  */
 __attribute__((noreturn)) static void snap_serve(bool count)
 {
@@ -728,11 +728,13 @@ __attribute__((noreturn)) static void snap_serve(bool count)
 		if (!snap_broken && pass % SNAP_STATUS_EVERY == 0 &&
 		    (vio_read(VIO_STATUS) & VIO_S_RESET))
 			snap_broken = "the device wants a reset";
-		if (snap_broken || snap_event_reset) {
-			if (snap_broken)
-				snap_warn(snap_broken, 0);
-			else
-				uart_puts("snap: transport reset\n");
+		if (snap_event_reset && !snap_broken) {
+			snap_event_reset = false;
+			memset(snap_conns, 0, sizeof(snap_conns));
+			uart_puts("snap: transport reset\n");
+		}
+		if (snap_broken) {
+			snap_warn(snap_broken, 0);
 			if ((why = snap_dev_init()) != NULL)
 				snap_fail(why);
 		}

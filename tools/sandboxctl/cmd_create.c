@@ -417,20 +417,42 @@ int sandbox_boot(struct sandbox *sb, const char *console_opt, unsigned timeout_s
 	return sandbox_start_vmm(sb, console_opt, NULL, timeout_s, no_wait);
 }
 
-/* A restored guest: new entropy and the host's time before anyone else talks to it. */
-static int refresh_guest(struct sandbox *sb, unsigned timeout_s)
+/*
+ * A restored guest's agent is up already (it announced itself before the snapshot): connect
+ * as soon as the VMM serves vsock.sock, retrying every few milliseconds while the guest
+ * drops the connections of before its restore, and on that connection give it new entropy
+ * and the host's time before anyone else talks to it (agent_refresh).
+ */
+static int wait_restored(struct sandbox *sb, pid_t pid, unsigned timeout_s, const char *console)
 {
+	uint64_t deadline = now_ms() + timeout_s * 1000ull;
 	struct agent_conn c;
-	int err = agent_connect(sb, timeout_s * 1000, &c);
+	int err = -ETIMEDOUT, status;
 
-	if (err == 0) {
-		err = agent_refresh(&c, timeout_s * 1000);
-		agent_close(&c);
+	while (now_ms() < deadline) {
+		if (waitpid(pid, &status, WNOHANG) == pid) {
+			errmsg("%s: the VMM exited (status 0x%x) before the restored agent "
+			       "answered",
+			       sb->id, status);
+			print_tail(console, 15);
+			return -ECHILD;
+		}
+		err = agent_connect(sb, 1000, &c);
+		if (err == 0) {
+			err = agent_refresh(&c, timeout_s * 1000);
+			agent_close(&c);
+			if (err < 0)
+				errmsg("%s: cannot reseed the restored guest's RNG and set its "
+				       "clock: %s",
+				       sb->id, strerror(-err));
+			return err;
+		}
+		usleep(5000);
 	}
-	if (err < 0)
-		errmsg("%s: cannot reseed the restored guest's RNG and set its clock: %s", sb->id,
-		       strerror(-err));
-	return err;
+	errmsg("%s: the restored guest's agent did not answer within %u s (last error: %s)", sb->id,
+	       timeout_s, strerror(-err));
+	print_tail(console, 15);
+	return -ETIMEDOUT;
 }
 
 int sandbox_wait_restored(struct sandbox *sb, unsigned timeout_s)
@@ -439,9 +461,7 @@ int sandbox_wait_restored(struct sandbox *sb, unsigned timeout_s)
 
 	if (sandbox_path(sb, "console.log", console, sizeof(console)) < 0)
 		console[0] = '\0';
-	if (wait_agent(sb, sb->pid, timeout_s, console, -1) < 0 || refresh_guest(sb, timeout_s) < 0)
-		return EXIT_SANDBOX;
-	return EXIT_OK;
+	return wait_restored(sb, sb->pid, timeout_s, console) < 0 ? EXIT_SANDBOX : EXIT_OK;
 }
 
 int sandbox_start_vmm(struct sandbox *sb, const char *console_opt, const struct boot_src *src,
@@ -471,10 +491,13 @@ int sandbox_start_vmm(struct sandbox *sb, const char *console_opt, const struct 
 		snprintf(console, sizeof(console), "%s", console_opt);
 	else if (sandbox_path(sb, "console.log", console, sizeof(console)) < 0)
 		console[0] = '\0';
-	err = no_wait ? 0 : wait_agent(sb, pid, timeout_s, console, ready_fd);
+	if (no_wait)
+		err = 0;
+	else if (src)
+		err = wait_restored(sb, pid, timeout_s, console);
+	else
+		err = wait_agent(sb, pid, timeout_s, console, ready_fd);
 	ready_close(ready_fd, ready_path);
-	if (err == 0 && src && !no_wait)
-		err = refresh_guest(sb, timeout_s);
 	return err < 0 ? EXIT_SANDBOX : EXIT_OK;
 }
 
