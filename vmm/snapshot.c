@@ -183,11 +183,12 @@ int vm_snapshot(struct vm *vm, const struct snapshot_req *req, struct snapshot_s
 		close(dirfd);
 		return err;
 	}
+	/* The guest's stall starts with the kick, not once every vCPU is parked. */
+	t_paused = vmm_now_ns();
 	if (!was_paused && (err = vcpu_pause_all(vm, SNAP_PAUSE_MS)) < 0) {
 		snprintf(msg, msg_len, "cannot pause the vCPUs: %s", strerror(-err));
 		goto out;
 	}
-	t_paused = vmm_now_ns();
 	for (unsigned i = 0; i < vm->nvirtio; i++) {
 		if ((err = virtio_mmio_quiesce(vm->virtio[i])) < 0) {
 			snprintf(msg, msg_len, "virtio device %u cannot finish its I/O: %s", i,
