@@ -128,6 +128,8 @@ inner() {
 	}
 	bad flipped && printf '\377' | dd of="$snaps/flipped/state.fdt" bs=1 seek=300 conv=notrunc 2>/dev/null
 	refused flipped "a flipped state bit" "MAC does not match"
+	bad trunc && head -c 200 "$snaps/snap1/state.fdt" >"$snaps/trunc/state.fdt"
+	refused trunc "a truncated state" "MAC does not match"
 	bad meta && sed -i 's/^cpus: .*/cpus: 4/' "$snaps/meta/meta.yaml"
 	refused meta "a changed meta.yaml" "MAC does not match"
 	bad short && rm "$snaps/short/memory" && head -c 1048576 /dev/zero >"$snaps/short/memory"
@@ -184,6 +186,15 @@ inner() {
 	r4=$("$ctl" restore snap2) || fail "restore of snap2 after the full disk: status $?"
 	[ "$("$ctl" exec "$r4" -- cat /root/after)" = after ] || fail "snap2's restore: /root/after"
 	echo "ok: a full disk fails the snapshot with a message; the previous one restores"
+
+	# Another version of the image under a snapshot: its restore is refused, naming why.
+	cp "$rootfs" "$SANDBOX_HOME/rootfs2" &&
+		printf 'x' | dd of="$SANDBOX_HOME/rootfs2" bs=1 seek=2048 conv=notrunc 2>/dev/null &&
+		"$CTL_REAL" images import busybox --kernel "$kernel" --initrd "$initrd" \
+			--rootfs "$SANDBOX_HOME/rootfs2" >/dev/null || fail "importing a changed image"
+	out=$("$ctl" restore snap2 2>&1) && fail "a snapshot of another image version was restored"
+	echo "$out" | grep -q "changed" || fail "another image version: the message was '$out'"
+	echo "ok: a snapshot of another image version is refused"
 	exit 0
 }
 
