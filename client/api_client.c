@@ -164,6 +164,8 @@ int api_snapshot(const struct sandbox *sb, uint32_t flags, const char *dir, cons
 	if (err < 0)
 		return err;
 	body[n] = '\0';
+	if (error > 0 || error < -4095)
+		return -EPROTO; /* not an errno */
 	if (error) {
 		snprintf(msg, msg_len, "%s", n ? (char *)body : strerror(-error));
 		return error;

@@ -273,7 +273,7 @@ static int meta_parse(char *buf, struct snap_meta *m, char *err, size_t err_len)
 			m->disks[m->ndisks++][n - 24] = '\0';
 			continue;
 		}
-		if (sscanf(line, "%31[a-z_0-9]: %4200[^\n]", key, val) != 2) {
+		if (sscanf(line, "%31[a-z_0-9]: %1031[^\n]", key, val) != 2) {
 			if (sscanf(line, "%31[a-z_0-9]:%c", key, val) == 1 &&
 			    (strcmp(key, "layers") == 0 || strcmp(key, "disks") == 0)) {
 				list = key[0] == 'l' ? LAYERS : DISKS;

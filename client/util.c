@@ -235,14 +235,28 @@ void print_tail(const char *path, unsigned nlines)
 
 void remove_flat_dir(const char *path)
 {
-	DIR *d = opendir(path);
+	/* The directory itself, never what a symlink put in its place points to: its entries
+	 * are removed through the fd of what was opened, and a symlink is refused by
+	 * O_NOFOLLOW (then only the link goes). */
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	struct dirent *e;
+	DIR *d;
 
-	if (d) {
-		while ((e = readdir(d)))
-			if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-				unlinkat(dirfd(d), e->d_name, 0);
-		closedir(d);
+	if (fd < 0) {
+		struct stat st;
+
+		if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+			unlink(path);
+		return;
 	}
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return;
+	}
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			unlinkat(dirfd(d), e->d_name, 0);
+	closedir(d);
 	rmdir(path);
 }

@@ -159,11 +159,16 @@ static bool fd_has_data(int fd, uint64_t off, uint64_t len)
 	return (uint64_t)data < off + len;
 }
 
-/* Whether [off, off+len) of RAM may hold anything but zeros: a memory file has data there,
- * or (a private mapping) a page of it is resident, which covers what the guest wrote. */
-static bool chunk_maybe_used(const struct guest_mem *mem, uint64_t off, uint64_t len)
+/*
+ * Whether [off, off+len) of RAM may hold anything but zeros: a memory file has data there,
+ * or (a private mapping) the guest wrote a page of it since, which makes it anonymous,
+ * resident or swapped out: /proc/self/pagemap (`pm`) says so (mincore would miss a page
+ * that was swapped out).
+ */
+static bool chunk_maybe_used(const struct guest_mem *mem, int pm, uint64_t off, uint64_t len)
 {
-	unsigned char vec[MEM_SCAN_CHUNK / MEM_PAGE];
+	uint64_t entries[MEM_SCAN_CHUNK / MEM_PAGE], n = (len + MEM_PAGE - 1) / MEM_PAGE;
+	uint64_t first = ((uintptr_t)mem->base + off) / MEM_PAGE;
 
 	if (fd_has_data(mem->fd, off, len))
 		return true;
@@ -172,10 +177,11 @@ static bool chunk_maybe_used(const struct guest_mem *mem, uint64_t off, uint64_t
 			return true;
 	if (!mem->private_file)
 		return false;
-	if (mincore(mem->base + off, len, vec) < 0)
-		return true;
-	for (uint64_t i = 0; i < (len + MEM_PAGE - 1) / MEM_PAGE; i++)
-		if (vec[i] & 1)
+	if (pm < 0 || pread(pm, entries, n * 8, (off_t)(first * 8)) != (ssize_t)(n * 8))
+		return true; /* cannot tell: scan it */
+	for (uint64_t i = 0; i < n; i++)
+		if ((entries[i] & PM_SWAPPED) ||
+		    ((entries[i] & PM_PRESENT) && !(entries[i] & PM_FILE)))
 			return true;
 	return false;
 }
@@ -183,16 +189,18 @@ static bool chunk_maybe_used(const struct guest_mem *mem, uint64_t off, uint64_t
 int mem_copy_to_fd(const struct guest_mem *mem, int fd, uint64_t *written)
 {
 	uint64_t run_start = 0, run_len = 0;
-	int err;
+	int err = 0, pm = -1;
 
 	*written = 0;
 	if (ftruncate(fd, (off_t)mem->ram_len) < 0)
 		return -errno;
+	if (mem->private_file)
+		pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 	for (uint64_t off = 0; off < mem->ram_len; off += MEM_SCAN_CHUNK) {
 		uint64_t len =
 			mem->ram_len - off < MEM_SCAN_CHUNK ? mem->ram_len - off : MEM_SCAN_CHUNK;
 
-		if (!chunk_maybe_used(mem, off, len))
+		if (!chunk_maybe_used(mem, pm, off, len))
 			continue;
 		for (uint64_t p = off; p < off + len; p += MEM_PAGE) {
 			uint64_t plen = off + len - p < MEM_PAGE ? off + len - p : MEM_PAGE;
@@ -206,7 +214,7 @@ int mem_copy_to_fd(const struct guest_mem *mem, int fd, uint64_t *written)
 			if (run_len) {
 				if ((err = mem_pwrite_full(fd, mem->base + run_start, run_len,
 							   run_start)))
-					return err;
+					goto out;
 				*written += run_len;
 				run_len = 0;
 			}
@@ -216,12 +224,12 @@ int mem_copy_to_fd(const struct guest_mem *mem, int fd, uint64_t *written)
 			}
 		}
 	}
-	if (run_len) {
-		if ((err = mem_pwrite_full(fd, mem->base + run_start, run_len, run_start)))
-			return err;
+	if (run_len && !(err = mem_pwrite_full(fd, mem->base + run_start, run_len, run_start)))
 		*written += run_len;
-	}
-	return 0;
+out:
+	if (pm >= 0)
+		close(pm);
+	return err;
 }
 
 /*
@@ -279,6 +287,16 @@ static int mem_copy_changed(const struct guest_mem *mem, int fd, uint64_t *writt
 	return err;
 }
 
+/* A frozen memory file never changes again: seal it, so that nobody (a child's VMM holding
+ * it through /proc, a bug of ours) can truncate it under the VMs that map it (a SIGBUS for
+ * all of them) or write it. Best effort: a memfd made before sealing was allowed stays
+ * unsealed. */
+static void mem_seal(int fd)
+{
+	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
+		log_debug("memory file not sealed: %m");
+}
+
 int mem_freeze(struct guest_mem *mem)
 {
 	uint64_t written;
@@ -295,9 +313,10 @@ int mem_freeze(struct guest_mem *mem)
 			mem->private_file = false;
 			return err;
 		}
+		mem_seal(mem->fd);
 		return 0;
 	}
-	fd = memfd_create("guest-ram-frozen", MFD_CLOEXEC);
+	fd = memfd_create("guest-ram-frozen", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -errno;
 	if (mem->ndeltas < MEM_DELTAS_MAX) {
@@ -307,6 +326,7 @@ int mem_freeze(struct guest_mem *mem)
 			goto fail;
 		log_debug("memory frozen: the changed pages copied in %.1f ms",
 			  (double)(vmm_now_ns() - t0) / 1e6);
+		mem_seal(fd);
 		mem->deltas[mem->ndeltas++] = fd;
 		log_debug("memory frozen: %llu KiB changed since the last freeze",
 			  (unsigned long long)(written >> 10));
@@ -314,6 +334,7 @@ int mem_freeze(struct guest_mem *mem)
 		/* Compact: one file with all of RAM replaces the chain. */
 		if ((err = mem_copy_to_fd(mem, fd, &written)) < 0)
 			goto fail;
+		mem_seal(fd);
 		close(mem->fd);
 		for (unsigned i = 0; i < mem->ndeltas; i++)
 			close(mem->deltas[i]);

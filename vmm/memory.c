@@ -92,7 +92,7 @@ int mem_create(struct guest_mem *mem, uint64_t ram_len)
 	void *base;
 	int fd, err;
 
-	fd = memfd_create("guest-ram", MFD_CLOEXEC);
+	fd = memfd_create("guest-ram", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -errno;
 	if (ftruncate(fd, (off_t)ram_len) < 0) {

@@ -236,7 +236,8 @@ static int snap_load_fpu(struct vcpu *vcpu, struct snap_reader *r, int node)
 	void *buf;
 	int err;
 
-	if (snapr_has(r, node, "fpu")) {
+	/* The kind of state this host keeps: the legacy FPU only where there is no XSAVE. */
+	if (!len) {
 		LOAD_STRUCT(r, node, vcpu->fd, KVM_SET_FPU, struct kvm_fpu, "fpu", "the FPU");
 		return 0;
 	}

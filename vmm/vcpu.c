@@ -451,10 +451,15 @@ static void vcpu_park(struct vcpu *vcpu)
 	 * completes it and returns -EINTR without running the guest: a parked vCPU's state is
 	 * then whole, as a snapshot must see it.
 	 */
-	if (__atomic_load_n(&vcpu->run->immediate_exit, __ATOMIC_SEQ_CST) &&
-	    ioctl(vcpu->fd, KVM_RUN, 0) == 0) {
-		vcpu->exits++; /* not expected, but an exit all the same: serve it */
-		vcpu_dispatch_exit(vcpu);
+	/* An exit KVM_RUN returns instead (not expected) is served, and its own I/O completed
+	 * the same way, a bounded number of times. */
+	for (unsigned i = 0;
+	     i < 8 && __atomic_load_n(&vcpu->run->immediate_exit, __ATOMIC_SEQ_CST) &&
+	     ioctl(vcpu->fd, KVM_RUN, 0) == 0;
+	     i++) {
+		vcpu->exits++;
+		if (vcpu_dispatch_exit(vcpu) == VCPU_STOP)
+			break;
 	}
 	pthread_mutex_lock(&vm->lock);
 	vm->nparked++;

@@ -493,9 +493,20 @@ int sandbox_resume_suspended(struct sandbox *sb)
 	src = (struct boot_src){.dir = dir};
 	status = sandbox_start_vmm(sb, NULL, &src, RESTORE_TIMEOUT_S, false);
 	if (status != EXIT_OK) {
-		if (sandbox_stop_vmm(sb, true) == 0 &&
-		    sandbox_path(sb, "stopped", marker, sizeof(marker)) == 0)
+		char top[4200], frozen[4200];
+		struct disk_error derr = {""};
+
+		if (sandbox_stop_vmm(sb, true) < 0)
+			return status;
+		if (sandbox_path(sb, "stopped", marker, sizeof(marker)) == 0)
 			unlink(marker); /* still suspended: resume can be tried again */
+		/* The guest ran meanwhile and may have written the top layer: an empty one again,
+		 * or the next resume would put the snapshot's RAM over a newer disk. */
+		if (sandbox_path(sb, sb->top, top, sizeof(top)) < 0 ||
+		    sandbox_path(sb, m.root_layer, frozen, sizeof(frozen)) < 0 || unlink(top) < 0 ||
+		    disk_create_overlay(top, frozen, 0, &derr) < 0)
+			errmsg("%s: cannot make its top layer empty again (%s): do not resume it",
+			       sb->id, derr.msg[0] ? derr.msg : strerror(errno));
 		return status;
 	}
 	if (sandbox_path(sb, "suspended", marker, sizeof(marker)) == 0)
@@ -615,8 +626,8 @@ static int snapshot_rm(int argc, char **argv)
 	sandbox_foreach(count_sandbox_users, &l);
 	snap_foreach(count_snapshot_users, &l);
 	if (l.users && !force) {
-		errmsg("snapshot '%s' is in use (above): not removed (-f removes it; their disks "
-		       "keep the layers they need)",
+		errmsg("snapshot '%s' is in use (above): not removed (-f removes it, and with it "
+		       "the disk layers they stand on: they will not start or restore again)",
 		       name);
 		return EXIT_ERR;
 	}
@@ -667,6 +678,17 @@ static int base_users(const struct sandbox *sb, void *opaque)
 	return 0;
 }
 
+static int snapshot_parent_users(const char *name, void *opaque)
+{
+	struct list_ctx *l = opaque;
+	char dir[4200], msg[640];
+	struct snap_meta m;
+
+	if (snap_dir(name, dir, sizeof(dir)) == 0 && snap_open(dir, &m, msg, sizeof(msg)) == 0)
+		l->users += strcmp(m.parent, l->rm) == 0;
+	return 0;
+}
+
 void snapshots_gc(const struct sandbox *removed)
 {
 	char name[NAME_MAX_LEN + 2], dir[4200];
@@ -678,6 +700,8 @@ void snapshots_gc(const struct sandbox *removed)
 		return; /* a named or a ready snapshot stays */
 	l.rm = removed->base;
 	sandbox_foreach(base_users, &l);
+	/* A snapshot taken of a child goes through the fork's layers too. */
+	snap_foreach(snapshot_parent_users, &l);
 	if (!l.users && snap_dir(removed->base, dir, sizeof(dir)) == 0)
 		remove_flat_dir(dir);
 }
