@@ -191,6 +191,38 @@ def bad_restores(vmm, workdir, good):
     print(f"ok: {len(cases) + 2} bad snapshots refused, 20 bit flips survived")
 
 
+def killed_snapshots(vmm, payload, workdir, good):
+    """A VMM killed at 20 points of a snapshot: the snapshot before (`good`) restores."""
+    rng = random.Random(99)
+    for i in range(20):
+        g = Guest(vmm, workdir, f"killed{i}",
+                  ["--payload", payload, "--memory", str(MEMORY_MIB)])
+        try:
+            g.wait_console("snap: ready")
+            d = os.path.join(workdir, f"killed-snap{i}")
+            os.mkdir(d)
+            strs = struct.pack("<II", 0, 1) + d.encode() + b"\0"
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(g.api)
+            s.sendall(struct.pack("<IHHII", MAGIC, VERSION, SNAPSHOT, 1, len(strs)) + strs)
+            time.sleep(rng.uniform(0, 0.3))
+            g.proc.kill()
+            g.proc.wait()
+            s.close()
+        finally:
+            g.stop()
+        shutil.rmtree(d, ignore_errors=True)
+        shutil.rmtree(g.dir, ignore_errors=True)
+    r = restore(vmm, workdir, "after-kills", good)
+    try:
+        if r.counter()[1] != "5eed000000000000":
+            fail("the snapshot before the kills restores with another seed")
+        r.check("the snapshot before 20 killed ones")
+    finally:
+        r.stop()
+    print("ok: 20 VMMs killed mid-snapshot; the snapshot before restores whole")
+
+
 def main():
     vmm, payload = sys.argv[1], sys.argv[2]
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
@@ -264,6 +296,7 @@ def main():
         print(f"ok: a second fork (parent paused {pause_us} us) sees the newer state")
         for g in guests:
             g.stop()
+        killed_snapshots(vmm, payload, workdir, s1)
         bad_restores(vmm, workdir, s1)
     finally:
         for g in guests:
