@@ -29,7 +29,7 @@
 #define PM_SWAPPED     (1ull << 62)
 #define PM_FILE	       (1ull << 61) /* a page of a file (or shared anonymous memory) */
 
-static int mem_pwrite_full(int fd, const void *buf, uint64_t len, uint64_t off)
+int mem_pwrite_full(int fd, const void *buf, uint64_t len, uint64_t off)
 {
 	const uint8_t *p = buf;
 

@@ -24,30 +24,9 @@
 #include "virtio/virtio.h"
 #include "vmm.h"
 
-#define SNAP_PAGE      4096u
-#define SNAP_CHUNK     (2u << 20) /* the unit of the sparse scan */
-#define SNAP_WRITE_MAX (8u << 20) /* one pwrite */
-#define SNAP_PAUSE_MS  2000
+#define SNAP_PAUSE_MS 2000
 
 /* ---- writing ---- */
-
-static int write_full(int fd, const void *buf, uint64_t len, uint64_t off)
-{
-	const uint8_t *p = buf;
-
-	while (len) {
-		ssize_t n = pwrite(fd, p, len > SNAP_WRITE_MAX ? SNAP_WRITE_MAX : len, (off_t)off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		p += n;
-		off += (uint64_t)n;
-		len -= (uint64_t)n;
-	}
-	return 0;
-}
 
 static int snap_write_memory(const struct guest_mem *mem, int fd, uint64_t *written)
 {
@@ -127,7 +106,7 @@ static int snap_write_file(int dirfd, const char *name, const void *buf, size_t 
 
 	if (fd < 0)
 		return -errno;
-	err = write_full(fd, buf, len, 0);
+	err = mem_pwrite_full(fd, buf, len, 0);
 	if (!err && fsync(fd) < 0)
 		err = -errno;
 	close(fd);

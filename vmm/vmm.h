@@ -95,6 +95,8 @@ int mem_freeze(struct guest_mem *mem) __must_check;
 /* Map `view` (a copy of a frozen VM's guest_mem whose base is a reserved area of ram_len
  * bytes of our own) over the same memory files: what a fork froze, for writing it out. */
 int mem_map_frozen_view(struct guest_mem *view) __must_check;
+/* pwrite all of `buf` at `off`, in pieces of at most 8 MiB, retrying EINTR and short writes. */
+int mem_pwrite_full(int fd, const void *buf, uint64_t len, uint64_t off) __must_check;
 /* The memory files as /proc/<pid>/fd/<n>[,...] for --restore-memory. */
 int mem_frozen_paths(const struct guest_mem *mem, char *out, size_t len) __must_check;
 /* Write RAM into `fd` (made RAM-sized), sparse: only pages holding something but zeros;

@@ -324,19 +324,11 @@ static void virtio_mmio_handle_notify(struct ev_source *src, uint32_t events)
 {
 	struct virtio_dev *v = src->opaque;
 	uint64_t count;
-	bool live;
 
 	/* One read drains every kick since the last: the device looks at all its queues. */
 	if (read(v->notify_fd, &count, sizeof(count)) != sizeof(count))
 		return;
-	pthread_mutex_lock(&v->lock);
-	live = (v->status & VIRTIO_CONFIG_S_DRIVER_OK) &&
-	       !(v->status & VIRTIO_CONFIG_S_NEEDS_RESET);
-	pthread_mutex_unlock(&v->lock);
-	if (!live)
-		return;
-	for (unsigned i = 0; i < v->ops->nqueues; i++)
-		v->ops->queue_notify(v->dev, i);
+	virtio_mmio_kick_all(v);
 }
 
 /*
