@@ -45,6 +45,19 @@ static int read_full(int fd, void *buf, size_t len, uint64_t deadline)
 int api_request(const struct sandbox *sb, uint16_t type, const void *req, uint32_t req_len,
 		unsigned timeout_ms, int32_t *error, void *body, size_t body_max, size_t *body_len)
 {
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	int err = sandbox_path(sb, "api.sock", path, sizeof(path));
+
+	if (err < 0)
+		return err;
+	return api_request_path(path, type, req, req_len, timeout_ms, error, body, body_max,
+				body_len);
+}
+
+int api_request_path(const char *api_path, uint16_t type, const void *req, uint32_t req_len,
+		     unsigned timeout_ms, int32_t *error, void *body, size_t body_max,
+		     size_t *body_len)
+{
 	struct sockaddr_un addr = {.sun_family = AF_UNIX};
 	uint64_t deadline = now_ms() + timeout_ms;
 	struct api_hdr h = {
@@ -61,7 +74,7 @@ int api_request(const struct sandbox *sb, uint16_t type, const void *req, uint32
 
 	if (req_len > API_PAYLOAD_MAX)
 		return -E2BIG;
-	if ((err = sandbox_path(sb, "api.sock", addr.sun_path, sizeof(addr.sun_path))) < 0)
+	if ((err = path_fmt(addr.sun_path, sizeof(addr.sun_path), "%s", api_path)) < 0)
 		return err;
 	/* Non-blocking: a wedged VMM whose listen backlog is full makes a blocking connect wait
 	 * for ever (and `sandboxctl ls` with it); a unix socket then says EAGAIN at once. */
@@ -140,6 +153,18 @@ int api_snapshot(const struct sandbox *sb, uint32_t flags, const char *dir, cons
 		 unsigned ntops, unsigned timeout_ms, struct api_snapshot_out *out, char *msg,
 		 size_t msg_len)
 {
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	int err = sandbox_path(sb, "api.sock", path, sizeof(path));
+
+	if (err < 0)
+		return err;
+	return api_snapshot_path(path, flags, dir, tops, ntops, timeout_ms, out, msg, msg_len);
+}
+
+int api_snapshot_path(const char *api_path, uint32_t flags, const char *dir,
+		      const char *const *tops, unsigned ntops, unsigned timeout_ms,
+		      struct api_snapshot_out *out, char *msg, size_t msg_len)
+{
 	uint8_t req[API_PAYLOAD_MAX], body[API_ERROR_MSG_MAX + sizeof(struct api_snapshot_result)];
 	struct api_snapshot_req h = {.flags = htole32(flags), .nstrings = htole32(1 + ntops)};
 	struct api_snapshot_result res;
@@ -159,8 +184,8 @@ int api_snapshot(const struct sandbox *sb, uint32_t flags, const char *dir, cons
 		memcpy(req + len, s, sl);
 		len += sl;
 	}
-	err = api_request(sb, API_SNAPSHOT, req, (uint32_t)len, timeout_ms, &error, body,
-			  sizeof(body) - 1, &n);
+	err = api_request_path(api_path, API_SNAPSHOT, req, (uint32_t)len, timeout_ms, &error, body,
+			       sizeof(body) - 1, &n);
 	if (err < 0)
 		return err;
 	body[n] = '\0';

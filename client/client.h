@@ -177,6 +177,11 @@ int api_call(const struct sandbox *sb, uint16_t type, unsigned timeout_ms, int32
 int api_request(const struct sandbox *sb, uint16_t type, const void *req, uint32_t req_len,
 		unsigned timeout_ms, int32_t *error, void *body, size_t body_max,
 		size_t *body_len) __must_check;
+/* The same to the VMM whose control socket is `api_path` (a VMM without a sandbox: the
+ * benchmarks'). */
+int api_request_path(const char *api_path, uint16_t type, const void *req, uint32_t req_len,
+		     unsigned timeout_ms, int32_t *error, void *body, size_t body_max,
+		     size_t *body_len) __must_check;
 /* SNAPSHOT (wire/api_proto.h) into `dir` with the new top layers of the writable disks.
  * Returns 0, the VMM's -errno with its message in `msg`, or -errno of the call itself. */
 struct api_snapshot_out {
@@ -186,6 +191,10 @@ struct api_snapshot_out {
 int api_snapshot(const struct sandbox *sb, uint32_t flags, const char *dir, const char *const *tops,
 		 unsigned ntops, unsigned timeout_ms, struct api_snapshot_out *out, char *msg,
 		 size_t msg_len) __must_check;
+/* The same to the VMM whose control socket is `api_path`. */
+int api_snapshot_path(const char *api_path, uint32_t flags, const char *dir,
+		      const char *const *tops, unsigned ntops, unsigned timeout_ms,
+		      struct api_snapshot_out *out, char *msg, size_t msg_len) __must_check;
 
 /* ---- agent_client.c: wire/proto.h through vsock.sock (CONNECT 52) ---- */
 

@@ -85,6 +85,7 @@
 
 #include "api_proto.h"
 #include "bench.h"
+#include "client.h"
 #include "snapvm.h"
 
 #define SNAPBENCH_RUNS_DEFAULT 10
@@ -155,7 +156,7 @@ static void snapbench_empty_dir(const char *dir)
 		return;
 	while ((de = readdir(d)))
 		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
-		    !snapvm_path(path, sizeof(path), "%s/%s", dir, de->d_name))
+		    !path_fmt(path, sizeof(path), "%s/%s", dir, de->d_name))
 			snapvm_rmtree(path);
 	closedir(d);
 }
@@ -167,7 +168,7 @@ __attribute__((warn_unused_result)) static int snapbench_start(const struct snap
 {
 	char dir[SNAPVM_PATH_MAX];
 
-	if (snapvm_path(dir, sizeof(dir), "%s/%s", b->dir, name) < 0) {
+	if (path_fmt(dir, sizeof(dir), "%s/%s", b->dir, name) < 0) {
 		snapvm_msg("%s/%s: path too long", b->dir, name);
 		return -ENAMETOOLONG;
 	}
@@ -184,7 +185,7 @@ static int64_t snapbench_deadline(void)
 __attribute__((warn_unused_result)) static int
 snapbench_mkdir(const struct snapbench *b, const char *name, char *out, size_t out_len)
 {
-	int err = snapvm_path(out, out_len, "%s/%s", b->dir, name);
+	int err = path_fmt(out, out_len, "%s/%s", b->dir, name);
 
 	if (err < 0) {
 		snapvm_msg("%s/%s: path too long", b->dir, name);

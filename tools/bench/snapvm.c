@@ -20,6 +20,7 @@
 
 #include "api_proto.h"
 #include "bench.h"
+#include "client.h"
 #include "snapvm.h"
 
 #define SNAPVM_RETRY_NS	   1000000 /* before connecting again to a guest */
@@ -52,71 +53,6 @@ void snapvm_msg(const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
-int snapvm_path(char *out, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(out, len, fmt, ap);
-	va_end(ap);
-	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
-}
-
-/* Sleeps SNAPVM_RETRY_NS. -EINTR when we are to stop, else 0. */
-static int snapvm_pause_retry(void)
-{
-	const struct timespec tick = {.tv_nsec = SNAPVM_RETRY_NS};
-
-	nanosleep(&tick, NULL);
-	return snapvm_signal ? -EINTR : 0;
-}
-
-/* Waits until fd is readable: 0, -ETIMEDOUT at deadline_ns, -EINTR to stop, or -errno. */
-__attribute__((warn_unused_result)) static int snapvm_wait_in(int fd, int64_t deadline_ns)
-{
-	for (;;) {
-		struct pollfd pfd = {.fd = fd, .events = POLLIN};
-		int64_t left_ns = deadline_ns - bench_clock_ns();
-		int ret;
-
-		if (snapvm_signal)
-			return -EINTR;
-		if (left_ns <= 0)
-			return -ETIMEDOUT;
-		/* Round up: a poll that wakes a little early just goes round again. */
-		ret = poll(&pfd, 1, (int)((left_ns + 999999) / 1000000));
-		if (ret > 0)
-			return 0;
-		if (ret < 0 && errno != EINTR)
-			return -errno;
-	}
-}
-
-/* Reads exactly len bytes: 0, -ECONNRESET at an early end, or snapvm_wait_in's errors. */
-__attribute__((warn_unused_result)) static int snapvm_read_full(int fd, void *buf, size_t len,
-								int64_t deadline_ns)
-{
-	uint8_t *p = buf;
-	int err;
-
-	while (len) {
-		ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
-
-		if (n < 0 && errno == EAGAIN && (err = snapvm_wait_in(fd, deadline_ns)) < 0)
-			return err;
-		if (n < 0 && (errno == EAGAIN || errno == EINTR))
-			continue;
-		if (n < 0)
-			return -errno; /* ECONNRESET among them */
-		if (n == 0)
-			return -ECONNRESET;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* A unix stream socket connected to path, non-blocking, in *fd. 0 or -errno. */
 __attribute__((warn_unused_result)) static int snapvm_connect(const char *path, int *fd)
 {
@@ -147,72 +83,16 @@ __attribute__((warn_unused_result)) static int snapvm_send(int fd, const void *b
 	return (size_t)n == len ? 0 : -EAGAIN;
 }
 
-/*
- * One request of `type` (payload req, req_len bytes) on a fresh connection to the VMM's
- * api.sock at api_path, and its reply: *error gets the reply's error, body (up to body_max
- * bytes, NUL-terminated after them) what follows api_result, *body_len its length. Returns 0,
- * -EPROTO for a reply that breaks wire/api_proto.h, or -errno of the socket.
- */
-__attribute__((warn_unused_result)) static int
-snapvm_api_call(const char *api_path, uint16_t type, const void *req, uint32_t req_len,
-		int64_t deadline_ns, int32_t *error, char *body, size_t body_max, size_t *body_len)
-{
-	struct api_hdr h = {
-		.magic = htole32(API_MAGIC),
-		.version = htole16(API_VERSION),
-		.type = htole16(type),
-		.id = htole32(1),
-		.len = htole32(req_len),
-	};
-	uint8_t msg[sizeof(h) + API_PAYLOAD_MAX], payload[API_PAYLOAD_MAX];
-	struct api_result r;
-	uint32_t len;
-	int fd = -1, err;
-
-	if (req_len > API_PAYLOAD_MAX)
-		return -E2BIG;
-	/* Refused while its listen backlog is full: go round, as for a guest. */
-	while ((err = snapvm_connect(api_path, &fd)) == -EAGAIN)
-		if (bench_clock_ns() >= deadline_ns || (err = snapvm_pause_retry()) < 0)
-			return err < 0 ? err : -ETIMEDOUT;
-	if (err < 0)
-		return err;
-	memcpy(msg, &h, sizeof(h));
-	if (req_len)
-		memcpy(msg + sizeof(h), req, req_len);
-	if ((err = snapvm_send(fd, msg, sizeof(h) + req_len)) < 0 ||
-	    (err = snapvm_read_full(fd, &h, sizeof(h), deadline_ns)) < 0)
-		goto out;
-	len = le32toh(h.len);
-	/* The reply is checked like any input before its payload is read. */
-	err = -EPROTO;
-	if (le32toh(h.magic) != API_MAGIC || le16toh(h.version) != API_VERSION ||
-	    le16toh(h.type) != (type | API_REPLY) || le32toh(h.id) != 1 || len > sizeof(payload) ||
-	    len < sizeof(r))
-		goto out;
-	if ((err = snapvm_read_full(fd, payload, len, deadline_ns)) < 0)
-		goto out;
-	memcpy(&r, payload, sizeof(r));
-	*error = (int32_t)le32toh((uint32_t)r.error);
-	*body_len = len - sizeof(r) < body_max ? len - sizeof(r) : body_max;
-	memcpy(body, payload + sizeof(r), *body_len);
-	body[*body_len] = '\0';
-	err = 0;
-out:
-	close(fd);
-	return err;
-}
-
 int snapvm_api_simple(const char *api_path, uint16_t type, const char *what)
 {
 	char body[API_ERROR_MSG_MAX + 1];
 	int32_t error = 0;
-	size_t n;
-	int err = snapvm_api_call(api_path, type, NULL, 0,
-				  bench_clock_ns() + (int64_t)SNAPVM_WAIT_MS * 1000000, &error,
-				  body, sizeof(body) - 1, &n);
+	size_t n = 0;
+	int err = api_request_path(api_path, type, NULL, 0, SNAPVM_WAIT_MS, &error, body,
+				   sizeof(body) - 1, &n);
 
-	if (err < 0 && err != -EINTR) /* -EINTR: a signal, which main() reports */
+	body[n] = '\0';
+	if (err < 0)
 		snapvm_msg("%s over %s: %s", what, api_path, strerror(-err));
 	else if (error)
 		snapvm_msg("%s: the VMM says %s", what, n ? body : strerror(-error));
@@ -221,39 +101,20 @@ int snapvm_api_simple(const char *api_path, uint16_t type, const char *what)
 
 int snapvm_snapshot(const char *api_path, uint32_t flags, const char *dir, struct snapvm_snap *out)
 {
-	struct api_snapshot_req h = {.flags = htole32(flags), .nstrings = htole32(1)};
-	char req[API_PAYLOAD_MAX], body[sizeof(struct api_snapshot_result) + API_PAYLOAD_MAX];
-	struct api_snapshot_result res;
-	size_t dir_len = strlen(dir) + 1, n;
-	int32_t error = 0;
-	int err;
+	struct api_snapshot_out res;
+	char msg[API_ERROR_MSG_MAX];
+	int err = api_snapshot_path(api_path, flags, dir, NULL, 0, SNAPVM_WAIT_MS, &res, msg,
+				    sizeof(msg));
 
-	if (dir_len > sizeof(req) - sizeof(h))
-		return -E2BIG;
-	memcpy(req, &h, sizeof(h));
-	memcpy(req + sizeof(h), dir, dir_len);
-	err = snapvm_api_call(api_path, API_SNAPSHOT, req, (uint32_t)(sizeof(h) + dir_len),
-			      bench_clock_ns() + (int64_t)SNAPVM_WAIT_MS * 1000000, &error, body,
-			      sizeof(body) - 1, &n);
 	if (err < 0) {
-		if (err != -EINTR) /* a signal, which main() reports */
-			snapvm_msg("SNAPSHOT into %s over %s: %s", dir, api_path, strerror(-err));
-		return err;
+		snapvm_msg("SNAPSHOT into %s over %s: %s", dir, api_path,
+			   msg[0] ? msg : strerror(-err));
+		return msg[0] ? -EIO : err;
 	}
-	if (error) {
-		snapvm_msg("SNAPSHOT into %s: the VMM says %s", dir, n ? body : strerror(-error));
-		return -EIO;
-	}
-	if (n < sizeof(res)) {
-		snapvm_msg("SNAPSHOT into %s: a reply of %zu bytes", dir, n);
-		return -EPROTO;
-	}
-	memcpy(&res, body, sizeof(res));
-	out->pause_us = le64toh(res.pause_us);
-	out->total_us = le64toh(res.total_us);
-	out->memory_bytes = le64toh(res.memory_bytes);
-	/* The path list is NUL-terminated within the body; body[n] is a NUL in any case. */
-	snprintf(out->memory, sizeof(out->memory), "%s", body + sizeof(res));
+	out->pause_us = res.pause_us;
+	out->total_us = res.total_us;
+	out->memory_bytes = res.memory_bytes;
+	snprintf(out->memory, sizeof(out->memory), "%s", res.memory_path);
 	if ((flags & API_SNAPSHOT_LIVE) && !out->memory[0]) {
 		snapvm_msg("SNAPSHOT into %s: a live snapshot's reply names no memory", dir);
 		return -EPROTO;
@@ -311,9 +172,9 @@ static void snapvm_show(const struct snapvm *vm)
 {
 	char path[SNAPVM_PATH_MAX + 16];
 
-	if (!snapvm_path(path, sizeof(path), "%s/vmm.log", vm->dir))
+	if (!path_fmt(path, sizeof(path), "%s/vmm.log", vm->dir))
 		snapvm_show_tail(path);
-	if (!snapvm_path(path, sizeof(path), "%s/console.log", vm->dir))
+	if (!path_fmt(path, sizeof(path), "%s/console.log", vm->dir))
 		snapvm_show_tail(path);
 }
 
@@ -323,11 +184,11 @@ int snapvm_start(struct snapvm *vm, const char *vmm, const char *dir, const char
 	char *argv[24]; /* the VMM, at most 6 of args, 8 of ours, NULL */
 	int n = 0, fd, err;
 
-	if ((err = snapvm_path(vm->dir, sizeof(vm->dir), "%s", dir)) < 0 ||
-	    (err = snapvm_path(vm->vsock, sizeof(vm->vsock), "%s/v.sock", vm->dir)) < 0 ||
-	    (err = snapvm_path(vm->api, sizeof(vm->api), "%s/api.sock", vm->dir)) < 0 ||
-	    (err = snapvm_path(console, sizeof(console), "%s/console.log", vm->dir)) < 0 ||
-	    (err = snapvm_path(log, sizeof(log), "%s/vmm.log", vm->dir)) < 0) {
+	if ((err = path_fmt(vm->dir, sizeof(vm->dir), "%s", dir)) < 0 ||
+	    (err = path_fmt(vm->vsock, sizeof(vm->vsock), "%s/v.sock", vm->dir)) < 0 ||
+	    (err = path_fmt(vm->api, sizeof(vm->api), "%s/api.sock", vm->dir)) < 0 ||
+	    (err = path_fmt(console, sizeof(console), "%s/console.log", vm->dir)) < 0 ||
+	    (err = path_fmt(log, sizeof(log), "%s/vmm.log", vm->dir)) < 0) {
 		snapvm_msg("%s: paths too long for a unix socket", dir);
 		return err;
 	}

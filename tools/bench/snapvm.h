@@ -8,8 +8,9 @@
  *
  * Messages go to stderr as "bench-snapshot: <phase>: ...", the phase being what
  * snapvm_set_phase last named; functions that fail print what failed and return -errno
- * (a VMM's refusal: -EIO). Every wait ends after SNAPVM_WAIT_MS, or with -EINTR once
- * snapvm_signal is set.
+ * (a VMM's refusal: -EIO). Every wait ends after SNAPVM_WAIT_MS; a wait for a guest ends
+ * with -EINTR once snapvm_signal is set. Requests to the control socket go through the
+ * client library's api_request_path (client/client.h), whose answer the VMM gives at once.
  */
 #ifndef SANDBOX_TOOLS_BENCH_SNAPVM_H
 #define SANDBOX_TOOLS_BENCH_SNAPVM_H
@@ -63,10 +64,6 @@ void snapvm_set_phase(const char *fmt, ...) __attribute__((format(printf, 1, 2))
 
 /* "bench-snapshot: <phase>: " + the message + "\n" on stderr: a failure, or a run's figures. */
 void snapvm_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-/* snprintf that reports truncation as -ENAMETOOLONG. */
-int snapvm_path(char *out, size_t len, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4), warn_unused_result));
 
 /* Removes path and everything under it (rm -rf); failures are reported, not returned. */
 void snapvm_rmtree(const char *path);
