@@ -28,33 +28,12 @@
 #include <stdbool.h>
 
 #include "rt.h"
+#include "virtio_mmio.h"
 
-/* virtio-mmio version 2 registers and status bits (<linux/virtio_mmio.h>). */
-#define VIO_MAGIC_VALUE		0x000
-#define VIO_VERSION		0x004
-#define VIO_DEVICE_ID		0x008
-#define VIO_DEVICE_FEATURES	0x010
-#define VIO_DEVICE_FEATURES_SEL 0x014
-#define VIO_DRIVER_FEATURES	0x020
-#define VIO_DRIVER_FEATURES_SEL 0x024
-#define VIO_QUEUE_SEL		0x030
-#define VIO_QUEUE_NUM_MAX	0x034
-#define VIO_QUEUE_NUM		0x038
-#define VIO_QUEUE_READY		0x044
-#define VIO_QUEUE_NOTIFY	0x050
-#define VIO_STATUS		0x070
-#define VIO_QUEUE_DESC_LOW	0x080	    /* then AVAIL_LOW at 0x090, USED_LOW at 0x0a0 */
-#define VIO_CONFIG		0x100	    /* virtio_vsock_config: le64 guest_cid */
-#define VIO_MAGIC		0x74726976u /* "virt" */
-#define VIO_ID_VSOCK		19u
-#define VIO_S_ACK		0x01u
-#define VIO_S_DRIVER		0x02u
-#define VIO_S_FEAT		0x0bu /* ACKNOWLEDGE | DRIVER | FEATURES_OK */
-#define VIO_S_DRV_OK		0x04u
-#define VIO_S_RESET		0x40u	  /* DEVICE_NEEDS_RESET */
-#define VIO_F_VERSION_1_HI	(1u << 0) /* feature bit 32, in the second word */
-#define DESC_F_WRITE		2u
-#define AVAIL_F_NO_INTERRUPT	1u
+/* virtio-mmio (rt/virtio_mmio.h), and what this driver adds. */
+#define VIO_ID_VSOCK	   19u
+#define VIO_S_FEAT	   (VIO_S_ACK | VIO_S_DRIVER | VIO_S_FEAT_OK)
+#define VIO_F_VERSION_1_HI (1u << 0) /* feature bit 32, in the second word */
 
 /* virtio-vsock (virtio 1.2, 5.10; <linux/virtio_vsock.h>). */
 #define VSOCK_HOST_CID		    2u

@@ -17,44 +17,12 @@
 #include <stdbool.h>
 
 #include "rt.h"
+#include "virtio_mmio.h"
 
-/* virtio-mmio version 2 registers (<linux/virtio_mmio.h>). */
-#define VIO_MAGIC_VALUE		0x000
-#define VIO_VERSION		0x004
-#define VIO_DEVICE_ID		0x008
-#define VIO_DEVICE_FEATURES	0x010
-#define VIO_DEVICE_FEATURES_SEL 0x014
-#define VIO_DRIVER_FEATURES	0x020
-#define VIO_DRIVER_FEATURES_SEL 0x024
-#define VIO_QUEUE_SEL		0x030
-#define VIO_QUEUE_NUM_MAX	0x034
-#define VIO_QUEUE_NUM		0x038
-#define VIO_QUEUE_READY		0x044
-#define VIO_QUEUE_NOTIFY	0x050
-#define VIO_STATUS		0x070
-#define VIO_QUEUE_DESC_LOW	0x080
-#define VIO_QUEUE_DESC_HIGH	0x084
-#define VIO_QUEUE_AVAIL_LOW	0x090
-#define VIO_QUEUE_AVAIL_HIGH	0x094
-#define VIO_QUEUE_USED_LOW	0x0a0
-#define VIO_QUEUE_USED_HIGH	0x0a4
-#define VIO_CONFIG		0x100 /* virtio_blk_config: le64 capacity first */
-
-#define VIO_MAGIC     0x74726976u /* "virt" */
-#define VIO_ID_BLOCK  2u
-#define VIO_S_ACK     0x01u
-#define VIO_S_DRIVER  0x02u
-#define VIO_S_DRV_OK  0x04u
-#define VIO_S_FEAT_OK 0x08u
-#define VIO_S_RESET   0x40u /* DEVICE_NEEDS_RESET */
-
+/* virtio-mmio (rt/virtio_mmio.h), and what this driver adds. */
+#define VIO_ID_BLOCK	    2u
 #define VIO_F_INDIRECT_DESC 28 /* feature bits */
 #define VIO_F_VERSION_1	    32
-
-#define DESC_F_NEXT	     1u
-#define DESC_F_WRITE	     2u
-#define DESC_F_INDIRECT	     4u
-#define AVAIL_F_NO_INTERRUPT 1u
 
 #define BLK_T_IN     0u
 #define BLK_T_OUT    1u
