@@ -150,6 +150,31 @@ out:
 	return err;
 }
 
+/*
+ * The digest snap_file_sha256 gives a file without holes holding `len` bytes of `buf`: one
+ * data extent (a file written whole has no hole for SEEK_HOLE to find). For the state,
+ * which sandboxctl has in memory already: hashed as it was read and authenticated, not read
+ * again.
+ */
+static int snap_buf_sha256(const void *buf, size_t len, char out[SNAP_HEX_LEN + 1])
+{
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	uint64_t hdr[2] = {htole64(0), htole64((uint64_t)len)};
+	uint8_t md[32];
+	unsigned mdlen = 0;
+	int err = -EIO;
+
+	if (ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) &&
+	    (!len ||
+	     (EVP_DigestUpdate(ctx, hdr, sizeof(hdr)) && EVP_DigestUpdate(ctx, buf, len))) &&
+	    EVP_DigestFinal_ex(ctx, md, &mdlen) && mdlen == 32) {
+		hex(md, 32, out);
+		err = 0;
+	}
+	EVP_MD_CTX_free(ctx);
+	return err;
+}
+
 /* HMAC-SHA256 of a || b. */
 static int snap_hmac(const uint8_t key[SNAP_KEY_LEN], const void *a, size_t alen, const void *b,
 		     size_t blen, char out[SNAP_HEX_LEN + 1])
@@ -354,8 +379,7 @@ int snap_seal(const char *dir, struct snap_meta *m, char *err, size_t err_len)
 		goto out;
 	}
 	m->state_bytes = state_len;
-	if ((r = path_fmt(path, sizeof(path), "%s/state.fdt", dir)) < 0 ||
-	    (r = snap_file_sha256(path, m->state_sha256)) < 0) {
+	if ((r = snap_buf_sha256(state, state_len, m->state_sha256)) < 0) {
 		snap_fail(err, err_len, r, "hashing the state: %s", strerror(-r));
 		goto out;
 	}
@@ -438,8 +462,7 @@ int snap_open(const char *dir, struct snap_meta *m, char *err, size_t err_len)
 			      m->format, SNAP_META_FORMAT);
 		goto out;
 	}
-	if ((r = path_fmt(path, sizeof(path), "%s/state.fdt", dir)) < 0 ||
-	    (r = snap_file_sha256(path, got)) < 0)
+	if ((r = snap_buf_sha256(state, state_len, got)) < 0)
 		goto out;
 	if (strcmp(got, m->state_sha256) != 0 || state_len != m->state_bytes) {
 		r = snap_fail(err, err_len, -EBADMSG, "%s: state.fdt changed since the MAC", dir);
