@@ -90,9 +90,9 @@ int ready_restore(const struct create_opts *o, const char *name, struct sandbox 
 
 	if (snap_dir(name, dir, sizeof(dir)) < 0 || access(dir, F_OK) < 0)
 		return -ENOENT;
-	if (snap_open(dir, &m, msg, sizeof(msg)) < 0 || !m.has_memory) {
-		errmsg("the ready snapshot %s is unusable (%s): booting instead", name,
-		       m.has_memory ? msg : "no memory file");
+	if (snap_open(dir, &m, msg, sizeof(msg)) < 0 ||
+	    (!m.has_memory && snprintf(msg, sizeof(msg), "no memory file") > 0)) {
+		errmsg("the ready snapshot %s is unusable (%s): booting instead", name, msg);
 		return -EBADMSG;
 	}
 	src = (struct boot_src){.dir = dir};
