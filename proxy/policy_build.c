@@ -1,0 +1,410 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Building a policy: the command line's additions (checked, normalised, deduplicated), the
+ * resolver, and the credential values read at prepare (environment, files).
+ */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "proxy.h"
+
+/* ---- building ---- */
+
+int policy_errf(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+int policy_add_allow(struct policy *p, const char *pattern, char *err, size_t errlen)
+{
+	char *s;
+	int e = policy_norm_pattern(pattern, &s);
+
+	if (e == -EINVAL)
+		return policy_errf(err, errlen, "--allow: bad domain pattern '%.80s'", pattern);
+	if (e == 0)
+		e = policy_push_str(&p->allow, &p->nallow, s);
+	if (e < 0 && e != -EINVAL)
+		policy_errf(err, errlen, "--allow: %s", strerror(-e));
+	return e;
+}
+
+int policy_add_deny(struct policy *p, const char *pattern, char *err, size_t errlen)
+{
+	char *s;
+	int e = policy_norm_pattern(pattern, &s);
+
+	if (e == -EINVAL)
+		return policy_errf(err, errlen, "--deny: bad domain pattern '%.80s'", pattern);
+	if (e == 0)
+		e = policy_push_str(&p->deny, &p->ndeny, s);
+	if (e < 0 && e != -EINVAL)
+		policy_errf(err, errlen, "--deny: %s", strerror(-e));
+	return e;
+}
+
+int policy_push_cidr(struct policy *p, const struct pol_cidr *c)
+{
+	struct pol_cidr *n;
+
+	for (unsigned i = 0; i < p->ncidrs; i++) {
+		if (strcmp(p->cidrs[i].text, c->text) == 0)
+			return 0;
+	}
+	if (p->ncidrs >= POL_MAX_LIST)
+		return -E2BIG;
+	n = realloc(p->cidrs, (p->ncidrs + 1) * sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	n[p->ncidrs++] = *c;
+	p->cidrs = n;
+	return 0;
+}
+
+int policy_add_cidr(struct policy *p, const char *cidr, char *err, size_t errlen)
+{
+	struct pol_cidr c;
+	int e;
+
+	if (policy_parse_cidr(cidr, &c) < 0)
+		return policy_errf(err, errlen, "--allow-cidr: bad CIDR '%.80s'", cidr);
+	e = policy_push_cidr(p, &c);
+	if (e < 0)
+		policy_errf(err, errlen, "--allow-cidr: %s", strerror(-e));
+	return e;
+}
+
+bool policy_parse_port(const char *s, uint16_t *out)
+{
+	char *end;
+	unsigned long v;
+
+	if (*s < '0' || *s > '9' || strlen(s) > 5)
+		return false;
+	v = strtoul(s, &end, 10);
+	if (*end || v == 0 || v > 65535)
+		return false;
+	*out = (uint16_t)v;
+	return true;
+}
+
+int policy_push_port(struct policy *p, uint16_t port)
+{
+	uint16_t *n;
+
+	for (unsigned i = 0; i < p->nports; i++) {
+		if (p->ports[i] == port)
+			return 0;
+	}
+	if (p->nports >= POL_MAX_LIST)
+		return -E2BIG;
+	n = realloc(p->ports, (p->nports + 1) * sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	n[p->nports++] = port;
+	p->ports = n;
+	return 0;
+}
+
+int policy_add_port(struct policy *p, const char *port, char *err, size_t errlen)
+{
+	uint16_t v;
+	int e;
+
+	if (!policy_parse_port(port, &v))
+		return policy_errf(err, errlen, "--allow-port: bad port '%.40s'", port);
+	/* The first --allow-port on top of the default list keeps 80 and 443. */
+	if (p->nports == 0 &&
+	    ((e = policy_push_port(p, 80)) < 0 || (e = policy_push_port(p, 443)) < 0))
+		return e;
+	e = policy_push_port(p, v);
+	if (e < 0)
+		policy_errf(err, errlen, "--allow-port: %s", strerror(-e));
+	return e;
+}
+
+int policy_set_resolver(struct policy *p, const char *s, char *err, size_t errlen)
+{
+	struct sockaddr_storage sa;
+	socklen_t len;
+	char a[64];
+
+	if (proxy_parse_hostport(s, 53, &sa, &len) < 0)
+		return policy_errf(err, errlen, "resolver: expected IP[:PORT], got '%.80s'", s);
+	free(p->resolver);
+	proxy_addr_text((struct sockaddr *)&sa, a, sizeof(a));
+	if (asprintf(&p->resolver, sa.ss_family == AF_INET6 ? "[%s]:%u" : "%s:%u", a,
+		     ntohs(((struct sockaddr_in *)&sa)->sin_port)) < 0) {
+		p->resolver = NULL;
+		return -ENOMEM;
+	}
+	p->resolver_sa = sa;
+	p->resolver_salen = len;
+	return 0;
+}
+
+int policy_default_resolver(struct policy *p, const char *resolv_conf, char *err, size_t errlen)
+{
+	char *text, *line, *save = NULL;
+	int e;
+
+	if (p->resolver)
+		return 0;
+	resolv_conf = resolv_conf ? resolv_conf : "/etc/resolv.conf";
+	e = proxy_read_file(resolv_conf, 1 << 16, &text, NULL);
+	if (e < 0)
+		return policy_errf(err, errlen, "%s: %s (give --resolver)", resolv_conf,
+				   strerror(-e));
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char addr[128];
+
+		if (sscanf(line, " nameserver %127s", addr) == 1) {
+			e = policy_set_resolver(p, addr, err, errlen);
+			free(text);
+			return e;
+		}
+	}
+	free(text);
+	return policy_errf(err, errlen, "%s: no nameserver (give --resolver)", resolv_conf);
+}
+
+struct pol_cred *policy_cred_for(struct policy *p, const char *host)
+{
+	struct pol_cred *n;
+
+	for (unsigned i = 0; i < p->ncreds; i++) {
+		if (strcmp(p->creds[i].host, host) == 0)
+			return &p->creds[i];
+	}
+	if (p->ncreds >= 256)
+		return NULL;
+	n = realloc(p->creds, (p->ncreds + 1) * sizeof(*n));
+	if (!n)
+		return NULL;
+	p->creds = n;
+	n = &p->creds[p->ncreds];
+	memset(n, 0, sizeof(*n));
+	n->host = strdup(host);
+	if (!n->host)
+		return NULL;
+	p->ncreds++;
+	return n;
+}
+
+bool policy_header_name_ok(const char *s)
+{
+	if (!*s || strlen(s) > 128)
+		return false;
+	for (; *s; s++) {
+		if (!isalnum((unsigned char)*s) && !strchr("!#$%&'*+-.^_`|~", *s))
+			return false;
+	}
+	return true;
+}
+
+int policy_cred_header(struct pol_cred *c, const char *name, enum cred_source kind, char *source,
+		       unsigned line)
+{
+	struct pol_header *h = NULL, *n;
+
+	for (unsigned i = 0; i < c->nheaders; i++) {
+		if (strcasecmp(c->headers[i].name, name) == 0)
+			h = &c->headers[i];
+	}
+	if (!h) {
+		if (c->nheaders >= 64) {
+			free(source);
+			return -E2BIG;
+		}
+		n = realloc(c->headers, (c->nheaders + 1) * sizeof(*n));
+		if (!n) {
+			free(source);
+			return -ENOMEM;
+		}
+		c->headers = n;
+		h = &n[c->nheaders++];
+		memset(h, 0, sizeof(*h));
+		h->name = strdup(name);
+		if (!h->name) {
+			free(source);
+			return -ENOMEM;
+		}
+	}
+	free(h->source);
+	free(h->value);
+	h->value = NULL;
+	h->kind = kind;
+	h->source = source;
+	h->line = line;
+	return 0;
+}
+
+int policy_add_cred_env(struct policy *p, const char *spec, char *err, size_t errlen)
+{
+	const char *colon = strchr(spec, ':'), *eq = colon ? strchr(colon, '=') : NULL;
+	char host[NAME_MAX_TEXT], hraw[NAME_MAX_TEXT], header[129], *var;
+	struct pol_cred *c;
+
+	if (!colon || !eq || colon == spec || (size_t)(colon - spec) >= sizeof(hraw) ||
+	    (size_t)(eq - colon - 1) >= sizeof(header) || !eq[1])
+		return policy_errf(err, errlen,
+				   "--credential: expected HOST:HEADER=ENVVAR, got '%.80s'", spec);
+	memcpy(hraw, spec, (size_t)(colon - spec));
+	hraw[colon - spec] = 0;
+	memcpy(header, colon + 1, (size_t)(eq - colon - 1));
+	header[eq - colon - 1] = 0;
+	if (!policy_norm_name(hraw, host, sizeof(host)))
+		return policy_errf(err, errlen, "--credential: bad host '%.80s'", hraw);
+	if (!policy_header_name_ok(header))
+		return policy_errf(err, errlen, "--credential: bad header name '%.80s'", header);
+	c = policy_cred_for(p, host);
+	var = strdup(eq + 1);
+	if (!c || !var) {
+		free(var);
+		return -ENOMEM;
+	}
+	return policy_cred_header(c, header, CRED_ENV, var, 0);
+}
+
+/* ---- credential values ---- */
+
+static bool policy_value_ok(const char *v)
+{
+	for (; *v; v++) {
+		if (*v == '\r' || *v == '\n')
+			return false;
+	}
+	return true;
+}
+
+/* Expand ${VAR} in `tmpl` from the environment. */
+static int policy_expand(const char *tmpl, char **out, char *err, size_t errlen)
+{
+	size_t cap = strlen(tmpl) + 1, len = 0;
+	char *buf = malloc(cap);
+
+	if (!buf)
+		return -ENOMEM;
+	while (*tmpl) {
+		const char *add = tmpl, *end;
+		size_t addlen = 1;
+		char var[256];
+
+		if (tmpl[0] == '$' && tmpl[1] == '{' && (end = strchr(tmpl, '}'))) {
+			size_t vl = (size_t)(end - tmpl - 2);
+
+			if (vl == 0 || vl >= sizeof(var)) {
+				free(buf);
+				return policy_errf(err, errlen, "bad variable reference in '%.60s'",
+						   tmpl);
+			}
+			memcpy(var, tmpl + 2, vl);
+			var[vl] = 0;
+			add = getenv(var);
+			if (!add) {
+				free(buf);
+				return policy_errf(err, errlen,
+						   "environment variable %s is not set", var);
+			}
+			addlen = strlen(add);
+			tmpl = end + 1;
+		} else {
+			tmpl++;
+		}
+		if (len + addlen + 1 > cap) {
+			char *nb;
+
+			cap = (len + addlen + 1) * 2;
+			nb = realloc(buf, cap);
+			if (!nb) {
+				free(buf);
+				return -ENOMEM;
+			}
+			buf = nb;
+		}
+		memcpy(buf + len, add, addlen);
+		len += addlen;
+	}
+	buf[len] = 0;
+	*out = buf;
+	return 0;
+}
+
+int policy_resolve_creds(struct policy *p, char *err, size_t errlen)
+{
+	for (unsigned i = 0; i < p->ncreds; i++) {
+		for (unsigned j = 0; j < p->creds[i].nheaders; j++) {
+			struct pol_header *h = &p->creds[i].headers[j];
+			char *v = NULL, e2[256];
+			const char *env;
+			size_t len;
+			int e = 0;
+
+			switch (h->kind) {
+			case CRED_ENV:
+				env = getenv(h->source);
+				if (!env)
+					return policy_errf(err, errlen,
+							   "--credential %s:%s: environment "
+							   "variable %s is not set",
+							   p->creds[i].host, h->name, h->source);
+				v = strdup(env);
+				e = v ? 0 : -ENOMEM;
+				break;
+			case CRED_TEMPLATE:
+				e = policy_expand(h->source, &v, e2, sizeof(e2));
+				if (e == -EINVAL)
+					return policy_errf(err, errlen, "credential %s %s: %s",
+							   p->creds[i].host, h->name, e2);
+				break;
+			case CRED_FILE:
+				e = proxy_read_file(h->source, 1 << 16, &v, &len);
+				if (e < 0)
+					return policy_errf(err, errlen, "credential %s %s: %s: %s",
+							   p->creds[i].host, h->name, h->source,
+							   strerror(-e));
+				if (len > 0 && v[len - 1] == '\n')
+					v[--len] = 0;
+				if (len > 0 && v[len - 1] == '\r')
+					v[--len] = 0;
+				if (strlen(v) != len) {
+					free(v);
+					return policy_errf(err, errlen,
+							   "credential %s %s: %s holds a NUL byte",
+							   p->creds[i].host, h->name, h->source);
+				}
+				break;
+			case CRED_LOADED:
+				if (h->value)
+					continue;
+				return policy_errf(
+					err, errlen,
+					"credential %s %s: '%s' names no value (a policy "
+					"printed by sandbox-proxy has no secrets)",
+					p->creds[i].host, h->name, h->source);
+			}
+			if (e < 0)
+				return e;
+			if (!policy_value_ok(v)) {
+				free(v);
+				return policy_errf(err, errlen,
+						   "credential %s %s: the value holds a line break",
+						   p->creds[i].host, h->name);
+			}
+			free(h->value);
+			h->value = v;
+		}
+	}
+	return 0;
+}

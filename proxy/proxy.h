@@ -1,0 +1,332 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * sandbox-proxy's internal header (docs/network.md): the policy (policy.c), the audit log
+ * (audit.c), the DNS server and stub resolver (dns.c), the sniffing of a connection's first
+ * bytes (sniff.c), the connections (conn.c), the inbound forwarder (forward.c) and small helpers
+ * (util.c). The TLS interception is mitm.h's.
+ *
+ * Functions return 0 or -errno and print nothing unless their comment says so.
+ */
+#ifndef SANDBOX_PROXY_H
+#define SANDBOX_PROXY_H
+
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#define __must_check __attribute__((warn_unused_result))
+
+#define PROXY_EXIT_ERR	 1 /* an error: the message says what */
+#define PROXY_EXIT_USAGE 2 /* bad command line or policy */
+
+/* The fixed addresses of every sandbox's namespace (docs/network.md "Addresses"). */
+#define PROXY_GW_ADDR	    "10.0.2.1"
+#define PROXY_PORT_EXPLICIT 3128
+#define PROXY_PORT_TPROXY   15001
+#define PROXY_PORT_DNS	    53
+#define SYNTH_NET	    0x0a008000u /* 10.0.128.0/17, host order */
+#define SYNTH_MASK	    0xffff8000u
+#define SYNTH_SIZE	    32768u
+
+#define NAME_MAX_TEXT 254 /* a DNS name as text, with its NUL, without a trailing dot */
+#define RULE_LEN      192 /* the "rule" text of a decision */
+
+/* ---- util.c ---- */
+
+/* "sandbox-proxy: " + the message + "\n" on stderr, one write. */
+void proxy_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Milliseconds of CLOCK_MONOTONIC. */
+uint64_t proxy_now_ms(void);
+/* Write `len` bytes to `path` atomically: a temporary file beside it with `mode`, fsync,
+ * rename, fsync of the directory. */
+int proxy_write_atomic(const char *path, const void *buf, size_t len, mode_t mode) __must_check;
+/* Read a regular file of at most `max` bytes into a NUL-terminated malloc'ed buffer. */
+int proxy_read_file(const char *path, size_t max, char **out, size_t *len) __must_check;
+/* write() all of it, retrying on EINTR and short writes (blocking fds only). */
+int proxy_write_all(int fd, const void *buf, size_t len) __must_check;
+/* Parse "IPv4[:PORT]" or "[IPv6]:PORT" or a bare IPv6 into `sa` (port `defport` if absent). */
+int proxy_parse_hostport(const char *s, uint16_t defport, struct sockaddr_storage *sa,
+			 socklen_t *salen) __must_check;
+/* The address of `sa` as text (no port). */
+void proxy_addr_text(const struct sockaddr *sa, char *out, size_t len);
+
+/* ---- policy.c ---- */
+
+struct pol_cidr {
+	int family;	  /* AF_INET or AF_INET6 */
+	uint8_t addr[16]; /* network order, masked */
+	unsigned prefix;
+	char text[64]; /* as normalised, "203.0.113.0/24" */
+};
+
+/* One header of a credential rule. `value` is the secret (NULL until resolved); `source`
+ * is what the policy file or the command line said it comes from. */
+enum cred_source { CRED_TEMPLATE, CRED_FILE, CRED_ENV, CRED_LOADED };
+struct pol_header {
+	char *name;
+	enum cred_source kind;
+	char *source; /* the template "Bearer ${X}", the file path, or the variable name */
+	char *value;
+	unsigned line;
+};
+
+struct pol_cred {
+	char *host; /* normalised: lower case, no trailing dot */
+	struct pol_header *headers;
+	unsigned nheaders;
+};
+
+#define POL_MAX_LIST 4096
+
+struct policy {
+	bool default_deny; /* "default: deny" (--deny-all) */
+	char **allow, **deny;
+	unsigned nallow, ndeny;
+	struct pol_cidr *cidrs;
+	unsigned ncidrs;
+	uint16_t *ports; /* empty: 80 and 443 */
+	unsigned nports;
+	uint64_t egress_bytes; /* 0: no budget */
+	char *resolver;	       /* "IP:PORT" text; NULL: /etc/resolv.conf's first nameserver */
+	struct sockaddr_storage resolver_sa;
+	socklen_t resolver_salen;
+	char *ca_file;
+	struct pol_cred *creds;
+	unsigned ncreds;
+	/* The host's own addresses (getifaddrs at policy_host_addrs), special like loopback. */
+	struct sockaddr_storage *own;
+	unsigned nown;
+};
+
+/* An empty policy: default allow-public, ports 80 and 443. */
+struct policy *policy_new(void);
+void policy_free(struct policy *p);
+/* Parse the YAML policy `text` (named `path` in messages) into `p`, adding to its lists.
+ * On bad input, -EINVAL with "PATH:LINE: message" in err. */
+int policy_parse(struct policy *p, const char *path, const char *text, size_t len, char *err,
+		 size_t errlen) __must_check;
+/* Read and parse a policy file (policy_parse). */
+int policy_load(struct policy *p, const char *path, char *err, size_t errlen) __must_check;
+/* Add one command-line item. -EINVAL with a message naming it on bad input. */
+int policy_add_allow(struct policy *p, const char *pattern, char *err, size_t errlen) __must_check;
+int policy_add_deny(struct policy *p, const char *pattern, char *err, size_t errlen) __must_check;
+int policy_add_cidr(struct policy *p, const char *cidr, char *err, size_t errlen) __must_check;
+int policy_add_port(struct policy *p, const char *port, char *err, size_t errlen) __must_check;
+/* "--credential HOST:HEADER=ENVVAR": header HEADER on HOST gets $ENVVAR verbatim. */
+int policy_add_cred_env(struct policy *p, const char *spec, char *err, size_t errlen) __must_check;
+/* Set the resolver from "IP[:PORT]". */
+int policy_set_resolver(struct policy *p, const char *s, char *err, size_t errlen) __must_check;
+/* When no resolver is set, take /etc/resolv.conf's (or `resolv_conf`'s) first nameserver. */
+int policy_default_resolver(struct policy *p, const char *resolv_conf, char *err,
+			    size_t errlen) __must_check;
+/* Resolve every credential value: ${VAR} from the environment, {file: PATH} from the file
+ * (one trailing newline dropped). A missing variable or file, or a value with CR, LF or NUL,
+ * is -EINVAL with a message naming it. */
+int policy_resolve_creds(struct policy *p, char *err, size_t errlen) __must_check;
+/* The policy as normalised YAML (malloc'ed), credentials as names only. */
+char *policy_format(const struct policy *p);
+/* The credential values, one "HOST\tHEADER\tVALUE\n" a line (malloc'ed). */
+char *policy_format_creds(const struct policy *p);
+/* Fill in the values of `p`'s credential headers from policy_format_creds's text; a header
+ * of the policy that the text lacks is -EINVAL. */
+int policy_load_creds(struct policy *p, const char *text, char *err, size_t errlen) __must_check;
+/* Read the host's own addresses (getifaddrs) into p->own. */
+int policy_host_addrs(struct policy *p) __must_check;
+
+/* Normalise a DNS name into `out` (lower case, trailing dot dropped) and check its syntax:
+ * labels of 1-63 [a-z0-9_-] bytes, 253 bytes at most. False on a bad name. */
+bool policy_norm_name(const char *name, char *out, size_t outlen);
+/* True when `name` (normalised) matches `pattern` ("example.test" or "*.example.test"). */
+bool policy_match_pattern(const char *pattern, const char *name);
+/* Decide a name on a port (port 0: any port, for DNS). The rule that decided goes into
+ * `rule`: "allow *.example.test", "deny *.evil.test", "deny (not on the allow list)",
+ * "default allow-public", "deny port 22". */
+bool policy_check_name(const struct policy *p, const char *name, uint16_t port, char *rule,
+		       size_t rulelen);
+/* Decide a raw address (no name) on a port: only a CIDR rule allows it. */
+bool policy_check_addr(const struct policy *p, const struct sockaddr *sa, uint16_t port, char *rule,
+		       size_t rulelen);
+/* Decide an address that an allowed name resolved to: a special one is refused unless a
+ * CIDR rule holds it ("deny private address 10.0.0.5"). */
+bool policy_check_resolved(const struct policy *p, const struct sockaddr *sa, char *rule,
+			   size_t rulelen);
+/* The class of a special address ("loopback", "private", ...), NULL for a public one. The
+ * host's own addresses come from `p` (may be NULL). */
+const char *policy_special_class(const struct policy *p, const struct sockaddr *sa);
+/* True when `sa` is inside `c`. */
+bool policy_cidr_contains(const struct pol_cidr *c, const struct sockaddr *sa);
+/* Parse "ADDR/PREFIX" (or a bare address: /32, /128). */
+int policy_parse_cidr(const char *s, struct pol_cidr *c) __must_check;
+/* The credential rule for a name, or NULL. */
+const struct pol_cred *policy_find_cred(const struct policy *p, const char *name);
+
+/* Internals shared by policy.c, policy_build.c and policy_file.c. */
+/* Format a message into err; returns -EINVAL. */
+int policy_errf(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* A domain pattern ("name" or "*.name") normalised into a malloc'ed string; -EINVAL if bad. */
+int policy_norm_pattern(const char *s, char **out) __must_check;
+/* Append `s` (taken) to a list unless already there; -E2BIG past POL_MAX_LIST. */
+int policy_push_str(char ***list, unsigned *n, char *s) __must_check;
+int policy_push_cidr(struct policy *p, const struct pol_cidr *c) __must_check;
+int policy_push_port(struct policy *p, uint16_t port) __must_check;
+/* A decimal port 1-65535. */
+bool policy_parse_port(const char *s, uint16_t *out);
+/* The credential rule for `host` (normalised), made if missing; NULL when full or no memory. */
+struct pol_cred *policy_cred_for(struct policy *p, const char *host);
+/* An HTTP header name: a token (RFC 9110), at most 128 bytes. */
+bool policy_header_name_ok(const char *s);
+/* Add or replace header `name` of `c`, taking `source`. */
+int policy_cred_header(struct pol_cred *c, const char *name, enum cred_source kind, char *source,
+		       unsigned line) __must_check;
+
+/* ---- audit.c ---- */
+
+struct audit_event {
+	const char *proto; /* dns, http, tls, connect, tcp */
+	const char *name;  /* may be NULL */
+	const char *addr;  /* may be NULL */
+	unsigned port;	   /* 0: left out */
+	const char *decision;
+	const char *rule;
+	const char *error; /* may be NULL */
+	uint64_t bytes_up, bytes_down;
+	bool has_bytes;
+};
+
+/* Open (create, O_APPEND) the audit log; the fd is kept by the module. */
+int audit_open(const char *path) __must_check;
+void audit_close(void);
+/* One JSON line into `buf` (NUL-terminated, "\n" included); the length, truncated lines end
+ * well-formed. `time_ms` is milliseconds since the epoch. */
+size_t audit_format(char *buf, size_t len, const struct audit_event *ev, uint64_t time_ms);
+/* Append one line for `ev` (one write(2); thread-safe); dropped when no log is open. */
+void audit_log(const struct audit_event *ev);
+/* JSON-escape `s` into `out` (without quotes); returns the length, `out` NUL-terminated and cut
+ * at a whole escape when too small. */
+size_t audit_json_escape(const char *s, char *out, size_t len);
+
+/* ---- dns.c ---- */
+
+#define DNS_MAX_ADDRS 16
+#define DNS_MAX_PKT   1232
+
+struct dns_query {
+	uint16_t id, flags, qtype, qclass;
+	char name[NAME_MAX_TEXT]; /* as received, lower-cased, no trailing dot */
+	size_t qend;		  /* offset just past the question */
+};
+
+/* Parse a query: header, one question. -EINVAL on anything malformed (a label past the end, a
+ * compression pointer, a name over 255 bytes, a count other than one question). */
+int dns_parse_query(const uint8_t *pkt, size_t len, struct dns_query *q) __must_check;
+/* Read a (possibly compressed) name at *off into `out` as dotted text, lower-cased; *off is
+ * moved past it. Pointers must point strictly backwards (no loops), at most 64 hops. */
+int dns_read_name(const uint8_t *pkt, size_t len, size_t *off, char *out,
+		  size_t outlen) __must_check;
+/* Build a query for `name`'s A record with `id` into buf; the length or -errno. */
+int dns_build_query(uint8_t *buf, size_t len, uint16_t id, const char *name, uint16_t qtype);
+/* Parse an upstream answer to query `id` for `name`: the A records (following CNAMEs from
+ * `name`), the smallest TTL; *rcode the response code. */
+int dns_parse_answer(const uint8_t *pkt, size_t len, uint16_t id, const char *name,
+		     struct in_addr *addrs, unsigned max, unsigned *naddrs, uint32_t *ttl,
+		     unsigned *rcode) __must_check;
+/* Build the response to `q` (echoing its question from `pkt`) with `rcode` and, if `a` is
+ * non-NULL, one A record; the length or -errno. */
+int dns_build_response(const uint8_t *pkt, const struct dns_query *q, unsigned rcode,
+		       const struct in_addr *a, uint8_t *out, size_t outlen);
+
+struct dns_state;
+/* The synthetic map (loaded from and appended to `map_path`, may be NULL) and the cache. */
+struct dns_state *dns_state_new(const char *map_path, char *err, size_t errlen);
+void dns_state_free(struct dns_state *d);
+/* The name's synthetic address (allocated if new); -ENOSPC when the pool is full. */
+int dns_synth_get(struct dns_state *d, const char *name, struct in_addr *out) __must_check;
+/* The name of a synthetic address; -ENOENT if none. */
+int dns_synth_name(struct dns_state *d, struct in_addr a, char *name, size_t len) __must_check;
+/* Resolve `name`'s A records through `resolver` (the cache first): UDP, random id and port,
+ * a 2 s timeout and one retry. -ENOENT for NXDOMAIN or no address, -ETIMEDOUT, -EIO. */
+int dns_lookup(struct dns_state *d, const struct sockaddr *resolver, socklen_t rlen,
+	       const char *name, struct in_addr *addrs, unsigned max, unsigned *n) __must_check;
+
+struct proxy;
+/* Serve DNS on `fd` (UDP, bound) until the process ends. Runs on its own thread. */
+void *dns_serve(void *proxy);
+
+/* ---- sniff.c ---- */
+
+enum sniff_kind {
+	SNIFF_MORE,    /* not decided: read more */
+	SNIFF_TLS,     /* a whole ClientHello */
+	SNIFF_HTTP,    /* a whole HTTP/1.x request head */
+	SNIFF_OTHER,   /* neither */
+	SNIFF_BAD_TLS, /* looks like TLS, but malformed */
+	SNIFF_BAD_HTTP /* looks like HTTP, but malformed or without Host */
+};
+
+/* Classify the first bytes of a connection; `name` gets the SNI (may stay empty: a
+ * ClientHello without one) or the Host (without a port). */
+enum sniff_kind sniff_classify(const uint8_t *buf, size_t len, char *name, size_t namelen);
+/* The SNI of a ClientHello carried in TLS records at buf: SNIFF_TLS, SNIFF_MORE (truncated),
+ * SNIFF_OTHER (not a handshake record) or SNIFF_BAD_TLS. */
+enum sniff_kind sniff_tls(const uint8_t *buf, size_t len, char *name, size_t namelen);
+/* An HTTP/1.x request head: SNIFF_HTTP with the Host's name (port dropped), SNIFF_MORE,
+ * SNIFF_OTHER or SNIFF_BAD_HTTP. `head_len` gets the length through the blank line. */
+enum sniff_kind sniff_http(const uint8_t *buf, size_t len, char *name, size_t namelen,
+			   size_t *head_len);
+/* Split "host:port", "[v6]:port" or "host" into host text and port (`defport` if absent). */
+int sniff_split_hostport(const char *s, size_t len, char *host, size_t hostlen, uint16_t defport,
+			 uint16_t *port) __must_check;
+
+/* ---- conn.c ---- */
+
+#define CONN_MAX	     512
+#define CONN_FIRST_MS	     10000 /* the client's first bytes */
+#define CONN_SERVER_FIRST_MS 300   /* ... on a synthetic address off 80/443 */
+#define CONN_CONNECT_MS	     5000
+#define CONN_IDLE_MS	     600000
+#define CONN_PEEK_MAX	     16384
+
+struct mitm_ca;
+struct ssl_ctx_st;
+
+/* What `run` serves with: the policy, its state, its listeners. */
+struct proxy {
+	char dir[4096];
+	struct policy *pol;
+	struct dns_state *dns;
+	struct mitm_ca *ca;
+	struct ssl_ctx_st *upstream_ctx;
+	_Atomic int64_t budget; /* egress bytes left, when pol->egress_bytes */
+	_Atomic unsigned nconns;
+	int explicit_fd, tproxy_fd, dns_fd;
+	unsigned idle_ms;
+};
+
+/* Accept connections on `fd` until the process ends, a thread each (at most CONN_MAX).
+ * `explicit` selects the HTTP proxy protocol, else the transparent listener. */
+struct conn_listener {
+	struct proxy *px;
+	int fd;
+	bool explicit;
+};
+void *conn_accept_loop(void *listener);
+/* Relay between two connected sockets until both sides closed, an error, `idle_ms` without
+ * bytes or the budget ends. Counts bytes each way; a non-NULL `budget` is decremented by the
+ * bytes sent upstream (`b_fd`), -EDQUOT once exhausted. */
+int conn_relay(int a_fd, int b_fd, unsigned idle_ms, _Atomic int64_t *budget, uint64_t *up,
+	       uint64_t *down) __must_check;
+/* Connect to `sa` within `ms` milliseconds (a blocking socket on success). */
+int conn_connect(const struct sockaddr *sa, socklen_t len, unsigned ms, int *out_fd) __must_check;
+
+/* ---- forward.c ---- */
+
+/* `forward`: accept on `listen` (the host's loopback), connect to `to` from inside the
+ * namespace `netns_path`, relay. Returns only on a setup error (the message printed). */
+int forward_run(const char *netns_path, const char *listen, const char *to) __must_check;
+
+#endif
