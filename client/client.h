@@ -87,6 +87,9 @@ struct sandbox {
 	char top[32];
 	/* The snapshot this sandbox was restored or forked from, "" when it booted. */
 	char base[NAME_MAX_LEN + 2];
+	/* true: a NIC behind its own namespace and proxy (create --network proxy, the default);
+	 * false: no NIC (--network none). The config says "network proxy|none". */
+	bool network;
 };
 
 /* Set sb->top from the files of sb->dir: the highest-numbered root layer. */
@@ -113,6 +116,57 @@ int sandbox_foreach(int (*fn)(const struct sandbox *sb, void *opaque), void *opa
 /* Stop the VMM: the API's shutdown, then SIGTERM, then SIGKILL, each with a timeout; then
  * mark it stopped and remove its sockets. Prints what it had to force. */
 int sandbox_stop_vmm(struct sandbox *sb, bool force) __must_check;
+
+/* ---- net.c: a sandbox's network namespace (docs/network.md) ---- */
+
+/* The same in every sandbox: each has a namespace of its own. */
+#define NET_TAP	       "tap0"
+#define NET_GATEWAY_IP "10.0.2.1"
+#define NET_GATEWAY_MAC_BYTES                                                                      \
+	{                                                                                          \
+		0x02, 0x53, 0x42, 0x00, 0x00, 0x01                                                 \
+	}
+#define NET_GUEST_IP	     "10.0.2.2"
+#define NET_GUEST_MAC	     "02:53:42:00:00:02"
+#define NET_GUEST_CMDLINE    "sandbox.net=" NET_GUEST_IP "/30," NET_GATEWAY_IP
+#define NET_PROXY_PORT	     3128u  /* the explicit proxy (HTTPS_PROXY) */
+#define NET_TRANSPARENT_PORT 15001u /* every other TCP connection of the guest */
+
+/* /run/netns/sbx-<id>. */
+int net_ns_path(const struct sandbox *sb, char *out, size_t len) __must_check;
+/* Make the sandbox's namespace afresh (one left over is removed first): loopback, the tap
+ * with the gateway's MAC and address, the nftables ruleset. On failure `err_msg` says what
+ * (besides what nft printed) and nothing is left. */
+int net_setup(const struct sandbox *sb, char *err_msg, size_t err_len) __must_check;
+/* Remove the namespace (and so its tap, once no process holds it). */
+void net_teardown(const struct sandbox *sb);
+/* Let the namespace connect to the guest's TCP `port` (sandboxctl port), or stop letting it. */
+int net_forward_port(const struct sandbox *sb, unsigned port, bool add) __must_check;
+
+/* ---- proxy_client.c: the sandbox's sandbox-proxy (docs/network.md) ---- */
+
+struct agent_conn;
+/* $SANDBOX_PROXY, the build tree's, one beside this program, else "sandbox-proxy". */
+int proxy_binary(char *out, size_t len) __must_check;
+/* `sandbox-proxy prepare DIR OPTS...`: the policy, the credentials and the CA into the
+ * sandbox's directory. The proxy prints its own errors; -EINVAL for a bad policy. */
+int proxy_prepare(const struct sandbox *sb, char *const *opts, unsigned nopts) __must_check;
+/* Start the proxy of `sb` (its namespace exists) and wait until it listens. */
+int proxy_start(const struct sandbox *sb) __must_check;
+bool proxy_alive(const struct sandbox *sb);
+/* Stop the proxy and the port forwarders of `sb` (SIGTERM, then SIGKILL). */
+void proxy_stop(const struct sandbox *sb);
+/* Forward the host's 127.0.0.1:`host_port` to the guest's `guest_port` until the sandbox
+ * stops. -EEXIST when that guest port is forwarded already. */
+int proxy_forward(const struct sandbox *sb, unsigned guest_port, unsigned host_port) __must_check;
+/* Put the proxy's CA certificate in the guest: /etc/sandbox/ca.pem, /etc/sandbox/bundle.pem
+ * (the system's bundle with it), the system bundle itself and
+ * /usr/local/share/ca-certificates. */
+int proxy_install_ca(const struct sandbox *sb, struct agent_conn *c) __must_check;
+/* The proxy's files (policy, credentials, CA, DNS map) into a snapshot's directory as
+ * net.<file>, and back into a sandbox restored from it. */
+int proxy_files_save(const struct sandbox *sb, const char *snap_dir) __must_check;
+int proxy_files_load(const char *snap_dir, const struct sandbox *sb) __must_check;
 
 /* ---- snapstore.c: $SANDBOX_HOME/snapshots (docs/snapshots.md) ---- */
 
@@ -144,6 +198,9 @@ struct snap_meta {
 	char disks[EXTRA_DISKS_MAX][DISK_PATH_MAX]; /* read-only extra disks, in order */
 	unsigned ndisks;
 	bool has_memory; /* snap_open: the memory file is there (a fork's snapshot has none) */
+	/* The guest has a NIC behind a proxy; its proxy's files are in the snapshot as net.*
+	 * (absent from older snapshots: none). */
+	bool network;
 };
 /* $SANDBOX_HOME/snapshots/<name>. */
 int snap_dir(const char *name, char *out, size_t len) __must_check;
@@ -241,6 +298,17 @@ int agent_call(struct agent_conn *c, uint16_t type, const void *payload, uint32_
 	       struct proto_frame *final) __must_check;
 /* Print an ERROR frame's message as "sandboxctl: what: message (strerror)". */
 void agent_print_error(const char *what, const struct proto_frame *f);
+
+/* ---- agent_files.c: small files through the agent, in memory ---- */
+
+/* mkdir -p `path` in the guest. */
+int agent_mkdir_p(struct agent_conn *c, const char *path, uint32_t mode) __must_check;
+/* Write `len` bytes to the guest's `path` (atomically: the agent renames at the end). */
+int agent_file_put(struct agent_conn *c, const char *path, const void *data, size_t len,
+		   uint32_t mode) __must_check;
+/* Read the guest's `path`, of at most `max` bytes (-EFBIG beyond), NUL-terminated. */
+int agent_file_get(struct agent_conn *c, const char *path, size_t max, char **out,
+		   size_t *len) __must_check;
 
 /* ---- agent_refresh.c: after a restore or a fork ---- */
 

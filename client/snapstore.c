@@ -225,6 +225,7 @@ static int meta_format(const struct snap_meta *m, char *buf, size_t len)
 	META_PUT("state_bytes: %llu\n", (unsigned long long)m->state_bytes);
 	META_PUT("state_sha256: %s\n", m->state_sha256);
 	META_PUT("root_layer: %s\n", m->root_layer);
+	META_PUT("network: %s\n", m->network ? "proxy" : "none");
 	META_PUT("layers:\n");
 	for (unsigned i = 0; i < m->nlayers; i++)
 		META_PUT("  - {file: %s, sha256: %s}\n", m->layers[i].file, m->layers[i].sha256);
@@ -340,6 +341,12 @@ static int meta_parse(char *buf, struct snap_meta *m, char *err, size_t err_len)
 		META_NUM("state_bytes", 9, 64, STATE_MAX, m->state_bytes)
 		META_STR("state_sha256", 10, is_hex64(u), m->state_sha256)
 		META_STR("root_layer", 11, snap_valid_layer_name(u), m->root_layer)
+		if (strcmp(key, "network") == 0) {
+			if (strcmp(u, "proxy") != 0 && strcmp(u, "none") != 0)
+				goto bad;
+			m->network = u[0] == 'p';
+			continue;
+		}
 #undef META_NUM
 #undef META_STR
 		goto bad;

@@ -122,6 +122,9 @@ int sandbox_save(const struct sandbox *sb)
 			      sb->disks[i].ro ? "ro" : "rw", sb->disks[i].path);
 	if (sb->base[0] && n >= 0 && (size_t)n < sizeof(buf))
 		n += snprintf(buf + n, sizeof(buf) - (size_t)n, "base %s\n", sb->base);
+	if (n >= 0 && (size_t)n < sizeof(buf))
+		n += snprintf(buf + n, sizeof(buf) - (size_t)n, "network %s\n",
+			      sb->network ? "proxy" : "none");
 	if (n < 0 || (size_t)n >= sizeof(buf))
 		return -E2BIG;
 	if ((err = sandbox_path(sb, "config", path, sizeof(path))) < 0)
@@ -181,6 +184,12 @@ static bool config_line(struct sandbox *sb, const char *key, const char *val, un
 		if (!valid_name(val) && !(val[0] == '.' && valid_name(val + 1)))
 			return false;
 		snprintf(sb->base, sizeof(sb->base), "%s", val);
+		return true;
+	}
+	if (strcmp(key, "network") == 0) {
+		if (strcmp(val, "proxy") != 0 && strcmp(val, "none") != 0)
+			return false;
+		sb->network = strcmp(val, "proxy") == 0;
 		return true;
 	}
 	return true; /* a newer sandboxctl's key: ignored */
@@ -424,6 +433,11 @@ int sandbox_stop_vmm(struct sandbox *sb, bool force)
 			if (!wait_gone(sb, 5000))
 				return -ETIMEDOUT;
 		}
+	}
+	/* No VMM, no network: the proxy and the namespace go with it. */
+	if (sb->network) {
+		proxy_stop(sb);
+		net_teardown(sb);
 	}
 	if ((err = sandbox_path(sb, "stopped", path, sizeof(path))) < 0 ||
 	    (err = write_file_atomic(path, "", 0, 0600)) < 0)

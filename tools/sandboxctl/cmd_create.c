@@ -30,7 +30,11 @@
 static const char create_usage[] =
 	"usage: sandboxctl create [--image NAME] [--cpus N] [--memory MiB] [--disk-size G]\n"
 	"                         [--name NAME] [--timeout SEC] [--console PATH] [--no-wait]\n"
-	"                         [--disk PATH[:ro]]... [--cold]\n"
+	"                         [--disk PATH[:ro]]... [--cold] [--network none|proxy]\n"
+	"                         [--policy FILE] [--allow DOMAIN]... [--deny DOMAIN]...\n"
+	"                         [--allow-cidr CIDR]... [--allow-port N]... [--deny-all]\n"
+	"                         [--credential HOST:HEADER=ENVVAR]... [--egress-bytes N]\n"
+	"                         [--resolver IP[:PORT]] [--ca-file FILE]\n"
 	"\n"
 	"Create a sandbox from an image (default: " CREATE_DEFAULT_IMAGE "), start its VM and\n"
 	"print its id once the guest agent answers.\n"
@@ -49,6 +53,19 @@ static const char create_usage[] =
 	"  --disk PATH[:ro] an extra disk, /dev/vdb then vdc, vdd (up to 3): a layer file\n"
 	"                   (sandbox-disk create) or a raw image (always read-only); :ro makes\n"
 	"                   it read-only for the guest\n"
+	"  --network MODE   proxy (default): a NIC whose every connection goes through the\n"
+	"                   sandbox's egress proxy and its policy; none: no NIC\n"
+	"  --policy FILE    the proxy's policy (YAML, docs/network.md); the options below add\n"
+	"                   to it. Default: public names on ports 80 and 443\n"
+	"  --allow DOMAIN   allow a name (*.example.com: the names below it); --deny refuses one\n"
+	"  --allow-cidr C   allow raw addresses (and names resolving) in C\n"
+	"  --allow-port N   allow port N (default 80 and 443)\n"
+	"  --deny-all       nothing but the allow lists\n"
+	"  --credential HOST:HEADER=ENVVAR  the proxy sets HEADER on HOST's requests to the value\n"
+	"                   of ENVVAR (read now; the guest never sees it)\n"
+	"  --egress-bytes N the most bytes the guest may send out\n"
+	"  --resolver IP[:PORT]  the DNS server the proxy asks (default: the host's)\n"
+	"  --ca-file FILE   what the proxy trusts upstream for opened TLS (default: the host's)\n"
 	"Environment: SANDBOX_VMM, the sandbox-vmm binary (default: beside sandboxctl in the\n"
 	"build tree or installed, else on PATH); SANDBOX_SKIP_HOST_CHECK=1 boots even on a\n"
 	"host whose KVM cannot boot Linux (kvm-pvm: exit status 125 without it).\n";
@@ -103,7 +120,8 @@ static int spawn_vmm(const struct sandbox *sb, const char *console_opt, const st
 		     pid_t *pid)
 {
 	char vmm[PATH_MAX], kernel[4200], initrd[4200], disk[4200], api[4200], vsock[4200];
-	char cpus[16], mem[32], console[4200];
+	char cpus[16], mem[32], console[4200], ns[256], net[320];
+	char cmdline[sizeof(GUEST_CMDLINE " " NET_GUEST_CMDLINE)];
 	int err, fd;
 	pid_t child;
 
@@ -122,11 +140,18 @@ static int spawn_vmm(const struct sandbox *sb, const char *console_opt, const st
 		return err;
 	snprintf(cpus, sizeof(cpus), "%u", sb->cpus);
 	snprintf(mem, sizeof(mem), "%llu", (unsigned long long)sb->memory_mib);
+	snprintf(cmdline, sizeof(cmdline), "%s%s", GUEST_CMDLINE,
+		 sb->network ? " " NET_GUEST_CMDLINE : "");
+	if (sb->network &&
+	    ((err = net_ns_path(sb, ns, sizeof(ns))) < 0 ||
+	     (err = path_fmt(net, sizeof(net), "tap=" NET_TAP ",netns=%s,mac=" NET_GUEST_MAC, ns)) <
+		     0))
+		return err;
 	char extra[EXTRA_DISKS_MAX][DISK_PATH_MAX + 4];
-	char *argv[18 + 2 * EXTRA_DISKS_MAX] = {
-		vmm,  "--kernel",  kernel,	  "--initrd", initrd, "--disk",
-		disk, "--cmdline", GUEST_CMDLINE, "--cpus",   cpus,   "--memory",
-		mem,  "--api",	   api,		  "--vsock",  vsock};
+	char *argv[20 + 2 * EXTRA_DISKS_MAX] = {
+		vmm,  "--kernel",  kernel,  "--initrd", initrd, "--disk",
+		disk, "--cmdline", cmdline, "--cpus",	cpus,	"--memory",
+		mem,  "--api",	   api,	    "--vsock",	vsock};
 	unsigned argc = 17;
 
 	if (src) {
@@ -146,6 +171,10 @@ static int spawn_vmm(const struct sandbox *sb, const char *console_opt, const st
 		argv[argc++] = api;
 		argv[argc++] = "--vsock";
 		argv[argc++] = vsock;
+	}
+	if (sb->network) {
+		argv[argc++] = "--net";
+		argv[argc++] = net;
 	}
 
 	for (unsigned i = 0; i < sb->ndisks; i++) {
@@ -384,10 +413,15 @@ int sandbox_create(const struct create_opts *o, struct sandbox *sb)
 	sb->cpus = o->cpus;
 	sb->memory_mib = o->memory_mib;
 	sb->created = (uint64_t)time(NULL);
+	sb->network = !o->no_network;
 	snprintf(sb->top, sizeof(sb->top), "root.layer");
 
 	if ((err = sandbox_make_dir(sb, o->name)) != EXIT_OK)
 		return err;
+	if (sb->network && (err = create_net_prepare(sb, o)) != EXIT_OK) {
+		create_cleanup(sb);
+		return err;
+	}
 	if ((err = sandbox_path(sb, sb->top, path, sizeof(path))) < 0 ||
 	    (err = disk_create_overlay_len(path, rootfs, 0, o->disk_size_gib << 30, &derr)) < 0) {
 		errmsg("%s: cannot create the root disk: %s", sb->id,
@@ -401,6 +435,11 @@ int sandbox_create(const struct create_opts *o, struct sandbox *sb)
 	}
 	if (ready[0])
 		ready_make(sb, ready); /* the next create of these options restores it */
+	/* After the ready snapshot: no sandbox's CA is in another's trust store. */
+	if (sb->network && !o->no_wait && (err = create_net_install_ca(sb)) != EXIT_OK) {
+		create_cleanup(sb);
+		return err;
+	}
 	return EXIT_OK;
 }
 
@@ -464,6 +503,58 @@ int sandbox_wait_restored(struct sandbox *sb, unsigned timeout_s)
 	return wait_restored(sb, sb->pid, timeout_s, console) < 0 ? EXIT_SANDBOX : EXIT_OK;
 }
 
+/* The namespace and the proxy of a networked sandbox, before its VMM. */
+static int net_start(const struct sandbox *sb)
+{
+	char msg[256];
+	int err;
+
+	if ((err = net_setup(sb, msg, sizeof(msg))) < 0) {
+		errmsg("%s: %s", sb->id, msg[0] ? msg : strerror(-err));
+		return EXIT_ERR;
+	}
+	if ((err = proxy_start(sb)) < 0) {
+		char log[4200];
+
+		errmsg("%s: cannot start its proxy: %s", sb->id, strerror(-err));
+		if (sandbox_path(sb, "proxy.log", log, sizeof(log)) == 0)
+			print_tail(log, 10);
+		net_teardown(sb);
+		return EXIT_ERR;
+	}
+	return EXIT_OK;
+}
+
+int create_net_prepare(const struct sandbox *sb, const struct create_opts *o)
+{
+	int err = proxy_prepare(sb, o->net_opts, o->nnet_opts);
+
+	if (err == -EINVAL)
+		return EXIT_USAGE; /* the proxy said what is wrong with the policy */
+	if (err < 0) {
+		errmsg("%s: cannot prepare its proxy: %s", sb->id, strerror(-err));
+		return EXIT_ERR;
+	}
+	return EXIT_OK;
+}
+
+int create_net_install_ca(const struct sandbox *sb)
+{
+	struct agent_conn c;
+	int err;
+
+	if ((err = agent_connect(sb, 10000, &c)) == 0) {
+		err = proxy_install_ca(sb, &c);
+		agent_close(&c);
+	}
+	if (err < 0) {
+		errmsg("%s: cannot put the proxy's CA certificate in the guest: %s", sb->id,
+		       strerror(-err));
+		return EXIT_SANDBOX;
+	}
+	return EXIT_OK;
+}
+
 int sandbox_start_vmm(struct sandbox *sb, const char *console_opt, const struct boot_src *src,
 		      unsigned timeout_s, bool no_wait)
 {
@@ -471,12 +562,18 @@ int sandbox_start_vmm(struct sandbox *sb, const char *console_opt, const struct 
 	pid_t pid = 0;
 	int err, n, ready_fd = -1;
 
+	if (sb->network && (err = net_start(sb)) != EXIT_OK)
+		return err;
 	/* A restored guest announced its agent before the snapshot: it is pinged instead. */
 	if (!no_wait && !src)
 		ready_fd = ready_listen(sb, ready_path, sizeof(ready_path));
 	if ((err = spawn_vmm(sb, console_opt, src, &pid)) < 0) {
 		errmsg("%s: cannot start the VMM: %s", sb->id, strerror(-err));
 		ready_close(ready_fd, ready_path);
+		if (sb->network) {
+			proxy_stop(sb);
+			net_teardown(sb);
+		}
 		return EXIT_ERR;
 	}
 	sb->pid = pid;
@@ -498,7 +595,25 @@ int sandbox_start_vmm(struct sandbox *sb, const char *console_opt, const struct 
 	else
 		err = wait_agent(sb, pid, timeout_s, console, ready_fd);
 	ready_close(ready_fd, ready_path);
-	return err < 0 ? EXIT_SANDBOX : EXIT_OK;
+	if (err < 0)
+		return EXIT_SANDBOX;
+	/* A restored guest may come from a snapshot without this sandbox's CA (a ready one). */
+	if (src && !no_wait && sb->network)
+		return create_net_install_ca(sb);
+	return EXIT_OK;
+}
+
+/* The proxy's spelling of a policy option of create: the same name. */
+static const char *net_flag(const char *name)
+{
+	static const char *const flags[] = {"--policy",	      "--allow",      "--deny",
+					    "--allow-cidr",   "--allow-port", "--credential",
+					    "--egress-bytes", "--resolver",   "--ca-file"};
+
+	for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
+		if (strcmp(flags[i] + 2, name) == 0)
+			return flags[i];
+	return "--unknown";
 }
 
 int cmd_create(int argc, char **argv)
@@ -514,16 +629,53 @@ int cmd_create(int argc, char **argv)
 		{"no-wait", no_argument, NULL, 'W'},
 		{"disk", required_argument, NULL, 'D'},
 		{"cold", no_argument, NULL, 'C'},
+		{"network", required_argument, NULL, 'N'},
+		{"policy", required_argument, NULL, 'P'},
+		{"allow", required_argument, NULL, 'P'},
+		{"deny", required_argument, NULL, 'P'},
+		{"allow-cidr", required_argument, NULL, 'P'},
+		{"allow-port", required_argument, NULL, 'P'},
+		{"credential", required_argument, NULL, 'P'},
+		{"egress-bytes", required_argument, NULL, 'P'},
+		{"resolver", required_argument, NULL, 'P'},
+		{"ca-file", required_argument, NULL, 'P'},
+		{"deny-all", no_argument, NULL, 'A'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	struct create_opts o = CREATE_OPTS_DEFAULT;
 	struct sandbox sb;
 	uint64_t v;
-	int c, status;
+	int c, status, li;
+	/* Each policy option is two words for the proxy at most. */
+	char **net_opts = calloc((size_t)argc * 2 + 1, sizeof(char *));
+	bool policy_given = false;
 
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	if (!net_opts) {
+		errmsg("out of memory");
+		return EXIT_ERR;
+	}
+	o.net_opts = net_opts;
+	while ((c = getopt_long(argc, argv, "h", opts, &li)) != -1) {
 		switch (c) {
+		case 'N':
+			if (strcmp(optarg, "none") != 0 && strcmp(optarg, "proxy") != 0) {
+				errmsg("--network %s: give none or proxy", optarg);
+				free(net_opts);
+				return EXIT_USAGE;
+			}
+			o.no_network = strcmp(optarg, "none") == 0;
+			break;
+		case 'P':
+			/* "--allow" and its word, as the proxy's prepare takes them. */
+			o.net_opts[o.nnet_opts++] = (char *)net_flag(opts[li].name);
+			o.net_opts[o.nnet_opts++] = optarg;
+			policy_given = true;
+			break;
+		case 'A':
+			o.net_opts[o.nnet_opts++] = "--deny-all";
+			policy_given = true;
+			break;
 		case 'i':
 			if (!valid_name(optarg)) {
 				errmsg("--image '%s': not an image name", optarg);
@@ -601,8 +753,15 @@ int cmd_create(int argc, char **argv)
 		errmsg("create: unexpected argument '%s'", argv[optind]);
 		return EXIT_USAGE;
 	}
+	if (o.no_network && policy_given) {
+		errmsg("create: a policy option with --network none: there is no network to "
+		       "police");
+		free(net_opts);
+		return EXIT_USAGE;
+	}
 	status = sandbox_create(&o, &sb);
 	if (status == EXIT_OK)
 		printf("%s\n", sb.id);
+	free(net_opts);
 	return status;
 }

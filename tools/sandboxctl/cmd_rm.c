@@ -55,6 +55,10 @@ int cmd_rm(int argc, char **argv)
 				continue;
 			}
 		}
+		if (sb.network) { /* a dead VMM's proxy and namespace */
+			proxy_stop(&sb);
+			net_teardown(&sb);
+		}
 		remove_flat_dir(sb.dir);
 		snapshots_gc(&sb);
 	}

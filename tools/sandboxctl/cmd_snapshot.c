@@ -175,6 +175,12 @@ int snapshot_take(struct sandbox *sb, struct snap_take *t)
 	t->meta.memory_mib = sb->memory_mib;
 	t->meta.memory_bytes = sb->memory_mib << 20;
 	snprintf(t->meta.root_layer, sizeof(t->meta.root_layer), "%s", old_top);
+	t->meta.network = sb->network;
+	if (sb->network && (err = proxy_files_save(sb, tmp)) < 0) {
+		errmsg("%s: cannot keep its proxy's files in the snapshot: %s", sb->id,
+		       strerror(-err));
+		goto fail_rm;
+	}
 	for (unsigned i = 0; i < sb->ndisks; i++)
 		snprintf(t->meta.disks[t->meta.ndisks++], DISK_PATH_MAX, "%s", sb->disks[i].path);
 	if ((err = link_layers(sb, tmp, &t->meta)) < 0) {
@@ -205,9 +211,28 @@ fail_rm:
 	return EXIT_ERR;
 }
 
+/* snapshot_restore_into, with the proxy's files made from `o` (a create) or taken from the
+ * snapshot (NULL). */
+static int restore_into(const char *dir, const struct snap_meta *m, const char *name,
+			const char *console, const struct boot_src *src, bool no_wait,
+			const struct create_opts *o, struct sandbox *sb);
+
 int snapshot_restore_into(const char *dir, const struct snap_meta *m, const char *name,
 			  const char *console, const struct boot_src *src, bool no_wait,
 			  struct sandbox *sb)
+{
+	return restore_into(dir, m, name, console, src, no_wait, NULL, sb);
+}
+
+int snapshot_restore_create(const char *dir, const struct snap_meta *m, const struct create_opts *o,
+			    const struct boot_src *src, struct sandbox *sb)
+{
+	return restore_into(dir, m, o->name, o->console, src, false, o, sb);
+}
+
+static int restore_into(const char *dir, const struct snap_meta *m, const char *name,
+			const char *console, const struct boot_src *src, bool no_wait,
+			const struct create_opts *o, struct sandbox *sb)
 {
 	char top[4200], parent[4200];
 	struct disk_error derr = {""};
@@ -225,8 +250,21 @@ int snapshot_restore_into(const char *dir, const struct snap_meta *m, const char
 		sb->disks[i].ro = true;
 	}
 	sb->ndisks = m->ndisks;
+	sb->network = m->network;
 	if ((status = sandbox_make_dir(sb, name)) != EXIT_OK)
 		return status;
+	if (sb->network) {
+		if (o)
+			status = create_net_prepare(sb, o);
+		else if ((err = proxy_files_load(dir, sb)) < 0) {
+			errmsg("%s: the snapshot's proxy files: %s", sb->id, strerror(-err));
+			status = EXIT_ERR;
+		}
+		if (status != EXIT_OK) {
+			create_cleanup(sb);
+			return status;
+		}
+	}
 	if ((err = sandbox_path(sb, sb->top, top, sizeof(top))) < 0 ||
 	    (err = path_fmt(parent, sizeof(parent), "%s/%s", dir, m->root_layer)) < 0 ||
 	    (err = disk_create_overlay(top, parent, 0, &derr)) < 0) {

@@ -47,6 +47,14 @@ static int put_str(uint8_t *buf, size_t cap, size_t *len, const char *s)
 	return 0;
 }
 
+/* In a networked sandbox: where TLS clients find the trust bundle with the proxy's CA. */
+static const char *const net_env[] = {
+	"SSL_CERT_FILE=/etc/sandbox/bundle.pem",
+	"REQUESTS_CA_BUNDLE=/etc/sandbox/bundle.pem",
+	"CURL_CA_BUNDLE=/etc/sandbox/bundle.pem",
+	"NODE_EXTRA_CA_CERTS=/etc/sandbox/ca.pem",
+};
+
 /* Is `kv` (K=V) overridden by a later user --env of the same key? */
 static bool env_overridden(const struct exec_opts *o, const char *kv)
 {
@@ -59,8 +67,8 @@ static bool env_overridden(const struct exec_opts *o, const char *kv)
 }
 
 /* The EXEC payload: proto_exec, cwd, argv, env. */
-static int build_exec(const struct exec_opts *o, const struct winsize *ws, uint8_t *buf, size_t cap,
-		      size_t *len)
+static int build_exec(const struct exec_opts *o, const struct winsize *ws, bool network,
+		      uint8_t *buf, size_t cap, size_t *len)
 {
 	const char *term = getenv("TERM");
 	char termbuf[128];
@@ -81,6 +89,13 @@ static int build_exec(const struct exec_opts *o, const struct winsize *ws, uint8
 		if (env_overridden(o, default_env[i]))
 			continue;
 		if ((err = put_str(buf, cap, len, default_env[i])) < 0)
+			return err;
+		envc++;
+	}
+	for (size_t i = 0; network && i < sizeof(net_env) / sizeof(net_env[0]); i++) {
+		if (env_overridden(o, net_env[i]))
+			continue;
+		if ((err = put_str(buf, cap, len, net_env[i])) < 0)
 			return err;
 		envc++;
 	}
@@ -194,7 +209,7 @@ int exec_run(const struct sandbox *sb, const struct exec_opts *o)
 
 	if (o->tty && isatty(STDIN_FILENO) && ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0)
 		wsp = &ws;
-	if ((err = build_exec(o, wsp, buf, sizeof(buf), &len)) < 0) {
+	if ((err = build_exec(o, wsp, sb->network, buf, sizeof(buf), &len)) < 0) {
 		errmsg("exec: the command and its environment are too long (%s)", strerror(-err));
 		return EXIT_USAGE;
 	}

@@ -31,6 +31,8 @@ static const struct {
 	{"suspend", cmd_suspend, "snapshot a sandbox to disk and end its VM (resume ID)"},
 	{"snapshots", cmd_snapshots, "list snapshots"},
 	{"images", cmd_images, "list or import images"},
+	{"net", cmd_net, "a sandbox's network policy and audit log"},
+	{"port", cmd_port, "forward a host port on 127.0.0.1 to a sandbox's port"},
 };
 
 static void usage(FILE *f)

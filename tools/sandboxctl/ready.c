@@ -66,11 +66,12 @@ int ready_name(const struct create_opts *o, const char *vmm, char *out, size_t l
 	}
 	n = snprintf(line, sizeof(line),
 		     "ready 1\nimage %.64s\nvmm %llu %llu %llu %lld.%09ld\nstate %u meta %u\n"
-		     "memory %llu cpus %u disk %llu\ncmdline %s\nnetwork none\n",
+		     "memory %llu cpus %u disk %llu\ncmdline %s\nnetwork %s\n",
 		     hash, (unsigned long long)st.st_dev, (unsigned long long)st.st_ino,
 		     (unsigned long long)st.st_size, (long long)st.st_mtim.tv_sec,
 		     st.st_mtim.tv_nsec, 1u, SNAP_META_FORMAT, (unsigned long long)o->memory_mib,
-		     o->cpus, (unsigned long long)o->disk_size_gib, GUEST_CMDLINE);
+		     o->cpus, (unsigned long long)o->disk_size_gib, GUEST_CMDLINE,
+		     o->no_network ? "none" : "proxy " NET_GUEST_CMDLINE " " NET_GUEST_MAC);
 	free(hash);
 	EVP_DigestUpdate(ctx, line, (size_t)n);
 	ready_cpu(ctx);
@@ -96,7 +97,13 @@ int ready_restore(const struct create_opts *o, const char *name, struct sandbox 
 		return -EBADMSG;
 	}
 	src = (struct boot_src){.dir = dir};
-	if (snapshot_restore_into(dir, &m, o->name, o->console, &src, false, sb) != EXIT_OK) {
+	if (m.network != !o->no_network) {
+		errmsg("the ready snapshot %s is unusable (its network is not this create's): "
+		       "booting instead",
+		       name);
+		return -EBADMSG;
+	}
+	if (snapshot_restore_create(dir, &m, o, &src, sb) != EXIT_OK) {
 		errmsg("restoring the ready snapshot %s failed: booting instead", name);
 		return -EIO;
 	}

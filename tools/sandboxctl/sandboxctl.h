@@ -40,6 +40,10 @@ struct create_opts {
 	const char *disks[EXTRA_DISKS_MAX]; /* --disk PATH[:ro], checked by create */
 	bool disks_ro[EXTRA_DISKS_MAX];
 	unsigned ndisks;
+	bool no_network; /* --network none: no NIC */
+	/* The policy options for sandbox-proxy prepare (--allow D, --policy F, ...), as words. */
+	char **net_opts;
+	unsigned nnet_opts;
 };
 #define CREATE_OPTS_DEFAULT                                                                        \
 	{                                                                                          \
@@ -140,6 +144,9 @@ int cmd_start(int argc, char **argv);
 int cmd_rm(int argc, char **argv);
 int cmd_pause(int argc, char **argv); /* pause and resume */
 int cmd_exec(int argc, char **argv);
+/* cmd_net.c: net policy, net log, port */
+int cmd_net(int argc, char **argv);
+int cmd_port(int argc, char **argv);
 int cmd_cp(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 /* cmd_snapshot.c: snapshot, restore, fork, suspend, snapshots, snapshot rm */
@@ -164,6 +171,16 @@ int snapshot_take(struct sandbox *sb, struct snap_take *t);
 int snapshot_restore_into(const char *dir, const struct snap_meta *m, const char *name,
 			  const char *console, const struct boot_src *src, bool no_wait,
 			  struct sandbox *sb);
+/* The same, for a create that restores a ready snapshot: the proxy's policy and CA are made
+ * anew from `o` rather than taken from the snapshot. */
+int snapshot_restore_create(const char *dir, const struct snap_meta *m, const struct create_opts *o,
+			    const struct boot_src *src, struct sandbox *sb);
+/* Make the proxy's files of a new networked sandbox from `o` (sandbox-proxy prepare).
+ * Prints its errors; returns an exit status. */
+int create_net_prepare(const struct sandbox *sb, const struct create_opts *o);
+/* Put the proxy's CA in the guest of a networked sandbox whose agent answers. Prints its
+ * errors; returns an exit status. */
+int create_net_install_ca(const struct sandbox *sb);
 /* snap_open of snapshots/<name>, printing why not. Returns an exit status. */
 int snapshot_open_checked(const char *name, char *dir, size_t dir_len, struct snap_meta *m);
 int cmd_restore(int argc, char **argv);

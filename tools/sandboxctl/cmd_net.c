@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * sandboxctl net policy ID, net log ID [--follow], port ID GUESTPORT [HOSTPORT]: what a
+ * sandbox's proxy enforces and decided (docs/network.md), and inbound forwarding from the
+ * host's loopback to the guest.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sandboxctl.h"
+
+static const char net_usage[] =
+	"usage: sandboxctl net policy ID\n"
+	"       sandboxctl net log ID [--follow]\n"
+	"\n"
+	"policy: the policy the sandbox's proxy enforces (normalised, without secret values).\n"
+	"log: the proxy's audit log, one JSON object per connection attempt or DNS query\n"
+	"(time, proto, name, addr, port, decision, rule, bytes each way); --follow waits for\n"
+	"more until the sandbox stops (or ^C).\n";
+
+static const char port_usage[] =
+	"usage: sandboxctl port ID GUESTPORT [HOSTPORT]\n"
+	"\n"
+	"Forward 127.0.0.1:HOSTPORT (default GUESTPORT) on the host to the guest's TCP port\n"
+	"GUESTPORT, until the sandbox stops. Prints the host address.\n";
+
+/* Copy the file's bytes from `off` to stdout; the new offset, or -errno. */
+static long long dump_from(int fd, long long off)
+{
+	char buf[65536];
+	ssize_t n;
+
+	while ((n = pread(fd, buf, sizeof(buf), off)) > 0) {
+		if (write_all(STDOUT_FILENO, buf, (size_t)n) < 0)
+			return -EPIPE;
+		off += n;
+	}
+	return n < 0 ? -errno : off;
+}
+
+static int net_networked(const char *ref, struct sandbox *sb)
+{
+	int status = sandbox_resolve(ref, sb);
+
+	if (status)
+		return status;
+	if (!sb->network) {
+		errmsg("%s has no network (created with --network none)", sb->id);
+		return EXIT_ERR;
+	}
+	return EXIT_OK;
+}
+
+static int net_policy(const char *ref)
+{
+	struct sandbox sb;
+	char path[4200];
+	int fd, status;
+
+	if ((status = net_networked(ref, &sb)))
+		return status;
+	if (sandbox_path(&sb, "policy.yaml", path, sizeof(path)) < 0 ||
+	    (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+		errmsg("%s: no policy (%s)", sb.id, strerror(errno));
+		return EXIT_ERR;
+	}
+	status = dump_from(fd, 0) < 0 ? EXIT_ERR : EXIT_OK;
+	close(fd);
+	return status;
+}
+
+static int net_log(const char *ref, bool follow)
+{
+	struct sandbox sb;
+	char path[4200];
+	long long off = 0;
+	int fd = -1, status;
+
+	if ((status = net_networked(ref, &sb)))
+		return status;
+	if (sandbox_path(&sb, "audit.log", path, sizeof(path)) < 0)
+		return EXIT_ERR;
+	for (;;) {
+		if (fd < 0)
+			fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 && errno != ENOENT) {
+			errmsg("%s: %m", path);
+			return EXIT_ERR;
+		}
+		if (fd >= 0 && (off = dump_from(fd, off)) < 0)
+			break;
+		if (!follow)
+			break;
+		enum sandbox_state st = sandbox_state(&sb, NULL);
+		if (st != SB_RUNNING && st != SB_PAUSED)
+			break;
+		poll(NULL, 0, 200);
+	}
+	if (fd >= 0)
+		close(fd);
+	return off < 0 && off != -EPIPE ? EXIT_ERR : EXIT_OK;
+}
+
+int cmd_net(int argc, char **argv)
+{
+	bool follow = false;
+
+	if (argc >= 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+		fputs(net_usage, stdout);
+		return EXIT_OK;
+	}
+	if (argc == 3 && strcmp(argv[1], "policy") == 0)
+		return net_policy(argv[2]);
+	if (argc >= 3 && strcmp(argv[1], "log") == 0) {
+		for (int i = 3; i < argc; i++) {
+			if (strcmp(argv[i], "--follow") == 0 || strcmp(argv[i], "-f") == 0) {
+				follow = true;
+				continue;
+			}
+			fputs(net_usage, stderr);
+			return EXIT_USAGE;
+		}
+		return net_log(argv[2], follow);
+	}
+	fputs(net_usage, stderr);
+	return EXIT_USAGE;
+}
+
+int cmd_port(int argc, char **argv)
+{
+	struct sandbox sb;
+	uint64_t guest, host;
+	int status, err;
+
+	if (argc >= 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+		fputs(port_usage, stdout);
+		return EXIT_OK;
+	}
+	if (argc < 3 || argc > 4) {
+		fputs(port_usage, stderr);
+		return EXIT_USAGE;
+	}
+	if (!parse_u64(argv[2], 1, 65535, &guest) ||
+	    (argc == 4 && !parse_u64(argv[3], 1, 65535, &host))) {
+		errmsg("port: give ports from 1 to 65535");
+		return EXIT_USAGE;
+	}
+	if (argc == 3)
+		host = guest;
+	if ((status = net_networked(argv[1], &sb)) ||
+	    (status = sandbox_resolve_running(argv[1], &sb)))
+		return status;
+	err = proxy_forward(&sb, (unsigned)guest, (unsigned)host);
+	if (err == -EEXIST) {
+		errmsg("%s: its port %llu is forwarded already", sb.id, (unsigned long long)guest);
+		return EXIT_ERR;
+	}
+	if (err < 0) {
+		errmsg("%s: cannot forward port %llu: %s", sb.id, (unsigned long long)guest,
+		       strerror(-err));
+		return EXIT_ERR;
+	}
+	printf("127.0.0.1:%llu\n", (unsigned long long)host);
+	return EXIT_OK;
+}
