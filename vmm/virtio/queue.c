@@ -334,6 +334,33 @@ int virtq_push(struct virtq *q, uint16_t head, uint32_t written_len)
 }
 
 /* Whether the driver asked for a used-buffer notification for the chains since `old_used_idx`. */
+int virtq_push_many(struct virtq *q, const uint16_t *heads, const uint32_t *lens, unsigned n)
+{
+	if (!q->ready)
+		return -EINVAL;
+	if (q->broken)
+		return -EPROTO;
+	/* Every pushed chain was popped: used_idx never passes last_avail_idx. */
+	if (n > (uint16_t)(q->last_avail_idx - q->used_idx))
+		return -EINVAL;
+	for (unsigned i = 0; i < n; i++)
+		if (heads[i] >= q->size)
+			return -EINVAL;
+	for (unsigned i = 0; i < n; i++) {
+		uint8_t *elem =
+			q->used_hva + USED_RING_OFF((uint16_t)(q->used_idx + i) & (q->size - 1));
+
+		virtq_store32(elem, heads[i]);
+		virtq_store32(elem + 4, lens[i]);
+	}
+	q->used_idx = (uint16_t)(q->used_idx + n);
+	/* Release, as in virtq_push: every element (and the data in the chains) before the idx
+	 * that hands them all to the driver at once. */
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	virtq_store16(q->used_hva + USED_IDX_OFF, q->used_idx);
+	return 0;
+}
+
 bool virtq_should_notify(const struct virtq *q, uint16_t old_used_idx)
 {
 	uint16_t used_event;

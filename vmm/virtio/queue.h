@@ -90,6 +90,12 @@ int virtq_pop(struct virtq *q, struct virtq_chain *chain) __must_check;
  * writable segments: the element first, then used->idx (released). -EINVAL when `head` is out
  * of range or no chain is outstanding; -EPROTO on a broken queue. */
 int virtq_push(struct virtq *q, uint16_t head, uint32_t written_len) __must_check;
+/* Return `n` chains at once: their elements, then one used->idx update, so that the driver
+ * sees all of them or none (a frame spread over several rx buffers). -EINVAL when a head is
+ * out of range or fewer than `n` chains are outstanding (nothing is pushed then); -EPROTO on
+ * a broken queue. */
+int virtq_push_many(struct virtq *q, const uint16_t *heads, const uint32_t *lens,
+		    unsigned n) __must_check;
 /* After pushing chains starting from used index `old_used_idx`, whether the driver wants a
  * used-buffer notification: VRING_AVAIL_F_NO_INTERRUPT, or with EVENT_IDX whether used_event
  * was crossed. False when nothing was pushed. */

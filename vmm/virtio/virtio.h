@@ -144,4 +144,32 @@ int vsock_add(struct vm *vm, const char *uds_path, char *cmdline, size_t cmdline
  * I/O thread only. -EINVAL when `vdev` is not a vsock device. */
 int vsock_transport_reset(struct virtio_dev *vdev) __must_check;
 
+/* ---- net.c, net_rx.c: virtio-net on a tap ---- */
+
+/* The MAC a guest NIC gets when none is given (docs/network.md). */
+#define NET_MAC_DEFAULT                                                                            \
+	{                                                                                          \
+		0x02, 0x53, 0x42, 0x00, 0x00, 0x02                                                 \
+	}
+
+/* Attach a virtio-net device with MAC `mac` as the next virtio-mmio device, on `tap_fd`
+ * (which it owns from now on, even on failure): a tap opened with IFF_TAP | IFF_NO_PI |
+ * IFF_VNET_HDR, or a SOCK_SEQPACKET socket whose every message is one frame after a
+ * struct virtio_net_hdr_v1 (no offloads then). The fd is made non-blocking and served on
+ * vm->loop. -ENOTTY for another kind of fd; other errors are those of virtio_mmio_add. */
+int net_add(struct vm *vm, int tap_fd, const uint8_t mac[6], char *cmdline, size_t cmdline_len,
+	    struct virtio_dev **out) __must_check;
+
+/* ---- net_tap.c: the host side of --net ---- */
+
+/* Open the persistent tap `name` (made by someone else: never create one) with IFF_TAP |
+ * IFF_NO_PI | IFF_VNET_HDR, inside the network namespace at `netns_path` when it is not NULL
+ * (the calling thread enters it, then returns to its own; call before any other thread
+ * exists). 0 and the fd in *fd_out, or -errno with one sentence in `msg` (no such namespace,
+ * no such tap, tap busy, ...). */
+int net_tap_open(const char *name, const char *netns_path, int *fd_out, char *msg,
+		 size_t msg_len) __must_check;
+/* Parse "XX:XX:XX:XX:XX:XX" into mac: false unless it is six hex bytes of a unicast MAC. */
+bool net_parse_mac(const char *s, uint8_t mac[6]);
+
 #endif
