@@ -36,6 +36,13 @@ struct disk_option {
 	unsigned depth;
 };
 
+/* --net tap=NAME[,netns=PATH][,mac=MAC] */
+struct net_option {
+	char *tap;
+	char *netns;
+	uint8_t mac[6];
+};
+
 struct options {
 	struct boot_config boot;
 	uint64_t memory_mib;
@@ -46,6 +53,9 @@ struct options {
 	const char *restore_memory;
 	struct disk_option disks[DISKS_MAX];
 	unsigned ndisks;
+	struct net_option net;
+	char *net_arg; /* the copy net points into */
+	bool has_net;
 	unsigned timeout_s;
 	bool check;
 	bool verbose;
@@ -55,7 +65,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: sandbox-vmm (--kernel PATH | --payload PATH) [options]\n"
-		"       sandbox-vmm --restore DIR [--disk ...] [--vsock ...] [options]\n"
+		"       sandbox-vmm --restore DIR [--disk ...] [--vsock ...] [--net ...] "
+		"[options]\n"
 		"       sandbox-vmm --check\n"
 		"\n"
 		"  --kernel PATH     Linux bzImage or ELF vmlinux with a PVH note\n"
@@ -75,6 +86,10 @@ static void usage(FILE *f)
 		"  --vsock PATH      a virtio-vsock device (guest CID 3): host clients connect\n"
 		"                    to PATH and write \"CONNECT <port>\\n\"; the guest's\n"
 		"                    connections to host port P go to PATH_P\n"
+		"  --net tap=NAME[,netns=PATH][,mac=XX:XX:XX:XX:XX:XX]  a virtio-net NIC on\n"
+		"                    the persistent tap NAME (in the network namespace PATH,\n"
+		"                    entered only to open it); mac: the guest's (default\n"
+		"                    02:53:42:00:00:02)\n"
 		"  --restore DIR     resume the VM snapshotted into DIR (the API's SNAPSHOT):\n"
 		"                    its RAM and vCPUs come from there; give the same devices\n"
 		"                    in the same order (a disk: a new layer over the frozen one)\n"
@@ -130,6 +145,27 @@ static bool parse_disk(char *arg, struct disk_option *d)
 	return *arg != '\0';
 }
 
+/* Split `arg` (modified) into tap=NAME and its ",netns=PATH" / ",mac=MAC" fields. */
+static bool parse_net(char *arg, struct net_option *n)
+{
+	static const uint8_t mac_default[6] = NET_MAC_DEFAULT;
+	char *save = NULL;
+
+	memset(n, 0, sizeof(*n));
+	memcpy(n->mac, mac_default, sizeof(n->mac));
+	for (char *f = strtok_r(arg, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
+		if (strncmp(f, "tap=", 4) == 0 && f[4] && !n->tap)
+			n->tap = f + 4;
+		else if (strncmp(f, "netns=", 6) == 0 && f[6] && !n->netns)
+			n->netns = f + 6;
+		else if (strncmp(f, "mac=", 4) == 0 && net_parse_mac(f + 4, n->mac))
+			continue;
+		else
+			return false;
+	}
+	return n->tap != NULL;
+}
+
 /* Returns 0, or an exit status when the command line is unusable. */
 static int parse_options(int argc, char **argv, struct options *o)
 {
@@ -145,6 +181,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{"timeout", required_argument, NULL, 't'},
 		{"api", required_argument, NULL, 'A'},
 		{"vsock", required_argument, NULL, 'V'},
+		{"net", required_argument, NULL, 'N'},
 		{"restore", required_argument, NULL, 'R'},
 		{"restore-memory", required_argument, NULL, 'M'},
 		{"check", no_argument, NULL, 'C'},
@@ -223,6 +260,21 @@ static int parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'V':
 			o->vsock_path = optarg;
+			break;
+		case 'N':
+			if (o->has_net) {
+				log_error("--net %s: one --net only", optarg);
+				return VM_EXIT_BAD_INPUT;
+			}
+			/* Parsed in a copy, which it cuts up: the message shows the argument. */
+			if (!(o->net_arg = strdup(optarg)) || !parse_net(o->net_arg, &o->net)) {
+				log_error("--net %s: give "
+					  "tap=NAME[,netns=PATH][,mac=XX:XX:XX:XX:XX:XX] "
+					  "(a unicast MAC)",
+					  optarg);
+				return VM_EXIT_BAD_INPUT;
+			}
+			o->has_net = true;
 			break;
 		case 'R':
 			o->restore_dir = optarg;
@@ -531,7 +583,7 @@ int main(int argc, char **argv)
 	struct options o;
 	struct vm vm;
 	sigset_t set;
-	int status, err, console_fd;
+	int status, err, console_fd, tap_fd = -1;
 
 	log_init("sandbox-vmm", LOG_INFO);
 	status = parse_options(argc, argv, &o);
@@ -556,6 +608,15 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	/* The tap first: entering its namespace must happen while this is the only thread. */
+	if (o.has_net) {
+		char msg[256];
+
+		if (net_tap_open(o.net.tap, o.net.netns, &tap_fd, msg, sizeof(msg)) < 0) {
+			log_error("--net: %s", msg);
+			return VM_EXIT_BAD_INPUT;
+		}
+	}
 	if (strlen(o.boot.cmdline) >= sizeof(cmdline)) {
 		log_error("kernel command line too long: %zu bytes", strlen(o.boot.cmdline));
 		return VM_EXIT_BAD_INPUT;
@@ -597,6 +658,17 @@ int main(int argc, char **argv)
 							       : VM_EXIT_VMM_ERROR;
 		goto out;
 	}
+	if (tap_fd >= 0) {
+		/* The device owns the fd from here, even when adding it fails. */
+		err = net_add(&vm, tap_fd, o.net.mac, cmdline, sizeof(cmdline),
+			      &(struct virtio_dev *){NULL});
+		tap_fd = -1;
+		if (err < 0) {
+			log_error("cannot add --net tap=%s: %s", o.net.tap, strerror(-err));
+			status = err == -E2BIG ? VM_EXIT_BAD_INPUT : VM_EXIT_VMM_ERROR;
+			goto out;
+		}
+	}
 	if (o.restore_dir) {
 		if (vm_restore(&vm, &img) < 0) {
 			log_error("--restore %s: %s", o.restore_dir, img.r.msg);
@@ -627,6 +699,8 @@ int main(int argc, char **argv)
 	else
 		log_error("%s", vm.exit_reason);
 out:
+	if (tap_fd >= 0)
+		close(tap_fd);
 	api_destroy(api);
 	vm_destroy(&vm);
 	snap_image_close(&img);
