@@ -49,12 +49,15 @@ static int net_ruleset(char *buf, size_t len)
 		buf, len,
 		"flush ruleset\n"
 		"table netdev sandbox_l2 {\n"
+		"  counter dropped {\n"
+		"  }\n"
 		"  chain ingress {\n"
 		"    type filter hook ingress device \"" NET_TAP "\" priority -500; policy drop;\n"
 		"    ether saddr != " NET_GUEST_MAC " drop\n"
 		"    ether type arp arp htype 1 arp ptype ip arp saddr ether " NET_GUEST_MAC
 		" arp saddr ip " NET_GUEST_IP " accept\n"
 		"    ether type ip ip saddr " NET_GUEST_IP " accept\n"
+		"    counter name dropped drop\n"
 		"  }\n"
 		"}\n"
 		"table ip sandbox {\n"
@@ -190,12 +193,25 @@ static int net_make_tap(int sock)
 	return 0;
 }
 
+static const char *const no_ipv6[] = {"/proc/sys/net/ipv6/conf/all/disable_ipv6",
+				       "/proc/sys/net/ipv6/conf/default/disable_ipv6"};
+
 /* In the child, in the new namespace: lo, tap0, its address, the ruleset. */
 static int net_configure(void)
 {
 	char rules[4096];
 	int sock, err;
 
+	/* No IPv6 in the namespace at all (the L2 filter drops it too): no link-local
+	 * address on the tap for a guest to talk to. */
+	for (size_t i = 0; i < sizeof(no_ipv6) / sizeof(no_ipv6[0]); i++) {
+		int fd = open(no_ipv6[i], O_WRONLY | O_CLOEXEC);
+
+		if (fd >= 0) {
+			(void)!write(fd, "1\n", 2);
+			close(fd);
+		}
+	}
 	sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (sock < 0)
 		return -errno;

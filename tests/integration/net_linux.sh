@@ -1,0 +1,214 @@
+#!/bin/sh
+# The network and the egress proxy end to end (docs/network.md): a Debian guest behind its
+# sandbox's namespace and proxy, against a fake internet (tests/netfake: namespaces this test
+# makes, with DNS, HTTP, HTTPS and a server-first service on 203.0.113.0/24).
+#
+# usage: net_linux.sh SANDBOXCTL VMM KERNEL INITRD
+# Natively where Linux boots, in the emulated KVM host on kvm-pvm, skipped (77) otherwise.
+# Every check prints "ok: ..." or "FAIL: ..."; all of them run, and the test fails when one
+# did. No traffic goes anywhere but the namespaces made here.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+
+. "$here/guest_lib.sh"
+
+failed=0
+# check WHAT CMD...: CMD must succeed.
+check() {
+	what=$1
+	shift
+	if out=$("$@" 2>&1); then
+		echo "ok: $what"
+	else
+		echo "FAIL: $what"
+		echo "$out" | tail -n 8 | sed 's/^/    /'
+		failed=$((failed + 1))
+	fi
+}
+# refuse WHAT CMD...: CMD must fail.
+refuse() {
+	what=$1
+	shift
+	if out=$("$@" 2>&1); then
+		echo "FAIL: $what (it got through)"
+		echo "$out" | tail -n 8 | sed 's/^/    /'
+		failed=$((failed + 1))
+	else
+		echo "ok: $what"
+	fi
+}
+# audit_says PATTERN: the audit log of $id has a line matching PATTERN (grep -E).
+audit_says() { "$ctl" net log "$id" | grep -Eq "$1"; }
+# never_saw FILE PATTERN: the fake internet's log FILE has no line matching PATTERN.
+never_saw() { ! grep -Eq "$2" "$1"; }
+
+# create_refused POLICY PATTERN: create with that policy fails, saying PATTERN.
+create_refused() {
+	out=$("$CTL_REAL" create --image debian --policy "$1" 2>&1) && return 1
+	echo "$out"
+	echo "$out" | grep -q "$2"
+}
+probe() { "$ctl" exec "$id" -- python3 /root/net_probe.py "$@"; }
+curl_g() { "$ctl" exec "$id" -- curl -sS --max-time 15 "$@"; }
+
+inner() {
+	CTL_REAL=$1 kernel=$2 initrd=$3 rootfs=$4 fakenet=$5
+	export CTL_REAL
+	ctl=$here/ctl_bounded.sh
+	guest_home_ctl=$CTL_REAL
+	SANDBOX_HOME=$(mktemp -d)
+	export SANDBOX_HOME
+	trap guest_home_cleanup EXIT
+	"$CTL_REAL" images import debian --kernel "$kernel" --initrd "$initrd" --rootfs "$rootfs" ||
+		fail "images import"
+	fake=$SANDBOX_HOME/fake
+	mkdir -p "$fake"
+	"$top/tests/netfake/fakenet.sh" up "$fake" "$fakenet" || fail "fakenet.sh up"
+	trap 'guest_home_cleanup; "$top/tests/netfake/fakenet.sh" down "$fake"' EXIT
+	dnslog=$fake/dns.log weblogs=$fake/web10-https.log udplog=$fake/web10-udp.log
+	deniedlog=$fake/web11-http.log
+
+	# Bad policies are refused with file and line, before any VM exists.
+	printf 'allow: [example.test]\nallw: [x]\n' >"$fake/bad-key.yaml"
+	printf 'allow-cidr:\n  - 203.0.113.0/33\n' >"$fake/bad-cidr.yaml"
+	check "a policy with an unknown key is refused with file and line" \
+		create_refused "$fake/bad-key.yaml" 'bad-key.yaml:2'
+	check "a policy with a malformed CIDR is refused with file and line" \
+		create_refused "$fake/bad-cidr.yaml" 'bad-cidr.yaml:2'
+	[ -z "$(ls "$SANDBOX_HOME/sandboxes")" ] || fail "a refused create left a sandbox"
+
+	TEST_SECRET="Bearer sk-test-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
+	export TEST_SECRET
+	id=$("$ctl" create --image debian --memory 384 --timeout 120 --deny-all \
+		--allow example.test --allow '*.example.test' --allow www.allowed.test \
+		--allow private.test --allow-port 80 --allow-port 443 --allow-port 2222 \
+		--credential api.example.test:Authorization=TEST_SECRET \
+		--resolver 203.0.113.53 --ca-file "$fake/ca.pem") || fail "create (status $?)"
+	echo "ok: a sandbox with a strict policy ($id)"
+	"$ctl" cp "$here/net_probe.py" "$id:/root/net_probe.py" || fail "cp net_probe.py"
+	"$ctl" cp "$fake/ca.pem" "$id:/root/fake-ca.pem" || fail "cp the fake internet's CA"
+	"$ctl" net policy "$id" | grep -q 'example.test' || fail "net policy does not show it"
+	"$ctl" net policy "$id" | grep -q "$TEST_SECRET" && fail "net policy shows the secret"
+
+	# Allowed: HTTP, HTTPS (spliced), through HTTPS_PROXY, a non-HTTP port.
+	check "HTTP to an allowed name" sh -c "$(printf '%s' \
+		"'$ctl' exec $id -- curl -sS --max-time 15 http://example.test/echo | grep -qi '^host: example.test'")"
+	check "HTTPS to a name under *.example.test" sh -c "'$ctl' exec $id -- curl -sS \
+		--max-time 15 --cacert /root/fake-ca.pem https://a.example.test/echo | grep -qi 'host: a.example.test'"
+	check "HTTPS through HTTPS_PROXY" "$ctl" exec "$id" --env HTTPS_PROXY=http://10.0.2.1:3128 \
+		-- curl -sS --max-time 15 --cacert /root/fake-ca.pem https://a.example.test/echo
+	check "an allowed name on an allowed non-HTTP port (server first)" \
+		sh -c "'$ctl' exec $id -- python3 /root/net_probe.py tcp www.allowed.test 2222 | grep -q 'got: SSH'"
+	refuse "a name not on the allow list (denied.test)" curl_g http://denied.test/echo
+	check "the audit log says why denied.test was refused" audit_says '"name":"denied.test".*"decision":"deny"'
+	refuse "*.example.test does not match example.test.evil" curl_g http://example.test.evil/echo
+	check "the fake DNS never saw denied.test" never_saw "$dnslog" 'denied.test'
+
+	# Escapes.
+	refuse "HTTP to the fake internet's IP directly" curl_g http://203.0.113.10/echo
+	refuse "DNS for a denied name" probe dns 10.0.2.1 denied.test
+	refuse "DNS for a denied name to another resolver (the fake one)" probe dns 203.0.113.53 denied.test
+	check "DNS to another resolver never reached it" never_saw "$dnslog" 'denied.test'
+	refuse "UDP to the fake internet" probe udp 203.0.113.10 9999
+	[ -e "$udplog" ] && check "the fake internet's UDP sink saw nothing" never_saw "$udplog" from
+	refuse "ICMP to the fake internet" probe icmp 203.0.113.10
+	c0=$(ip netns exec "sbx-$id" nft list counter netdev sandbox_l2 dropped | awk '/packets/ { print $2 }')
+	probe raw6 >/dev/null
+	probe rawether 88b5 >/dev/null
+	c1=$(ip netns exec "sbx-$id" nft list counter netdev sandbox_l2 dropped | awk '/packets/ { print $2 }')
+	check "raw IPv6 and other ethertypes are dropped at the tap ($c0 -> $c1)" \
+		test "$((c1 - c0))" -ge 6
+	refuse "a TCP SYN from another source address" probe spoofip 203.0.113.10 80
+	check "an allowed SNI sent to another IP reaches the allowed host" sh -c "'$ctl' exec $id -- \
+		curl -sS --max-time 15 --cacert /root/fake-ca.pem --resolve a.example.test:443:203.0.113.11 \
+		https://a.example.test/echo | grep -qi 'host: a.example.test'"
+	check "an allowed Host header sent to a denied IP does not reach it" sh -c "'$ctl' exec $id -- \
+		curl -sS --max-time 15 -H 'Host: example.test' http://203.0.113.11/echo; true"
+	check "the denied host saw none of it" never_saw "$deniedlog" 'example.test'
+	refuse "CONNECT to a raw IP" curl_g -p -x http://10.0.2.1:3128 http://203.0.113.10:80/echo
+	refuse "an allowed name whose DNS answer is private" curl_g http://private.test/echo
+	check "the audit log says the answer was private" audit_says '"name":"private.test".*"decision":"deny"'
+
+	# Credentials: the upstream server sees the header; the guest never does.
+	check "HTTPS with a credential: the upstream got the header" sh -c "'$ctl' exec $id -- \
+		curl -sS --max-time 15 https://api.example.test/bytes/16 >/dev/null &&
+		grep -q 'Authorization: $TEST_SECRET' '$weblogs'"
+	check "the guest's header is replaced, not added to" sh -c "'$ctl' exec $id -- \
+		curl -sS --max-time 15 -H 'Authorization: guest-value' https://api.example.test/bytes/1 >/dev/null &&
+		! grep -q 'guest-value' '$weblogs'"
+	refuse "on a credentialed host, a Host other than the SNI" sh -c "'$ctl' exec $id -- \
+		curl -sSf --max-time 15 -H 'Host: example.test' https://api.example.test/echo"
+	refuse "credentials are never added to plain HTTP" sh -c "'$ctl' exec $id -- \
+		curl -sS --max-time 15 http://api.example.test/echo | grep -q sk-test"
+	refuse "the secret is not in the guest's environment or /proc" sh -c "'$ctl' exec $id -- \
+		sh -c 'env; cat /proc/*/environ /proc/*/cmdline 2>/dev/null' | tr '\\0' '\\n' | grep -q sk-test"
+	refuse "the secret is nowhere on the guest's disk" sh -c "'$ctl' exec $id -- \
+		grep -rqs --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev sk-test /"
+	"$ctl" snapshot "$id" netsnap >/dev/null || fail "snapshot"
+	refuse "the secret is not in a memory snapshot of the guest" \
+		grep -qa "${TEST_SECRET#Bearer }" "$SANDBOX_HOME/snapshots/netsnap/memory"
+	refuse "nor in the guest's disk layers" sh -c "grep -qa '${TEST_SECRET#Bearer }' \
+		'$SANDBOX_HOME/sandboxes/$id'/root*.layer '$SANDBOX_HOME/snapshots/netsnap'/root*.layer"
+
+	# Bad input to the proxy.
+	refuse "garbage to the proxy is dropped" probe garbage 203.0.113.10 80
+	check "and logged" audit_says '"decision":"deny"'
+	check "a connection that sends nothing is closed in bounded time" sh -c "'$ctl' exec $id -- \
+		python3 /root/net_probe.py idle 203.0.113.10 80 | awk '{ exit !(\$3 < 30) }'"
+	probe burst 1000 203.0.113.10 80 >/dev/null
+	check "after a burst of 1000 connections the proxy serves the others" sh -c "'$ctl' exec $id -- \
+		curl -sS --max-time 15 http://example.test/echo | grep -qi 'host: example.test'"
+
+	# Spoofing: another address on eth0, another MAC.
+	refuse "a changed MAC gets nothing through" sh -c "'$ctl' exec $id -- sh -c \
+		'python3 /root/net_probe.py setmac 02:53:42:00:00:99 >/dev/null;
+		 curl -sS --max-time 8 http://example.test/echo; s=\$?;
+		 python3 /root/net_probe.py setmac 02:53:42:00:00:02 >/dev/null; exit \$s'"
+	check "and the guest's own MAC works again" sh -c "'$ctl' exec $id -- \
+		curl -sS --max-time 15 http://example.test/echo | grep -qi 'host: example.test'"
+
+	# Inbound: a port of the guest on the host's loopback.
+	"$ctl" exec "$id" -- sh -c 'cd /root && (python3 -m http.server 8000 >/dev/null 2>&1 &)'
+	sleep 2
+	check "port forwards the host's loopback to the guest" sh -c "'$ctl' port $id 8000 18000 &&
+		'$fakenet' client --connect 127.0.0.1:18000 \
+		--send 'GET /net_probe.py HTTP/1.0\\r\\n\\r\\n' | grep -q 'hostile guest'" 
+
+	# Forks keep the network: their own namespace, the same addresses, the same policy.
+	child=$("$ctl" fork "$id") || fail "fork"
+	check "a forked child reaches an allowed name" sh -c "'$ctl' exec $child -- \
+		curl -sS --max-time 15 http://example.test/echo | grep -qi 'host: example.test'"
+	refuse "and not a denied one" "$ctl" exec "$child" -- curl -sS --max-time 15 http://denied.test/
+	"$ctl" rm -f "$child" >/dev/null
+
+	# A dead proxy means no network, never an open one.
+	kill "$(cat "$SANDBOX_HOME/sandboxes/$id/proxy.pid")"
+	sleep 1
+	refuse "with its proxy dead the guest reaches nothing" curl_g --max-time 8 http://example.test/echo
+
+	"$ctl" rm -f "$id" >/dev/null
+	[ ! -e "/run/netns/sbx-$id" ] || { echo "FAIL: rm left the namespace"; failed=$((failed + 1)); }
+	echo "$failed check(s) failed"
+	[ "$failed" = 0 ] || fail "$failed network check(s) failed"
+	exit 0
+}
+
+if [ "${1:-}" = --inner ]; then
+	shift
+	inner "$@"
+fi
+
+ctl=$1 vmm=$2 kernel=$3 initrd=$4
+[ -e "$kernel" ] || { echo "SKIP: guest kernel $kernel not built (run tools/dev setup)"; exit 77; }
+build=$(cd "$(dirname "$vmm")/.." && pwd)
+"$vmm" --check
+check=$?
+case "$check" in 0 | 3) ;; *) echo "SKIP: no usable KVM on this host"; exit 77 ;; esac
+rootfs=$("$top/guest/image/debian.sh") || { echo "FAIL: cannot build the Debian image"; exit 1; }
+fakenet=$build/tests/netfake/fakenet
+if [ "$check" = 0 ]; then
+	exec "$0" --inner "$ctl" "$kernel" "$initrd" "$rootfs" "$fakenet"
+fi
+exec "$here/devhost_retry.sh" "$build" --memory 3072 --add "$here" --add "$top/tests/netfake" \
+	--add "$(dirname "$rootfs")" -- "$0" --inner "$ctl" "$kernel" "$initrd" "$rootfs" "$fakenet"
