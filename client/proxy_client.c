@@ -255,8 +255,8 @@ void proxy_stop(const struct sandbox *sb)
 int proxy_forward(const struct sandbox *sb, unsigned guest_port, unsigned host_port)
 {
 	char ns[256], log[4200], listen[64], to[64], file[32];
-	char *argv[] = {NULL, "forward",   "--netns",	   ns,	"--listen", listen, "--to",
-			to,   "--sandbox", (char *)sb->id, NULL};
+	/* Its command line names the namespace, and so the sandbox (proxy_pid_of). */
+	char *argv[] = {NULL, "forward", "--netns", ns, "--listen", listen, "--to", to, NULL};
 	pid_t pid;
 	int err;
 
