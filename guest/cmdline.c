@@ -113,6 +113,68 @@ static int cmdline_parse_rw(struct cmdline_options *opts, const char *val, size_
 	return cmdline_parse_bool(val, val_len, has_val, &opts->root_rw);
 }
 
+/*
+ * Parse a dotted-quad IPv4 address (four decimal numbers 0-255, no leading zeros but "0",
+ * nothing else) at the start of s, at most len bytes; *used says how many bytes it took.
+ * Returns 0 or -EINVAL.
+ */
+static int cmdline_parse_ipv4(const char *s, size_t len, uint32_t *out, size_t *used)
+{
+	uint32_t addr = 0;
+	size_t i = 0;
+
+	for (int part = 0; part < 4; part++) {
+		unsigned int v = 0;
+		size_t start;
+
+		if (part) {
+			if (i >= len || s[i] != '.')
+				return -EINVAL;
+			i++;
+		}
+		start = i;
+		while (i < len && s[i] >= '0' && s[i] <= '9' && i - start < 3)
+			v = v * 10 + (unsigned int)(s[i++] - '0');
+		if (i == start || v > 255 || (s[start] == '0' && i - start > 1))
+			return -EINVAL;
+		addr = addr << 8 | v;
+	}
+	*out = addr;
+	*used = i;
+	return 0;
+}
+
+/* sandbox.net=ADDR/PREFIX,GATEWAY: prefix 1-30, the gateway on the subnet and not ADDR. */
+static int cmdline_parse_net(struct cmdline_options *opts, const char *val, size_t val_len,
+			     bool has_val)
+{
+	uint32_t addr, gw, mask;
+	unsigned int prefix = 0;
+	size_t i, n;
+
+	if (!has_val || cmdline_parse_ipv4(val, val_len, &addr, &n) < 0)
+		return -EINVAL;
+	i = n;
+	if (i >= val_len || val[i++] != '/' || i >= val_len || val[i] < '1' || val[i] > '9')
+		return -EINVAL;
+	while (i < val_len && val[i] >= '0' && val[i] <= '9' && prefix <= 32)
+		prefix = prefix * 10 + (unsigned int)(val[i++] - '0');
+	if (prefix < 1 || prefix > 30 || i >= val_len || val[i++] != ',')
+		return -EINVAL;
+	if (cmdline_parse_ipv4(val + i, val_len - i, &gw, &n) < 0 || i + n != val_len)
+		return -EINVAL;
+	mask = ~0u << (32 - prefix);
+	/* Not the subnet's network or broadcast address either. */
+	if (gw == addr || (gw & mask) != (addr & mask) || (addr & ~mask) == 0 ||
+	    (addr & ~mask) == ~mask || (gw & ~mask) == 0 || (gw & ~mask) == ~mask)
+		return -EINVAL;
+	opts->net = true;
+	opts->net_addr = addr;
+	opts->net_prefix = prefix;
+	opts->net_gateway = gw;
+	return 0;
+}
+
 /* Every option we understand. Add new sandbox.* options here and in cmdline.h. */
 static const struct cmdline_option cmdline_options_table[] = {
 	{"panic", cmdline_parse_panic},		  /* sandbox.panic=0|1 */
@@ -120,6 +182,7 @@ static const struct cmdline_option cmdline_options_table[] = {
 	{"root", cmdline_parse_root},		  /* sandbox.root=/dev/NAME */
 	{"rootfstype", cmdline_parse_rootfstype}, /* sandbox.rootfstype=FS */
 	{"rw", cmdline_parse_rw},		  /* sandbox.rw=0|1 */
+	{"net", cmdline_parse_net},		  /* sandbox.net=ADDR/PREFIX,GATEWAY */
 };
 
 /* True for the characters that separate command-line words. */
@@ -186,6 +249,9 @@ void cmdline_init_options(struct cmdline_options *opts)
 	opts->root[0] = '\0';
 	memcpy(opts->rootfstype, CMDLINE_DEFAULT_FSTYPE, sizeof(CMDLINE_DEFAULT_FSTYPE));
 	opts->ignored_count = 0;
+	opts->net = false;
+	opts->net_addr = opts->net_gateway = 0;
+	opts->net_prefix = 0;
 }
 
 /*

@@ -16,6 +16,9 @@
  *   sandbox.rootfstype=FS  the filesystem of sandbox.root (1 to CMDLINE_FSTYPE_MAX bytes of
  *                       [a-z0-9_]). Default ext4.
  *   sandbox.rw=0|1      1 (default): mount sandbox.root read-write. 0: read-only.
+ *   sandbox.net=ADDR/PREFIX,GATEWAY  configure eth0 with the IPv4 address ADDR/PREFIX
+ *                       (PREFIX 1 to 30), a default route via GATEWAY (on that subnet, not
+ *                       ADDR) and GATEWAY as the resolver. Default: none, eth0 left alone.
  * panic wins over reboot when both are 1. rootfstype and rw mean nothing without root.
  */
 #ifndef SANDBOX_GUEST_CMDLINE_H
@@ -23,6 +26,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Longest command line accepted, not counting the NUL: generous (x86 allows 2048). */
 #define CMDLINE_MAX_LEN 4096
@@ -44,11 +48,17 @@ struct cmdline_options {
 	char root[CMDLINE_ROOT_MAX + 1];
 	char rootfstype[CMDLINE_FSTYPE_MAX + 1];
 	bool root_rw;
+
+	/* sandbox.net: eth0's address, prefix and gateway (host byte order); net false: none. */
+	bool net;
+	uint32_t net_addr;
+	unsigned int net_prefix;
+	uint32_t net_gateway;
 };
 
 /*
  * Fill opts with the defaults: no panic, reboot after the banner, no root device (ext4,
- * read-write if one is given), nothing ignored.
+ * read-write if one is given), no network, nothing ignored.
  */
 void cmdline_init_options(struct cmdline_options *opts);
 

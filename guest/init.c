@@ -39,6 +39,7 @@
 
 #include "agent.h"
 #include "cmdline.h"
+#include "net.h"
 #include "growfs.h"
 #include "init.h"
 #include "log.h"
@@ -641,6 +642,10 @@ int main(void)
 		log_error("reboot: %s; waiting forever", strerror(-rc));
 		init_wait_forever();
 	}
+
+	/* After the switch: /etc/resolv.conf belongs to the root the programs will see. */
+	if (net_setup(&opts) < 0)
+		log_error("carrying on without the network sandbox.net asked for");
 
 	init_banner();
 

@@ -610,3 +610,78 @@ Test(guest_cmdline, root_warning_is_logged, .init = cr_redirect_stderr)
 		"sandbox-init: warning: ignoring bad value in kernel option "
 		"'sandbox.rootfstype=EXT4'\n"));
 }
+
+Test(guest_cmdline, net_defaults_to_none)
+{
+	struct cmdline_options opts;
+
+	cr_assert(eq(int, parse_str("console=ttyS0 sandbox.reboot=0", &opts), 0));
+	cr_assert(not(opts.net));
+}
+
+Test(guest_cmdline, net_is_read)
+{
+	struct cmdline_options opts;
+
+	cr_assert(eq(int, parse_str("quiet sandbox.net=10.0.2.2/30,10.0.2.1 panic=-1", &opts), 0));
+	check_opts(&opts, false, true, 0);
+	cr_assert(opts.net);
+	cr_assert(eq(u32, opts.net_addr, 0x0a000202u));
+	cr_assert(eq(uint, opts.net_prefix, 30));
+	cr_assert(eq(u32, opts.net_gateway, 0x0a000201u));
+	cr_assert(eq(int, parse_str("sandbox.net=\"192.168.100.7/24,192.168.100.254\"", &opts), 0));
+	cr_assert(opts.net);
+	cr_assert(eq(u32, opts.net_addr, 0xc0a86407u));
+	cr_assert(eq(uint, opts.net_prefix, 24));
+	cr_assert(eq(u32, opts.net_gateway, 0xc0a864feu));
+}
+
+Test(guest_cmdline, net_bad_values_are_ignored)
+{
+	static const char *const bad[] = {
+		"sandbox.net",
+		"sandbox.net=",
+		"sandbox.net=10.0.2.2",
+		"sandbox.net=10.0.2.2/30",
+		"sandbox.net=10.0.2.2/30,",
+		"sandbox.net=10.0.2.2,10.0.2.1",
+		"sandbox.net=10.0.2.2/0,10.0.2.1",
+		"sandbox.net=10.0.2.2/31,10.0.2.3",
+		"sandbox.net=10.0.2.2/33,10.0.2.1",
+		"sandbox.net=10.0.2.2/030,10.0.2.1",
+		"sandbox.net=10.0.2.2/30,10.0.2.2", /* the gateway is the address */
+		"sandbox.net=10.0.2.2/30,10.0.3.1", /* not on the subnet */
+		"sandbox.net=10.0.2.2/30,10.0.2.3", /* the broadcast address */
+		"sandbox.net=10.0.2.0/30,10.0.2.1", /* the network address */
+		"sandbox.net=10.0.2.256/24,10.0.2.1",
+		"sandbox.net=10.0.2.02/24,10.0.2.1",
+		"sandbox.net=10.0.2/24,10.0.2.1",
+		"sandbox.net=10.0.2.2.5/24,10.0.2.1",
+		"sandbox.net=10.0.2.2/24,10.0.2.1x",
+		"sandbox.net=10.0.2.2/24,10.0.2.1,",
+		"sandbox.net=-10.0.2.2/24,10.0.2.1",
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct cmdline_options opts;
+
+		cr_assert(eq(int, parse_str(bad[i], &opts), 0));
+		cr_assert(not(opts.net), "%s was taken", bad[i]);
+		cr_assert(eq(uint, opts.ignored_count, 1), "%s", bad[i]);
+	}
+}
+
+Test(guest_cmdline, net_later_word_wins_and_bad_keeps_earlier)
+{
+	struct cmdline_options opts;
+
+	cr_assert(eq(int,
+		     parse_str("sandbox.net=10.0.2.2/30,10.0.2.1 sandbox.net=10.9.0.5/16,10.9.0.1 "
+			       "sandbox.net=bad",
+			       &opts),
+		     0));
+	cr_assert(opts.net);
+	cr_assert(eq(u32, opts.net_addr, 0x0a090005u));
+	cr_assert(eq(uint, opts.net_prefix, 16));
+	cr_assert(eq(uint, opts.ignored_count, 1));
+}
