@@ -278,6 +278,10 @@ enum sniff_kind sniff_tls(const uint8_t *buf, size_t len, char *name, size_t nam
  * SNIFF_OTHER or SNIFF_BAD_HTTP. `head_len` gets the length through the blank line. */
 enum sniff_kind sniff_http(const uint8_t *buf, size_t len, char *name, size_t namelen,
 			   size_t *head_len);
+/* An HTTP/1.x request line: METHOD (upper case) SP target SP HTTP/1.0|1.1. -EAGAIN when no
+ * whole line is there yet, -EINVAL when malformed. */
+int sniff_request_line(const uint8_t *buf, size_t len, char *method, size_t mlen, char *target,
+		       size_t tlen) __must_check;
 /* Split "host:port", "[v6]:port" or "host" into host text and port (`defport` if absent). */
 int sniff_split_hostport(const char *s, size_t len, char *host, size_t hostlen, uint16_t defport,
 			 uint16_t *port) __must_check;
@@ -315,11 +319,12 @@ struct conn_listener {
 	bool explicit;
 };
 void *conn_accept_loop(void *listener);
-/* Relay between two connected sockets until both sides closed, an error, `idle_ms` without
- * bytes or the budget ends. Counts bytes each way; a non-NULL `budget` is decremented by the
- * bytes sent upstream (`b_fd`), -EDQUOT once exhausted. */
-int conn_relay(int a_fd, int b_fd, unsigned idle_ms, _Atomic int64_t *budget, uint64_t *up,
-	       uint64_t *down) __must_check;
+/* Relay between two connected sockets (made non-blocking) until both sides closed, an error,
+ * `idle_ms` without bytes or the budget ends; `pre` (the client's bytes already read) goes to
+ * `b_fd` first. Each EOF is passed on as a half-close. Counts bytes each way; a non-NULL
+ * `budget` is decremented by the bytes sent upstream (`b_fd`), -EDQUOT once exhausted. */
+int conn_relay(int a_fd, int b_fd, const void *pre, size_t npre, unsigned idle_ms,
+	       _Atomic int64_t *budget, uint64_t *up, uint64_t *down) __must_check;
 /* Connect to `sa` within `ms` milliseconds (a blocking socket on success). */
 int conn_connect(const struct sockaddr *sa, socklen_t len, unsigned ms, int *out_fd) __must_check;
 

@@ -1,0 +1,374 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * sandbox-proxy (docs/network.md "sandbox-proxy"): the egress proxy of one sandbox.
+ *
+ *   sandbox-proxy prepare DIR [--policy FILE] [--allow DOMAIN].. [--deny DOMAIN]..
+ *                 [--allow-cidr CIDR].. [--allow-port N].. [--deny-all]
+ *                 [--credential HOST:HEADER=ENVVAR].. [--egress-bytes N]
+ *                 [--resolver IP[:PORT]] [--ca-file FILE]
+ *   sandbox-proxy run DIR --netns PATH [--ready-fd N]
+ *   sandbox-proxy forward --netns PATH --listen 127.0.0.1:HOSTPORT --to 10.0.2.2:GUESTPORT
+ *
+ * Exit 2 on a bad command line or policy (one line, FILE:LINE: for the file), 1 on another
+ * error; run ends with 0 on SIGTERM or SIGINT.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "mitm.h"
+#include "proxy.h"
+
+static const char usage[] =
+	"usage: sandbox-proxy prepare DIR [--policy FILE] [--allow DOMAIN] [--deny DOMAIN]\n"
+	"                     [--allow-cidr CIDR] [--allow-port N] [--deny-all]\n"
+	"                     [--credential HOST:HEADER=ENVVAR] [--egress-bytes N]\n"
+	"                     [--resolver IP[:PORT]] [--ca-file FILE]\n"
+	"       sandbox-proxy run DIR --netns PATH [--ready-fd N]\n"
+	"       sandbox-proxy forward --netns PATH --listen 127.0.0.1:HOSTPORT --to "
+	"10.0.2.2:GUESTPORT\n";
+
+static int main_usage(const char *why)
+{
+	if (why)
+		fprintf(stderr, "sandbox-proxy: %s\n", why);
+	fputs(usage, stderr);
+	return PROXY_EXIT_USAGE;
+}
+
+static int main_path(char *out, size_t len, const char *dir, const char *file)
+{
+	return snprintf(out, len, "%s/%s", dir, file) < (int)len ? 0 : -ENAMETOOLONG;
+}
+
+/* The CA's label: the directory's last component, cut to what mitm_ca_create takes. */
+static void main_ca_label(const char *dir, char *out, size_t len)
+{
+	const char *base = strrchr(dir, '/');
+	size_t o = 0;
+
+	for (base = base && base[1] ? base + 1 : dir; *base && o + 1 < len && o < 48; base++) {
+		char ch = *base;
+
+		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		    (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-')
+			out[o++] = ch;
+	}
+	if (o == 0)
+		out[o++] = 'x';
+	out[o] = 0;
+}
+
+static int cmd_prepare(int argc, char **argv)
+{
+	struct policy *p = policy_new();
+	const char *dir, *policy_file = NULL;
+	char err[600] = "", path[4096], key[4096], label[64], *text = NULL;
+	int rc = PROXY_EXIT_USAGE, e = 0;
+
+	if (argc < 2 || argv[1][0] == '-')
+		return main_usage("prepare: DIR missing");
+	dir = argv[1];
+	for (int i = 2; i < argc; i++) {
+		if (strcmp(argv[i], "--deny-all") == 0)
+			continue;
+		if (i + 1 >= argc)
+			return main_usage("prepare: an option lacks its value");
+		if (strcmp(argv[i], "--policy") == 0)
+			policy_file = argv[i + 1];
+		i++;
+	}
+	/* The file first: the command line's lists add to it, its scalars override it. */
+	if (policy_file && policy_load(p, policy_file, err, sizeof(err)) < 0)
+		goto out;
+	for (int i = 2; i < argc && e == 0; i++) {
+		const char *o = argv[i], *v = argv[i + 1];
+		char *end;
+
+		if (strcmp(o, "--deny-all") == 0) {
+			p->default_deny = true;
+			continue;
+		}
+		i++;
+		if (strcmp(o, "--policy") == 0)
+			continue;
+		else if (strcmp(o, "--allow") == 0)
+			e = policy_add_allow(p, v, err, sizeof(err));
+		else if (strcmp(o, "--deny") == 0)
+			e = policy_add_deny(p, v, err, sizeof(err));
+		else if (strcmp(o, "--allow-cidr") == 0)
+			e = policy_add_cidr(p, v, err, sizeof(err));
+		else if (strcmp(o, "--allow-port") == 0)
+			e = policy_add_port(p, v, err, sizeof(err));
+		else if (strcmp(o, "--credential") == 0)
+			e = policy_add_cred_env(p, v, err, sizeof(err));
+		else if (strcmp(o, "--resolver") == 0)
+			e = policy_set_resolver(p, v, err, sizeof(err));
+		else if (strcmp(o, "--ca-file") == 0) {
+			free(p->ca_file);
+			p->ca_file = strdup(v);
+		} else if (strcmp(o, "--egress-bytes") == 0) {
+			errno = 0;
+			p->egress_bytes = strtoull(v, &end, 10);
+			if (*v < '0' || *v > '9' || *end || errno || p->egress_bytes > INT64_MAX)
+				e = policy_errf(err, sizeof(err),
+						"--egress-bytes: bad number '%.40s'", v);
+		} else {
+			e = policy_errf(err, sizeof(err), "prepare: unknown option %.40s", o);
+		}
+	}
+	if (e < 0)
+		goto out;
+	if (policy_default_resolver(p, NULL, err, sizeof(err)) < 0)
+		goto out;
+	if (p->ca_file && access(p->ca_file, R_OK) < 0) {
+		snprintf(err, sizeof(err), "ca-file %s: %s", p->ca_file, strerror(errno));
+		goto out;
+	}
+	if (policy_resolve_creds(p, err, sizeof(err)) < 0)
+		goto out;
+	rc = PROXY_EXIT_ERR;
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		snprintf(err, sizeof(err), "%s: %s", dir, strerror(errno));
+		goto out;
+	}
+	text = policy_format(p);
+	if (!text || main_path(path, sizeof(path), dir, "policy.yaml") < 0 ||
+	    (e = proxy_write_atomic(path, text, strlen(text), 0644)) < 0) {
+		snprintf(err, sizeof(err), "%s/policy.yaml: %s", dir, strerror(e ? -e : ENOMEM));
+		goto out;
+	}
+	free(text);
+	text = policy_format_creds(p);
+	if (!text || main_path(path, sizeof(path), dir, "credentials") < 0 ||
+	    (e = proxy_write_atomic(path, text, strlen(text), 0600)) < 0) {
+		snprintf(err, sizeof(err), "%s/credentials: %s", dir, strerror(e ? -e : ENOMEM));
+		goto out;
+	}
+	/* The CA is made once: a prepared sandbox keeps the one its guest trusts. */
+	if (main_path(path, sizeof(path), dir, "ca.pem") < 0 ||
+	    main_path(key, sizeof(key), dir, "ca.key") < 0)
+		goto out;
+	main_ca_label(dir, label, sizeof(label));
+	if ((access(path, F_OK) < 0 || access(key, F_OK) < 0) &&
+	    (e = mitm_ca_create(path, key, label)) < 0) {
+		snprintf(err, sizeof(err), "%.400s: cannot make the CA: %s", path, strerror(-e));
+		goto out;
+	}
+	rc = 0;
+out:
+	if (text) {
+		explicit_bzero(text, strlen(text));
+		free(text);
+	}
+	if (rc)
+		fprintf(stderr, "sandbox-proxy: %s\n", err[0] ? err : "failed");
+	policy_free(p);
+	return rc;
+}
+
+/* A listening socket on 10.0.2.1:port in the current namespace. */
+static int main_listen(int type, uint16_t port, int *out)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+	int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0), one = 1;
+
+	if (fd < 0)
+		return -errno;
+	inet_pton(AF_INET, PROXY_GW_ADDR, &sa.sin_addr);
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    (type == SOCK_STREAM && listen(fd, 1024) < 0)) {
+		int e = -errno;
+
+		close(fd);
+		return e;
+	}
+	*out = fd;
+	return 0;
+}
+
+/* In the sandbox's namespace, before any thread: the three listeners; then back. */
+static int main_listeners(struct proxy *px, const char *netns, char *err, size_t errlen)
+{
+	int self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC), ns, e = 0;
+
+	if (self < 0)
+		return policy_errf(err, errlen, "/proc/self/ns/net: %s", strerror(errno));
+	ns = open(netns, O_RDONLY | O_CLOEXEC);
+	if (ns < 0 || setns(ns, CLONE_NEWNET) < 0) {
+		e = policy_errf(err, errlen, "%s: %s", netns, strerror(errno));
+		goto out;
+	}
+	if ((e = main_listen(SOCK_STREAM, PROXY_PORT_EXPLICIT, &px->explicit_fd)) < 0 ||
+	    (e = main_listen(SOCK_STREAM, PROXY_PORT_TPROXY, &px->tproxy_fd)) < 0 ||
+	    (e = main_listen(SOCK_DGRAM, PROXY_PORT_DNS, &px->dns_fd)) < 0)
+		policy_errf(err, errlen, "listen on %s in %s: %s", PROXY_GW_ADDR, netns,
+			    strerror(-e));
+	if (setns(self, CLONE_NEWNET) < 0) {
+		/* Upstream connections from the sandbox's namespace would go nowhere: stop. */
+		e = policy_errf(err, errlen, "back to the host's namespace: %s", strerror(errno));
+	}
+out:
+	if (ns >= 0)
+		close(ns);
+	close(self);
+	return e;
+}
+
+/* The policy in force, its credentials, the CA. */
+static int main_load(struct proxy *px, char *err, size_t errlen)
+{
+	char path[4096], key[4096], *creds;
+	int e;
+
+	px->pol = policy_new();
+	if (!px->pol || main_path(path, sizeof(path), px->dir, "policy.yaml") < 0)
+		return -ENOMEM;
+	if ((e = policy_load(px->pol, path, err, errlen)) < 0)
+		return e;
+	if (!px->pol->resolver)
+		return policy_errf(err, errlen, "%s: no resolver", path);
+	if ((e = policy_host_addrs(px->pol)) < 0)
+		return policy_errf(err, errlen, "getifaddrs: %s", strerror(-e));
+	if (px->pol->ncreds) {
+		if (main_path(path, sizeof(path), px->dir, "credentials") < 0)
+			return -ENAMETOOLONG;
+		if ((e = proxy_read_file(path, 1 << 20, &creds, NULL)) < 0)
+			return policy_errf(err, errlen, "%s: %s", path, strerror(-e));
+		e = policy_load_creds(px->pol, creds, err, errlen);
+		explicit_bzero(creds, strlen(creds));
+		free(creds);
+		if (e < 0)
+			return e;
+		if (main_path(path, sizeof(path), px->dir, "ca.pem") < 0 ||
+		    main_path(key, sizeof(key), px->dir, "ca.key") < 0)
+			return -ENAMETOOLONG;
+		px->ca = mitm_ca_load(path, key, err, errlen);
+		if (!px->ca)
+			return -EINVAL;
+		px->upstream_ctx =
+			(struct ssl_ctx_st *)mitm_upstream_ctx(px->pol->ca_file, err, errlen);
+		if (!px->upstream_ctx)
+			return -EINVAL;
+	}
+	atomic_store(&px->budget, (int64_t)px->pol->egress_bytes);
+	if (main_path(path, sizeof(path), px->dir, "audit.log") < 0)
+		return -ENAMETOOLONG;
+	if ((e = audit_open(path)) < 0)
+		return policy_errf(err, errlen, "%s: %s", path, strerror(-e));
+	if (main_path(path, sizeof(path), px->dir, "dns.map") < 0)
+		return -ENAMETOOLONG;
+	px->dns = dns_state_new(path, err, errlen);
+	return px->dns ? 0 : -EINVAL;
+}
+
+static int cmd_run(int argc, char **argv)
+{
+	static struct proxy px = {.explicit_fd = -1, .tproxy_fd = -1, .dns_fd = -1};
+	static struct conn_listener lx, lt;
+	const char *netns = NULL;
+	char err[600] = "";
+	int ready_fd = -1, sig;
+	struct rlimit rl;
+	sigset_t set;
+	pthread_t t;
+
+	if (argc < 2 || argv[1][0] == '-')
+		return main_usage("run: DIR missing");
+	snprintf(px.dir, sizeof(px.dir), "%s", argv[1]);
+	for (int i = 2; i < argc; i++) {
+		if (strcmp(argv[i], "--netns") == 0 && i + 1 < argc)
+			netns = argv[++i];
+		else if (strcmp(argv[i], "--ready-fd") == 0 && i + 1 < argc)
+			ready_fd = atoi(argv[++i]);
+		else
+			return main_usage("run: unknown option");
+	}
+	if (!netns)
+		return main_usage("run: --netns PATH missing");
+	px.idle_ms = CONN_IDLE_MS;
+	if (main_load(&px, err, sizeof(err)) < 0) {
+		fprintf(stderr, "sandbox-proxy: %s\n", err[0] ? err : "cannot load the policy");
+		return PROXY_EXIT_ERR;
+	}
+	if (main_listeners(&px, netns, err, sizeof(err)) < 0) {
+		fprintf(stderr, "sandbox-proxy: %s\n", err);
+		return PROXY_EXIT_ERR;
+	}
+	/* Two fds a connection, at most CONN_MAX of them. */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 4096) {
+		rl.rlim_cur = rl.rlim_max < 4096 ? rl.rlim_max : 4096;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	/* The signals wait for the main thread; no other thread sees them. */
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	lx = (struct conn_listener){.px = &px, .fd = px.explicit_fd, .explicit = true};
+	lt = (struct conn_listener){.px = &px, .fd = px.tproxy_fd, .explicit = false};
+	if (pthread_create(&t, NULL, conn_accept_loop, &lx) != 0 ||
+	    pthread_create(&t, NULL, conn_accept_loop, &lt) != 0 ||
+	    pthread_create(&t, NULL, dns_serve, &px) != 0) {
+		fprintf(stderr, "sandbox-proxy: cannot start threads\n");
+		return PROXY_EXIT_ERR;
+	}
+	if (ready_fd >= 0) {
+		if (proxy_write_all(ready_fd, "ready\n", 6) < 0)
+			proxy_log("--ready-fd %d: %s", ready_fd, strerror(errno));
+		close(ready_fd);
+	}
+	while (sigwait(&set, &sig) != 0) {
+	}
+	/* Connections die with the process: nothing of theirs needs saving. */
+	_exit(0);
+}
+
+static int cmd_forward(int argc, char **argv)
+{
+	const char *netns = NULL, *listen_at = NULL, *to = NULL;
+
+	for (int i = 1; i < argc; i++) {
+		if (i + 1 >= argc)
+			return main_usage("forward: an option lacks its value");
+		if (strcmp(argv[i], "--netns") == 0)
+			netns = argv[++i];
+		else if (strcmp(argv[i], "--listen") == 0)
+			listen_at = argv[++i];
+		else if (strcmp(argv[i], "--to") == 0)
+			to = argv[++i];
+		else
+			return main_usage("forward: unknown option");
+	}
+	if (!netns || !listen_at || !to)
+		return main_usage("forward: --netns, --listen and --to are needed");
+	return forward_run(netns, listen_at, to) < 0 ? PROXY_EXIT_ERR : 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		return main_usage(NULL);
+	if (strcmp(argv[1], "prepare") == 0)
+		return cmd_prepare(argc - 1, argv + 1);
+	if (strcmp(argv[1], "run") == 0)
+		return cmd_run(argc - 1, argv + 1);
+	if (strcmp(argv[1], "forward") == 0)
+		return cmd_forward(argc - 1, argv + 1);
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
+		fputs(usage, stdout);
+		return 0;
+	}
+	return main_usage("unknown command");
+}
