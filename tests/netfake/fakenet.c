@@ -53,6 +53,19 @@ static const struct command commands[] = {
 	 "client --connect IP:PORT [--tls NAME --cacert PEM] [--send TEXT] [--timeout SEC]\n"
 	 "    Connect (TLS verified against PEM, SNI and host name NAME), send TEXT (\\r \\n\n"
 	 "    \\\\ escapes), copy what comes back to stdout until the peer closes."},
+	{"udp", udp_main,
+	 "udp --listen IP:PORT [--log FILE] [--pidfile FILE]\n"
+	 "    UDP sink: logs \"from PEER len N\" per datagram and echoes it back."},
+	{"get", get_main,
+	 "get --connect IP:PORT --host NAME --path PATH [--stall SEC]\n"
+	 "    One HTTP/1.1 GET (Connection: close), body discarded; prints\n"
+	 "    \"bytes=N seconds=S MBps=X\" (body bytes, connect() to EOF, 10^6 bytes/s). Fails\n"
+	 "    on a status other than 200, a short body, or no byte for SEC s (default 20)."},
+	{"connect-bench", connect_bench_main,
+	 "connect-bench --connect IP:PORT --host NAME --count N [--stall SEC]\n"
+	 "    N sequential connections, each a GET /bytes/1 read to EOF; prints\n"
+	 "    \"connect_ms median=X min=Y max=Z n=N\" (connect() start to the first response\n"
+	 "    byte, CLOCK_MONOTONIC); exits 1 if any failed."},
 	{"mkcert", mkcert_main,
 	 "mkcert --ca-dir DIR --name NAME...\n"
 	 "    A test CA (DIR/ca.pem, DIR/ca.key; kept if present) and for each NAME a server\n"

@@ -35,6 +35,9 @@ int https_main(int argc, char **argv);
 int banner_main(int argc, char **argv);
 int client_main(int argc, char **argv);
 int mkcert_main(int argc, char **argv);
+int udp_main(int argc, char **argv);
+int get_main(int argc, char **argv);
+int connect_bench_main(int argc, char **argv);
 
 /* Parse "a.b.c.d:port" into *sa. */
 int fakenet_parse_addr(const char *text, struct sockaddr_in *sa);

@@ -6,7 +6,7 @@
 # and certificates in DIR (made if missing). Prints nothing on success; DIR/env then holds the
 # addresses as shell variables (FAKENET_DNS=203.0.113.53:53 ...) for tests to source.
 #   203.0.113.53   DNS, UDP 53 (zone DIR/zone, log DIR/dns.log)
-#   203.0.113.10   web: HTTP 80, HTTPS 443, banner on 2222   (logs DIR/web10-*.log)
+#   203.0.113.10   web: HTTP 80, HTTPS 443, banner on 2222, UDP echo on 9999 (logs DIR/web10-*.log)
 #   203.0.113.11   a second web host (denied.test, ...): the same services (DIR/web11-*.log)
 #   203.0.113.12   a host with no name (for CIDR rules): HTTP 80, HTTPS 443 (cert for the IP)
 # FAKENET is the fakenet binary (default: $FAKENET, else the build's, else fakenet on PATH).
@@ -128,6 +128,7 @@ up() {
 	web web10 203.0.113.10 "$WEB10_NAMES" banner
 	web web11 203.0.113.11 "$WEB11_NAMES" banner
 	web web12 203.0.113.12 "$WEB12_NAMES" nobanner
+	start web10-udp udp --listen 203.0.113.10:9999
 	cat >"$dir/env" <<EOF
 FAKENET_NS=$NS
 FAKENET_HOST_ADDR=203.0.113.1

@@ -83,6 +83,20 @@ out=$("$fakenet" client --connect 203.0.113.10:2222 --send 'ping\n')
 [ "$out" = "$(printf 'SSH-2.0-fakenet-web10\nping')" ] || fail "banner: $out"
 grep -q '^connect 203.0.113.1:' "$dir/web10-banner.log" || fail "banner log"
 
+# UDP echo on .10:9999: a DNS query sent there comes back as it went (query prints whatever it
+# makes of it); the datagram is logged.
+"$fakenet" query --connect 203.0.113.10:9999 example.test >/dev/null 2>&1 || fail "udp echo: no answer"
+grep -q '^from 203.0.113.1:[0-9]* len 30$' "$dir/web10-udp.log" || fail "udp log: $(cat "$dir/web10-udp.log")"
+
+# The benchmark clients: get (throughput) and connect-bench (time to the first byte).
+out=$("$fakenet" get --connect 203.0.113.10:80 --host example.test --path /bytes/10000000 --stall 5)
+echo "$out" | grep -q '^bytes=10000000 seconds=[0-9.]* MBps=[0-9.]*$' || fail "get: $out"
+"$fakenet" get --connect 203.0.113.10:80 --host example.test --path /status/404 --stall 5 \
+	>/dev/null 2>&1 && fail "get of a 404 succeeded"
+out=$("$fakenet" connect-bench --connect 203.0.113.10:80 --host example.test --count 5)
+echo "$out" | grep -q '^connect_ms median=[0-9.]* min=[0-9.]* max=[0-9.]* n=5$' ||
+	fail "connect-bench: $out"
+
 # Down: no servers, no namespace, no veth.
 trap - EXIT
 sh "$sh_up" down "$dir" || fail "down failed"
