@@ -6,13 +6,17 @@
  * (this thread is the I/O thread).
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <net/if.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
+#include <linux/if_tun.h>
 #include <linux/virtio_config.h>
 #include <linux/virtio_ids.h>
 #include <linux/virtio_mmio.h>
@@ -510,4 +514,33 @@ Test(virtio_net, mac_parsing)
 	cr_assert(not(net_parse_mac("02-53-42-00-00-02", mac)));
 	cr_assert(not(net_parse_mac("02:53:42:00:00:022", mac)));
 	cr_assert(not(net_parse_mac(" 2:53:42:00:00:02", mac)));
+}
+
+Test(virtio_net, real_tap_offers_what_it_accepts)
+{
+	struct ifreq ifr = {.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR};
+	struct virtio_dev *v;
+	uint64_t f;
+	int fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+
+	/* A tap of our own (gone with the fd): only where we may make one. */
+	if (fd < 0 || ioctl(fd, TUNSETIFF, &ifr) < 0) {
+		if (fd >= 0)
+			close(fd);
+		cr_skip_test("no tap here (needs /dev/net/tun and CAP_NET_ADMIN)");
+	}
+	fake_vm_init(&vm);
+	ram = fake_mem_create(&vm.mem, 64 * MIB, 0);
+	strcpy(cmdline, "console=ttyS0");
+	cr_assert(eq(int, net_add(&vm, fd, test_mac, cmdline, sizeof(cmdline), &v), 0));
+	vdev = v;
+	dev = v->dev;
+	cr_assert(dev->is_tap);
+	f = offered();
+	/* Every Linux tap takes checksum offload and TSO4. */
+	cr_assert(ne(u64, f & (1ull << VIRTIO_NET_F_CSUM), 0));
+	cr_assert(ne(u64, f & (1ull << VIRTIO_NET_F_GUEST_CSUM), 0));
+	cr_assert(ne(u64, f & (1ull << VIRTIO_NET_F_HOST_TSO4), 0));
+	cr_assert(ne(u64, f & (1ull << VIRTIO_NET_F_GUEST_TSO4), 0));
+	cr_assert(ne(u64, f & (1ull << VIRTIO_NET_F_MRG_RXBUF), 0));
 }
