@@ -278,6 +278,13 @@ int http1_parse_request(const char *head, size_t len, struct http1_head *h, int 
 		*reason = "Transfer-Encoding in HTTP/1.0";
 		return -EPROTO;
 	}
+	/* TRACE echoes the request, the credentials put in it included, back to the guest */
+	if ((h->method_len == 5 && memcmp(h->method, "TRACE", 5) == 0) ||
+	    (h->method_len == 5 && memcmp(h->method, "TRACK", 5) == 0)) {
+		*status = 501;
+		*reason = "TRACE refused";
+		return -EPROTO;
+	}
 	if (h->upgrade) {
 		*status = 501;
 		*reason = "upgrade refused";

@@ -322,7 +322,7 @@ static bool rule_header_ok(const struct mitm_header *rh)
 	}
 	/* a CR, LF or NUL in a credential would let it write a second header */
 	for (const char *v = rh->value; *v; v++)
-		if ((unsigned char)*v < 0x20 && *v != '\t')
+		if (((unsigned char)*v < 0x20 && *v != '\t') || *v == 0x7f)
 			return false;
 	for (size_t i = 0; i < sizeof(framing) / sizeof(framing[0]); i++)
 		if (strcasecmp(rh->name, framing[i]) == 0)

@@ -208,6 +208,43 @@ Test(ca, leaf_verifies_and_is_cached)
 	mitm_ca_free(ca);
 }
 
+struct leaf_race {
+	struct mitm_ca *ca;
+	X509 *got;
+};
+
+static void *leaf_race_main(void *arg)
+{
+	struct leaf_race *lr = arg;
+	EVP_PKEY *k;
+
+	if (mitm_ca_leaf(lr->ca, "race.example.test", &lr->got, &k) == 0)
+		EVP_PKEY_free(k);
+	return NULL;
+}
+
+/* Threads asking for one name at once all get the one leaf. */
+Test(ca, concurrent_lookups_make_one_leaf)
+{
+	struct mitm_ca *ca = ca_make("race");
+	struct leaf_race lr[8];
+	pthread_t t[8];
+
+	for (int i = 0; i < 8; i++) {
+		lr[i] = (struct leaf_race){.ca = ca};
+		cr_assert_eq(pthread_create(&t[i], NULL, leaf_race_main, &lr[i]), 0);
+	}
+	for (int i = 0; i < 8; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < 8; i++) {
+		cr_assert_not_null(lr[i].got);
+		cr_assert_eq(lr[i].got, lr[0].got);
+	}
+	for (int i = 0; i < 8; i++)
+		X509_free(lr[i].got);
+	mitm_ca_free(ca);
+}
+
 Test(http1, parsers)
 {
 	struct http1_head *h = calloc(1, sizeof(*h));
@@ -282,6 +319,7 @@ struct fake_up {
 	size_t got_len;
 	unsigned requests;
 	const char *reply; /* NULL: a 200 with a small body */
+	size_t big;	   /* else when nonzero: a 200 with this many bytes of body */
 };
 
 struct serve {
@@ -373,6 +411,24 @@ static void *fake_up_main(void *arg)
 
 			done += used;
 			fu->requests++;
+			if (fu->big) {
+				static char zeros[65536];
+				char head[128];
+				size_t left = fu->big;
+
+				snprintf(head, sizeof(head),
+					 "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", fu->big);
+				SSL_write(ssl, head, (int)strlen(head));
+				while (left > 0) {
+					int k = left > sizeof(zeros) ? (int)sizeof(zeros)
+								     : (int)left;
+
+					if (SSL_write(ssl, zeros, k) != k)
+						break;
+					left -= (size_t)k;
+				}
+				continue;
+			}
 			SSL_write(ssl, r, (int)strlen(r));
 		}
 	}
@@ -719,6 +775,7 @@ Test(mitm, malformed_requests_get_400_and_nothing_goes_upstream)
 	malformed("GET / HTTP/1.1\nHost: api.example.test\r\n\r\n", "HTTP/1.1 400 ");
 	malformed("GET / HTTP/1.1\r\nHost: api.example.test\r\nUpgrade: websocket\r\n\r\n",
 		  "HTTP/1.1 501 ");
+	malformed("TRACE / HTTP/1.1\r\nHost: api.example.test\r\n\r\n", "HTTP/1.1 501 ");
 	snprintf(big, sizeof(big),
 		 "GET / HTTP/1.1\r\nHost: api.example.test\r\nX-Big: %0*d\r\n\r\n", 17000, 0);
 	malformed(big, "HTTP/1.1 400 ");
@@ -830,4 +887,55 @@ Test(mitm, a_rule_value_with_a_newline_is_refused)
 	cr_assert_not_null(strstr(r.s.stats.error, "another host"));
 	rig_free(&r);
 	(void)resp;
+}
+
+/* A large response relayed whole; its rate is logged (tests/unit is built with sanitizers). */
+Test(mitm, a_large_response_is_relayed_whole)
+{
+	static char buf[65536];
+	struct timespec t0, t1;
+	size_t total = 0, body = 0;
+	struct rig r;
+	SSL *ssl;
+	double s;
+
+	rig_start(&r, true, 5000);
+	r.fu->big = 64u << 20;
+	rig_go(&r);
+	ssl = guest_connect(&r, NAME, NULL, 0);
+	cr_assert_not_null(ssl);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	guest_send(ssl, "GET /big HTTP/1.1\r\nHost: api.example.test\r\nConnection: close\r\n\r\n");
+	for (;;) {
+		int n = SSL_read(ssl, buf, sizeof(buf));
+
+		if (n <= 0)
+			break;
+		total += (size_t)n;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	SSL_free(ssl);
+	rig_stop(&r);
+	cr_assert_eq(r.s.rc, 0, "%d %s", r.s.rc, r.s.stats.error);
+	body = total - strlen("HTTP/1.1 200 OK\r\nContent-Length: 67108864\r\n\r\n");
+	cr_assert_eq(body, r.fu->big);
+	s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	cr_log_info("mitm relay: %zu MiB in %.3f s, %.0f MiB/s", body >> 20, s,
+		    (double)(body >> 20) / s);
+	rig_free(&r);
+}
+
+/* A response the strict parser refuses becomes a 502 for the guest. */
+Test(mitm, a_malformed_response_gets_502)
+{
+	static char resp[8192];
+	struct rig r;
+
+	rig_start(&r, true, 5000);
+	r.fu->reply = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n";
+	run_guest(&r, "GET / HTTP/1.1\r\nHost: api.example.test\r\n\r\n", resp, sizeof(resp));
+	cr_assert(strncmp(resp, "HTTP/1.1 502 ", 13) == 0, "%s", resp);
+	cr_assert_eq(r.s.rc, -EPROTO);
+	cr_assert_not_null(strstr(r.s.stats.error, "upstream: both"), "%s", r.s.stats.error);
+	rig_free(&r);
 }
