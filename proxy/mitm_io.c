@@ -229,6 +229,9 @@ int mitm_end_fill(struct mitm_conn *c, struct mitm_end *e)
 			return r;
 		}
 		se = SSL_get_error(e->ssl, r);
+		/* a read can write (a TLS 1.3 key update's answer): the budget may stop it */
+		if (e->bio.budget_out)
+			return mitm_conn_fail(c, -EDQUOT, "egress budget exhausted");
 		if (se == SSL_ERROR_ZERO_RETURN)
 			return 0;
 		if ((se == SSL_ERROR_SYSCALL && errno == 0) ||
