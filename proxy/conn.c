@@ -257,6 +257,8 @@ static void conn_transparent(struct conn *c)
 	c->rule[0] = 0;
 	k = conn_read_first(c, short_wait ? CONN_SERVER_FIRST_MS : CONN_FIRST_MS, sniffed,
 			    sizeof(sniffed));
+	if (k == SNIFF_MORE && c->len > 0 && c->buf[0] == 22)
+		k = SNIFF_BAD_TLS; /* a ClientHello that never completed is not let through raw */
 	switch (k) {
 	case SNIFF_TLS:
 		c->proto = "tls";
@@ -369,6 +371,8 @@ static void conn_connect_tunnel(struct conn *c, const char *target, size_t head)
 	cred = c->name[0] && policy_find_cred(c->px->pol, c->name);
 	k = conn_read_first(c, c->port == 443 || cred ? CONN_FIRST_MS : CONN_SERVER_FIRST_MS, sni,
 			    sizeof(sni));
+	if (k == SNIFF_MORE && c->len > 0 && c->buf[0] == 22)
+		k = SNIFF_BAD_TLS;
 	if (k == SNIFF_BAD_TLS ||
 	    (k == SNIFF_TLS && sni[0] && c->name[0] && strcmp(sni, c->name))) {
 		snprintf(c->rule, sizeof(c->rule), "deny (%s)",
