@@ -271,6 +271,7 @@ static void conn_transparent(struct conn *c)
 	case SNIFF_BAD_TLS:
 	case SNIFF_BAD_HTTP:
 		c->proto = k == SNIFF_BAD_TLS ? "tls" : "http";
+		snprintf(c->name, sizeof(c->name), "%s", synth);
 		snprintf(c->rule, sizeof(c->rule), "deny (malformed %s)",
 			 k == SNIFF_BAD_TLS ? "TLS ClientHello" : "HTTP request");
 		conn_audit(c, "deny");
@@ -478,8 +479,9 @@ static void conn_explicit(struct conn *c)
 	if (head < 0 || sniff_request_line(c->buf, (size_t)head, method, sizeof(method), target,
 					   sizeof(target)) < 0) {
 		snprintf(c->rule, sizeof(c->rule), "deny (%s)",
-			 head == -ETIMEDOUT ? "no request within 10 s"
-					    : "not an HTTP proxy request");
+			 head == -ETIMEDOUT    ? "no request within 10 s"
+			 : head == -ECONNRESET ? "closed before a request"
+					       : "not an HTTP proxy request");
 		if (head != -ETIMEDOUT && head != -ECONNRESET)
 			conn_say(c, "400 Bad Request", c->rule);
 		conn_audit(c, "deny");
