@@ -568,6 +568,8 @@ int dns_lookup(struct dns_state *d, const struct sockaddr *resolver, socklen_t r
 	int err, hit;
 
 	*n = 0;
+	if (rlen == 0)
+		return -ENETUNREACH; /* no resolver on this host: nothing resolves */
 	hit = dns_cache_get(d, name, addrs, max, n);
 	if (hit)
 		return hit > 0 ? 0 : hit;

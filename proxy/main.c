@@ -128,8 +128,13 @@ static int cmd_prepare(int argc, char **argv)
 	}
 	if (e < 0)
 		goto out;
-	if (policy_default_resolver(p, NULL, err, sizeof(err)) < 0)
+	e = policy_default_resolver(p, NULL, err, sizeof(err));
+	if (e < 0)
 		goto out;
+	if (e > 0) {
+		fprintf(stderr, "sandbox-proxy: warning: %s\n", err);
+		err[0] = '\0';
+	}
 	if (p->ca_file && access(p->ca_file, R_OK) < 0) {
 		snprintf(err, sizeof(err), "ca-file %s: %s", p->ca_file, strerror(errno));
 		goto out;

@@ -162,10 +162,14 @@ int policy_default_resolver(struct policy *p, const char *resolv_conf, char *err
 	if (p->resolver)
 		return 0;
 	resolv_conf = resolv_conf ? resolv_conf : "/etc/resolv.conf";
+	/* A host without DNS (no resolv.conf, or no nameserver in it) still gets sandboxes:
+	 * their names just do not resolve. prepare says so. */
 	e = proxy_read_file(resolv_conf, 1 << 16, &text, NULL);
-	if (e < 0)
-		return policy_errf(err, errlen, "%s: %s (give --resolver)", resolv_conf,
-				   strerror(-e));
+	if (e < 0) {
+		policy_errf(err, errlen, "%s: %s: no resolver (give --resolver)", resolv_conf,
+			    strerror(-e));
+		return 1;
+	}
 	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		char addr[128];
 
@@ -176,7 +180,8 @@ int policy_default_resolver(struct policy *p, const char *resolv_conf, char *err
 		}
 	}
 	free(text);
-	return policy_errf(err, errlen, "%s: no nameserver (give --resolver)", resolv_conf);
+	policy_errf(err, errlen, "%s: no nameserver: no resolver (give --resolver)", resolv_conf);
+	return 1;
 }
 
 struct pol_cred *policy_cred_for(struct policy *p, const char *host)

@@ -120,7 +120,9 @@ int policy_add_port(struct policy *p, const char *port, char *err, size_t errlen
 int policy_add_cred_env(struct policy *p, const char *spec, char *err, size_t errlen) __must_check;
 /* Set the resolver from "IP[:PORT]". */
 int policy_set_resolver(struct policy *p, const char *s, char *err, size_t errlen) __must_check;
-/* When no resolver is set, take /etc/resolv.conf's (or `resolv_conf`'s) first nameserver. */
+/* When no resolver is set, take /etc/resolv.conf's (or `resolv_conf`'s) first nameserver.
+ * 1 (and `err` says why) when there is none: the policy then has no resolver and no name
+ * resolves. */
 int policy_default_resolver(struct policy *p, const char *resolv_conf, char *err,
 			    size_t errlen) __must_check;
 /* Resolve every credential value: ${VAR} from the environment, {file: PATH} from the file
