@@ -122,6 +122,7 @@ static void net_serve_tx(struct net_dev *d)
 			virtq_set_avail_event(q, q->last_avail_idx);
 			if (!virtq_has_work(q))
 				break;
+			done++; /* a driver flipping avail idx cannot keep us here */
 			continue;
 		}
 		if (err < 0) {

@@ -80,7 +80,14 @@ static int net_rx_deliver(struct net_dev *d, struct virtq *q)
 		struct virtq_chain *c = n ? &d->chain : &d->chain0;
 		uint32_t take;
 
-		/* More chains than the queue holds cannot be outstanding: virtq_pop refuses. */
+		/* virtq_pop refuses more chains outstanding than the queue holds; heads[] and
+		 * lens[] are as large as the largest queue, and this keeps them so whatever
+		 * virtq_pop does. */
+		if (n == q->size || n == NET_QUEUE_MAX) {
+			q->last_avail_idx -= (uint16_t)n;
+			d->rx_dropped++;
+			return 0;
+		}
 		if ((err = net_rx_pop(d, q, c)) == -EAGAIN) {
 			q->last_avail_idx -= (uint16_t)n;
 			if (n == q->size) {

@@ -288,6 +288,11 @@ int virtq_pop(struct virtq *q, struct virtq_chain *chain)
 	/* The driver can only have `size` chains outstanding; more is a corrupt index. */
 	if (pending > q->size)
 		return virtq_fail(q, "avail idx moved more than the queue size ahead");
+	/* Nor can the device hold more than `size` chains popped and not yet pushed: a driver
+	 * that moves avail idx on while the device works would otherwise hand it more, and a
+	 * device's per-queue arrays (net's rx heads) are sized by the queue. */
+	if ((uint16_t)(q->last_avail_idx - q->used_idx) >= q->size)
+		return virtq_fail(q, "more chains outstanding than the queue holds");
 	/*
 	 * Acquire, pairs with the driver's write barrier before its avail->idx update: the
 	 * ring entry and descriptors we read below were written before the idx we just read,
