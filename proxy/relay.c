@@ -114,6 +114,7 @@ int conn_relay(int a_fd, int b_fd, const void *pre, size_t npre, unsigned idle_m
 		{.from = a_fd, .to = b_fd, .count = up, .budget = budget},
 		{.from = b_fd, .to = a_fd, .count = down},
 	};
+	unsigned idle_passes = 0;
 	int err = 0;
 
 	*up = *down = 0;
@@ -156,21 +157,34 @@ int conn_relay(int a_fd, int b_fd, const void *pre, size_t npre, unsigned idle_m
 			err = -ETIMEDOUT;
 			break;
 		}
+		/* A side whose reading ended and that now reports a hang-up or an error (a FIN,
+		 * then an RST) can be neither read nor written again: without this, poll would
+		 * report it at once forever, asked for nothing, and the loop would spin. */
+		if ((d[0].eof && (pfd[0].revents & (POLLHUP | POLLERR))) ||
+		    (d[1].eof && (pfd[1].revents & (POLLHUP | POLLERR))))
+			break;
+		bool moved = false;
 		for (int i = 0; i < 2 && err >= 0; i++) {
 			short ev = pfd[i].revents, oev = pfd[1 - i].revents;
 
 			if (d[i].len && (oev & (POLLOUT | POLLERR | POLLHUP)))
-				err = relay_write(&d[i]);
+				moved |= (err = relay_write(&d[i])) > 0;
 			if (err >= 0 && !d[i].eof && !d[i].len &&
 			    (ev & (POLLIN | POLLERR | POLLHUP)))
-				err = relay_read(&d[i]);
+				moved |= (err = relay_read(&d[i])) > 0;
 			/* Send at once what was just read: one poll less per chunk. */
 			if (err >= 0 && d[i].len)
-				err = relay_write(&d[i]);
+				moved |= (err = relay_write(&d[i])) > 0;
 		}
 		if (err < 0)
 			break;
 		err = 0;
+		/* Woken three times in a row and nothing moved: whatever poll reports, it will
+		 * report again. */
+		if (moved)
+			idle_passes = 0;
+		else if (++idle_passes >= 3)
+			break;
 	}
 out:
 	free(d[0].buf);
