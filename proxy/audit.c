@@ -4,29 +4,64 @@
  * attempt or DNS query, appended with one write(2) on an O_APPEND fd, so lines from many
  * threads (and a restarted proxy) never interleave. Every string is JSON-escaped: names come
  * from the guest.
+ *
+ * The guest decides how many lines there are, so they are bounded: at most AUDIT_RATE a
+ * second (the rest are counted, and one "suppressed" line says how many), and the file is
+ * rotated to audit.log.1 once it passes AUDIT_FILE_MAX, so a sandbox keeps at most twice that
+ * on the host's disk.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "proxy.h"
 
 #define AUDIT_LINE_MAX 2048
+#define AUDIT_RATE     200u	   /* lines a second */
+#define AUDIT_FILE_MAX (32u << 20) /* bytes before audit.log becomes audit.log.1 */
 
 static int audit_fd = -1;
+static char audit_path[4096];
+static pthread_mutex_t audit_lock = PTHREAD_MUTEX_INITIALIZER;
+static time_t audit_second;		    /* the second being counted */
+static unsigned audit_in_second;	    /* lines written in it */
+static unsigned long long audit_suppressed; /* lines not written since the last summary */
 
 int audit_open(const char *path)
 {
-	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
 
 	if (fd < 0)
 		return -errno;
 	audit_close();
 	audit_fd = fd;
+	snprintf(audit_path, sizeof(audit_path), "%s", path);
 	return 0;
+}
+
+/* Past AUDIT_FILE_MAX: the file becomes audit.log.1 (replacing the one before) and a new one
+ * starts. Caller holds audit_lock. */
+static void audit_rotate(void)
+{
+	char old[sizeof(audit_path) + 3];
+	struct stat st;
+	int fd;
+
+	if (!audit_path[0] || fstat(audit_fd, &st) < 0 || st.st_size < (off_t)AUDIT_FILE_MAX)
+		return;
+	snprintf(old, sizeof(old), "%s.1", audit_path);
+	if (rename(audit_path, old) < 0)
+		return;
+	fd = open(audit_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return; /* the old fd goes on into audit.log.1 */
+	close(audit_fd);
+	audit_fd = fd;
 }
 
 void audit_close(void)
@@ -129,9 +164,37 @@ void audit_log(const struct audit_event *ev)
 	if (audit_fd < 0)
 		return;
 	clock_gettime(CLOCK_REALTIME, &ts);
+	pthread_mutex_lock(&audit_lock);
+	if (ts.tv_sec != audit_second) {
+		audit_second = ts.tv_sec;
+		audit_in_second = 0;
+		if (audit_suppressed) {
+			char rule[64];
+			struct audit_event sum = {
+				.proto = "audit", .decision = "suppressed", .rule = rule};
+			size_t m;
+
+			snprintf(rule, sizeof(rule), "%llu lines over %u a second",
+				 audit_suppressed, AUDIT_RATE);
+			m = audit_format(line, sizeof(line), &sum, (uint64_t)ts.tv_sec * 1000);
+			if (write(audit_fd, line, m) < 0) {
+				/* as below */
+			}
+			audit_suppressed = 0;
+			audit_in_second++;
+		}
+		audit_rotate();
+	}
+	if (audit_in_second >= AUDIT_RATE) {
+		audit_suppressed++;
+		pthread_mutex_unlock(&audit_lock);
+		return;
+	}
+	audit_in_second++;
 	n = audit_format(line, sizeof(line), ev,
 			 (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
 	if (write(audit_fd, line, n) < 0) {
 		/* a full disk loses audit lines, never connections */
 	}
+	pthread_mutex_unlock(&audit_lock);
 }

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "proxy.h"
@@ -71,6 +72,43 @@ Test(audit, file)
 	audit_close();
 	cr_assert_eq(proxy_read_file(path, 1 << 20, &text, NULL), 0);
 	cr_assert_eq(strchr(strchr(text, '\n') + 1, '\n')[1], 0);
+	free(text);
+	unlink(path);
+}
+
+/* A guest's flood does not become a flood of lines: at most 200 a second, then one line saying
+ * how many were left out. */
+Test(audit, rate_limited)
+{
+	char path[] = "/tmp/test_audit_XXXXXX", *text, *p;
+	int fd = mkstemp(path);
+	struct audit_event ev = {.proto = "dns", .name = "x.test", .decision = "deny", .rule = "r"};
+	unsigned lines = 0;
+	struct timespec ts;
+
+	cr_assert_geq(fd, 0);
+	close(fd);
+	cr_assert_eq(audit_open(path), 0);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	/* start at the beginning of a second, so the flood falls in one or two seconds */
+	do {
+		struct timespec now;
+
+		clock_gettime(CLOCK_REALTIME, &now);
+		if (now.tv_sec != ts.tv_sec)
+			break;
+		usleep(1000);
+	} while (1);
+	for (int i = 0; i < 5000; i++)
+		audit_log(&ev);
+	sleep(1);
+	audit_log(&ev); /* a new second: the summary comes first */
+	audit_close();
+	cr_assert_eq(proxy_read_file(path, 1 << 22, &text, NULL), 0);
+	for (p = text; (p = strchr(p, '\n')); p++)
+		lines++;
+	cr_assert_leq(lines, 2 * 200 + 2, "%u lines", lines);
+	cr_assert(strstr(text, "\"decision\":\"suppressed\""), "no summary line");
 	free(text);
 	unlink(path);
 }
