@@ -1,0 +1,196 @@
+#!/bin/sh
+# The network benchmark (tools/dev bench net; docs/benchmarks.md, "net"), run where Linux
+# guests boot: natively, or inside the emulated KVM host (tools/dev picks). One run, against
+# the fake internet (tests/netfake/fakenet.sh: 203.0.113.10 serves HTTP), three legs:
+#   host  fakenet get of /bytes/SIZE from the namespace that runs the VMM (no VM, no proxy)
+#   ours  the same, and fakenet connect-bench, in a busybox sandbox made by sandboxctl create
+#         (--network proxy, the default policy): every byte through the sandbox's tap, its
+#         namespace's redirect and sandbox-proxy, which decides by the Host name
+#   qemu  the same two in a QEMU microvm guest (our guest kernel, a tiny initramfs made here:
+#         busybox + fakenet + /init, ending in reboot -f) on a tap (vhost=off) routed straight to the fake
+#         internet: no proxy, no namespace
+# Every transfer has a stall timeout (NET_BENCH_STALL s without a byte fails it) and every
+# step an overall timeout. Everything made here (fake internet, tap, sandboxes, files) is
+# removed at exit, failed or not. Raw figures on stdout and stderr; last line on stdout:
+#   net throughput_ratio=<ours/host> qemu_ratio=<qemu/host> connect_ms=<ours> qemu_connect_ms=<qemu>
+#
+# usage: net.sh BUILD_DIR KERNEL ROOTFS
+#   KERNEL: the guest bzImage; ROOTFS: the busybox root image (guest/image/busybox.sh)
+# Environment: NET_BENCH_BYTES (268435456), NET_BENCH_COUNT (connections, 30),
+# NET_BENCH_STALL (s, 20), NET_BENCH_LEGS (words of host ours qemu; default all three).
+set -eu
+[ $# -eq 3 ] || { echo "usage: net.sh BUILD_DIR KERNEL ROOTFS" >&2; exit 2; }
+build=$1 kernel=$2 rootfs=$3
+here=$(cd "$(dirname "$0")" && pwd)
+bytes=${NET_BENCH_BYTES:-268435456}
+count=${NET_BENCH_COUNT:-30}
+stall=${NET_BENCH_STALL:-20}
+legs=${NET_BENCH_LEGS:-host ours qemu}
+ctl=$build/tools/sandboxctl/sandboxctl
+fakenet=$build/tests/netfake/fakenet
+fakenet_sh=$here/../../tests/netfake/fakenet.sh
+[ -x /usr/bin/ip ] && ip() { /usr/bin/ip "$@"; } # busybox sh's ip applet has no netns
+web=203.0.113.10:80 host=example.test
+get_args="get --connect $web --host $host --path /bytes/$bytes --stall $stall"
+bench_args="connect-bench --connect $web --host $host --count $count --stall $stall"
+
+say() { echo "net: $*" >&2; }
+die() {
+	say "$*"
+	exit 1
+}
+[ "$(id -u)" = 0 ] || die "needs root (namespaces, taps)"
+for f in "$ctl" "$fakenet" "$kernel" "$rootfs" "$fakenet_sh"; do
+	[ -e "$f" ] || die "missing $f"
+done
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-net.XXXXXX")
+SANDBOX_HOME=$tmp/home
+export SANDBOX_HOME
+fwd_old=
+cleanup() {
+	set +e
+	for d in "$SANDBOX_HOME"/sandboxes/*; do
+		[ -d "$d" ] || continue
+		"$ctl" rm -f "${d##*/}" >/dev/null 2>&1
+	done
+	ip link del qtap0 2>/dev/null
+	[ -z "$fwd_old" ] || echo "$fwd_old" >/proc/sys/net/ipv4/ip_forward
+	[ ! -d "$tmp/fake" ] || sh "$fakenet_sh" down "$tmp/fake" >/dev/null 2>&1
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# field NAME LINE: the value of NAME=... in LINE.
+field() { echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
+
+mkdir -p "$tmp/fake" "$SANDBOX_HOME"
+sh "$fakenet_sh" up "$tmp/fake" "$fakenet" || die "fakenet.sh up failed"
+
+failed=
+host_mbps= ours_mbps= ours_ms= qemu_mbps= qemu_ms=
+
+# --- host: the namespace that runs the VMM, straight to the fake internet.
+case " $legs " in *" host "*)
+	# shellcheck disable=SC2086 # word lists
+	if line=$(timeout 300 "$fakenet" $get_args); then
+		echo "host get: $line"
+		host_mbps=$(field MBps "$line")
+	else
+		failed="$failed host"
+		say "host: fakenet get failed"
+	fi
+	;;
+esac
+
+# --- ours: a sandbox through its namespace and sandbox-proxy (default policy: public names
+# on 80 and 443; 203.0.113.0/24 counts as public). The guest dials the raw IP; the proxy
+# takes the name from the Host header, resolves it through the fake DNS and connects there.
+ours() {
+	"$ctl" images import busybox --kernel "$kernel" --initrd "$build/guest/initramfs.cpio" \
+		--rootfs "$rootfs" >/dev/null || { say "ours: images import failed"; return 1; }
+	id=$(timeout 300 "$ctl" create --image busybox --memory 256 --timeout 240 \
+		--resolver 203.0.113.53) || { say "ours: sandboxctl create failed"; return 1; }
+	say "ours: sandbox $id"
+	timeout 300 "$ctl" cp "$fakenet" "$id:/tmp/fakenet" || { say "ours: cp fakenet failed"; return 1; }
+	# shellcheck disable=SC2086 # word lists
+	line=$(timeout 660 "$ctl" exec "$id" --timeout 600 -- /tmp/fakenet $get_args) ||
+		{ say "ours: fakenet get in the guest failed"; return 1; }
+	echo "ours get: $line"
+	ours_mbps=$(field MBps "$line")
+	# shellcheck disable=SC2086 # word lists
+	line=$(timeout 660 "$ctl" exec "$id" --timeout 600 -- /tmp/fakenet $bench_args) ||
+		{ say "ours: fakenet connect-bench in the guest failed"; return 1; }
+	echo "ours $line"
+	ours_ms=$(field median "$line")
+	"$ctl" rm -f "$id" >/dev/null
+}
+case " $legs " in *" ours "*)
+	if ! ours; then
+		failed="$failed ours"
+		for d in "$SANDBOX_HOME"/sandboxes/*; do
+			[ -f "$d/console.log" ] || continue
+			say "ours: the console of ${d##*/} ends:"
+			tail -n 15 "$d/console.log" >&2
+		done
+		[ ! -s "$tmp/fake/web10-http.log" ] || {
+			say "ours: the fake web server's log ends:"
+			tail -n 8 "$tmp/fake/web10-http.log" >&2
+		}
+	fi
+	;;
+esac
+
+# --- qemu: QEMU microvm on a tap in this namespace, routed to the fake internet, no proxy.
+qemu_initramfs() {
+	r=$tmp/qroot
+	mkdir -p "$r/bin" "$r/dev" "$r/proc" "$r/sys"
+	bb=
+	for b in /bin/busybox /usr/bin/busybox; do
+		[ -x "$b" ] && { bb=$b; break; }
+	done
+	[ -n "$bb" ] || { say "qemu: no busybox (busybox-static)"; return 1; }
+	cp "$bb" "$r/bin/busybox"
+	cp "$fakenet" "$r/bin/fakenet"
+	mknod "$r/dev/console" c 5 1 2>/dev/null || true
+	cat >"$r/init" <<EOF
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc
+mount -t devtmpfs dev /dev 2>/dev/null
+exec >/dev/console 2>&1
+ip link set lo up
+ip link set eth0 up
+ip addr add 10.0.3.2/30 dev eth0
+ip route add default via 10.0.3.1
+if out=\$(fakenet $get_args); then echo "qemu get: \$out"; else echo "qemu get: failed"; fi
+if out=\$(fakenet $bench_args); then echo "qemu \$out"; else echo "qemu connect-bench: failed \$out"; fi
+# microvm without ACPI (the guest kernel has none) cannot power off: poweroff would halt and
+# leave QEMU running. reboot=t makes the reboot a triple fault, which -no-reboot turns into
+# QEMU's exit.
+reboot -f
+EOF
+	chmod +x "$r/init"
+	(cd "$r" && find . | cpio -o -H newc 2>/dev/null) >"$tmp/qemu-initramfs.cpio"
+}
+qemu() {
+	qemu_initramfs || return 1
+	ip tuntap add dev qtap0 mode tap || { say "qemu: cannot make qtap0"; return 1; }
+	ip addr add 10.0.3.1/30 dev qtap0
+	ip link set qtap0 up
+	ip -n fakeinet route add 10.0.3.0/30 via 203.0.113.1
+	fwd_old=$(cat /proc/sys/net/ipv4/ip_forward)
+	echo 1 >/proc/sys/net/ipv4/ip_forward
+	# The command line of the other QEMU comparisons (tools/bench/sandbox.sh, bench boot);
+	# microvm appends its virtio_mmio.device= words itself.
+	timeout 600 qemu-system-x86_64 -M microvm,acpi=off -accel kvm -cpu host -m 256 -smp 1 \
+		-nodefaults -no-user-config -nographic -no-reboot -serial stdio \
+		-kernel "$kernel" -initrd "$tmp/qemu-initramfs.cpio" \
+		-append 'console=ttyS0 reboot=t panic=-1 quiet rdinit=/init' \
+		-netdev tap,id=n0,ifname=qtap0,script=no,downscript=no,vhost=off \
+		-device virtio-net-device,netdev=n0 </dev/null >"$tmp/qemu.out" 2>&1 ||
+		say "qemu: exit status $?"
+	echo "$fwd_old" >/proc/sys/net/ipv4/ip_forward
+	fwd_old=
+	ip link del qtap0
+	tr -d '\r' <"$tmp/qemu.out" | grep '^qemu ' || true
+	line=$(tr -d '\r' <"$tmp/qemu.out" | grep '^qemu get: bytes=') ||
+		{ say "qemu: no get figure; its console ends:"; tail -n 20 "$tmp/qemu.out" >&2; return 1; }
+	qemu_mbps=$(field MBps "$line")
+	line=$(tr -d '\r' <"$tmp/qemu.out" | grep '^qemu connect_ms ') ||
+		{ say "qemu: no connect figure; its console ends:"; tail -n 20 "$tmp/qemu.out" >&2; return 1; }
+	qemu_ms=$(field median "$line")
+}
+case " $legs " in *" qemu "*)
+	qemu || failed="$failed qemu"
+	;;
+esac
+
+[ -z "$failed" ] || die "failed:$failed"
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "-"; else printf "%.3f\n", a / b }'; }
+ms() { awk -v a="$1" 'BEGIN { if (a == "") print "-"; else printf "%.2f\n", a }'; }
+echo "net host_MBps=${host_mbps:--} ours_MBps=${ours_mbps:--} qemu_MBps=${qemu_mbps:--}"
+echo "net throughput_ratio=$(ratio "$ours_mbps" "$host_mbps") qemu_ratio=$(ratio "$qemu_mbps" "$host_mbps") connect_ms=$(ms "$ours_ms") qemu_connect_ms=$(ms "$qemu_ms")"
