@@ -201,6 +201,19 @@ static void conn_serve_upstream(struct conn *c, bool tls)
 	if (cred && tls) {
 		strncat(c->rule, " (credentials)", sizeof(c->rule) - strlen(c->rule) - 1);
 		err = conn_mitm(c, cred);
+	} else if (!tls && c->name[0] && !strcmp(c->proto, "http")) {
+		/* Every request on the connection must name the host decided on. */
+		const char *why;
+
+		err = http_relay(c->cfd, c->ufd, c->buf, c->len, c->name, c->px->idle_ms,
+				 c->px->pol->egress_bytes ? &c->px->budget : NULL, &c->up, &c->down,
+				 &why);
+		c->has_bytes = true;
+		c->error = why;
+		if (err == -EACCES) {
+			conn_audit(c, "deny");
+			return;
+		}
 	} else {
 		err = conn_relay(c->cfd, c->ufd, c->buf, c->len, c->px->idle_ms,
 				 c->px->pol->egress_bytes ? &c->px->budget : NULL, &c->up,

@@ -186,6 +186,16 @@ bool policy_header_name_ok(const char *s);
 int policy_cred_header(struct pol_cred *c, const char *name, enum cred_source kind, char *source,
 		       unsigned line) __must_check;
 
+/* ---- http_relay.c ---- */
+
+/* Relay plain HTTP decided by the name `name`: every request the guest sends (the first is in
+ * pre[0, npre)) is parsed strictly and must have Host `name`; bodies are framed. Responses are
+ * copied back as they come. 0, -EACCES (a request for another host), -EPROTO (a request the
+ * parser refuses), -EDQUOT (the egress budget), -ETIMEDOUT, -errno; *why says which. */
+int http_relay(int gfd, int ufd, const void *pre, size_t npre, const char *name, unsigned idle_ms,
+	       _Atomic int64_t *budget, uint64_t *up, uint64_t *down,
+	       const char **why) __must_check;
+
 /* ---- audit.c ---- */
 
 struct audit_event {
