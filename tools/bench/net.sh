@@ -9,6 +9,8 @@
 #   qemu  the same two in a QEMU microvm guest (our guest kernel, a tiny initramfs made here:
 #         busybox + fakenet + /init, ending in reboot -f) on a tap (vhost=off) routed straight to the fake
 #         internet: no proxy, no namespace
+#   direct  for reference, not in the last line: our VMM (sandbox-vmm --net) on the same tap
+#         with the same initramfs, no proxy: splits ours-against-qemu into device and proxy
 # Every transfer has a stall timeout (NET_BENCH_STALL s without a byte fails it) and every
 # step an overall timeout. Everything made here (fake internet, tap, sandboxes, files) is
 # removed at exit, failed or not. Raw figures on stdout and stderr; last line on stdout:
@@ -17,7 +19,8 @@
 # usage: net.sh BUILD_DIR KERNEL ROOTFS
 #   KERNEL: the guest bzImage; ROOTFS: the busybox root image (guest/image/busybox.sh)
 # Environment: NET_BENCH_BYTES (268435456), NET_BENCH_COUNT (connections, 30),
-# NET_BENCH_STALL (s, 20), NET_BENCH_LEGS (words of host ours qemu; default all three).
+# NET_BENCH_STALL (s, 20), NET_BENCH_LEGS (words of host ours qemu direct;
+# default all four).
 set -eu
 [ $# -eq 3 ] || { echo "usage: net.sh BUILD_DIR KERNEL ROOTFS" >&2; exit 2; }
 build=$1 kernel=$2 rootfs=$3
@@ -25,7 +28,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 bytes=${NET_BENCH_BYTES:-268435456}
 count=${NET_BENCH_COUNT:-30}
 stall=${NET_BENCH_STALL:-20}
-legs=${NET_BENCH_LEGS:-host ours qemu}
+legs=${NET_BENCH_LEGS:-host ours qemu direct}
 ctl=$build/tools/sandboxctl/sandboxctl
 fakenet=$build/tests/netfake/fakenet
 fakenet_sh=$here/../../tests/netfake/fakenet.sh
@@ -54,8 +57,7 @@ cleanup() {
 		[ -d "$d" ] || continue
 		"$ctl" rm -f "${d##*/}" >/dev/null 2>&1
 	done
-	ip link del qtap0 2>/dev/null
-	[ -z "$fwd_old" ] || echo "$fwd_old" >/proc/sys/net/ipv4/ip_forward
+	command -v tap_down >/dev/null && tap_down
 	[ ! -d "$tmp/fake" ] || sh "$fakenet_sh" down "$tmp/fake" >/dev/null 2>&1
 	rm -rf "$tmp"
 }
@@ -70,7 +72,7 @@ mkdir -p "$tmp/fake" "$SANDBOX_HOME"
 sh "$fakenet_sh" up "$tmp/fake" "$fakenet" || die "fakenet.sh up failed"
 
 failed=
-host_mbps= ours_mbps= ours_ms= qemu_mbps= qemu_ms=
+host_mbps= ours_mbps= ours_ms= qemu_mbps= qemu_ms= direct_mbps= direct_ms=
 
 # --- host: the namespace that runs the VMM, straight to the fake internet.
 case " $legs " in *" host "*)
@@ -123,15 +125,20 @@ case " $legs " in *" ours "*)
 	;;
 esac
 
-# --- qemu: QEMU microvm on a tap in this namespace, routed to the fake internet, no proxy.
-qemu_initramfs() {
-	r=$tmp/qroot
+# --- The tap guests: QEMU microvm ("qemu") and, for reference, our own VMM ("direct"), each
+# on a tap qtap0 in this namespace (10.0.3.1/30, the guest 10.0.3.2), forwarded straight to the
+# fake internet: no proxy, no sandbox namespace. The guest is our guest kernel with a tiny
+# initramfs made here whose /init sets eth0 up, runs the same two fakenet commands, prints
+# their lines on the console and reboots (which ends both VMMs: see below).
+guest_initramfs() {
+	[ ! -s "$tmp/net-initramfs.cpio" ] || return 0
+	r=$tmp/groot
 	mkdir -p "$r/bin" "$r/dev" "$r/proc" "$r/sys"
 	bb=
 	for b in /bin/busybox /usr/bin/busybox; do
 		[ -x "$b" ] && { bb=$b; break; }
 	done
-	[ -n "$bb" ] || { say "qemu: no busybox (busybox-static)"; return 1; }
+	[ -n "$bb" ] || { say "no busybox (busybox-static) for the tap guests"; return 1; }
 	cp "$bb" "$r/bin/busybox"
 	cp "$fakenet" "$r/bin/fakenet"
 	mknod "$r/dev/console" c 5 1 2>/dev/null || true
@@ -146,51 +153,72 @@ ip link set lo up
 ip link set eth0 up
 ip addr add 10.0.3.2/30 dev eth0
 ip route add default via 10.0.3.1
-if out=\$(fakenet $get_args); then echo "qemu get: \$out"; else echo "qemu get: failed"; fi
-if out=\$(fakenet $bench_args); then echo "qemu \$out"; else echo "qemu connect-bench: failed \$out"; fi
-# microvm without ACPI (the guest kernel has none) cannot power off: poweroff would halt and
-# leave QEMU running. reboot=t makes the reboot a triple fault, which -no-reboot turns into
-# QEMU's exit.
+if out=\$(fakenet $get_args); then echo "guest get: \$out"; else echo "guest get: failed"; fi
+if out=\$(fakenet $bench_args); then echo "guest \$out"; else echo "guest connect-bench: failed \$out"; fi
+# The guest kernel has no ACPI, so microvm (acpi=off) cannot power it off: poweroff would
+# halt and leave QEMU running. A reboot ends both: reboot=t (QEMU) is a triple fault that
+# -no-reboot turns into QEMU's exit; reboot=k (ours) is the VMM's clean exit.
 reboot -f
 EOF
 	chmod +x "$r/init"
-	(cd "$r" && find . | cpio -o -H newc 2>/dev/null) >"$tmp/qemu-initramfs.cpio"
+	(cd "$r" && find . | cpio -o -H newc 2>/dev/null) >"$tmp/net-initramfs.cpio"
 }
-qemu() {
-	qemu_initramfs || return 1
-	ip tuntap add dev qtap0 mode tap || { say "qemu: cannot make qtap0"; return 1; }
+tap_up() {
+	ip tuntap add dev qtap0 mode tap || { say "cannot make qtap0"; return 1; }
 	ip addr add 10.0.3.1/30 dev qtap0
 	ip link set qtap0 up
-	ip -n fakeinet route add 10.0.3.0/30 via 203.0.113.1
+	ip -n fakeinet route replace 10.0.3.0/30 via 203.0.113.1
 	fwd_old=$(cat /proc/sys/net/ipv4/ip_forward)
 	echo 1 >/proc/sys/net/ipv4/ip_forward
-	# The command line of the other QEMU comparisons (tools/bench/sandbox.sh, bench boot);
-	# microvm appends its virtio_mmio.device= words itself.
-	timeout 600 qemu-system-x86_64 -M microvm,acpi=off -accel kvm -cpu host -m 256 -smp 1 \
-		-nodefaults -no-user-config -nographic -no-reboot -serial stdio \
-		-kernel "$kernel" -initrd "$tmp/qemu-initramfs.cpio" \
-		-append 'console=ttyS0 reboot=t panic=-1 quiet rdinit=/init' \
-		-netdev tap,id=n0,ifname=qtap0,script=no,downscript=no,vhost=off \
-		-device virtio-net-device,netdev=n0 </dev/null >"$tmp/qemu.out" 2>&1 ||
-		say "qemu: exit status $?"
-	echo "$fwd_old" >/proc/sys/net/ipv4/ip_forward
+}
+# Forwarding is on only while a tap guest runs: a namespace made meanwhile (a sandbox's)
+# would inherit it.
+tap_down() {
+	[ -z "$fwd_old" ] || echo "$fwd_old" >/proc/sys/net/ipv4/ip_forward
 	fwd_old=
-	ip link del qtap0
-	tr -d '\r' <"$tmp/qemu.out" | grep '^qemu ' || true
-	line=$(tr -d '\r' <"$tmp/qemu.out" | grep '^qemu get: bytes=') ||
-		{ say "qemu: no get figure; its console ends:"; tail -n 20 "$tmp/qemu.out" >&2; return 1; }
-	qemu_mbps=$(field MBps "$line")
-	line=$(tr -d '\r' <"$tmp/qemu.out" | grep '^qemu connect_ms ') ||
-		{ say "qemu: no connect figure; its console ends:"; tail -n 20 "$tmp/qemu.out" >&2; return 1; }
-	qemu_ms=$(field median "$line")
+	ip link del qtap0 2>/dev/null || true
+	ip -n fakeinet route del 10.0.3.0/30 2>/dev/null || true
+}
+# tap_guest LEG CMD...: run the VMM command CMD (its console on stdout) with the tap up; sets
+# ${LEG}_mbps and ${LEG}_ms from the guest's lines.
+tap_guest() {
+	leg=$1
+	shift
+	guest_initramfs && tap_up || { tap_down; return 1; }
+	"$@" </dev/null >"$tmp/$leg.out" 2>&1 || say "$leg: exit status $?"
+	tap_down
+	tr -d '\r' <"$tmp/$leg.out" | sed -n "s/^guest /$leg /p"
+	line=$(tr -d '\r' <"$tmp/$leg.out" | grep '^guest get: bytes=') ||
+		{ say "$leg: no get figure; its console ends:"; tail -n 20 "$tmp/$leg.out" >&2; return 1; }
+	eval "${leg}_mbps=\$(field MBps \"\$line\")"
+	line=$(tr -d '\r' <"$tmp/$leg.out" | grep '^guest connect_ms ') ||
+		{ say "$leg: no connect figure; its console ends:"; tail -n 20 "$tmp/$leg.out" >&2; return 1; }
+	eval "${leg}_ms=\$(field median \"\$line\")"
 }
 case " $legs " in *" qemu "*)
-	qemu || failed="$failed qemu"
+	# The command line of the other QEMU comparisons (tools/bench/sandbox.sh, bench boot);
+	# microvm appends its virtio_mmio.device= words itself.
+	tap_guest qemu timeout 600 qemu-system-x86_64 -M microvm,acpi=off -accel kvm -cpu host \
+		-m 256 -smp 1 -nodefaults -no-user-config -nographic -no-reboot -serial stdio \
+		-kernel "$kernel" -initrd "$tmp/net-initramfs.cpio" \
+		-append 'console=ttyS0 reboot=t panic=-1 quiet rdinit=/init' \
+		-netdev tap,id=n0,ifname=qtap0,script=no,downscript=no,vhost=off \
+		-device virtio-net-device,netdev=n0 || failed="$failed qemu"
+	;;
+esac
+# For reference (not in the last line): our VMM's virtio-net on the same tap, no proxy, so
+# the gap between ours and qemu splits into the device's share and the proxy's.
+case " $legs " in *" direct "*)
+	# SANDBOX_VMM: what sandboxctl runs (in the emulated host, the VMM pinned to one CPU).
+	tap_guest direct timeout 600 "${SANDBOX_VMM:-$build/vmm/sandbox-vmm}" --kernel "$kernel" \
+		--initrd "$tmp/net-initramfs.cpio" --memory 256 --timeout 590 --net tap=qtap0 \
+		--cmdline 'console=ttyS0 reboot=k panic=-1 quiet rdinit=/init' ||
+		failed="$failed direct"
 	;;
 esac
 
 [ -z "$failed" ] || die "failed:$failed"
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "-"; else printf "%.3f\n", a / b }'; }
 ms() { awk -v a="$1" 'BEGIN { if (a == "") print "-"; else printf "%.2f\n", a }'; }
-echo "net host_MBps=${host_mbps:--} ours_MBps=${ours_mbps:--} qemu_MBps=${qemu_mbps:--}"
+echo "net host_MBps=${host_mbps:--} ours_MBps=${ours_mbps:--} qemu_MBps=${qemu_mbps:--} direct_MBps=${direct_mbps:--} direct_connect_ms=$(ms "$direct_ms")"
 echo "net throughput_ratio=$(ratio "$ours_mbps" "$host_mbps") qemu_ratio=$(ratio "$qemu_mbps" "$host_mbps") connect_ms=$(ms "$ours_ms") qemu_connect_ms=$(ms "$qemu_ms")"
