@@ -10,7 +10,7 @@ one line and exits 0 when the attempt got through, 1 when it was stopped, 2 on a
   raw6                   an IPv6 frame (ICMPv6 echo to the gateway's link-local) by AF_PACKET
   rawether TYPE          a frame of ethertype TYPE (hex) to the gateway's MAC by AF_PACKET
   spoofip IP PORT        a TCP SYN from 10.0.2.3 (not ours) by AF_PACKET, wait for a SYN-ACK
-  setmac MAC             set eth0's MAC (down, set, up)
+  setmac MAC             set eth0's MAC (live)
   idle IP PORT           connect and send nothing: prints the seconds until the proxy closes
   burst N IP PORT        open N connections at once, close them, then one normal request
   garbage IP PORT        send garbage, print what comes back (nothing expected)
@@ -174,14 +174,10 @@ def spoofip(ip, port):
 
 
 def setmac(mac):
+    # virtio-net changes its MAC live (IFF_LIVE_ADDR_CHANGE): eth0 stays up, its routes stay.
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    ifr = struct.pack("16sH14s", b"eth0", 0, b"")
-    flags = struct.unpack("16sH", fcntl.ioctl(s, 0x8913, ifr)[:18])[1]  # SIOCGIFFLAGS
-    fcntl.ioctl(s, 0x8914, struct.pack("16sH14s", b"eth0", flags & ~1, b""))  # down
     hw = struct.pack("16sH6s8s", b"eth0", 1, bytes.fromhex(mac.replace(":", "")), b"")
     fcntl.ioctl(s, 0x8924, hw)  # SIOCSIFHWADDR
-    fcntl.ioctl(s, 0x8914, struct.pack("16sH14s", b"eth0", flags | 1, b""))  # up
-    os.system("ip route replace default via 10.0.2.1 dev eth0 2>/dev/null")
     print("eth0 is now %s" % mac)
     return 0
 
