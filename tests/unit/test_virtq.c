@@ -1029,3 +1029,23 @@ Test(virtq, reset_and_reconfigure_recovers_a_broken_queue)
 	cr_assert(eq(int, virtq_push(&g.q, chain.head, 0), 0));
 	fg_destroy(&g);
 }
+
+/* A driver that moves avail idx on while the device works cannot hand it more chains than the
+ * queue holds: with `size` popped and none pushed, the next pop is a protocol error (a
+ * device's per-queue arrays, virtio-net's rx heads, are sized by the queue). */
+Test(virtq, rejects_more_chains_outstanding_than_the_queue_holds)
+{
+	struct fake_guest g;
+
+	fg_init(&g, FG_RAM_LEN, FG_QUEUE_LEN);
+	fg_desc(&g, 0, BUF_GPA, 16, 0, 0);
+	for (unsigned i = 0; i < FG_QUEUE_LEN; i++)
+		fg_post(&g, 0);
+	for (unsigned i = 0; i < FG_QUEUE_LEN; i++)
+		cr_assert(eq(int, virtq_pop(&g.q, &chain), 0), "pop %u", i);
+	/* All popped, none pushed: the driver posts more, as if they had been returned. */
+	for (unsigned i = 0; i < 4; i++)
+		fg_post(&g, 0);
+	fg_expect_broken(&g, "more chains outstanding than the queue holds");
+	fg_destroy(&g);
+}
