@@ -21,6 +21,8 @@ static unsigned sniff_get16(const uint8_t *p)
 	return (unsigned)p[0] << 8 | p[1];
 }
 
+#define SNIFF_EXT_ECH 0xfe0du /* encrypted_client_hello */
+
 /* The SNI in a whole ClientHello body (after the 4-byte handshake header). */
 static enum sniff_kind sniff_hello(const uint8_t *h, size_t len, char *name, size_t namelen)
 {
@@ -53,6 +55,11 @@ static enum sniff_kind sniff_hello(const uint8_t *h, size_t len, char *name, siz
 		elen = sniff_get16(h + off + 2);
 		off += 4;
 		if (off + elen > len)
+			return SNIFF_BAD_TLS;
+		/* Encrypted ClientHello: the SNI we read would be only the outer "public name",
+		 * and the host the TLS really reaches another one. Refused (GREASE ECH too: it
+		 * cannot be told apart). */
+		if (type == SNIFF_EXT_ECH)
 			return SNIFF_BAD_TLS;
 		if (type == 0) {
 			const uint8_t *e = h + off;

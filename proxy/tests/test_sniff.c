@@ -9,6 +9,11 @@
 
 #include "proxy.h"
 
+static unsigned sniff_get16_be(const uint8_t *p)
+{
+	return (unsigned)p[0] << 8 | p[1];
+}
+
 /* A real ClientHello from OpenSSL for `sni` (NULL: none); its length. */
 static size_t real_hello(const char *sni, uint8_t *out, size_t max)
 {
@@ -123,6 +128,13 @@ Test(sniff, hostile_hellos)
 
 		cr_assert_eq(sniff_tls(tiny, sizeof(tiny), name, sizeof(name)), SNIFF_BAD_TLS);
 	}
+	/* An encrypted ClientHello (the SNI extension retyped as ECH): its SNI would be only
+	 * the outer name. */
+	memcpy(b, h, n);
+	cr_assert_eq(sniff_get16_be(b + (sni - h) - 9), 0);
+	b[sni - h - 9] = 0xfe;
+	b[sni - h - 8] = 0x0d;
+	cr_assert_eq(sniff_tls(b, n, name, sizeof(name)), SNIFF_BAD_TLS);
 	/* Not TLS at all. */
 	cr_assert_eq(sniff_tls((const uint8_t *)"SSH-2.0", 7, name, sizeof(name)), SNIFF_OTHER);
 }
