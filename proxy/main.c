@@ -267,6 +267,20 @@ static int main_load(struct proxy *px, char *err, size_t errlen)
 			return -EINVAL;
 	}
 	atomic_store(&px->budget, (int64_t)px->pol->egress_bytes);
+	if (px->pol->egress_bytes) {
+		/* What an earlier proxy of this sandbox left (stop, suspend: same sandbox). */
+		char *left;
+
+		if (main_path(path, sizeof(path), px->dir, "egress.left") == 0 &&
+		    proxy_read_file(path, 64, &left, NULL) == 0) {
+			char *end;
+			unsigned long long v = strtoull(left, &end, 10);
+
+			if (end != left && v <= px->pol->egress_bytes)
+				atomic_store(&px->budget, (int64_t)v);
+			free(left);
+		}
+	}
 	if (main_path(path, sizeof(path), px->dir, "audit.log") < 0)
 		return -ENAMETOOLONG;
 	if ((e = audit_open(path)) < 0)
@@ -275,6 +289,26 @@ static int main_load(struct proxy *px, char *err, size_t errlen)
 		return -ENAMETOOLONG;
 	px->dns = dns_state_new(path, err, errlen);
 	return px->dns ? 0 : -EINVAL;
+}
+
+/* DIR/egress.left: the budget left, written atomically. */
+static void main_save_budget(struct proxy *px)
+{
+	char path[4200], tmp[4300], buf[32];
+	int64_t left = atomic_load(&px->budget);
+	int fd, n;
+
+	n = snprintf(buf, sizeof(buf), "%lld\n", (long long)(left > 0 ? left : 0));
+	if (main_path(path, sizeof(path), px->dir, "egress.left") < 0 ||
+	    snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
+		return;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return;
+	bool ok = proxy_write_all(fd, buf, (size_t)n) == 0 && fsync(fd) == 0;
+
+	if (close(fd) == 0 && ok)
+		(void)rename(tmp, path);
 }
 
 static int cmd_run(int argc, char **argv)
@@ -334,9 +368,17 @@ static int cmd_run(int argc, char **argv)
 			proxy_log("--ready-fd %d: %s", ready_fd, strerror(errno));
 		close(ready_fd);
 	}
-	while (sigwait(&set, &sig) != 0) {
+	/* Connections die with the process: only the egress budget left is kept, every few
+	 * seconds and at the end, so a restarted proxy does not start it afresh. */
+	for (;;) {
+		struct timespec every = {.tv_sec = 5};
+
+		sig = sigtimedwait(&set, NULL, &every);
+		if (px.pol->egress_bytes)
+			main_save_budget(&px);
+		if (sig == SIGTERM || sig == SIGINT)
+			break;
 	}
-	/* Connections die with the process: nothing of theirs needs saving. */
 	_exit(0);
 }
 
