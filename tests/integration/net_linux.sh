@@ -186,6 +186,18 @@ inner() {
 	refuse "and not a denied one" "$ctl" exec "$child" -- curl -sS --max-time 15 http://denied.test/
 	"$ctl" rm -f "$child" >/dev/null
 
+	# The default policy (public names on 80 and 443) with an egress budget.
+	b=$("$ctl" create --image debian --memory 384 --timeout 120 --egress-bytes 20000 \
+		--resolver 203.0.113.53) || fail "create with --egress-bytes (status $?)"
+	check "the default policy allows a public name on port 80" sh -c "'$ctl' exec $b -- \
+		curl -sSf --max-time 15 http://example.test/echo | grep -qi 'host: example.test'"
+	refuse "the default policy refuses another port" "$ctl" exec "$b" -- \
+		python3 -c 'import socket; socket.create_connection(("www.allowed.test", 2222), 8).recv(1) or exit(1)'
+	refuse "100 KB out through a 20000-byte egress budget" sh -c "'$ctl' exec $b -- sh -c \
+		'head -c 100000 /dev/zero | curl -sSf --max-time 15 --data-binary @- http://example.test/echo'"
+	check "the audit log says the budget ran out" sh -c "'$ctl' net log $b | grep -q 'egress budget'"
+	"$ctl" rm -f "$b" >/dev/null
+
 	# A dead proxy means no network, never an open one.
 	kill "$(cat "$SANDBOX_HOME/sandboxes/$id/proxy.pid")"
 	sleep 1
