@@ -19,7 +19,7 @@
 # usage: net.sh BUILD_DIR KERNEL ROOTFS
 #   KERNEL: the guest bzImage; ROOTFS: the busybox root image (guest/image/busybox.sh)
 # Environment: NET_BENCH_BYTES (268435456), NET_BENCH_COUNT (connections, 30),
-# NET_BENCH_STALL (s, 20), NET_BENCH_LEGS (words of host ours qemu direct;
+# NET_BENCH_STALL (s, 20), NET_BENCH_RUNS (gets per leg, the median counts; 3), NET_BENCH_LEGS (words of host ours qemu direct;
 # default all four).
 set -eu
 [ $# -eq 3 ] || { echo "usage: net.sh BUILD_DIR KERNEL ROOTFS" >&2; exit 2; }
@@ -28,6 +28,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 bytes=${NET_BENCH_BYTES:-268435456}
 count=${NET_BENCH_COUNT:-30}
 stall=${NET_BENCH_STALL:-20}
+runs=${NET_BENCH_RUNS:-3}
 legs=${NET_BENCH_LEGS:-host ours qemu direct}
 ctl=$build/tools/sandboxctl/sandboxctl
 fakenet=$build/tests/netfake/fakenet
@@ -67,6 +68,11 @@ trap 'exit 143' TERM
 
 # field NAME LINE: the value of NAME=... in LINE.
 field() { echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
+# median_of NAME: the median of NAME=... over the lines on stdin.
+median_of() {
+	tr ' ' '\n' | sed -n "s/^$1=//p" | sort -n |
+		awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
 
 mkdir -p "$tmp/fake" "$SANDBOX_HOME"
 sh "$fakenet_sh" up "$tmp/fake" "$fakenet" || die "fakenet.sh up failed"
@@ -76,14 +82,15 @@ host_mbps= ours_mbps= ours_ms= qemu_mbps= qemu_ms= direct_mbps= direct_ms=
 
 # --- host: the namespace that runs the VMM, straight to the fake internet.
 case " $legs " in *" host "*)
-	# shellcheck disable=SC2086 # word lists
-	if line=$(timeout 300 "$fakenet" $get_args); then
-		echo "host get: $line"
-		host_mbps=$(field MBps "$line")
-	else
-		failed="$failed host"
-		say "host: fakenet get failed"
-	fi
+	i=0
+	: >"$tmp/host.gets"
+	while [ $i -lt "$runs" ]; do
+		i=$((i + 1))
+		# shellcheck disable=SC2086 # word lists
+		line=$(timeout 300 "$fakenet" $get_args) || { failed="$failed host"; say "host: fakenet get failed"; break; }
+		echo "host get: $line" | tee -a "$tmp/host.gets"
+	done
+	host_mbps=$(median_of MBps <"$tmp/host.gets")
 	;;
 esac
 
@@ -97,11 +104,16 @@ ours() {
 		--resolver 203.0.113.53) || { say "ours: sandboxctl create failed"; return 1; }
 	say "ours: sandbox $id"
 	timeout 300 "$ctl" cp "$fakenet" "$id:/tmp/fakenet" || { say "ours: cp fakenet failed"; return 1; }
-	# shellcheck disable=SC2086 # word lists
-	line=$(timeout 660 "$ctl" exec "$id" --timeout 600 -- /tmp/fakenet $get_args) ||
-		{ say "ours: fakenet get in the guest failed"; return 1; }
-	echo "ours get: $line"
-	ours_mbps=$(field MBps "$line")
+	i=0
+	: >"$tmp/ours.gets"
+	while [ $i -lt "$runs" ]; do
+		i=$((i + 1))
+		# shellcheck disable=SC2086 # word lists
+		line=$(timeout 660 "$ctl" exec "$id" --timeout 600 -- /tmp/fakenet $get_args) ||
+			{ say "ours: fakenet get in the guest failed"; return 1; }
+		echo "ours get: $line" | tee -a "$tmp/ours.gets"
+	done
+	ours_mbps=$(median_of MBps <"$tmp/ours.gets")
 	# shellcheck disable=SC2086 # word lists
 	line=$(timeout 660 "$ctl" exec "$id" --timeout 600 -- /tmp/fakenet $bench_args) ||
 		{ say "ours: fakenet connect-bench in the guest failed"; return 1; }
@@ -153,7 +165,9 @@ ip link set lo up
 ip link set eth0 up
 ip addr add 10.0.3.2/30 dev eth0
 ip route add default via 10.0.3.1
-if out=\$(fakenet $get_args); then echo "guest get: \$out"; else echo "guest get: failed"; fi
+for i in \$(seq $runs); do
+	if out=\$(fakenet $get_args); then echo "guest get: \$out"; else echo "guest get: failed"; fi
+done
 if out=\$(fakenet $bench_args); then echo "guest \$out"; else echo "guest connect-bench: failed \$out"; fi
 # The guest kernel has no ACPI, so microvm (acpi=off) cannot power it off: poweroff would
 # halt and leave QEMU running. A reboot ends both: reboot=t (QEMU) is a triple fault that
@@ -188,9 +202,10 @@ tap_guest() {
 	"$@" </dev/null >"$tmp/$leg.out" 2>&1 || say "$leg: exit status $?"
 	tap_down
 	tr -d '\r' <"$tmp/$leg.out" | sed -n "s/^guest /$leg /p"
-	line=$(tr -d '\r' <"$tmp/$leg.out" | grep '^guest get: bytes=') ||
-		{ say "$leg: no get figure; its console ends:"; tail -n 20 "$tmp/$leg.out" >&2; return 1; }
-	eval "${leg}_mbps=\$(field MBps \"\$line\")"
+	n=$(tr -d '\r' <"$tmp/$leg.out" | grep -c '^guest get: bytes=') || true
+	[ "$n" = "$runs" ] ||
+		{ say "$leg: $n of $runs gets; its console ends:"; tail -n 20 "$tmp/$leg.out" >&2; return 1; }
+	eval "${leg}_mbps=\$(tr -d '\r' <\"\$tmp/\$leg.out\" | grep '^guest get: bytes=' | median_of MBps)"
 	line=$(tr -d '\r' <"$tmp/$leg.out" | grep '^guest connect_ms ') ||
 		{ say "$leg: no connect figure; its console ends:"; tail -n 20 "$tmp/$leg.out" >&2; return 1; }
 	eval "${leg}_ms=\$(field median \"\$line\")"
@@ -220,5 +235,5 @@ esac
 [ -z "$failed" ] || die "failed:$failed"
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "-"; else printf "%.3f\n", a / b }'; }
 ms() { awk -v a="$1" 'BEGIN { if (a == "") print "-"; else printf "%.2f\n", a }'; }
-echo "net host_MBps=${host_mbps:--} ours_MBps=${ours_mbps:--} qemu_MBps=${qemu_mbps:--} direct_MBps=${direct_mbps:--} direct_connect_ms=$(ms "$direct_ms")"
+echo "net host_MBps=${host_mbps:--} ours_MBps=${ours_mbps:--} qemu_MBps=${qemu_mbps:--} direct_MBps=${direct_mbps:--} direct_connect_ms=$(ms "$direct_ms") ours_vs_qemu=$(ratio "$ours_mbps" "$qemu_mbps") connect_vs_qemu=$(ratio "$ours_ms" "$qemu_ms")"
 echo "net throughput_ratio=$(ratio "$ours_mbps" "$host_mbps") qemu_ratio=$(ratio "$qemu_mbps" "$host_mbps") connect_ms=$(ms "$ours_ms") qemu_connect_ms=$(ms "$qemu_ms")"
