@@ -242,7 +242,7 @@ static int main_load(struct proxy *px, char *err, size_t errlen)
 	if ((e = policy_load(px->pol, path, err, errlen)) < 0)
 		return e;
 	if (!px->pol->resolver)
-		return policy_errf(err, errlen, "%s: no resolver", path);
+		proxy_log("%s: no resolver: no name resolves", path);
 	if ((e = policy_host_addrs(px->pol)) < 0)
 		return policy_errf(err, errlen, "getifaddrs: %s", strerror(-e));
 	if (px->pol->ncreds) {
