@@ -1,16 +1,16 @@
 #!/bin/sh
 # The network benchmark (tools/dev bench net; docs/benchmarks.md, "net"), run where Linux
 # guests boot: natively, or inside the emulated KVM host (tools/dev picks). One run, against
-# the fake internet (tests/netfake/fakenet.sh: 203.0.113.10 serves HTTP), three legs:
-#   host  fakenet get of /bytes/SIZE from the namespace that runs the VMM (no VM, no proxy)
-#   ours  the same, and fakenet connect-bench, in a busybox sandbox made by sandboxctl create
-#         (--network proxy, the default policy): every byte through the sandbox's tap, its
-#         namespace's redirect and sandbox-proxy, which decides by the Host name
-#   qemu  the same two in a QEMU microvm guest (our guest kernel, a tiny initramfs made here:
-#         busybox + fakenet + /init, ending in reboot -f) on a tap (vhost=off) routed straight to the fake
-#         internet: no proxy, no namespace
+# the fake internet (tests/netfake/fakenet.sh: 203.0.113.10 serves HTTP), legs in this order:
+#   host    fakenet get of /bytes/SIZE from the namespace that runs the VMM (no VM, no proxy)
+#   ours    the same, and fakenet connect-bench, in a busybox sandbox made by sandboxctl
+#           create (--network proxy, the default policy): every byte through the sandbox's
+#           tap, its namespace's redirect and sandbox-proxy, which decides by the Host name
+#   qemu    the same two in a QEMU microvm guest (our guest kernel, a tiny initramfs made
+#           here: busybox + fakenet + /init, ending in reboot -f) on a tap (vhost=off)
+#           routed straight to the fake internet: no proxy, no namespace
 #   direct  for reference, not in the last line: our VMM (sandbox-vmm --net) on the same tap
-#         with the same initramfs, no proxy: splits ours-against-qemu into device and proxy
+#           with the same initramfs, no proxy: splits ours-against-qemu into device and proxy
 # Every transfer has a stall timeout (NET_BENCH_STALL s without a byte fails it) and every
 # step an overall timeout. Everything made here (fake internet, tap, sandboxes, files) is
 # removed at exit, failed or not. Raw figures on stdout and stderr; last line on stdout:
@@ -19,8 +19,8 @@
 # usage: net.sh BUILD_DIR KERNEL ROOTFS
 #   KERNEL: the guest bzImage; ROOTFS: the busybox root image (guest/image/busybox.sh)
 # Environment: NET_BENCH_BYTES (268435456), NET_BENCH_COUNT (connections, 30),
-# NET_BENCH_STALL (s, 20), NET_BENCH_RUNS (gets per leg, the median counts; 3), NET_BENCH_LEGS (words of host ours qemu direct;
-# default all four).
+# NET_BENCH_STALL (s, 20), NET_BENCH_RUNS (gets per leg, the median counts; 3),
+# NET_BENCH_LEGS (some of: host ours qemu direct; default all four).
 set -eu
 [ $# -eq 3 ] || { echo "usage: net.sh BUILD_DIR KERNEL ROOTFS" >&2; exit 2; }
 build=$1 kernel=$2 rootfs=$3
@@ -78,7 +78,7 @@ mkdir -p "$tmp/fake" "$SANDBOX_HOME"
 sh "$fakenet_sh" up "$tmp/fake" "$fakenet" || die "fakenet.sh up failed"
 
 failed=
-host_mbps= ours_mbps= ours_ms= qemu_mbps= qemu_ms= direct_mbps= direct_ms=
+host_mbps='' ours_mbps='' ours_ms='' qemu_mbps='' qemu_ms='' direct_mbps='' direct_ms=''
 
 # --- host: the namespace that runs the VMM, straight to the fake internet.
 case " $legs " in *" host "*)
@@ -198,7 +198,10 @@ tap_down() {
 tap_guest() {
 	leg=$1
 	shift
-	guest_initramfs && tap_up || { tap_down; return 1; }
+	if ! guest_initramfs || ! tap_up; then
+		tap_down
+		return 1
+	fi
 	"$@" </dev/null >"$tmp/$leg.out" 2>&1 || say "$leg: exit status $?"
 	tap_down
 	tr -d '\r' <"$tmp/$leg.out" | sed -n "s/^guest /$leg /p"
