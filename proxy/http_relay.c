@@ -10,6 +10,7 @@
  * by a second thread.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -24,6 +25,7 @@
 #define HR_BUF		(HTTP1_HEAD_MAX + 4096)
 #define HR_TRAILERS_MAX 64
 #define HR_DOWN_BUF	(128u << 10)
+#define HR_SPLICE_PIPE	(1u << 20) /* asked of the pipe; the kernel may give less */
 
 struct hr {
 	int gfd, ufd;
@@ -244,11 +246,61 @@ struct hr_down {
 	uint64_t *down;
 };
 
+/*
+ * Upstream to guest through a pipe with splice(2): the bytes never come up to user space
+ * (the throughput of the relay, measured by tools/dev bench net). 1 when the pipe could not
+ * be made (hr_downstream then copies), else 0 once either side ended.
+ */
+static int hr_splice(struct hr_down *d)
+{
+	int p[2];
+
+	if (pipe2(p, O_NONBLOCK | O_CLOEXEC) < 0)
+		return 1;
+	(void)fcntl(p[1], F_SETPIPE_SZ, HR_SPLICE_PIPE);
+	for (;;) {
+		ssize_t n = splice(d->from, NULL, p[1], NULL, HR_SPLICE_PIPE,
+				   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+
+		if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+			if (hr_wait(d->from, POLLIN, d->idle_ms) < 0)
+				break;
+			continue;
+		}
+		if (n <= 0)
+			break;
+		while (n > 0) {
+			ssize_t k = splice(p[0], NULL, d->to, NULL, (size_t)n,
+					   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+
+			if (k < 0 && (errno == EAGAIN || errno == EINTR)) {
+				if (hr_wait(d->to, POLLOUT, d->idle_ms) < 0)
+					goto out;
+				continue;
+			}
+			if (k <= 0)
+				goto out;
+			n -= k;
+			*d->down += (uint64_t)k;
+		}
+	}
+out:
+	close(p[0]);
+	close(p[1]);
+	return 0;
+}
+
 /* Upstream to guest, as it comes, until upstream ends (then the guest's write side ends). */
 static void *hr_downstream(void *arg)
 {
 	struct hr_down *d = arg;
-	char *buf = malloc(HR_DOWN_BUF);
+	char *buf;
+
+	if (hr_splice(d) == 0) {
+		shutdown(d->to, SHUT_WR);
+		return NULL;
+	}
+	buf = malloc(HR_DOWN_BUF);
 
 	while (buf) {
 		ssize_t n = recv(d->from, buf, HR_DOWN_BUF, MSG_DONTWAIT);
