@@ -100,8 +100,10 @@ esac
 ours() {
 	"$ctl" images import busybox --kernel "$kernel" --initrd "$build/guest/initramfs.cpio" \
 		--rootfs "$rootfs" >/dev/null || { say "ours: images import failed"; return 1; }
+	# The console outside the sandbox's directory: a failed create removes that.
 	id=$(timeout 300 "$ctl" create --image busybox --memory 256 --timeout 240 \
-		--resolver 203.0.113.53) || { say "ours: sandboxctl create failed"; return 1; }
+		--console "$tmp/ours-console.log" --resolver 203.0.113.53) ||
+		{ say "ours: sandboxctl create failed (status $?)"; return 1; }
 	say "ours: sandbox $id"
 	timeout 300 "$ctl" cp "$fakenet" "$id:/tmp/fakenet" || { say "ours: cp fakenet failed"; return 1; }
 	i=0
@@ -124,11 +126,10 @@ ours() {
 case " $legs " in *" ours "*)
 	if ! ours; then
 		failed="$failed ours"
-		for d in "$SANDBOX_HOME"/sandboxes/*; do
-			[ -f "$d/console.log" ] || continue
-			say "ours: the console of ${d##*/} ends:"
-			tail -n 15 "$d/console.log" >&2
-		done
+		[ ! -s "$tmp/ours-console.log" ] || {
+			say "ours: the sandbox's console ends:"
+			tail -n 15 "$tmp/ours-console.log" >&2
+		}
 		[ ! -s "$tmp/fake/web10-http.log" ] || {
 			say "ours: the fake web server's log ends:"
 			tail -n 8 "$tmp/fake/web10-http.log" >&2
