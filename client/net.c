@@ -193,8 +193,26 @@ static int net_make_tap(int sock)
 	return 0;
 }
 
+/* Written "1": no IPv6 at all. A new namespace copies the host's IPv4 settings, so a host
+ * that forwards (any Docker host) would give it forwarding too: off, besides the forward
+ * chain's drop. */
 static const char *const no_ipv6[] = {"/proc/sys/net/ipv6/conf/all/disable_ipv6",
-				       "/proc/sys/net/ipv6/conf/default/disable_ipv6"};
+				      "/proc/sys/net/ipv6/conf/default/disable_ipv6"};
+static const char *const no_forwarding[] = {"/proc/sys/net/ipv4/ip_forward",
+					    "/proc/sys/net/ipv4/conf/all/forwarding",
+					    "/proc/sys/net/ipv4/conf/default/forwarding"};
+
+static void net_sysctl(const char *const *paths, size_t n, const char *val)
+{
+	for (size_t i = 0; i < n; i++) {
+		int fd = open(paths[i], O_WRONLY | O_CLOEXEC);
+
+		if (fd >= 0) {
+			(void)!write(fd, val, strlen(val));
+			close(fd);
+		}
+	}
+}
 
 /* In the child, in the new namespace: lo, tap0, its address, the ruleset. */
 static int net_configure(void)
@@ -204,14 +222,8 @@ static int net_configure(void)
 
 	/* No IPv6 in the namespace at all (the L2 filter drops it too): no link-local
 	 * address on the tap for a guest to talk to. */
-	for (size_t i = 0; i < sizeof(no_ipv6) / sizeof(no_ipv6[0]); i++) {
-		int fd = open(no_ipv6[i], O_WRONLY | O_CLOEXEC);
-
-		if (fd >= 0) {
-			(void)!write(fd, "1\n", 2);
-			close(fd);
-		}
-	}
+	net_sysctl(no_ipv6, sizeof(no_ipv6) / sizeof(no_ipv6[0]), "1\n");
+	net_sysctl(no_forwarding, sizeof(no_forwarding) / sizeof(no_forwarding[0]), "0\n");
 	sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (sock < 0)
 		return -errno;

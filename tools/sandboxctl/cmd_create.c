@@ -543,7 +543,7 @@ int create_net_install_ca(const struct sandbox *sb)
 	struct agent_conn c;
 	int err;
 
-	if ((err = agent_connect(sb, 10000, &c)) == 0) {
+	if ((err = agent_connect(sb, 30000, &c)) == 0) {
 		err = proxy_install_ca(sb, &c);
 		agent_close(&c);
 	}
