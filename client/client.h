@@ -52,6 +52,11 @@ int write_all(int fd, const void *buf, size_t len) __must_check;
 void print_tail(const char *path, unsigned nlines);
 /* Remove a directory of plain files (a sandbox's or an image's: neither has subdirectories). */
 void remove_flat_dir(const char *path);
+/* One of our programs: $`env`, else the build tree's (build/`build_dir`/`name`, beside
+ * build/tools/<this program>/), else one installed beside this program, else `name` for
+ * execvp's PATH search. */
+int program_find(const char *env, const char *build_dir, const char *name, char *out,
+		 size_t len) __must_check;
 /* snprintf that reports truncation as -ENAMETOOLONG. */
 int path_fmt(char *out, size_t len, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4))) __must_check;

@@ -29,29 +29,7 @@
 
 int proxy_binary(char *out, size_t len)
 {
-	const char *env = getenv("SANDBOX_PROXY");
-	char self[PATH_MAX];
-	ssize_t n;
-	char *slash;
-
-	if (env && *env)
-		return path_fmt(out, len, "%s", env);
-	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (n > 0) {
-		self[n] = '\0';
-		slash = strrchr(self, '/');
-		if (slash) {
-			*slash = '\0';
-			/* the build tree: build/tools/<prog>/ beside build/proxy/ */
-			if (path_fmt(out, len, "%s/../../proxy/sandbox-proxy", self) == 0 &&
-			    access(out, X_OK) == 0)
-				return 0;
-			if (path_fmt(out, len, "%s/sandbox-proxy", self) == 0 &&
-			    access(out, X_OK) == 0)
-				return 0;
-		}
-	}
-	return path_fmt(out, len, "sandbox-proxy");
+	return program_find("SANDBOX_PROXY", "proxy", "sandbox-proxy", out, len);
 }
 
 /* Fork and exec the proxy with `argv` (argv[0] is filled in), stdin /dev/null, stdout and

@@ -260,3 +260,29 @@ void remove_flat_dir(const char *path)
 	closedir(d);
 	rmdir(path);
 }
+
+int program_find(const char *env, const char *build_dir, const char *name, char *out, size_t len)
+{
+	const char *v = getenv(env);
+	char self[PATH_MAX];
+	ssize_t n;
+	char *slash;
+
+	if (v && *v)
+		return path_fmt(out, len, "%s", v);
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n > 0) {
+		self[n] = '\0';
+		slash = strrchr(self, '/');
+		if (slash) {
+			*slash = '\0';
+			/* the build tree: build/tools/<prog>/ beside build/<build_dir>/ */
+			if (path_fmt(out, len, "%s/../../%s/%s", self, build_dir, name) == 0 &&
+			    access(out, X_OK) == 0)
+				return 0;
+			if (path_fmt(out, len, "%s/%s", self, name) == 0 && access(out, X_OK) == 0)
+				return 0;
+		}
+	}
+	return path_fmt(out, len, "%s", name);
+}

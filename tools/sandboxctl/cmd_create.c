@@ -74,28 +74,7 @@ static const char create_usage[] =
  * installed one beside us, else "sandbox-vmm" for execvp's PATH search. */
 static int find_vmm(char *out, size_t len)
 {
-	const char *env = getenv("SANDBOX_VMM");
-	char self[PATH_MAX];
-	ssize_t n;
-	char *slash;
-
-	if (env && *env)
-		return path_fmt(out, len, "%s", env);
-	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (n > 0) {
-		self[n] = '\0';
-		slash = strrchr(self, '/');
-		if (slash) {
-			*slash = '\0';
-			if (path_fmt(out, len, "%s/../../vmm/sandbox-vmm", self) == 0 &&
-			    access(out, X_OK) == 0)
-				return 0;
-			if (path_fmt(out, len, "%s/sandbox-vmm", self) == 0 &&
-			    access(out, X_OK) == 0)
-				return 0;
-		}
-	}
-	return path_fmt(out, len, "sandbox-vmm");
+	return program_find("SANDBOX_VMM", "vmm", "sandbox-vmm", out, len);
 }
 
 static int new_id(char id[ID_LEN + 1])
