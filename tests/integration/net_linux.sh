@@ -198,6 +198,14 @@ inner() {
 	check "the audit log says the budget ran out" sh -c "'$ctl' net log $b | grep -q 'egress budget'"
 	"$ctl" rm -f "$b" >/dev/null
 
+	# --network none: no NIC at all, no namespace, no proxy.
+	n=$("$ctl" create --image debian --memory 256 --timeout 120 --network none) ||
+		fail "create --network none (status $?)"
+	check "--network none gives the guest no NIC" sh -c "[ \"\$('$ctl' exec $n -- ls /sys/class/net)\" = lo ]"
+	check "and the host no namespace or proxy for it" sh -c "[ ! -e /run/netns/sbx-$n ] &&
+		[ ! -e '$SANDBOX_HOME/sandboxes/$n/proxy.pid' ]"
+	"$ctl" rm -f "$n" >/dev/null
+
 	# A dead proxy means no network, never an open one.
 	kill "$(cat "$SANDBOX_HOME/sandboxes/$id/proxy.pid")"
 	sleep 1
