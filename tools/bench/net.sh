@@ -214,15 +214,34 @@ tap_guest() {
 		{ say "$leg: no connect figure; its console ends:"; tail -n 20 "$tmp/$leg.out" >&2; return 1; }
 	eval "${leg}_ms=\$(field median \"\$line\")"
 }
+# In the emulated host our VMM runs pinned to L1's last CPU, every thread on it
+# (tools/devhost/vmm-pinned: a nested vCPU that migrates there triple-faults now and then).
+# The qemu leg of the last line runs QEMU on that same one CPU, so both VMMs have the same
+# machine; qemufree, QEMU free on every CPU, is printed for reference.
+pin_cpu=
+if [ -n "${DEVHOST:-}" ]; then
+	pin_cpu=$(($(nproc) - 1))
+fi
+qemu_pin() {
+	if [ -n "$pin_cpu" ]; then taskset -c "$pin_cpu" "$@"; else "$@"; fi
+}
 case " $legs " in *" qemu "*)
 	# The command line of the other QEMU comparisons (tools/bench/sandbox.sh, bench boot);
 	# microvm appends its virtio_mmio.device= words itself.
-	tap_guest qemu timeout 600 qemu-system-x86_64 -M microvm,acpi=off -accel kvm -cpu host \
+	tap_guest qemu qemu_pin timeout 600 qemu-system-x86_64 -M microvm,acpi=off -accel kvm -cpu host \
 		-m 256 -smp 1 -nodefaults -no-user-config -nographic -no-reboot -serial stdio \
 		-kernel "$kernel" -initrd "$tmp/net-initramfs.cpio" \
 		-append 'console=ttyS0 reboot=t panic=-1 quiet rdinit=/init' \
 		-netdev tap,id=n0,ifname=qtap0,script=no,downscript=no,vhost=off \
 		-device virtio-net-device,netdev=n0 || failed="$failed qemu"
+	if [ -n "$pin_cpu" ]; then
+		tap_guest qemufree timeout 600 qemu-system-x86_64 -M microvm,acpi=off -accel kvm \
+			-cpu host -m 256 -smp 1 -nodefaults -no-user-config -nographic -no-reboot \
+			-serial stdio -kernel "$kernel" -initrd "$tmp/net-initramfs.cpio" \
+			-append 'console=ttyS0 reboot=t panic=-1 quiet rdinit=/init' \
+			-netdev tap,id=n0,ifname=qtap0,script=no,downscript=no,vhost=off \
+			-device virtio-net-device,netdev=n0 || failed="$failed qemufree"
+	fi
 	;;
 esac
 # For reference (not in the last line): our VMM's virtio-net on the same tap, no proxy, so
@@ -239,5 +258,5 @@ esac
 [ -z "$failed" ] || die "failed:$failed"
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "-"; else printf "%.3f\n", a / b }'; }
 ms() { awk -v a="$1" 'BEGIN { if (a == "") print "-"; else printf "%.2f\n", a }'; }
-echo "net host_MBps=${host_mbps:--} ours_MBps=${ours_mbps:--} qemu_MBps=${qemu_mbps:--} direct_MBps=${direct_mbps:--} direct_connect_ms=$(ms "$direct_ms") ours_vs_qemu=$(ratio "$ours_mbps" "$qemu_mbps") connect_vs_qemu=$(ratio "$ours_ms" "$qemu_ms")"
+echo "net host_MBps=${host_mbps:--} ours_MBps=${ours_mbps:--} qemu_MBps=${qemu_mbps:--} qemufree_MBps=${qemufree_mbps:--} qemufree_connect_ms=$(ms "${qemufree_ms:-}") direct_MBps=${direct_mbps:--} direct_connect_ms=$(ms "$direct_ms") ours_vs_qemu=$(ratio "$ours_mbps" "$qemu_mbps") connect_vs_qemu=$(ratio "$ours_ms" "$qemu_ms")"
 echo "net throughput_ratio=$(ratio "$ours_mbps" "$host_mbps") qemu_ratio=$(ratio "$qemu_mbps" "$host_mbps") connect_ms=$(ms "$ours_ms") qemu_connect_ms=$(ms "$qemu_ms")"
