@@ -1,6 +1,6 @@
 #!/bin/bash
 # Build and run the libFuzzer targets for a while; not part of the default test suite.
-# usage: tests/fuzz/run.sh [SECONDS] [TARGET]   (defaults: 60 s, virtq; or proto, snapstate)
+# usage: tests/fuzz/run.sh [SECONDS] [TARGET]   (defaults: 60 s, virtq; or proto, snapstate, proxy)
 #
 # Needs clang and its fuzzer runtime (Debian: apt-get install clang libclang-rt-14-dev). The
 # target is compiled here directly with clang, so the default gcc build is left alone. Output
@@ -26,6 +26,12 @@ snapstate)
 	mapfile -t srcs < <(ls "$root"/vmm/*.c "$root"/vmm/virtio/*.c | grep -v '/main\.c$')
 	libs=(-Wl,--wrap=ioctl -luring -lcrypto -lfdt -lpthread)
 	extra=(-Wno-gnu-variable-sized-type-not-at-end) # vcpu.c's one-MSR struct, fine for gcc
+	;;
+proxy)
+	# The proxy's parsers of guest and upstream bytes (all of proxy/ but main.c).
+	mapfile -t srcs < <(ls "$root"/proxy/*.c | grep -v '/main\.c$')
+	libs=(-lssl -lcrypto -lyaml -lpthread)
+	extra=(-I"$root/proxy")
 	;;
 *)
 	echo "unknown fuzz target: $target" >&2
