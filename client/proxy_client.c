@@ -158,21 +158,21 @@ static int write_pid(const struct sandbox *sb, const char *file, pid_t pid)
 	return write_file_atomic(path, buf, (size_t)n, 0600);
 }
 
-int proxy_start(const struct sandbox *sb)
+/* Spawn the proxy with `argv` (argv[0] filled in; the last two words are "--ready-fd" and a
+ * buffer for the fd's number) as a daemon logging to `log`, and wait until it says "ready".
+ * On failure it is gone. */
+static int proxy_spawn_ready(char **argv, unsigned argc, const char *log, pid_t *out)
 {
-	char ns[256], log[4200], fdarg[16];
-	char *argv[] = {NULL, "run", (char *)sb->dir, "--netns", ns, "--ready-fd", fdarg, NULL};
+	static char fdarg[16];
 	struct pollfd pfd;
 	char buf[16];
 	int p[2], err, status;
 	pid_t pid;
 
-	if ((err = net_ns_path(sb, ns, sizeof(ns))) < 0 ||
-	    (err = sandbox_path(sb, "proxy.log", log, sizeof(log))) < 0)
-		return err;
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return -errno;
 	snprintf(fdarg, sizeof(fdarg), "%d", p[1]);
+	argv[argc - 1] = fdarg;
 	err = proxy_spawn(argv, log, true, p[1], &pid);
 	close(p[1]);
 	if (err < 0) {
@@ -187,9 +187,27 @@ int proxy_start(const struct sandbox *sb)
 		err = n >= 6 && memcmp(buf, "ready\n", 6) == 0 ? 0 : -EIO;
 	}
 	close(p[0]);
-	if (err == 0 && (err = write_pid(sb, "proxy.pid", pid)) == 0)
+	if (err == 0) {
+		*out = pid;
 		return 0;
+	}
 	if (waitpid(pid, &status, WNOHANG) == 0)
+		proxy_kill(pid);
+	return err;
+}
+
+int proxy_start(const struct sandbox *sb)
+{
+	char ns[256], log[4200];
+	char *argv[] = {NULL, "run", (char *)sb->dir, "--netns", ns, "--ready-fd", NULL, NULL};
+	pid_t pid;
+	int err;
+
+	if ((err = net_ns_path(sb, ns, sizeof(ns))) < 0 ||
+	    (err = sandbox_path(sb, "proxy.log", log, sizeof(log))) < 0 ||
+	    (err = proxy_spawn_ready(argv, 7, log, &pid)) < 0)
+		return err;
+	if ((err = write_pid(sb, "proxy.pid", pid)) < 0)
 		proxy_kill(pid);
 	return err;
 }
@@ -234,7 +252,8 @@ int proxy_forward(const struct sandbox *sb, unsigned guest_port, unsigned host_p
 {
 	char ns[256], log[4200], listen[64], to[64], file[32];
 	/* Its command line names the namespace, and so the sandbox (proxy_pid_of). */
-	char *argv[] = {NULL, "forward", "--netns", ns, "--listen", listen, "--to", to, NULL};
+	char *argv[] = {NULL,	"forward", "--netns",	 ns,   "--listen", listen,
+			"--to", to,	   "--ready-fd", NULL, NULL};
 	pid_t pid;
 	int err;
 
@@ -248,9 +267,16 @@ int proxy_forward(const struct sandbox *sb, unsigned guest_port, unsigned host_p
 		return err;
 	if ((err = net_forward_port(sb, guest_port, true)) < 0)
 		return err;
-	if ((err = proxy_spawn(argv, log, true, -1, &pid)) < 0)
+	/* Listening before this returns: the caller may connect at once. */
+	if ((err = proxy_spawn_ready(argv, 10, log, &pid)) < 0) {
+		if (net_forward_port(sb, guest_port, false) < 0) {
+			/* the port stays open to the namespace, with nothing listening */
+		}
 		return err;
-	return write_pid(sb, file, pid);
+	}
+	if ((err = write_pid(sb, file, pid)) < 0)
+		proxy_kill(pid);
+	return err;
 }
 
 /* The guest's system bundle, when it has one, with the sandbox's CA appended. */

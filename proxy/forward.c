@@ -58,7 +58,7 @@ static void *forward_thread(void *arg)
 	return NULL;
 }
 
-int forward_run(const char *netns_path, const char *listen_at, const char *to)
+int forward_run(const char *netns_path, const char *listen_at, const char *to, int ready_fd)
 {
 	static struct forward f;
 	struct sockaddr_storage la;
@@ -85,6 +85,11 @@ int forward_run(const char *netns_path, const char *listen_at, const char *to)
 		return -errno;
 	}
 	signal(SIGPIPE, SIG_IGN);
+	if (ready_fd >= 0) {
+		if (proxy_write_all(ready_fd, "ready\n", 6) < 0)
+			proxy_log("--ready-fd %d: %s", ready_fd, strerror(errno));
+		close(ready_fd);
+	}
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&attr, 256 << 10);

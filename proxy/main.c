@@ -385,12 +385,15 @@ static int cmd_run(int argc, char **argv)
 static int cmd_forward(int argc, char **argv)
 {
 	const char *netns = NULL, *listen_at = NULL, *to = NULL;
+	int ready_fd = -1;
 
 	for (int i = 1; i < argc; i++) {
 		if (i + 1 >= argc)
 			return main_usage("forward: an option lacks its value");
 		if (strcmp(argv[i], "--netns") == 0)
 			netns = argv[++i];
+		else if (strcmp(argv[i], "--ready-fd") == 0)
+			ready_fd = atoi(argv[++i]);
 		else if (strcmp(argv[i], "--listen") == 0)
 			listen_at = argv[++i];
 		else if (strcmp(argv[i], "--to") == 0)
@@ -400,7 +403,7 @@ static int cmd_forward(int argc, char **argv)
 	}
 	if (!netns || !listen_at || !to)
 		return main_usage("forward: --netns, --listen and --to are needed");
-	return forward_run(netns, listen_at, to) < 0 ? PROXY_EXIT_ERR : 0;
+	return forward_run(netns, listen_at, to, ready_fd) < 0 ? PROXY_EXIT_ERR : 0;
 }
 
 int main(int argc, char **argv)

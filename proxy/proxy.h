@@ -343,7 +343,9 @@ int conn_connect(const struct sockaddr *sa, socklen_t len, unsigned ms, int *out
 /* ---- forward.c ---- */
 
 /* `forward`: accept on `listen` (the host's loopback), connect to `to` from inside the
- * namespace `netns_path`, relay. Returns only on a setup error (the message printed). */
-int forward_run(const char *netns_path, const char *listen, const char *to) __must_check;
+ * namespace `netns_path`, relay; "ready\n" on `ready_fd` (when >= 0) once it listens.
+ * Returns only on a setup error (the message printed). */
+int forward_run(const char *netns_path, const char *listen, const char *to,
+		int ready_fd) __must_check;
 
 #endif

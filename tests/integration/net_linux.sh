@@ -174,7 +174,11 @@ inner() {
 
 	# Inbound: a port of the guest on the host's loopback.
 	"$ctl" exec "$id" -- sh -c 'cd /root && (python3 -m http.server 8000 >/dev/null 2>&1 &)'
-	sleep 2
+	"$ctl" exec "$id" -- python3 -c 'import socket, time
+for i in range(100):
+    try:
+        socket.create_connection(("127.0.0.1", 8000), 1).close(); break
+    except OSError: time.sleep(0.2)' || fail "the guest's web server did not start"
 	check "port forwards the host's loopback to the guest" sh -c "'$ctl' port $id 8000 18000 &&
 		'$fakenet' client --connect 127.0.0.1:18000 \
 		--send 'GET /net_probe.py HTTP/1.0\\r\\n\\r\\n' | grep -q 'hostile guest'" 

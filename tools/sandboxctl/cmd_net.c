@@ -162,8 +162,12 @@ int cmd_port(int argc, char **argv)
 		return EXIT_ERR;
 	}
 	if (err < 0) {
+		char log[4200];
+
 		errmsg("%s: cannot forward port %llu: %s", sb.id, (unsigned long long)guest,
 		       strerror(-err));
+		if (sandbox_path(&sb, "proxy.log", log, sizeof(log)) == 0)
+			print_tail(log, 3); /* "listen on 127.0.0.1:N: Address in use" */
 		return EXIT_ERR;
 	}
 	printf("127.0.0.1:%llu\n", (unsigned long long)host);
