@@ -84,6 +84,7 @@ inner() {
 	export TEST_SECRET
 	id=$("$ctl" create --image debian --memory 384 --timeout 120 --deny-all \
 		--allow example.test --allow '*.example.test' --allow www.allowed.test \
+		--deny b.a.example.test \
 		--allow private.test --allow-port 80 --allow-port 443 --allow-port 2222 \
 		--credential api.example.test:Authorization=TEST_SECRET \
 		--resolver 203.0.113.53 --ca-file "$fake/ca.pem") || fail "create (status $?)"
@@ -104,6 +105,10 @@ inner() {
 		sh -c "'$ctl' exec $id -- python3 /root/net_probe.py tcp www.allowed.test 2222 | grep -q 'got: SSH'"
 	refuse "a name not on the allow list (denied.test)" curl_g http://denied.test/echo
 	check "the audit log says why denied.test was refused" audit_says '"name":"denied.test".*"decision":"deny"'
+	refuse "a name on the deny list, under an allowed wildcard (b.a.example.test)" \
+		curl_g http://b.a.example.test/echo
+	check "the audit log says the deny list refused it" \
+		audit_says '"name":"b.a.example.test".*"decision":"deny".*"rule":"deny b.a.example.test'
 	refuse "*.example.test does not match example.test.evil" curl_g http://example.test.evil/echo
 	check "the fake DNS never saw denied.test" never_saw "$dnslog" 'denied.test'
 
