@@ -26,13 +26,21 @@
 #define SPEC_MAX_LEN   (1u << 20)
 #define SPEC_MAX_STEPS 1000
 #define SPEC_MAX_ENV   256
+/* What the spec's strings may add up to once copied out. Aliases are read by reference, so a
+ * 1 MiB spec of `steps: [*big, *big, ...]` would otherwise copy its 1 MiB script per step
+ * (~1 GiB for 1000 steps). */
+#define SPEC_MAX_COPY  (4u << 20)
 
 struct spec_parse {
 	const char *path;
 	yaml_document_t *doc;
 	char *err;
 	size_t err_len;
+	size_t copied; /* bytes of strings copied out of the document */
 };
+
+/* Charge `len` bytes of copied text to the spec: -E2BIG (after the error) past SPEC_MAX_COPY. */
+static int spec_charge(struct spec_parse *p, const yaml_node_t *n, size_t len);
 
 static int spec_fail(struct spec_parse *p, const yaml_node_t *n, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -48,6 +56,18 @@ static int spec_fail(struct spec_parse *p, const yaml_node_t *n, const char *fmt
 	snprintf(p->err, p->err_len, "%s:%zu:%zu: %s", p->path, n ? n->start_mark.line + 1 : 1,
 		 n ? n->start_mark.column + 1 : 1, msg);
 	return -EINVAL;
+}
+
+static int spec_charge(struct spec_parse *p, const yaml_node_t *n, size_t len)
+{
+	if (len > SPEC_MAX_COPY - p->copied) {
+		spec_fail(p, n,
+			  "the spec's strings add up to more than %u MiB (aliases repeat them)",
+			  SPEC_MAX_COPY >> 20);
+		return -E2BIG;
+	}
+	p->copied += len;
+	return 0;
 }
 
 /* The scalar's text, or NULL (after the error) when `n` is not a scalar. */
@@ -83,6 +103,8 @@ static int spec_string(struct spec_parse *p, const yaml_node_t *n, const char *w
 
 	if (!s)
 		return -EINVAL;
+	if (spec_charge(p, n, strlen(s) + 1) < 0)
+		return -EINVAL;
 	free(*out);
 	*out = strdup(s);
 	return *out ? 0 : -ENOMEM;
@@ -105,6 +127,8 @@ static int spec_env(struct spec_parse *p, const yaml_node_t *n, struct jobspec *
 			return spec_fail(p, k, "env: '%.40s' is not a variable name", key);
 		if (js->nenv == SPEC_MAX_ENV)
 			return spec_fail(p, k, "env: at most %d variables", SPEC_MAX_ENV);
+		if (spec_charge(p, v, strlen(key) + strlen(val) + 2) < 0)
+			return -EINVAL;
 		if (asprintf(&e, "%s=%s", key, val) < 0)
 			return -ENOMEM;
 		js->env[js->nenv++] = e;
