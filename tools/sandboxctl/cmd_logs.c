@@ -2,6 +2,7 @@
 /* sandboxctl logs ID: the sandbox's console (the guest's serial output and the VMM's log). */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -37,9 +38,22 @@ int cmd_logs(int argc, char **argv)
 		errmsg("%s: no console log (%s)", sb.id, strerror(errno));
 		return EXIT_ERR;
 	}
-	while ((n = read(fd, buf, sizeof(buf))) > 0)
+	/* The console is the guest's text: on a terminal its escape sequences would be the
+	 * terminal's commands, so control bytes but tab and newline show as '?' there. Into a
+	 * pipe or a file the bytes go as they are. */
+	bool tty = isatty(STDOUT_FILENO);
+
+	while ((n = read(fd, buf, sizeof(buf))) > 0) {
+		if (tty)
+			for (ssize_t i = 0; i < n; i++) {
+				unsigned char c = (unsigned char)buf[i];
+
+				if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f)
+					buf[i] = '?';
+			}
 		if (write_all(STDOUT_FILENO, buf, (size_t)n) < 0)
 			break;
+	}
 	close(fd);
 	return n < 0 ? EXIT_ERR : EXIT_OK;
 }
