@@ -7,9 +7,11 @@
  * changes the VMM's exit status.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "payload_abi.h"
@@ -65,6 +67,9 @@ struct serial {
 	char line[SERIAL_LINE_MAX];
 	size_t line_len;
 	struct log_ratelimit write_rl;
+	uint64_t out_len; /* the output file's size (when a file) plus what we wrote */
+	uint64_t out_max; /* beyond it the guest's bytes are dropped (one notice says so) */
+	bool out_capped;
 };
 
 static uint8_t serial_iir(const struct serial *s)
@@ -107,11 +112,29 @@ static void serial_transmit(struct serial *s, uint8_t byte)
 		s->rx_full = true;
 		return;
 	}
-	do
-		n = write(s->out_fd, &byte, 1);
-	while (n < 0 && errno == EINTR);
-	if (n < 0 && log_ratelimit_ok(&s->write_rl, 1))
-		log_warn("serial: console write: %s", strerror(errno));
+	/* The guest decides how much it prints: the console file stops growing at out_max. */
+	if (s->out_len >= s->out_max) {
+		if (!s->out_capped) {
+			char note[128];
+			int len = snprintf(
+				note, sizeof(note),
+				"\n[sandbox-vmm: console output beyond %llu bytes dropped]\n",
+				(unsigned long long)s->out_max);
+
+			s->out_capped = true;
+			if (write(s->out_fd, note, (size_t)len) < 0) {
+				/* as below: the guest goes on either way */
+			}
+		}
+	} else {
+		do
+			n = write(s->out_fd, &byte, 1);
+		while (n < 0 && errno == EINTR);
+		if (n < 0 && log_ratelimit_ok(&s->write_rl, 1))
+			log_warn("serial: console write: %s", strerror(errno));
+		if (n > 0)
+			s->out_len++;
+	}
 	if (byte == '\n' || s->line_len == SERIAL_LINE_MAX - 1)
 		serial_scan_line(s);
 	else
@@ -217,15 +240,26 @@ static void serial_access(void *opaque, uint64_t offset, uint8_t *data, uint32_t
 	pthread_mutex_unlock(&s->lock);
 }
 
+void serial_set_output_max(struct serial *s, uint64_t bytes)
+{
+	pthread_mutex_lock(&s->lock);
+	s->out_max = bytes;
+	pthread_mutex_unlock(&s->lock);
+}
+
 int serial_create(struct vm *vm, int out_fd, struct serial **out)
 {
 	struct serial *s = calloc(1, sizeof(*s));
+	struct stat st;
 	int err;
 
 	if (!s)
 		return -ENOMEM;
 	s->vm = vm;
 	s->out_fd = out_fd;
+	s->out_max = SERIAL_OUT_MAX;
+	if (fstat(out_fd, &st) == 0 && S_ISREG(st.st_mode))
+		s->out_len = (uint64_t)st.st_size;
 	s->mcr = UART_MCR_OUT2;
 	pthread_mutex_init(&s->lock, NULL);
 	/* The same registers at the port Linux knows and at the MMIO window payloads use. */

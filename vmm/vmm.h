@@ -425,9 +425,13 @@ void vcpu_destroy(struct vcpu *vcpu);
 
 /* ---- serial.c: an 8250 UART at 0x3f8, IRQ 4, transmit only ---- */
 
-/* The output fd receives every byte the guest transmits; the VM's panic flag is set when the
- * console shows a kernel panic. */
+/* The output fd receives every byte the guest transmits, until the file (its size at create
+ * plus what was written) reaches SERIAL_OUT_MAX: later bytes are dropped after one notice
+ * line. The VM's panic flag is set when the console shows a kernel panic (also past the cap). */
+#define SERIAL_OUT_MAX (64ull << 20)
 int serial_create(struct vm *vm, int out_fd, struct serial **out) __must_check;
+/* Another cap than SERIAL_OUT_MAX (tests). */
+void serial_set_output_max(struct serial *s, uint64_t bytes);
 void serial_destroy(struct serial *s);
 
 /* The registers as node "serial" of a snapshot, and back (serial_load checks them). */

@@ -116,3 +116,25 @@ Test(serial, payload_mmio_window)
 	cr_assert(eq(int, (int)read(pipe_fds[0], buf, sizeof(buf)), 1));
 	cr_assert(eq(chr, buf[0], 'm'));
 }
+
+/* The guest decides how much it prints; the console stops at the cap with one notice line, and
+ * a panic past the cap is still seen. */
+Test(serial, output_is_capped)
+{
+	char buf[512] = {0};
+	ssize_t n;
+
+	serial_set_output_max(s, 8);
+	put("12345678");
+	put("overflow\n");
+	put("more\n");
+	n = read(pipe_fds[0], buf, sizeof(buf) - 1);
+	cr_assert(gt(int, (int)n, 8));
+	cr_assert(
+		eq(ptr, strstr(buf, "12345678\n[sandbox-vmm: console output beyond 8 bytes"), buf),
+		"%s", buf);
+	cr_assert(eq(ptr, strstr(buf, "overflow"), NULL), "%s", buf);
+	cr_assert(eq(ptr, strstr(buf + 9, "more"), NULL), "%s", buf);
+	put("Kernel panic - not syncing: x\n");
+	cr_assert(atomic_load(&vm.guest_panicked));
+}

@@ -93,6 +93,20 @@ static int name_taken(const struct sandbox *sb, void *opaque)
 	return strcmp(sb->name, opaque) == 0 ? -EEXIST : 0;
 }
 
+/* The VMM stops writing the console at SERIAL_OUT_MAX (vmm.h: 64 MiB): a console.log past
+ * half of that becomes console.log.1 (replacing the one before) before a VMM starts, so every
+ * start of a long-lived sandbox has room to log. */
+static void console_rotate(const char *path)
+{
+	char old[4300];
+	struct stat st;
+
+	if (stat(path, &st) < 0 || st.st_size < (off_t)(32u << 20) ||
+	    snprintf(old, sizeof(old), "%s.1", path) >= (int)sizeof(old))
+		return;
+	(void)rename(path, old);
+}
+
 /* Start the VMM in its own session with stdin /dev/null and stdout/stderr to `console`:
  * booting the image's kernel, or (src) restoring a snapshot. */
 static int spawn_vmm(const struct sandbox *sb, const char *console_opt, const struct boot_src *src,
@@ -117,6 +131,8 @@ static int spawn_vmm(const struct sandbox *sb, const char *console_opt, const st
 		err = sandbox_path(sb, "console.log", console, sizeof(console));
 	if (err < 0)
 		return err;
+	if (!console_opt)
+		console_rotate(console);
 	snprintf(cpus, sizeof(cpus), "%u", sb->cpus);
 	snprintf(mem, sizeof(mem), "%llu", (unsigned long long)sb->memory_mib);
 	snprintf(cmdline, sizeof(cmdline), "%s%s", GUEST_CMDLINE,
