@@ -291,24 +291,21 @@ static int main_load(struct proxy *px, char *err, size_t errlen)
 	return px->dns ? 0 : -EINVAL;
 }
 
-/* DIR/egress.left: the budget left, written atomically. */
+/* DIR/egress.left: the budget left, written atomically when it changed since the last time. */
 static void main_save_budget(struct proxy *px)
 {
-	char path[4200], tmp[4300], buf[32];
+	static int64_t saved = -1;
 	int64_t left = atomic_load(&px->budget);
-	int fd, n;
+	char path[4200], buf[32];
+	int n;
 
-	n = snprintf(buf, sizeof(buf), "%lld\n", (long long)(left > 0 ? left : 0));
-	if (main_path(path, sizeof(path), px->dir, "egress.left") < 0 ||
-	    snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
+	if (left < 0)
+		left = 0;
+	if (left == saved || main_path(path, sizeof(path), px->dir, "egress.left") < 0)
 		return;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0)
-		return;
-	bool ok = proxy_write_all(fd, buf, (size_t)n) == 0 && fsync(fd) == 0;
-
-	if (close(fd) == 0 && ok)
-		(void)rename(tmp, path);
+	n = snprintf(buf, sizeof(buf), "%lld\n", (long long)left);
+	if (proxy_write_atomic(path, buf, (size_t)n, 0600) == 0)
+		saved = left;
 }
 
 static int cmd_run(int argc, char **argv)

@@ -66,7 +66,7 @@ int proxy_write_atomic(const char *path, const void *buf, size_t len, mode_t mod
 
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp))
 		return -ENAMETOOLONG;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
 	if (fd < 0)
 		return -errno;
 	if (fchmod(fd, mode) < 0 || (err = proxy_write_all(fd, buf, len)) < 0 || fsync(fd) < 0) {
