@@ -127,10 +127,20 @@ static int api_snapshot(struct api_conn *c, const struct api_hdr *h, const uint8
 				 "bad SNAPSHOT request: string %u is not terminated", i);
 			return api_reply(c, h, -EINVAL, msg, (uint32_t)strlen(msg) + 1);
 		}
+		/* Host paths: inside the jail they must lie in its root. */
+		const char *path = jail_path((const char *)p);
+
+		if (!path) {
+			snprintf(msg, sizeof(msg),
+				 "%.200s: outside the VMM's jail %.200s: snapshot files go "
+				 "inside it",
+				 (const char *)p, jail_dir());
+			return api_reply(c, h, -EXDEV, msg, (uint32_t)strlen(msg) + 1);
+		}
 		if (i == 0)
-			sr.dir = (const char *)p;
+			sr.dir = path;
 		else
-			sr.new_tops[sr.ntops++] = (const char *)p;
+			sr.new_tops[sr.ntops++] = path;
 		p = nul + 1;
 	}
 	sr.stop = le32toh(req.flags) & API_SNAPSHOT_STOP;
@@ -344,7 +354,8 @@ void api_destroy(struct api *api)
 		api_conn_close(api->conns);
 	evloop_del(&api->vm->loop, &api->listen_src);
 	close(api->listen_fd);
-	unlink(api->path);
+	if (jail_path(api->path))
+		unlink(jail_path(api->path));
 	free(api->path);
 	free(api);
 }

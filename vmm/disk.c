@@ -490,6 +490,32 @@ int disk_flush(struct disk *d)
 	return disk_layer_flush(&d->layers[0]);
 }
 
+uint64_t disk_max_file_len(const struct disk *d)
+{
+	const struct disk_layer *top = &d->layers[0];
+
+	if (d->read_only || top->raw)
+		return 0;
+	return top->hdr.data_offset + top->nclusters * (uint64_t)top->cluster_len;
+}
+
+int disk_rebase(struct disk *d, const char *root)
+{
+	size_t n = strlen(root);
+
+	for (unsigned i = 0; i < d->nlayers; i++) {
+		char *p = d->layers[i].path, *moved;
+
+		if (!p || strncmp(p, root, n) != 0 || p[n] != '/')
+			continue;
+		if (!(moved = strdup(p + n)))
+			return -ENOMEM;
+		free(p);
+		d->layers[i].path = moved;
+	}
+	return 0;
+}
+
 int disk_snapshot(struct disk *d, const char *path, struct disk_error *err)
 {
 	struct disk_layer *top = &d->layers[0], fresh;

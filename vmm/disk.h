@@ -158,6 +158,12 @@ struct disk_extent {
 int disk_map(const struct disk *d, uint64_t offset, uint64_t len, struct disk_extent *ext,
 	     unsigned max, unsigned *n) __must_check;
 
+/* The most bytes the top layer's file can hold (its data area full): what RLIMIT_FSIZE must
+ * allow a writer of this disk. A raw or read-only disk is never written: 0. */
+uint64_t disk_max_file_len(const struct disk *d);
+/* After the VMM's root moved to `root` (jail.c): every layer path under `root` becomes the
+ * path from there (the paths new layers are recorded relative to). 0 or -ENOMEM. */
+int disk_rebase(struct disk *d, const char *root) __must_check;
 /* Freeze the top: flush it, create the empty layer `path` above it and make that the new
  * writable top. The old top stays open read-only, so the cost is one small file. */
 int disk_snapshot(struct disk *d, const char *path, struct disk_error *err) __must_check;

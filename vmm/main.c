@@ -56,6 +56,8 @@ struct options {
 	struct net_option net;
 	char *net_arg; /* the copy net points into */
 	bool has_net;
+	struct jail_config jail;
+	char *jail_arg; /* the copy jail.root points into */
 	unsigned timeout_s;
 	bool check;
 	bool verbose;
@@ -96,6 +98,10 @@ static void usage(FILE *f)
 		"  --restore-memory PATH[,PATH...]  with --restore: map these instead of\n"
 		"                    DIR/memory (a fork's frozen RAM, as the API's SNAPSHOT\n"
 		"                    reply names it: a file, then the layers over it)\n"
+		"  --jail DIR,uid=N,gid=N  once everything is open, confine the VMM to DIR (its\n"
+		"                    new root) in namespaces of its own as uid N, gid N, with\n"
+		"                    no capabilities; the paths it is given must lie in DIR\n"
+		"                    (docs/hardening.md)\n"
 		"  --check           say which KVM this host has and what can boot on it\n"
 		"  -v, --verbose     debug logging\n"
 		"\n"
@@ -184,6 +190,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{"net", required_argument, NULL, 'N'},
 		{"restore", required_argument, NULL, 'R'},
 		{"restore-memory", required_argument, NULL, 'M'},
+		{"jail", required_argument, NULL, 'J'},
 		{"check", no_argument, NULL, 'C'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -281,6 +288,15 @@ static int parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'M':
 			o->restore_memory = optarg;
+			break;
+		case 'J':
+			if (!(o->jail_arg = strdup(optarg)) ||
+			    jail_parse(o->jail_arg, &o->jail) < 0) {
+				log_error("--jail %s: give DIR,uid=N,gid=N (an absolute directory, "
+					  "ids other than 0)",
+					  optarg);
+				return VM_EXIT_BAD_INPUT;
+			}
 			break;
 		case 'C':
 			o->check = true;
@@ -490,6 +506,52 @@ static int boot_guest(struct vm *vm, struct options *o)
 	return 0;
 }
 
+/* Hand the sockets the VMM made to the jail's uid (so it can remove them at exit from the
+ * sticky sandbox directory), size its limits, confine it, and move the disks' paths into
+ * the jail. 0 or an exit status. */
+static int enter_jail(struct vm *vm, struct options *o, struct disk **disks)
+{
+	struct jail_config *j = &o->jail;
+	char msg[256];
+	const char *socks[] = {o->api_path, o->vsock_path};
+
+	for (unsigned i = 0; i < 2; i++) {
+		if (socks[i] && !jail_path_in(j->root, socks[i])) {
+			log_error("--jail %s: %s lies outside it", j->root, socks[i]);
+			return VM_EXIT_BAD_INPUT;
+		}
+		if (socks[i] && lchown(socks[i], j->uid, j->gid) < 0) {
+			log_error("--jail: cannot give %s to uid %u: %m", socks[i],
+				  (unsigned)j->uid);
+			return VM_EXIT_VMM_ERROR;
+		}
+	}
+	/* The largest file it may write: the console (capped), a snapshot's memory, a disk's
+	 * top layer full. */
+	j->fsize = SERIAL_OUT_MAX + (1u << 20);
+	if ((o->memory_mib << 20) + (1u << 20) > j->fsize)
+		j->fsize = (o->memory_mib << 20) + (1u << 20);
+	for (unsigned i = 0; i < o->ndisks; i++)
+		if (disk_max_file_len(disks[i]) > j->fsize)
+			j->fsize = disk_max_file_len(disks[i]);
+	if (mem_pagemap_open() < 0)
+		log_warn("--jail: no /proc/self/pagemap: snapshots will write all of RAM");
+	j->nofile = JAIL_NOFILE;
+	j->nproc = JAIL_NPROC;
+	if (jail_enter(j, msg, sizeof(msg)) < 0) {
+		log_error("--jail %s: %s", j->root, msg);
+		return VM_EXIT_VMM_ERROR;
+	}
+	for (unsigned i = 0; i < o->ndisks; i++)
+		if (disk_rebase(disks[i], j->root) < 0) {
+			log_error("--jail: out of memory");
+			return VM_EXIT_VMM_ERROR;
+		}
+	log_debug("jailed in %s as uid %u", j->root, (unsigned)j->uid);
+	vm->seccomp = true;
+	return 0;
+}
+
 struct main_loop {
 	struct vm *vm;
 	unsigned timeout_s;
@@ -596,9 +658,23 @@ int main(int argc, char **argv)
 	if (o.check)
 		return run_check();
 
-	/* STYLE.md rule 10: a VMM without its sandbox says so at every start. The seccomp
-	 * filter, jail and dropped privileges arrive with the hardening work. */
-	log_warn("no sandbox yet: this VMM runs with its full privileges (no seccomp, no jail)");
+	/* STYLE.md rule 10: a VMM without its sandbox says so at every start. */
+	if (!o.jail_arg)
+		log_warn("no --jail: this VMM runs with its full privileges");
+	if (o.jail_arg) {
+		char msg[256];
+
+		if (jail_check_root(o.jail.root, msg, sizeof(msg)) < 0) {
+			log_error("--jail: %s", msg);
+			return VM_EXIT_BAD_INPUT;
+		}
+		/* Nothing inherited goes into the jail but stdin, stdout and stderr. */
+		close_range(3, ~0u, 0);
+		if ((err = jail_pid_namespace(&o.jail)) < 0) {
+			log_error("--jail: cannot make a pid namespace: %s", strerror(-err));
+			return VM_EXIT_VMM_ERROR;
+		}
+	}
 
 	/* Signals we wait for are taken through a signalfd: block them before any thread. */
 	sigemptyset(&set);
@@ -684,10 +760,19 @@ int main(int argc, char **argv)
 		status = VM_EXIT_BAD_INPUT;
 		goto out;
 	}
+	if (o.jail_arg && (status = enter_jail(&vm, &o, disks)) != 0)
+		goto out;
 	if (o.restore_dir)
 		vm_restore_devices_resume(&vm);
-	if (vcpu_start_all(&vm) == 0)
-		main_loop(&vm, o.timeout_s);
+	if (vcpu_start_all(&vm) == 0) {
+		/* The vCPU threads install theirs as they start; then the I/O thread's. */
+		if (vm.seccomp && (err = seccomp_install_io(&vm)) < 0)
+			vm_request_stop(&vm, VM_EXIT_VMM_ERROR,
+					"cannot install the I/O thread's seccomp filter: %s",
+					strerror(-err));
+		else
+			main_loop(&vm, o.timeout_s);
+	}
 	vcpu_stop_all(&vm);
 	api_destroy(api);
 	api = NULL;

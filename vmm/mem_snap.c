@@ -186,6 +186,16 @@ static bool chunk_maybe_used(const struct guest_mem *mem, int pm, uint64_t off, 
 	return false;
 }
 
+/* /proc/self/pagemap, opened once and kept: a jailed VMM has no /proc to open it in. */
+static int pagemap_fd = -1;
+
+int mem_pagemap_open(void)
+{
+	if (pagemap_fd < 0)
+		pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	return pagemap_fd < 0 ? -errno : 0;
+}
+
 int mem_copy_to_fd(const struct guest_mem *mem, int fd, uint64_t *written)
 {
 	uint64_t run_start = 0, run_len = 0;
@@ -194,8 +204,8 @@ int mem_copy_to_fd(const struct guest_mem *mem, int fd, uint64_t *written)
 	*written = 0;
 	if (ftruncate(fd, (off_t)mem->ram_len) < 0)
 		return -errno;
-	if (mem->private_file)
-		pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	if (mem->private_file && mem_pagemap_open() == 0)
+		pm = pagemap_fd;
 	for (uint64_t off = 0; off < mem->ram_len; off += MEM_SCAN_CHUNK) {
 		uint64_t len =
 			mem->ram_len - off < MEM_SCAN_CHUNK ? mem->ram_len - off : MEM_SCAN_CHUNK;
@@ -227,8 +237,6 @@ int mem_copy_to_fd(const struct guest_mem *mem, int fd, uint64_t *written)
 	if (run_len && !(err = mem_pwrite_full(fd, mem->base + run_start, run_len, run_start)))
 		*written += run_len;
 out:
-	if (pm >= 0)
-		close(pm);
 	return err;
 }
 
@@ -246,9 +254,9 @@ static int mem_copy_changed(const struct guest_mem *mem, int fd, uint64_t *writt
 	*written = 0;
 	if (ftruncate(fd, (off_t)mem->ram_len) < 0)
 		return -errno;
-	pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-	if (pm < 0)
-		return -errno;
+	if ((err = mem_pagemap_open()) < 0)
+		return err;
+	pm = pagemap_fd;
 	for (uint64_t at = 0; at < npages && !err; at += PAGEMAP_BATCH) {
 		uint64_t n = npages - at < PAGEMAP_BATCH ? npages - at : PAGEMAP_BATCH;
 		ssize_t got = pread(pm, entries, n * 8, (off_t)((first + at) * 8));
@@ -283,7 +291,6 @@ static int mem_copy_changed(const struct guest_mem *mem, int fd, uint64_t *writt
 		err = mem_pwrite_full(fd, mem->base + run_start, run_len, run_start);
 		*written += err ? 0 : run_len;
 	}
-	close(pm);
 	return err;
 }
 

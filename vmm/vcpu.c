@@ -480,6 +480,17 @@ static void *vcpu_thread(void *opaque)
 	sigemptyset(&set);
 	sigaddset(&set, SIGUSR1);
 	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+	if (vm->seccomp) {
+		int err = seccomp_install_vcpu(vm, vcpu);
+
+		if (err < 0) {
+			vm_request_stop(vm, VM_EXIT_VMM_ERROR,
+					"vcpu%u: cannot install its seccomp "
+					"filter: %s",
+					vcpu->index, strerror(-err));
+			return NULL;
+		}
+	}
 
 	while (!atomic_load(&vm->stopping)) {
 		if (atomic_load(&vm->pause_requested)) {

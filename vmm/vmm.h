@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <linux/kvm.h>
 
@@ -43,6 +44,56 @@ bool log_ratelimit_ok(struct log_ratelimit *rl, unsigned burst);
 bool log_enabled(enum log_level level);
 /* CLOCK_MONOTONIC in nanoseconds: uptimes, deadlines, rate windows. */
 uint64_t vmm_now_ns(void);
+
+/* ---- jail.c: the VMM's confinement once it holds its resources (docs/hardening.md). ---- */
+
+/* The jailed VMM's limits: fds (devices, vsock connections, api clients, with room), and
+ * processes of its uid (its vCPU threads and io_uring's workers; seccomp forbids fork). */
+#define JAIL_NOFILE 4096
+#define JAIL_NPROC  256
+
+struct jail_config {
+	const char *root; /* the sandbox's directory: the VMM's / from now on */
+	uid_t uid;	  /* the sandbox's own, never 0 */
+	gid_t gid;
+	uint64_t fsize;	 /* RLIMIT_FSIZE: the largest file it writes */
+	uint64_t nofile; /* RLIMIT_NOFILE */
+	uint64_t nproc;	 /* RLIMIT_NPROC: its threads and io_uring's workers */
+};
+
+/* Parse --jail DIR,uid=N,gid=N (`arg` is cut up; j->root points into it) into `j`'s root and
+ * ids; the limits are the caller's. 0 or -EINVAL. */
+int jail_parse(char *arg, struct jail_config *j);
+/* Unless this process is already PID 1 of a pid namespace (as its launcher made it), make
+ * one: fork into it, and in the parent only forward SIGTERM, SIGINT and SIGHUP to the child
+ * and exit with its status (as `j`'s uid, filtered). Returns 0 in the child, -errno. Call it
+ * first, while nothing is open. */
+int jail_pid_namespace(const struct jail_config *j) __must_check;
+/* Is `dir` usable as a jail (an absolute, canonical directory other than /)? 0, or -errno
+ * with `msg` saying why. */
+int jail_check_root(const char *dir, char *msg, size_t len);
+/* Confine this (single-threaded) process as `j` says. 0, or -errno with `msg` naming the step
+ * that failed: the caller must then exit, half-confined. */
+int jail_enter(const struct jail_config *j, char *msg, size_t len) __must_check;
+/* Whether jail_enter succeeded, and the host path of the jail's root ("" if not). */
+bool jail_active(void);
+const char *jail_dir(void);
+/* `path` (a host path) as seen from inside the jail: itself when there is no jail, NULL
+ * when it lies outside the jail's root. */
+const char *jail_path(const char *path);
+/* `path` relative to `root` (with its leading '/'), or NULL when it is not under `root`. */
+const char *jail_path_in(const char *root, const char *path);
+
+/* ---- seccomp.c: one filter per thread kind, installed on the calling thread. ---- */
+
+struct vm;
+struct vcpu;
+
+/* The I/O thread's (after the vCPU threads exist), a vCPU thread's (before its first
+ * KVM_RUN), and any other thread's. 0 or -errno (libseccomp's). */
+int seccomp_install_io(const struct vm *vm) __must_check;
+int seccomp_install_vcpu(const struct vm *vm, const struct vcpu *vcpu) __must_check;
+int seccomp_install_rest(const struct vm *vm) __must_check;
 
 /* ---- memory.c: guest RAM in one memfd, split around the 3-4 GiB MMIO hole. ---- */
 
@@ -85,6 +136,8 @@ void *mem_map_aligned(int fd, uint64_t len, int share);
  * (with a log line) for a file of another size. */
 int mem_open_files(struct guest_mem *mem, const char *const *paths, unsigned npaths,
 		   uint64_t ram_len) __must_check;
+/* Open /proc/self/pagemap for the snapshot code, once (the jail has no /proc): 0 or -errno. */
+int mem_pagemap_open(void);
 /* Freeze RAM for a fork: from now on the guest writes to private copies of its pages, and
  * the VM's memory files (mem->fd, then mem->deltas, open until mem_destroy) hold RAM as it
  * was. RAM stays at the same host addresses. The first freeze of a fresh VM's memfd copies
@@ -382,6 +435,8 @@ struct vm {
 	uint32_t cpuid_nonce;	  /* random, in the VMM's info leaf (payload_abi.h) */
 	struct evloop loop;	  /* the I/O thread's; devices add their fds to it */
 	int stop_fd;		  /* eventfd: a vCPU asked the VM to stop */
+	int tap_fd;		  /* the NIC's tap (-1: none): its ioctls are allowed */
+	bool seccomp;		  /* jailed: each thread installs its filter (seccomp.c) */
 	atomic_bool stopping;
 	atomic_int exit_status; /* first stop request wins; -1 while running */
 	char exit_reason[160];

@@ -10,7 +10,10 @@ The guest fills 512 MiB with a pattern, counts on vCPU 1 and answers over vsock.
   - bad snapshots (bit flips, truncation, a short memory file, other devices, a missing
     directory) are refused with a message and exit status 2, and the VMM never dies of one.
 
-usage: snapshot_payload.py VMM PAYLOAD_SNAP
+With --jail, every VMM runs jailed (--jail DIR,uid=N,gid=N: its own directory is its root,
+its snapshots are made inside it) and the parent's confinement is read from /proc.
+
+usage: snapshot_payload.py VMM PAYLOAD_SNAP [--jail]
 """
 import os
 import random
@@ -30,6 +33,8 @@ import snap_probe  # noqa: E402
 MAGIC, VERSION, REPLY, SNAPSHOT = 0x41584253, 1, 0x8000, 16
 LIVE, DURABLE = 0x2, 0x4
 MEMORY_MIB = 577  # payload-snap fills 512 MiB of it
+JAIL_UID = 0x50000000 + 0xfff0  # in sandboxctl's range (docs/hardening.md), unused by it
+jail = False
 
 
 def fail(msg):
@@ -44,14 +49,21 @@ def api_snapshot(api, directory, flags=0):
     s = socket.socket(socket.AF_UNIX)
     s.settimeout(120)
     s.connect(api)
+    peer = peer_pid(s)
     s.sendall(struct.pack("<IHHII", MAGIC, VERSION, SNAPSHOT, 7, len(payload)) + payload)
     hdr = b""
     while len(hdr) < 16:
-        hdr += s.recv(16 - len(hdr))
+        chunk = s.recv(16 - len(hdr))
+        if not chunk:
+            fail(f"SNAPSHOT {directory}: the VMM closed api.sock without a reply")
+        hdr += chunk
     _, _, typ, ident, length = struct.unpack("<IHHII", hdr)
     body = b""
     while len(body) < length:
-        body += s.recv(length - len(body))
+        chunk = s.recv(length - len(body))
+        if not chunk:
+            fail(f"SNAPSHOT {directory}: the VMM closed api.sock mid-reply")
+        body += chunk
     s.close()
     (error,) = struct.unpack_from("<i", body)
     if typ != SNAPSHOT | REPLY or ident != 7:
@@ -60,7 +72,58 @@ def api_snapshot(api, directory, flags=0):
         msg = body[8:].split(b"\0")[0].decode()
         fail(f"SNAPSHOT {directory}: error {error}: {msg}")
     pause_us, _, _, _ = struct.unpack_from("<QQQQ", body, 8)
-    return pause_us, body[40:].split(b"\0")[0].decode()
+    # /proc/<pid>/fd/<n> names the pid as the VMM sees itself: in a pid namespace of its
+    # own that is 1, so a client takes the peer's pid instead (docs/vmm.md).
+    memory = body[40:].split(b"\0")[0].decode()
+    return pause_us, re.sub(r"/proc/\d+/fd/", f"/proc/{peer}/fd/", memory)
+
+
+def peer_pid(s):
+    return struct.unpack("<iII", s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0]
+
+
+def snapdir(guest, name):
+    """A directory for a snapshot of `guest`: inside its jail when jailed."""
+    d = os.path.join(guest.dir if jail else os.path.dirname(guest.dir), name)
+    os.mkdir(d)
+    if jail:
+        os.chown(d, JAIL_UID, JAIL_UID)
+    return d
+
+
+def check_confined(guest):
+    """The jailed VMM, as /proc shows it: filtered, unprivileged, in namespaces and a root of
+    its own, with limits."""
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(guest.api)
+    pid = peer_pid(s)
+    s.close()
+    status = open(f"/proc/{pid}/status").read()
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    want = {"Seccomp": "2", "NoNewPrivs": "1", "CapEff": "0000000000000000",
+            "CapPrm": "0000000000000000", "CapBnd": "0000000000000000",
+            "CapAmb": "0000000000000000", "Uid": f"{JAIL_UID}\t{JAIL_UID}\t{JAIL_UID}\t{JAIL_UID}"}
+    for k, v in want.items():
+        if fields.get(k, "").strip() != v:
+            fail(f"jailed VMM {pid}: {k} is {fields.get(k, '').strip()!r}, want {v!r}")
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        t = open(f"/proc/{pid}/task/{tid}/status").read()
+        if "\nSeccomp:\t2\n" not in t:
+            fail(f"jailed VMM {pid}: thread {tid} has no seccomp filter")
+    for ns in ("mnt", "pid", "ipc", "uts", "net"):
+        if os.readlink(f"/proc/{pid}/ns/{ns}") == os.readlink(f"/proc/self/ns/{ns}"):
+            fail(f"jailed VMM {pid}: its {ns} namespace is the host's")
+    root = sorted(os.listdir(f"/proc/{pid}/root"))
+    if sorted(os.listdir(guest.dir)) != root:
+        fail(f"jailed VMM {pid}: its root holds {root}, not its directory's files")
+    limits = open(f"/proc/{pid}/limits").read()
+    for name in ("Max core file size +0 +0", "Max open files +4096 +4096",
+                 "Max processes +256 +256"):
+        if not re.search(name.replace(" +", r"\s+"), limits):
+            fail(f"jailed VMM {pid}: no {name!r} in its limits:\n{limits}")
+    nthreads = len(os.listdir(f"/proc/{pid}/task"))
+    print(f"ok: the jailed VMM (pid {pid}, {nthreads} threads) is filtered, uid {JAIL_UID}, "
+          "no capabilities, in its own namespaces and root, with limits")
 
 
 class Guest:
@@ -70,9 +133,16 @@ class Guest:
         self.vsock = os.path.join(self.dir, "v.sock")
         self.api = os.path.join(self.dir, "api.sock")
         self.console = os.path.join(self.dir, "console.log")
+        extra = []
+        if jail:
+            # The sandbox directory's modes (docs/hardening.md): root's, the jail's group
+            # may add files, sticky so that it cannot touch root's.
+            os.chown(self.dir, 0, JAIL_UID)
+            os.chmod(self.dir, 0o1770)
+            extra = ["--jail", f"{self.dir},uid={JAIL_UID},gid={JAIL_UID}"]
         self.proc = subprocess.Popen(
-            [vmm] + args + ["--vsock", self.vsock, "--api", self.api, "--console",
-                            self.console, "--timeout", "300"],
+            [vmm] + args + extra + ["--vsock", self.vsock, "--api", self.api, "--console",
+                                    self.console, "--timeout", "300"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
     def wait_console(self, text, timeout=60):
@@ -96,6 +166,9 @@ class Guest:
                     out.append(snap_probe.read_line(sock, buf, c, 20))
             return out
         except snap_probe.ProbeError as e:
+            if self.proc.poll() is not None:
+                fail(f"{self.dir}: {cmds}: {e}; the VMM exited with {self.proc.returncode}: "
+                     f"{self.proc.stderr.read()[-600:]}")
             fail(f"{self.dir}: {cmds}: {e}")
 
     def counter(self):
@@ -224,7 +297,9 @@ def killed_snapshots(vmm, payload, workdir, good):
 
 
 def main():
+    global jail
     vmm, payload = sys.argv[1], sys.argv[2]
+    jail = sys.argv[3:] == ["--jail"]
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
         print("SKIP: /dev/kvm is not usable here")
         return 77
@@ -238,8 +313,9 @@ def main():
         a, seed0 = parent.counter()
 
         # A durable snapshot; the parent runs on and then changes its memory.
-        s1 = os.path.join(workdir, "s1")
-        os.mkdir(s1)
+        if jail:
+            check_confined(parent)
+        s1 = snapdir(parent, "s1")
         api_snapshot(parent.api, s1)
         time.sleep(0.2)
         b, _ = parent.counter()
@@ -263,8 +339,7 @@ def main():
         r1.stop()
 
         # A fork: two children over the parent's frozen RAM.
-        f1 = os.path.join(workdir, "f1")
-        os.mkdir(f1)
+        f1 = snapdir(parent, "f1")
         pause_us, memory = api_snapshot(parent.api, f1, LIVE)
         kids = [restore(vmm, workdir, f"child{i}", f1, memory) for i in range(2)]
         guests += kids
@@ -284,8 +359,7 @@ def main():
         # A second fork of the same parent sees what changed since the first.
         if parent.ask("seed 3333")[0] != "seed ok 3333":
             fail("the parent did not take seed 3333")
-        f2 = os.path.join(workdir, "f2")
-        os.mkdir(f2)
+        f2 = snapdir(parent, "f2")
         pause_us, memory = api_snapshot(parent.api, f2, LIVE)
         k3 = restore(vmm, workdir, "child3", f2, memory)
         guests.append(k3)
@@ -296,8 +370,15 @@ def main():
         print(f"ok: a second fork (parent paused {pause_us} us) sees the newer state")
         for g in guests:
             g.stop()
-        killed_snapshots(vmm, payload, workdir, s1)
-        bad_restores(vmm, workdir, s1)
+        if jail:
+            for g in guests:
+                if g.proc.returncode not in (7, 0):
+                    fail(f"{g.dir}: the jailed VMM ended with {g.proc.returncode}: "
+                         f"{g.proc.stderr.read()[-400:]!r}")
+            print("ok: every jailed VMM ended by SIGTERM as it should (exit status 7)")
+        else:  # the refusals are the VMM's, jailed or not: once is enough
+            killed_snapshots(vmm, payload, workdir, s1)
+            bad_restores(vmm, workdir, s1)
     finally:
         for g in guests:
             g.stop()

@@ -438,6 +438,7 @@ int net_add(struct vm *vm, int tap_fd, const uint8_t mac[6], char *cmdline, size
 	pthread_mutex_init(&d->lock, NULL);
 	d->vm = vm;
 	d->tap_fd = tap_fd;
+	vm->tap_fd = tap_fd;
 	d->tap_src.fd = d->kick_src.fd = -1;
 	memcpy(d->config.mac, mac, 6);
 	d->config.status = htole16(VIRTIO_NET_S_LINK_UP);

@@ -567,7 +567,8 @@ static void vsock_destroy(void *opaque)
 		close(d->timer_fd);
 	if (d->listen_fd >= 0) {
 		close(d->listen_fd);
-		unlink(d->path);
+		if (jail_path(d->path))
+			unlink(jail_path(d->path));
 	}
 	if (d->kick_fd >= 0)
 		close(d->kick_fd);

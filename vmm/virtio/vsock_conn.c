@@ -508,10 +508,13 @@ void vsock_conn_from_guest_request(struct vsock_dev *d, uint32_t local_port, uin
 				   uint32_t buf_alloc, uint32_t fwd_cnt)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	const char *base = jail_path(d->path); /* the host's sockets, as the jail sees them */
 	struct vsock_conn *c;
 	int n, fd;
 
-	n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s_%u", d->path, local_port);
+	if (!base)
+		goto refuse;
+	n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s_%u", base, local_port);
 	if (n < 0 || (size_t)n >= sizeof(sa.sun_path))
 		goto refuse;
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);

@@ -1,0 +1,270 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The VMM's seccomp filters (docs/hardening.md), one per thread kind, built with libseccomp
+ * from the tables below once the VMM is jailed. Anything not listed kills the whole process
+ * (SCMP_ACT_KILL_PROCESS; the kernel logs the syscall number). Each entry says who needs it.
+ *
+ * - vCPU threads: KVM_RUN on their own vCPU and what the exits they handle do (the serial
+ *   port, the i8042, virtio-mmio registers: device activation, queue notification).
+ * - The I/O thread: the event loop, its devices' I/O, api.sock, snapshots and forks.
+ * - The rest: a thread of any other kind gets nothing but its own exit. There is none
+ *   today; the filter is there so that a future thread starts confined, not free.
+ *
+ * No filter allows clone, fork, execve, ptrace, mount or a socket other than AF_UNIX, and
+ * the only opens allowed cannot open an existing file for reading or writing: a directory
+ * (read-only, to fsync or openat in it) or a new file (O_CREAT | O_EXCL).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/if_tun.h>
+#include <seccomp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "vmm.h"
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Syscalls any of our threads makes, with no argument worth checking. */
+static const int common_calls[] = {
+	SCMP_SYS(read),		   /* eventfds, sockets, the tap */
+	SCMP_SYS(write),	   /* the console, eventfds, sockets, logs */
+	SCMP_SYS(writev),	   /* logs (stdio) */
+	SCMP_SYS(futex),	   /* mutexes, condition variables (pause/resume) */
+	SCMP_SYS(munmap),	   /* free */
+	SCMP_SYS(mremap),	   /* realloc */
+	SCMP_SYS(madvise),	   /* free's trim; a thread's exit frees its stack */
+	SCMP_SYS(brk),		   /* malloc */
+	SCMP_SYS(rt_sigprocmask),  /* pthread, the vCPU kick */
+	SCMP_SYS(rt_sigreturn),	   /* the vCPU kick's handler returns */
+	SCMP_SYS(clock_gettime),   /* when the vDSO cannot answer */
+	SCMP_SYS(clock_nanosleep), /* short waits (pause) */
+	SCMP_SYS(nanosleep),	   /* short waits */
+	SCMP_SYS(sched_yield),	   /* spin waits */
+	SCMP_SYS(getpid),	   /* logs, tgkill */
+	SCMP_SYS(gettid),	   /* tgkill */
+	SCMP_SYS(exit),		   /* a thread ends */
+	SCMP_SYS(exit_group),	   /* the VMM ends */
+	SCMP_SYS(epoll_ctl),	   /* devices add, change and drop their fds */
+	SCMP_SYS(restart_syscall), /* after a signal */
+};
+
+/* The I/O thread's, beyond those. */
+static const int io_calls[] = {
+	SCMP_SYS(epoll_wait),	   /* the event loop */
+	SCMP_SYS(epoll_pwait),	   /* the event loop */
+	SCMP_SYS(close),	   /* connections, snapshot files */
+	SCMP_SYS(readv),	   /* synchronous disk I/O (no io_uring) */
+	SCMP_SYS(pread64),	   /* disk layers, a fork's memory */
+	SCMP_SYS(pwrite64),	   /* disk layers, a snapshot's memory */
+	SCMP_SYS(preadv),	   /* synchronous disk I/O */
+	SCMP_SYS(pwritev),	   /* synchronous disk I/O */
+	SCMP_SYS(lseek),	   /* a snapshot's sparse memory file (SEEK_DATA) */
+	SCMP_SYS(fsync),	   /* snapshots, disk flushes */
+	SCMP_SYS(fdatasync),	   /* disk flushes */
+	SCMP_SYS(ftruncate),	   /* snapshot memory, new layers, fork deltas */
+	SCMP_SYS(fallocate),	   /* disk discard */
+	SCMP_SYS(fstat),	   /* layer files */
+	SCMP_SYS(newfstatat),	   /* realpath, layer files */
+	SCMP_SYS(statx),	   /* layer files */
+	SCMP_SYS(readlink),	   /* realpath of a new layer's directory */
+	SCMP_SYS(renameat2),	   /* a new layer appears whole (RENAME_NOREPLACE) */
+	SCMP_SYS(rename),	   /* same */
+	SCMP_SYS(unlink),	   /* a half-made layer; our sockets at exit */
+	SCMP_SYS(unlinkat),	   /* same */
+	SCMP_SYS(flock),	   /* a frozen layer becomes shared */
+	SCMP_SYS(fcntl),	   /* F_ADD_SEALS on frozen RAM, O_NONBLOCK on sockets */
+	SCMP_SYS(memfd_create),	   /* a fork's delta memory */
+	SCMP_SYS(getrandom),	   /* a new layer's id */
+	SCMP_SYS(accept4),	   /* api.sock and vsock.sock clients */
+	SCMP_SYS(connect),	   /* the guest's connections to host sockets */
+	SCMP_SYS(recvfrom),	   /* sockets */
+	SCMP_SYS(recvmsg),	   /* sockets */
+	SCMP_SYS(sendto),	   /* sockets */
+	SCMP_SYS(sendmsg),	   /* sockets */
+	SCMP_SYS(shutdown),	   /* vsock half-close */
+	SCMP_SYS(getsockopt),	   /* SO_PEERCRED of api clients, SO_ERROR */
+	SCMP_SYS(setsockopt),	   /* socket buffer sizes */
+	SCMP_SYS(timerfd_settime), /* device timers, the timeout */
+	SCMP_SYS(timerfd_gettime), /* device timers */
+	SCMP_SYS(io_uring_enter),  /* disk I/O (the rings exist already) */
+	SCMP_SYS(tgkill),	   /* kick the vCPUs (pause, stop) */
+	SCMP_SYS(rt_sigtimedwait), /* signals */
+	SCMP_SYS(signalfd4),	   /* the main loop's SIGTERM, SIGINT, SIGHUP */
+	SCMP_SYS(timerfd_create),  /* the main loop's --timeout */
+};
+
+/* A vCPU thread's, beyond the common ones. */
+static const int vcpu_calls[] = {
+	SCMP_SYS(tgkill), /* a vCPU that stops the VM kicks the others */
+	SCMP_SYS(close),  /* an eventfd of a device reset */
+	SCMP_SYS(fcntl),  /* stdio */
+	SCMP_SYS(fstat),  /* stdio */
+	SCMP_SYS(newfstatat),	  SCMP_SYS(timerfd_settime), /* a device armed by a register write
+							      */
+	SCMP_SYS(io_uring_enter), /* virtio-blk submits from a queue notify */
+	SCMP_SYS(sendto),	  /* a vsock packet from a queue notify */
+	SCMP_SYS(sendmsg),	  SCMP_SYS(recvfrom),	     SCMP_SYS(recvmsg),
+	SCMP_SYS(pread64), /* synchronous disk I/O on a queue notify */
+	SCMP_SYS(pwrite64),	  SCMP_SYS(preadv),	     SCMP_SYS(pwritev),
+	SCMP_SYS(readv),	  SCMP_SYS(fdatasync), /* a blk flush on a queue notify */
+	SCMP_SYS(fsync),	  SCMP_SYS(fallocate),
+};
+
+/* vCPU ioctls the I/O thread may make on any vCPU (snapshots read their state) and a vCPU
+ * thread on its own. */
+static const unsigned long vcpu_ioctls[] = {
+	KVM_GET_REGS,	  KVM_GET_SREGS,       KVM_GET_FPU,	  KVM_GET_MSRS,	 KVM_GET_LAPIC,
+	KVM_GET_MP_STATE, KVM_GET_VCPU_EVENTS, KVM_GET_DEBUGREGS, KVM_GET_XSAVE, KVM_GET_XSAVE2,
+	KVM_GET_XCRS,	  KVM_SET_REGS,	       KVM_SET_SREGS,	  KVM_SET_MSRS,	 KVM_SET_MP_STATE,
+	KVM_SET_LAPIC,	  KVM_SET_VCPU_EVENTS, KVM_KVMCLOCK_CTRL,
+};
+
+/* VM ioctls: interrupts (devices, from either thread), and the snapshot's reads. */
+static const unsigned long vm_irq_ioctls[] = {KVM_IRQ_LINE, KVM_IRQ_LINE_STATUS, KVM_SIGNAL_MSI};
+static const unsigned long vm_io_ioctls[] = {
+	KVM_GET_CLOCK,
+	KVM_GET_IRQCHIP,
+	KVM_GET_PIT2,
+	KVM_IOEVENTFD,
+	KVM_IRQFD,
+	KVM_CHECK_EXTENSION,	    /* a snapshot asks which vCPU state there is */
+	KVM_SET_USER_MEMORY_REGION, /* a fork maps its memory anew */
+};
+
+enum filter_kind { FILTER_IO, FILTER_VCPU, FILTER_REST };
+
+static uint32_t seccomp_action(void)
+{
+	const char *e = getenv("SANDBOX_SECCOMP");
+
+	/* "log": the kernel logs what would have killed (debugging; docs/hardening.md). */
+	return e && strcmp(e, "log") == 0 ? SCMP_ACT_LOG : SCMP_ACT_KILL_PROCESS;
+}
+
+static int allow_calls(scmp_filter_ctx ctx, const int *calls, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		int err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, calls[i], 0);
+
+		if (err < 0)
+			return err;
+	}
+	return 0;
+}
+
+/* ioctl(fd, req) for each req of `reqs`. The request is compared as the 32 bits the kernel
+ * reads. */
+static int allow_ioctls(scmp_filter_ctx ctx, int fd, const unsigned long *reqs, size_t n)
+{
+	if (fd < 0)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		int err = seccomp_rule_add(
+			ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 2,
+			SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)fd),
+			SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, (scmp_datum_t)(uint32_t)reqs[i]));
+
+		if (err < 0)
+			return err;
+	}
+	return 0;
+}
+
+/* mmap (malloc, a fork's memory) and mprotect (malloc's arenas), never executable: no code
+ * but the VMM's own ever runs in it. */
+static int allow_memory(scmp_filter_ctx ctx)
+{
+	int err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mmap), 1,
+				   SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
+
+	if (err < 0)
+		return err;
+	return seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1,
+				SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
+}
+
+/* openat only for a directory read-only, or a new file. */
+static int allow_opens(scmp_filter_ctx ctx)
+{
+	int err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(openat), 1,
+				   SCMP_A2(SCMP_CMP_MASKED_EQ, O_DIRECTORY | O_ACCMODE | O_CREAT,
+					   O_DIRECTORY | O_RDONLY));
+
+	if (err < 0)
+		return err;
+	return seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(openat), 1,
+				SCMP_A2(SCMP_CMP_MASKED_EQ, O_CREAT | O_EXCL, O_CREAT | O_EXCL));
+}
+
+static int build(scmp_filter_ctx ctx, const struct vm *vm, const struct vcpu *vcpu,
+		 enum filter_kind kind)
+{
+	static const unsigned long tap_ioctls[] = {TUNSETOFFLOAD};
+	static const unsigned long msr_list[] = {KVM_GET_MSR_INDEX_LIST};
+	int err;
+
+	if (kind == FILTER_REST)
+		return seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(exit), 0);
+	if ((err = allow_calls(ctx, common_calls, ARRAY_SIZE(common_calls))) < 0 ||
+	    (err = allow_memory(ctx)) < 0 ||
+	    (err = allow_ioctls(ctx, vm->vm_fd, vm_irq_ioctls, ARRAY_SIZE(vm_irq_ioctls))) < 0 ||
+	    (err = allow_ioctls(ctx, vm->tap_fd, tap_ioctls, ARRAY_SIZE(tap_ioctls))) < 0)
+		return err;
+	if (kind == FILTER_VCPU) {
+		static const unsigned long run[] = {KVM_RUN};
+
+		if ((err = allow_calls(ctx, vcpu_calls, ARRAY_SIZE(vcpu_calls))) < 0 ||
+		    (err = allow_ioctls(ctx, vcpu->fd, run, 1)) < 0)
+			return err;
+		return allow_ioctls(ctx, vcpu->fd, vcpu_ioctls, ARRAY_SIZE(vcpu_ioctls));
+	}
+	if ((err = allow_calls(ctx, io_calls, ARRAY_SIZE(io_calls))) < 0 ||
+	    (err = allow_opens(ctx)) < 0 ||
+	    (err = allow_ioctls(ctx, vm->vm_fd, vm_io_ioctls, ARRAY_SIZE(vm_io_ioctls))) < 0 ||
+	    (err = allow_ioctls(ctx, vm->kvm_fd, msr_list, 1)) < 0)
+		return err;
+	/* The guest's connections to host sockets: unix stream sockets only. */
+	if ((err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
+				    SCMP_A0(SCMP_CMP_EQ, AF_UNIX))) < 0)
+		return err;
+	for (unsigned i = 0; i < vm->ncpus; i++)
+		if ((err = allow_ioctls(ctx, vm->vcpus[i].fd, vcpu_ioctls,
+					ARRAY_SIZE(vcpu_ioctls))) < 0)
+			return err;
+	return 0;
+}
+
+static int install(const struct vm *vm, const struct vcpu *vcpu, enum filter_kind kind)
+{
+	scmp_filter_ctx ctx = seccomp_init(seccomp_action());
+	int err;
+
+	if (!ctx)
+		return -ENOMEM;
+	/* Both the no_new_privs the jail set and a filter of this thread only. */
+	err = build(ctx, vm, vcpu, kind);
+	if (!err)
+		err = seccomp_load(ctx);
+	seccomp_release(ctx);
+	return err;
+}
+
+int seccomp_install_io(const struct vm *vm)
+{
+	return install(vm, NULL, FILTER_IO);
+}
+
+int seccomp_install_vcpu(const struct vm *vm, const struct vcpu *vcpu)
+{
+	return install(vm, vcpu, FILTER_VCPU);
+}
+
+int seccomp_install_rest(const struct vm *vm)
+{
+	return install(vm, NULL, FILTER_REST);
+}
