@@ -2,8 +2,10 @@
 /* The client side of api.sock (wire/api_proto.h): one connection per call, with a timeout. */
 #include <endian.h>
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -11,6 +13,9 @@
 
 #include "api_proto.h"
 #include "client.h"
+
+/* A fork's memory is a chain of at most this many files (vmm.h MEM_DELTAS_MAX + 1). */
+#define MEM_FILES_MAX 8
 
 /* Read exactly `len` bytes before `deadline` (now_ms). */
 static int read_full(int fd, void *buf, size_t len, uint64_t deadline)
@@ -54,9 +59,23 @@ int api_request(const struct sandbox *sb, uint16_t type, const void *req, uint32
 				body_len);
 }
 
+static int request(const char *api_path, uint16_t type, const void *req, uint32_t req_len,
+		   unsigned timeout_ms, int32_t *error, void *body, size_t body_max,
+		   size_t *body_len, pid_t *peer);
+
 int api_request_path(const char *api_path, uint16_t type, const void *req, uint32_t req_len,
 		     unsigned timeout_ms, int32_t *error, void *body, size_t body_max,
 		     size_t *body_len)
+{
+	return request(api_path, type, req, req_len, timeout_ms, error, body, body_max, body_len,
+		       NULL);
+}
+
+/* api_request_path, and the VMM's pid as this process's pid namespace numbers it (the VMM's
+ * own view, in the replies, is 1 when it has a pid namespace of its own). */
+static int request(const char *api_path, uint16_t type, const void *req, uint32_t req_len,
+		   unsigned timeout_ms, int32_t *error, void *body, size_t body_max,
+		   size_t *body_len, pid_t *peer)
 {
 	struct sockaddr_un addr = {.sun_family = AF_UNIX};
 	uint64_t deadline = now_ms() + timeout_ms;
@@ -91,6 +110,16 @@ int api_request_path(const char *api_path, uint16_t type, const void *req, uint3
 			goto out;
 		}
 		usleep(10000);
+	}
+	if (peer) {
+		struct ucred cred;
+		socklen_t cl = sizeof(cred);
+
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0) {
+			err = -errno;
+			goto out;
+		}
+		*peer = cred.pid;
 	}
 	memcpy(msg, &h, sizeof(h));
 	if (req_len)
@@ -130,10 +159,14 @@ out:
 int api_call(const struct sandbox *sb, uint16_t type, unsigned timeout_ms, int32_t *error,
 	     struct api_status *status)
 {
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	struct api_status st;
 	size_t n = 0;
-	int err = api_request(sb, type, NULL, 0, timeout_ms, error, &st, sizeof(st), &n);
+	pid_t peer = 0;
+	int err = sandbox_path(sb, "api.sock", path, sizeof(path));
 
+	if (err == 0)
+		err = request(path, type, NULL, 0, timeout_ms, error, &st, sizeof(st), &n, &peer);
 	if (err < 0 || !status)
 		return err;
 	if (*error == 0 && n < sizeof(st))
@@ -144,7 +177,7 @@ int api_call(const struct sandbox *sb, uint16_t type, unsigned timeout_ms, int32
 		status->ncpus = le32toh(st.ncpus);
 		status->memory_mib = le64toh(st.memory_mib);
 		status->uptime_ms = le64toh(st.uptime_ms);
-		status->pid = le32toh(st.pid);
+		status->pid = peer; /* st.pid is the VMM's own view: 1 when jailed */
 	}
 	return 0;
 }
@@ -161,6 +194,43 @@ int api_snapshot(const struct sandbox *sb, uint32_t flags, const char *dir, cons
 	return api_snapshot_path(path, flags, dir, tops, ntops, timeout_ms, out, msg, msg_len);
 }
 
+/*
+ * A fork's frozen RAM, as the VMM names it: "/proc/<pid>/fd/<n>[,...]" with its own pid, or
+ * nothing. Each entry must be exactly that (a VMM is not trusted to name files: these are
+ * mapped as the children's RAM), and is renamed with `peer`, its pid here.
+ */
+static int frozen_paths(const char *in, pid_t peer, char *out, size_t out_len)
+{
+	size_t pos = 0;
+
+	out[0] = '\0';
+	if (!*in)
+		return 0;
+	for (unsigned i = 0; i <= MEM_FILES_MAX; i++) {
+		unsigned long fd;
+		char *end;
+		int n;
+
+		if (strncmp(in, "/proc/", 6) != 0 || !(in[6] >= '1' && in[6] <= '9'))
+			return -EPROTO;
+		strtoul(in + 6, &end, 10);
+		if (strncmp(end, "/fd/", 4) != 0 || !(end[4] >= '0' && end[4] <= '9'))
+			return -EPROTO;
+		fd = strtoul(end + 4, &end, 10);
+		if ((*end != ',' && *end != '\0') || fd > INT_MAX)
+			return -EPROTO;
+		n = snprintf(out + pos, out_len - pos, "%s/proc/%d/fd/%lu", pos ? "," : "",
+			     (int)peer, fd);
+		if (n < 0 || (size_t)n >= out_len - pos)
+			return -EPROTO;
+		pos += (size_t)n;
+		if (*end == '\0')
+			return 0;
+		in = end + 1;
+	}
+	return -EPROTO;
+}
+
 int api_snapshot_path(const char *api_path, uint32_t flags, const char *dir,
 		      const char *const *tops, unsigned ntops, unsigned timeout_ms,
 		      struct api_snapshot_out *out, char *msg, size_t msg_len)
@@ -170,6 +240,7 @@ int api_snapshot_path(const char *api_path, uint32_t flags, const char *dir,
 	struct api_snapshot_result res;
 	size_t len = sizeof(h), n = 0;
 	int32_t error = 0;
+	pid_t peer = 0;
 	int err;
 
 	memset(out, 0, sizeof(*out));
@@ -184,8 +255,8 @@ int api_snapshot_path(const char *api_path, uint32_t flags, const char *dir,
 		memcpy(req + len, s, sl);
 		len += sl;
 	}
-	err = api_request_path(api_path, API_SNAPSHOT, req, (uint32_t)len, timeout_ms, &error, body,
-			       sizeof(body) - 1, &n);
+	err = request(api_path, API_SNAPSHOT, req, (uint32_t)len, timeout_ms, &error, body,
+		      sizeof(body) - 1, &n, &peer);
 	if (err < 0)
 		return err;
 	body[n] = '\0';
@@ -202,8 +273,6 @@ int api_snapshot_path(const char *api_path, uint32_t flags, const char *dir,
 	out->total_us = le64toh(res.total_us);
 	out->state_bytes = le64toh(res.state_bytes);
 	out->memory_bytes = le64toh(res.memory_bytes);
-	n = strnlen((char *)body + sizeof(res), sizeof(out->memory_path) - 1);
-	memcpy(out->memory_path, body + sizeof(res), n);
-	out->memory_path[n] = '\0';
-	return 0;
+	return frozen_paths((char *)body + sizeof(res), peer, out->memory_path,
+			    sizeof(out->memory_path));
 }

@@ -90,12 +90,33 @@ struct sandbox {
 	/* The root disk's top layer, a file of `dir`: root.layer, or root.<n>.layer after n
 	 * snapshots froze the ones below it (sandbox_find_top; not in the config). */
 	char top[32];
+	/* A root layer above `top` not owned by root: made by a jailed VMM and not taken over
+	 * (sandbox_find_top; the sandbox refuses to start until someone decides). */
+	char stray_top[32];
 	/* The snapshot this sandbox was restored or forked from, "" when it booted. */
 	char base[NAME_MAX_LEN + 2];
 	/* true: a NIC behind its own namespace and proxy (create --network proxy, the default);
 	 * false: no NIC (--network none). The config says "network proxy|none". */
 	bool network;
 };
+
+/* ---- jail.c: the jail each VMM runs in (docs/hardening.md) ---- */
+
+/* Sandbox uids and gids: SANDBOX_UID_BASE + the first 4 hex digits of the id (unique among
+ * the sandboxes). The host must not use this range for anything else. */
+#define SANDBOX_UID_BASE 0x50000000u
+/* Jailed unless SANDBOX_JAIL=off (debugging only). */
+bool jail_enabled(void);
+uid_t sandbox_uid(const char *id);
+/* The sandbox directory as the jail's root: root's, group the sandbox's, mode 1770. */
+int sandbox_jail_prepare(const struct sandbox *sb) __must_check;
+/* sandbox-vmm's --jail argument. */
+int sandbox_jail_arg(const struct sandbox *sb, char *out, size_t len) __must_check;
+/* Let the jailed VMM connect to the host's socket `path`. */
+int sandbox_jail_socket(const struct sandbox *sb, const char *path) __must_check;
+/* Take over a file the VMM made: a regular file with one link, the sandbox's or root's,
+ * becomes root's, mode 0600; anything else is -EPERM. */
+int sandbox_jail_adopt(const struct sandbox *sb, const char *path) __must_check;
 
 /* Set sb->top from the files of sb->dir: the highest-numbered root layer. */
 void sandbox_find_top(struct sandbox *sb);

@@ -84,27 +84,39 @@ int sandbox_path(const struct sandbox *sb, const char *file, char *out, size_t l
 /*
  * The root disk's top layer is the highest-numbered root layer in the directory: a snapshot
  * freezes root.<n>.layer and the VMM goes on over a new root.<n+1>.layer, so the files say
- * which is the top whatever became of the sandboxctl that asked for the snapshot.
+ * which is the top whatever became of the sandboxctl that asked for the snapshot. Only root's
+ * layers count: a jailed VMM's new layer is the sandbox uid's until the snapshot's sandboxctl
+ * takes it over (snapshot_take), and its header, written by a VMM that may be compromised,
+ * is not trusted before. One left over (that sandboxctl died in between) is sb->stray_top.
  */
 void sandbox_find_top(struct sandbox *sb)
 {
-	unsigned long best = 0, n;
+	unsigned long best = 0, stray = 0, n;
 	struct dirent *e;
+	struct stat st;
 	DIR *d = opendir(sb->dir);
 
 	snprintf(sb->top, sizeof(sb->top), "root.layer");
+	sb->stray_top[0] = '\0';
 	if (!d)
 		return;
 	while ((e = readdir(d))) {
 		if (!snap_valid_layer_name(e->d_name) || strcmp(e->d_name, "root.layer") == 0)
 			continue;
 		n = strtoul(e->d_name + 5, NULL, 10);
-		if (n > best) {
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (st.st_uid != 0 || !S_ISREG(st.st_mode)) {
+			if (n > stray)
+				stray = n;
+		} else if (n > best) {
 			best = n;
 			snprintf(sb->top, sizeof(sb->top), "root.%lu.layer", n);
 		}
 	}
 	closedir(d);
+	if (stray > best)
+		snprintf(sb->stray_top, sizeof(sb->stray_top), "root.%lu.layer", stray);
 }
 
 int sandbox_save(const struct sandbox *sb)

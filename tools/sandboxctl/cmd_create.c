@@ -9,6 +9,8 @@
 #include <getopt.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,6 +95,12 @@ static int name_taken(const struct sandbox *sb, void *opaque)
 	return strcmp(sb->name, opaque) == 0 ? -EEXIST : 0;
 }
 
+/* Every sandbox has a uid of its own (sandbox_uid: from its id's first 4 digits). */
+static int uid_taken(const struct sandbox *sb, void *opaque)
+{
+	return sandbox_uid(sb->id) == sandbox_uid(opaque) ? -EEXIST : 0;
+}
+
 /* The VMM stops writing the console at SERIAL_OUT_MAX (vmm.h: 64 MiB): a console.log past
  * half of that becomes console.log.1 (replacing the one before) before a VMM starts, so every
  * start of a long-lived sandbox has room to log. */
@@ -113,7 +121,7 @@ static int spawn_vmm(const struct sandbox *sb, const char *console_opt, const st
 		     pid_t *pid)
 {
 	char vmm[PATH_MAX], kernel[4200], initrd[4200], disk[4200], api[4200], vsock[4200];
-	char cpus[16], mem[32], console[4200], ns[256], net[320];
+	char cpus[16], mem[32], console[4200], ns[256], net[320], jail[4200];
 	char cmdline[sizeof(GUEST_CMDLINE " " NET_GUEST_CMDLINE)];
 	int err, fd;
 	pid_t child;
@@ -143,7 +151,7 @@ static int spawn_vmm(const struct sandbox *sb, const char *console_opt, const st
 		     0))
 		return err;
 	char extra[EXTRA_DISKS_MAX][DISK_PATH_MAX + 4];
-	char *argv[20 + 2 * EXTRA_DISKS_MAX] = {
+	char *argv[22 + 2 * EXTRA_DISKS_MAX] = {
 		vmm,  "--kernel",  kernel,  "--initrd", initrd, "--disk",
 		disk, "--cmdline", cmdline, "--cpus",	cpus,	"--memory",
 		mem,  "--api",	   api,	    "--vsock",	vsock};
@@ -178,10 +186,19 @@ static int spawn_vmm(const struct sandbox *sb, const char *console_opt, const st
 		argv[argc++] = "--disk";
 		argv[argc++] = extra[i];
 	}
+	if (jail_enabled()) {
+		if ((err = sandbox_jail_arg(sb, jail, sizeof(jail))) < 0)
+			return err;
+		argv[argc++] = "--jail";
+		argv[argc++] = jail;
+	}
 	argv[argc] = NULL;
 
 	fflush(NULL);
-	child = fork();
+	/* Jailed, the VMM is PID 1 of a pid namespace of its own (sandbox-vmm --jail). */
+	child = jail_enabled()
+			? (pid_t)syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, NULL, NULL, NULL, NULL)
+			: fork();
 	if (child < 0)
 		return -errno;
 	if (child == 0) {
@@ -335,10 +352,16 @@ int sandbox_make_dir(struct sandbox *sb, const char *name)
 		    (err = path_fmt(sb->dir, sizeof(sb->dir), "%s/sandboxes/%s", state_home(),
 				    sb->id)) < 0)
 			break;
+		if (sandbox_foreach(uid_taken, sb->id) == -EEXIST) {
+			err = -EEXIST;
+			if (tries == 100)
+				break;
+			continue;
+		}
 		if (mkdir(sb->dir, 0700) == 0)
 			break;
 		err = -errno;
-		if (err != -EEXIST || tries == 10)
+		if (err != -EEXIST || tries == 100)
 			break;
 	}
 	snprintf(sb->name, sizeof(sb->name), "%s", name ? name : sb->id);
@@ -557,11 +580,28 @@ int sandbox_start_vmm(struct sandbox *sb, const char *console_opt, const struct 
 	pid_t pid = 0;
 	int err, n, ready_fd = -1;
 
+	if (sb->stray_top[0]) {
+		errmsg("%s: its directory holds %s, a layer above its top that its VMM made and "
+		       "sandboxctl never took over (a snapshot cut short): check it, then chown it "
+		       "to root to keep it or remove it",
+		       sb->id, sb->stray_top);
+		return EXIT_ERR;
+	}
+	if (jail_enabled() && (err = sandbox_jail_prepare(sb)) < 0) {
+		errmsg("%s: cannot make its directory the VMM's jail: %s", sb->id, strerror(-err));
+		return EXIT_ERR;
+	}
 	if (sb->network && (err = net_start(sb)) != EXIT_OK)
 		return err;
 	/* A restored guest announced its agent before the snapshot: it is pinged instead. */
 	if (!no_wait && !src)
 		ready_fd = ready_listen(sb, ready_path, sizeof(ready_path));
+	if (ready_fd >= 0 && jail_enabled() && (err = sandbox_jail_socket(sb, ready_path)) < 0) {
+		errmsg("%s: cannot open %s to the jailed VMM: %s", sb->id, ready_path,
+		       strerror(-err));
+		ready_close(ready_fd, ready_path);
+		ready_fd = -1;
+	}
 	if ((err = spawn_vmm(sb, console_opt, src, &pid)) < 0) {
 		errmsg("%s: cannot start the VMM: %s", sb->id, strerror(-err));
 		ready_close(ready_fd, ready_path);

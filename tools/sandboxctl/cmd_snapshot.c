@@ -117,6 +117,36 @@ static int link_layers(const struct sandbox *sb, const char *tmp, struct snap_me
 	return err;
 }
 
+/* Take over what a jailed VMM wrote: its new top layer, and in `tmp` exactly the state and
+ * (unless a fork's) the memory, each a plain file of its own; `tmp` becomes root's again. */
+static int adopt_snapshot(const struct sandbox *sb, const char *tmp, const char *new_top)
+{
+	char path[4200];
+	struct dirent *e;
+	DIR *d;
+	int err;
+
+	if ((err = sandbox_jail_adopt(sb, new_top)) < 0)
+		return err;
+	if (chown(tmp, 0, 0) < 0 || chmod(tmp, 0700) < 0)
+		return -errno;
+	if (!(d = opendir(tmp)))
+		return -errno;
+	while ((e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		if (strcmp(e->d_name, "state.fdt") && strcmp(e->d_name, "memory")) {
+			err = -EPERM;
+			break;
+		}
+		if ((err = path_fmt(path, sizeof(path), "%s/%s", tmp, e->d_name)) < 0 ||
+		    (err = sandbox_jail_adopt(sb, path)) < 0)
+			break;
+	}
+	closedir(d);
+	return err;
+}
+
 int snapshot_take(struct sandbox *sb, struct snap_take *t)
 {
 	char root[4200], tmp[4200], new_top[4200], next[32], old_top[32], msg[API_ERROR_MSG_MAX];
@@ -136,9 +166,12 @@ int snapshot_take(struct sandbox *sb, struct snap_take *t)
 		       sandbox_state_name(sandbox_state(sb, NULL)));
 		return EXIT_SANDBOX;
 	}
+	/* Jailed, the VMM writes the snapshot inside its directory (its jail's root); the
+	 * directory is renamed into the store after, on the same filesystem. */
 	if ((err = snapshots_root(root, sizeof(root))) < 0 ||
 	    (err = path_fmt(t->dir, sizeof(t->dir), "%s/%s", root, t->name)) < 0 ||
-	    (err = path_fmt(tmp, sizeof(tmp), "%s/+tmp-%s-%d", root, t->name, (int)getpid())) < 0 ||
+	    (err = path_fmt(tmp, sizeof(tmp), "%s/+tmp-%s-%d", jail_enabled() ? sb->dir : root,
+			    t->name, (int)getpid())) < 0 ||
 	    (err = next_top(sb->top, next, sizeof(next))) < 0 ||
 	    (err = sandbox_path(sb, next, new_top, sizeof(new_top))) < 0) {
 		errmsg("%s: %s", sb->id, strerror(-err));
@@ -149,10 +182,15 @@ int snapshot_take(struct sandbox *sb, struct snap_take *t)
 		return EXIT_ERR;
 	}
 	remove_stale_tmp(root);
+	remove_stale_tmp(sb->dir);
 	remove_flat_dir(tmp); /* a leftover of a crashed sandboxctl of this pid */
 	if (mkdir(tmp, 0700) < 0) {
 		errmsg("cannot make %s: %m", tmp);
 		return EXIT_ERR;
+	}
+	if (jail_enabled() && chown(tmp, sandbox_uid(sb->id), sandbox_uid(sb->id)) < 0) {
+		errmsg("cannot give %s to the jailed VMM: %m", tmp);
+		goto fail_rm;
 	}
 	snprintf(old_top, sizeof(old_top), "%s", sb->top);
 	tops[0] = new_top;
@@ -162,7 +200,14 @@ int snapshot_take(struct sandbox *sb, struct snap_take *t)
 		errmsg("%s: the snapshot failed: %s", sb->id, msg[0] ? msg : strerror(-err));
 		goto fail_rm;
 	}
-	/* The VMM goes on over the new top now (sandbox_find_top finds it there). */
+	/* The VMM goes on over the new top now (sandbox_find_top finds it there, once it is
+	 * root's). */
+	if (jail_enabled() && (err = adopt_snapshot(sb, tmp, new_top)) < 0) {
+		errmsg("%s: the jailed VMM's snapshot files are not what it should have made "
+		       "(%s): refused",
+		       sb->id, strerror(-err));
+		goto fail_rm;
+	}
 	snprintf(sb->top, sizeof(sb->top), "%s", next);
 	memset(&t->meta, 0, sizeof(t->meta));
 	t->meta.format = SNAP_META_FORMAT;
