@@ -519,7 +519,7 @@ int disk_rebase(struct disk *d, const char *root)
 int disk_snapshot(struct disk *d, const char *path, struct disk_error *err)
 {
 	struct disk_layer *top = &d->layers[0], fresh;
-	int r;
+	int r, fd = -1;
 
 	if (d->read_only)
 		return disk_fail(err, -EROFS, "%s: the disk is read-only", top->path);
@@ -532,10 +532,10 @@ int disk_snapshot(struct disk *d, const char *path, struct disk_error *err)
 	/* From here the old top is only read: other processes may share it. */
 	if (flock(top->fd, LOCK_SH | LOCK_NB) < 0)
 		return disk_fail(err, -errno, "%s: %s", top->path, strerror(errno));
-	r = disk_layer_create(path, d->virtual_len, d->cluster_len, top, err);
+	r = disk_layer_create_fd(path, d->virtual_len, d->cluster_len, top, &fd, err);
 	if (r < 0)
 		goto undo;
-	r = disk_layer_open(&fresh, path, DISK_LAYER_WRITABLE, err);
+	r = disk_layer_open_fd(&fresh, fd, path, DISK_LAYER_WRITABLE, err);
 	if (r < 0) {
 		unlink(path);
 		goto undo;

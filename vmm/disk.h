@@ -244,6 +244,9 @@ int disk_pwrite_full(int fd, const void *buf, uint64_t len, uint64_t off) __must
 /* Open and check one layer file (or, with DISK_LAYER_RAW, a raw image) into `l`. */
 int disk_layer_open(struct disk_layer *l, const char *path, unsigned lflags,
 		    struct disk_error *err) __must_check;
+/* The same with `fd` (>= 0) already open on `path`: the layer owns it from here. */
+int disk_layer_open_fd(struct disk_layer *l, int fd, const char *path, unsigned lflags,
+		       struct disk_error *err) __must_check;
 void disk_layer_close(struct disk_layer *l);
 /* The identity children record: SHA-256 over what makes the layer's contents what they are. */
 int disk_layer_identity(struct disk_layer *l, uint8_t out[DISK_HASH_LEN]) __must_check;
@@ -266,6 +269,10 @@ int disk_layer_write_header(struct disk_layer *l) __must_check;
  * none); `parent` must be open. */
 int disk_layer_create(const char *path, uint64_t virtual_len, uint32_t cluster_len,
 		      struct disk_layer *parent, struct disk_error *err) __must_check;
+/* The same, and the new file's fd (read-write) in *fd_out when it succeeds. */
+int disk_layer_create_fd(const char *path, uint64_t virtual_len, uint32_t cluster_len,
+			 struct disk_layer *parent, int *fd_out,
+			 struct disk_error *err) __must_check;
 /* Where the parent of the layer at `child` (a canonical path) with header `h` is: its
  * recorded path, resolved against `child`'s directory unless absolute. */
 int disk_layer_parent_path(const char *child, const struct disk_header *h, char *out,

@@ -357,7 +357,7 @@ static int layer_read_header(struct disk_layer *l, struct disk_error *err)
 	return bitmap_load(l, err);
 }
 
-static int layer_open(struct disk_layer *l, const char *path, unsigned lflags,
+static int layer_open(struct disk_layer *l, int fd, const char *path, unsigned lflags,
 		      struct disk_error *err)
 {
 	bool writable = lflags & DISK_LAYER_WRITABLE;
@@ -365,14 +365,15 @@ static int layer_open(struct disk_layer *l, const char *path, unsigned lflags,
 	int r;
 
 	memset(l, 0, sizeof(*l));
-	l->fd = -1;
+	l->fd = fd;
 	l->path = realpath(path, NULL);
 	if (!l->path) {
 		r = -errno;
 		return disk_fail(err, r, "%s: %s", path,
 				 r == -ENOENT ? "no such file" : strerror(-r));
 	}
-	l->fd = open(l->path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+	if (l->fd < 0)
+		l->fd = open(l->path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
 	if (l->fd < 0) {
 		r = -errno;
 		return disk_fail(err, r, "%s: %s", l->path, strerror(-r));
@@ -403,7 +404,13 @@ static int layer_open(struct disk_layer *l, const char *path, unsigned lflags,
 
 int disk_layer_open(struct disk_layer *l, const char *path, unsigned lflags, struct disk_error *err)
 {
-	int r = layer_open(l, path, lflags, err);
+	return disk_layer_open_fd(l, -1, path, lflags, err);
+}
+
+int disk_layer_open_fd(struct disk_layer *l, int fd, const char *path, unsigned lflags,
+		       struct disk_error *err)
+{
+	int r = layer_open(l, fd, path, lflags, err);
 
 	if (r < 0)
 		disk_layer_close(l);
@@ -617,6 +624,12 @@ static int hdr_build(struct disk_header *h, const char *path, uint64_t virtual_l
 int disk_layer_create(const char *path, uint64_t virtual_len, uint32_t cluster_len,
 		      struct disk_layer *parent, struct disk_error *err)
 {
+	return disk_layer_create_fd(path, virtual_len, cluster_len, parent, NULL, err);
+}
+
+int disk_layer_create_fd(const char *path, uint64_t virtual_len, uint32_t cluster_len,
+			 struct disk_layer *parent, int *fd_out, struct disk_error *err)
+{
 	struct disk_header h;
 	char tmp[PATH_MAX], *copy = NULL;
 	int fd = -1, dir_fd = -1, r;
@@ -661,6 +674,9 @@ out:
 	if (dir_fd >= 0)
 		close(dir_fd);
 	free(copy);
-	close(fd);
+	if (r == 0 && fd_out)
+		*fd_out = fd; /* the caller's: it opened O_RDWR, and a jail opens no file twice */
+	else
+		close(fd);
 	return r;
 }

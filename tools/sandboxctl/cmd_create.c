@@ -580,11 +580,13 @@ int sandbox_start_vmm(struct sandbox *sb, const char *console_opt, const struct 
 	pid_t pid = 0;
 	int err, n, ready_fd = -1;
 
-	if (sb->stray_top[0]) {
-		errmsg("%s: its directory holds %s, a layer above its top that its VMM made and "
-		       "sandboxctl never took over (a snapshot cut short): check it, then chown it "
-		       "to root to keep it or remove it",
-		       sb->id, sb->stray_top);
+	/* A layer a jailed VMM made at a snapshot cut short: its top since, if it is what
+	 * that snapshot would have made. */
+	if (snapshot_adopt_stray_top(sb) < 0) {
+		errmsg("%s: its directory holds %s, a layer above its top %s that is not one its "
+		       "VMM could have made: check it, then chown it to root to keep it or remove "
+		       "it",
+		       sb->id, sb->stray_top, sb->top);
 		return EXIT_ERR;
 	}
 	if (jail_enabled() && (err = sandbox_jail_prepare(sb)) < 0) {
