@@ -47,6 +47,28 @@ static int read_full(int fd, void *buf, size_t len, uint64_t deadline)
 	return 0;
 }
 
+/* send, with `pass_fd` as SCM_RIGHTS when it is >= 0. */
+static ssize_t send_fd(int fd, const void *buf, size_t len, int pass_fd)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} cm;
+	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+
+	if (pass_fd >= 0) {
+		memset(&cm, 0, sizeof(cm));
+		m.msg_control = cm.buf;
+		m.msg_controllen = sizeof(cm.buf);
+		cm.h.cmsg_level = SOL_SOCKET;
+		cm.h.cmsg_type = SCM_RIGHTS;
+		cm.h.cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(&cm.h), &pass_fd, sizeof(int));
+	}
+	return sendmsg(fd, &m, MSG_NOSIGNAL);
+}
+
 int api_request(const struct sandbox *sb, uint16_t type, const void *req, uint32_t req_len,
 		unsigned timeout_ms, int32_t *error, void *body, size_t body_max, size_t *body_len)
 {
@@ -61,21 +83,22 @@ int api_request(const struct sandbox *sb, uint16_t type, const void *req, uint32
 
 static int request(const char *api_path, uint16_t type, const void *req, uint32_t req_len,
 		   unsigned timeout_ms, int32_t *error, void *body, size_t body_max,
-		   size_t *body_len, pid_t *peer);
+		   size_t *body_len, pid_t *peer, int pass_fd);
 
 int api_request_path(const char *api_path, uint16_t type, const void *req, uint32_t req_len,
 		     unsigned timeout_ms, int32_t *error, void *body, size_t body_max,
 		     size_t *body_len)
 {
 	return request(api_path, type, req, req_len, timeout_ms, error, body, body_max, body_len,
-		       NULL);
+		       NULL, -1);
 }
 
 /* api_request_path, and the VMM's pid as this process's pid namespace numbers it (the VMM's
- * own view, in the replies, is 1 when it has a pid namespace of its own). */
+ * own view, in the replies, is 1 when it has a pid namespace of its own), and `pass_fd`
+ * (>= 0) sent along with the request. */
 static int request(const char *api_path, uint16_t type, const void *req, uint32_t req_len,
 		   unsigned timeout_ms, int32_t *error, void *body, size_t body_max,
-		   size_t *body_len, pid_t *peer)
+		   size_t *body_len, pid_t *peer, int pass_fd)
 {
 	struct sockaddr_un addr = {.sun_family = AF_UNIX};
 	uint64_t deadline = now_ms() + timeout_ms;
@@ -125,7 +148,7 @@ static int request(const char *api_path, uint16_t type, const void *req, uint32_
 	if (req_len)
 		memcpy(msg + sizeof(h), req, req_len);
 	/* Small enough for the socket's buffer: one send, or the VMM is not reading. */
-	if (send(fd, msg, sizeof(h) + req_len, MSG_NOSIGNAL) != (ssize_t)(sizeof(h) + req_len)) {
+	if (send_fd(fd, msg, sizeof(h) + req_len, pass_fd) != (ssize_t)(sizeof(h) + req_len)) {
 		err = -EPIPE;
 		goto out;
 	}
@@ -166,7 +189,8 @@ int api_call(const struct sandbox *sb, uint16_t type, unsigned timeout_ms, int32
 	int err = sandbox_path(sb, "api.sock", path, sizeof(path));
 
 	if (err == 0)
-		err = request(path, type, NULL, 0, timeout_ms, error, &st, sizeof(st), &n, &peer);
+		err = request(path, type, NULL, 0, timeout_ms, error, &st, sizeof(st), &n, &peer,
+			      -1);
 	if (err < 0 || !status)
 		return err;
 	if (*error == 0 && n < sizeof(st))
@@ -182,16 +206,20 @@ int api_call(const struct sandbox *sb, uint16_t type, unsigned timeout_ms, int32
 	return 0;
 }
 
-int api_snapshot(const struct sandbox *sb, uint32_t flags, const char *dir, const char *const *tops,
-		 unsigned ntops, unsigned timeout_ms, struct api_snapshot_out *out, char *msg,
-		 size_t msg_len)
+static int snapshot(const char *api_path, uint32_t flags, const char *dir, int dir_fd,
+		    const char *const *tops, unsigned ntops, unsigned timeout_ms,
+		    struct api_snapshot_out *out, char *msg, size_t msg_len);
+
+int api_snapshot(const struct sandbox *sb, uint32_t flags, const char *dir, int dir_fd,
+		 const char *const *tops, unsigned ntops, unsigned timeout_ms,
+		 struct api_snapshot_out *out, char *msg, size_t msg_len)
 {
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	int err = sandbox_path(sb, "api.sock", path, sizeof(path));
 
 	if (err < 0)
 		return err;
-	return api_snapshot_path(path, flags, dir, tops, ntops, timeout_ms, out, msg, msg_len);
+	return snapshot(path, flags, dir, dir_fd, tops, ntops, timeout_ms, out, msg, msg_len);
 }
 
 /*
@@ -235,6 +263,13 @@ int api_snapshot_path(const char *api_path, uint32_t flags, const char *dir,
 		      const char *const *tops, unsigned ntops, unsigned timeout_ms,
 		      struct api_snapshot_out *out, char *msg, size_t msg_len)
 {
+	return snapshot(api_path, flags, dir, -1, tops, ntops, timeout_ms, out, msg, msg_len);
+}
+
+static int snapshot(const char *api_path, uint32_t flags, const char *dir, int dir_fd,
+		    const char *const *tops, unsigned ntops, unsigned timeout_ms,
+		    struct api_snapshot_out *out, char *msg, size_t msg_len)
+{
 	uint8_t req[API_PAYLOAD_MAX], body[API_ERROR_MSG_MAX + sizeof(struct api_snapshot_result)];
 	struct api_snapshot_req h = {.flags = htole32(flags), .nstrings = htole32(1 + ntops)};
 	struct api_snapshot_result res;
@@ -256,7 +291,7 @@ int api_snapshot_path(const char *api_path, uint32_t flags, const char *dir,
 		len += sl;
 	}
 	err = request(api_path, API_SNAPSHOT, req, (uint32_t)len, timeout_ms, &error, body,
-		      sizeof(body) - 1, &n, &peer);
+		      sizeof(body) - 1, &n, &peer, dir_fd);
 	if (err < 0)
 		return err;
 	body[n] = '\0';

@@ -265,15 +265,17 @@ int api_request(const struct sandbox *sb, uint16_t type, const void *req, uint32
 int api_request_path(const char *api_path, uint16_t type, const void *req, uint32_t req_len,
 		     unsigned timeout_ms, int32_t *error, void *body, size_t body_max,
 		     size_t *body_len) __must_check;
-/* SNAPSHOT (wire/api_proto.h) into `dir` with the new top layers of the writable disks.
+/* SNAPSHOT (wire/api_proto.h) into `dir` with the new top layers of the writable disks;
+ * with `dir_fd` >= 0, into that directory (sent as SCM_RIGHTS: a jailed VMM cannot open
+ * `dir`, which then only names it). The memory paths of a fork are this process's view.
  * Returns 0, the VMM's -errno with its message in `msg`, or -errno of the call itself. */
 struct api_snapshot_out {
 	uint64_t pause_us, total_us, state_bytes, memory_bytes;
 	char memory_path[320]; /* API_SNAPSHOT_LIVE: the parent's frozen RAM, PATH[,PATH...] */
 };
-int api_snapshot(const struct sandbox *sb, uint32_t flags, const char *dir, const char *const *tops,
-		 unsigned ntops, unsigned timeout_ms, struct api_snapshot_out *out, char *msg,
-		 size_t msg_len) __must_check;
+int api_snapshot(const struct sandbox *sb, uint32_t flags, const char *dir, int dir_fd,
+		 const char *const *tops, unsigned ntops, unsigned timeout_ms,
+		 struct api_snapshot_out *out, char *msg, size_t msg_len) __must_check;
 /* The same to the VMM whose control socket is `api_path`. */
 int api_snapshot_path(const char *api_path, uint32_t flags, const char *dir,
 		      const char *const *tops, unsigned ntops, unsigned timeout_ms,

@@ -254,28 +254,9 @@ void remove_flat_dir(const char *path)
 		close(fd);
 		return;
 	}
-	while ((e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		if (unlinkat(dirfd(d), e->d_name, 0) < 0 && errno == EISDIR) {
-			/* One level down: a snapshot's staging directory in a sandbox's. */
-			int sub = openat(dirfd(d), e->d_name,
-					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			DIR *sd = sub >= 0 ? fdopendir(sub) : NULL;
-			struct dirent *se;
-
-			if (!sd) {
-				if (sub >= 0)
-					close(sub);
-				continue;
-			}
-			while ((se = readdir(sd)))
-				if (strcmp(se->d_name, ".") && strcmp(se->d_name, ".."))
-					unlinkat(dirfd(sd), se->d_name, 0);
-			closedir(sd);
-			unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
-		}
-	}
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			unlinkat(dirfd(d), e->d_name, 0);
 	closedir(d);
 	rmdir(path);
 }

@@ -26,6 +26,7 @@
 struct api_conn {
 	struct api *api;
 	struct ev_source src;
+	int passed_fd; /* the last fd the client sent (SCM_RIGHTS), -1: none */
 	uint32_t have; /* bytes of buf filled */
 	uint8_t buf[API_MSG_MAX];
 	struct api_conn *next;
@@ -64,6 +65,8 @@ static void api_conn_close(struct api_conn *c)
 	api->nconns--;
 	evloop_del(&api->vm->loop, &c->src);
 	close(c->src.fd);
+	if (c->passed_fd >= 0)
+		close(c->passed_fd);
 	free(c);
 }
 
@@ -103,7 +106,7 @@ static int api_snapshot(struct api_conn *c, const struct api_hdr *h, const uint8
 {
 	uint32_t len = le32toh(h->len);
 	struct api_snapshot_req req;
-	struct snapshot_req sr = {0};
+	struct snapshot_req sr = {.dir_fd = -1};
 	struct snapshot_stats st;
 	struct api_snapshot_result res;
 	char msg[API_ERROR_MSG_MAX] = "";
@@ -127,8 +130,10 @@ static int api_snapshot(struct api_conn *c, const struct api_hdr *h, const uint8
 				 "bad SNAPSHOT request: string %u is not terminated", i);
 			return api_reply(c, h, -EINVAL, msg, (uint32_t)strlen(msg) + 1);
 		}
-		/* Host paths: inside the jail they must lie in its root. */
-		const char *path = jail_path((const char *)p);
+		/* Host paths: inside the jail they must lie in its root. The directory may
+		 * instead come as an fd (its string then only names it in messages). */
+		const char *path =
+			i == 0 && c->passed_fd >= 0 ? (const char *)p : jail_path((const char *)p);
 
 		if (!path) {
 			snprintf(msg, sizeof(msg),
@@ -143,10 +148,14 @@ static int api_snapshot(struct api_conn *c, const struct api_hdr *h, const uint8
 			sr.new_tops[sr.ntops++] = path;
 		p = nul + 1;
 	}
+	sr.dir_fd = c->passed_fd;
+	c->passed_fd = -1; /* this request's, closed below */
 	sr.stop = le32toh(req.flags) & API_SNAPSHOT_STOP;
 	sr.live = le32toh(req.flags) & API_SNAPSHOT_LIVE;
 	sr.durable = le32toh(req.flags) & API_SNAPSHOT_DURABLE;
 	err = vm_snapshot(c->api->vm, &sr, &st, msg, sizeof(msg));
+	if (sr.dir_fd >= 0)
+		close(sr.dir_fd);
 	if (err < 0) {
 		log_warn("snapshot to %s failed: %s", sr.dir, msg);
 		return api_reply(c, h, err, msg, (uint32_t)strlen(msg) + 1);
@@ -222,6 +231,42 @@ static int api_check_header(struct api_conn *c, const struct api_hdr *h)
 	return (int)(sizeof(*h) + len);
 }
 
+/* recv into c->buf, keeping the one fd a request may come with (SNAPSHOT's directory): the
+ * last one sent wins, any other is closed at once. */
+static ssize_t api_recv(struct api_conn *c)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(4 * sizeof(int))];
+	} cm;
+	struct iovec iov = {.iov_base = c->buf + c->have, .iov_len = sizeof(c->buf) - c->have};
+	struct msghdr m = {.msg_iov = &iov,
+			   .msg_iovlen = 1,
+			   .msg_control = cm.buf,
+			   .msg_controllen = sizeof(cm.buf)};
+	ssize_t n = recvmsg(c->src.fd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+
+	if (n < 0)
+		return n;
+	for (struct cmsghdr *h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h)) {
+		size_t nfds;
+		int fds[4];
+
+		if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
+			continue;
+		nfds = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		if (nfds > 4)
+			nfds = 4;
+		memcpy(fds, CMSG_DATA(h), nfds * sizeof(int));
+		for (size_t i = 0; i < nfds; i++) {
+			if (c->passed_fd >= 0)
+				close(c->passed_fd);
+			c->passed_fd = fds[i];
+		}
+	}
+	return n;
+}
+
 static void api_conn_event(struct ev_source *src, uint32_t events)
 {
 	struct api_conn *c = src->opaque;
@@ -229,7 +274,7 @@ static void api_conn_event(struct ev_source *src, uint32_t events)
 	ssize_t n;
 	int len;
 
-	n = recv(src->fd, c->buf + c->have, sizeof(c->buf) - c->have, MSG_DONTWAIT);
+	n = api_recv(c);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
 	if (n <= 0)
@@ -280,6 +325,7 @@ static void api_accept(struct ev_source *src, uint32_t events)
 		return;
 	}
 	c->api = api;
+	c->passed_fd = -1;
 	if ((err = evloop_add(&api->vm->loop, &c->src, fd, EPOLLIN, api_conn_event, c)) < 0) {
 		log_warn("api: cannot watch a connection: %s", strerror(-err));
 		close(fd);

@@ -152,7 +152,8 @@ int vm_snapshot(struct vm *vm, const struct snapshot_req *req, struct snapshot_s
 
 	memset(st, 0, sizeof(*st));
 	msg[0] = '\0';
-	dirfd = open(req->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	dirfd = req->dir_fd >= 0 ? fcntl(req->dir_fd, F_DUPFD_CLOEXEC, 0)
+				 : open(req->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0) {
 		err = -errno;
 		snprintf(msg, msg_len, "%s: %s", req->dir, strerror(errno));

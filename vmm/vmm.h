@@ -526,6 +526,7 @@ int vm_load_state(struct vm *vm, struct snap_reader *r, int parent) __must_check
 
 struct snapshot_req {
 	const char *dir; /* an existing empty directory: state.fdt and memory go there */
+	int dir_fd;	 /* >= 0: that directory, opened by the client (dir only names it) */
 	/* For the n-th writable disk, the path of the new empty top layer it goes on over. */
 	const char *new_tops[SNAP_TOPS_MAX];
 	unsigned ntops;

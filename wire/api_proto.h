@@ -81,10 +81,16 @@ _Static_assert(offsetof(struct api_status, uptime_ms) == 16, "no padding");
  * client ends it with SHUTDOWN). On failure the reply's error is -errno and a message follows
  * api_result as a NUL-terminated string.
  *
+ * The directory may come as a file descriptor instead (SCM_RIGHTS with the request, or with
+ * any earlier bytes of it): `dir` then only names it in messages. A jailed VMM (--jail) needs
+ * that for a directory outside its jail; paths it is given must lie inside it.
+ *
  * API_SNAPSHOT_LIVE is a fork's snapshot: RAM is not written while the VM is paused; the VMM
  * freezes it in place and goes on over private copies of its pages, and the reply names the
  * frozen RAM file after api_snapshot_result (a NUL-terminated path, /proc/<pid>/fd/<n>, valid
- * while this VMM runs), which `sandbox-vmm --restore DIR --restore-memory PATH` maps. With
+ * while this VMM runs), which `sandbox-vmm --restore DIR --restore-memory PATH` maps. <pid>
+ * is the VMM's own: a client in another pid namespace (a jailed VMM is 1 in its own) puts the
+ * peer's pid (SO_PEERCRED) there. STATUS's pid is the VMM's own view too. With
  * API_SNAPSHOT_DURABLE too, the memory file is also written into `dir`, after the VM runs
  * again and before the reply.
  */

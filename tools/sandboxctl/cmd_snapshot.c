@@ -182,7 +182,7 @@ int snapshot_take(struct sandbox *sb, struct snap_take *t)
 	char root[4200], tmp[4200], new_top[4200], next[32], old_top[32], msg[API_ERROR_MSG_MAX];
 	const char *tops[1];
 	struct stat st;
-	int err;
+	int err, tmp_fd;
 
 	for (unsigned i = 0; i < sb->ndisks; i++)
 		if (!sb->disks[i].ro) {
@@ -202,12 +202,9 @@ int snapshot_take(struct sandbox *sb, struct snap_take *t)
 		       sandbox_state_name(sandbox_state(sb, NULL)));
 		return EXIT_SANDBOX;
 	}
-	/* Jailed, the VMM writes the snapshot inside its directory (its jail's root); the
-	 * directory is renamed into the store after, on the same filesystem. */
 	if ((err = snapshots_root(root, sizeof(root))) < 0 ||
 	    (err = path_fmt(t->dir, sizeof(t->dir), "%s/%s", root, t->name)) < 0 ||
-	    (err = path_fmt(tmp, sizeof(tmp), "%s/+tmp-%s-%d", jail_enabled() ? sb->dir : root,
-			    t->name, (int)getpid())) < 0 ||
+	    (err = path_fmt(tmp, sizeof(tmp), "%s/+tmp-%s-%d", root, t->name, (int)getpid())) < 0 ||
 	    (err = next_top(sb->top, next, sizeof(next))) < 0 ||
 	    (err = sandbox_path(sb, next, new_top, sizeof(new_top))) < 0) {
 		errmsg("%s: %s", sb->id, strerror(-err));
@@ -218,7 +215,6 @@ int snapshot_take(struct sandbox *sb, struct snap_take *t)
 		return EXIT_ERR;
 	}
 	remove_stale_tmp(root);
-	remove_stale_tmp(sb->dir);
 	remove_flat_dir(tmp); /* a leftover of a crashed sandboxctl of this pid */
 	if (mkdir(tmp, 0700) < 0) {
 		errmsg("cannot make %s: %m", tmp);
@@ -230,8 +226,15 @@ int snapshot_take(struct sandbox *sb, struct snap_take *t)
 	}
 	snprintf(old_top, sizeof(old_top), "%s", sb->top);
 	tops[0] = new_top;
-	err = api_snapshot(sb, t->flags, tmp, tops, 1, SNAPSHOT_TIMEOUT_MS, &t->out, msg,
+	/* The directory goes to the VMM as an fd: jailed, it cannot open the store. */
+	tmp_fd = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (tmp_fd < 0) {
+		errmsg("cannot open %s: %m", tmp);
+		goto fail_rm;
+	}
+	err = api_snapshot(sb, t->flags, tmp, tmp_fd, tops, 1, SNAPSHOT_TIMEOUT_MS, &t->out, msg,
 			   sizeof(msg));
+	close(tmp_fd);
 	if (err < 0) {
 		errmsg("%s: the snapshot failed: %s", sb->id, msg[0] ? msg : strerror(-err));
 		goto fail_rm;
