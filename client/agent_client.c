@@ -321,17 +321,17 @@ out:
 void agent_print_error(const char *what, const struct proto_frame *f)
 {
 	uint32_t e = f->hdr.len >= sizeof(struct proto_error) ? proto_get_le32(f->payload) : 0;
-	int mlen = (int)(f->hdr.len - sizeof(struct proto_error));
+	size_t n = f->hdr.len > sizeof(struct proto_error) ? f->hdr.len - sizeof(struct proto_error)
+							   : 0;
 	char msg[512];
-	int n = 0;
 
-	/* the message is guest text: printable bytes only */
-	for (int i = 0; i < mlen && n < (int)sizeof(msg) - 1; i++) {
-		char ch = (char)f->payload[sizeof(struct proto_error) + (size_t)i];
-
-		msg[n++] = ch >= 0x20 && ch < 0x7f ? ch : '?';
-	}
+	/* the message is guest text: printable only, and a NUL in it ends it */
+	if (n > sizeof(msg) - 1)
+		n = sizeof(msg) - 1;
+	memcpy(msg, f->payload + sizeof(struct proto_error), n);
 	msg[n] = '\0';
+	n = strlen(msg);
+	printable(msg, n, false);
 	if (n)
 		errmsg("%s: %s", what, msg);
 	else

@@ -251,6 +251,10 @@ static int restore_into(const char *dir, const struct snap_meta *m, const char *
 	}
 	sb->ndisks = m->ndisks;
 	sb->network = m->network;
+	if (o) { /* a warm create: its lifetime and lifeline are the create's */
+		sb->deadline = o->ttl_s ? sb->created + o->ttl_s : 0;
+		sb->lifeline_fd = o->lifeline_fd;
+	}
 	if ((status = sandbox_make_dir(sb, name)) != EXIT_OK)
 		return status;
 	if (sb->network) {

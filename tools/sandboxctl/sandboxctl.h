@@ -44,7 +44,10 @@ struct create_opts {
 	/* The policy options for sandbox-proxy prepare (--allow D, --policy F, ...), as words. */
 	char **net_opts;
 	unsigned nnet_opts;
+	uint64_t ttl_s;	 /* --ttl: the sandbox's lifetime (0: none), up to CREATE_TTL_MAX_S */
+	int lifeline_fd; /* > 0: the VMM's --lifeline (sandboxctl run's pipe), sb->lifeline_fd */
 };
+#define CREATE_TTL_MAX_S (7u * 24 * 3600) /* the VMM's --timeout at most */
 #define CREATE_OPTS_DEFAULT                                                                        \
 	{                                                                                          \
 		.image = CREATE_DEFAULT_IMAGE, .cpus = 1, .memory_mib = 512, .timeout_s = 60,      \
