@@ -155,7 +155,7 @@ static int cmd_info(const char *path)
 	if (h->parent_kind != DISK_PARENT_NONE) {
 		/* The recorded path is the file's bytes, and where it led is a file name too. */
 		size_t n = h->parent_path_len < DISK_PARENT_PATH_MAX ? h->parent_path_len
-								 : DISK_PARENT_PATH_MAX;
+								     : DISK_PARENT_PATH_MAX;
 
 		memcpy(text, h->parent_path, n);
 		text[n] = '\0';
@@ -175,8 +175,8 @@ static int cmd_info(const char *path)
 		printf("%-18s%s\n", "chain:", "ok, every parent matches");
 		return 0;
 	}
-	printf("%-18sBROKEN: %s\n", "chain:",
-	       printable_copy(info.chain_error.msg, text, sizeof(text)));
+	printf("%-18sBROKEN: %s\n",
+	       "chain:", printable_copy(info.chain_error.msg, text, sizeof(text)));
 	fflush(stdout);
 	return fail(info.chain_error.msg);
 }

@@ -23,12 +23,12 @@
 #include "proto.h"
 #include "sandboxctl.h"
 
-#define CP_CHUNK	     (256u << 10)
-#define CP_FLOOR_S	     60u	    /* every copy may take this long, whatever its size */
-#define CP_MIN_RATE	     (1u << 20)	    /* bytes per second beyond that */
-#define CP_UNSIZED_MAX	     (64ull << 20)  /* the bound of a file whose STAT gives no size */
-#define CP_STALL_MS	     60000	    /* no frame, or no progress sending, for this long */
-#define CP_UNASKED_FRAMES    16u	    /* frames read between two chunks sent (cp in) */
+#define CP_CHUNK	  (256u << 10)
+#define CP_FLOOR_S	  60u		/* every copy may take this long, whatever its size */
+#define CP_MIN_RATE	  (1u << 20)	/* bytes per second beyond that */
+#define CP_UNSIZED_MAX	  (64ull << 20) /* the bound of a file whose STAT gives no size */
+#define CP_STALL_MS	  60000		/* no frame, or no progress sending, for this long */
+#define CP_UNASKED_FRAMES 16u		/* frames read between two chunks sent (cp in) */
 
 /* One copy's deadline: `timeout_s` (cp --timeout) when given, else CP_FLOOR_S plus `bytes` at
  * CP_MIN_RATE, from `t0_ms`. */
@@ -317,7 +317,8 @@ static int cp_out(struct agent_conn *c, const char *src, const char *dst_in, uns
 			continue;
 		if (f.hdr.type == PROTO_MSG_DATA) {
 			if (f.hdr.len > bound - got) {
-				errmsg("cp: %s: the guest sent more than the %llu bytes %s: stopped",
+				errmsg("cp: %s: the guest sent more than the %llu bytes %s: "
+				       "stopped",
 				       src, (unsigned long long)bound,
 				       sized ? "its size said" : "taken of a file of unknown size");
 				goto out;

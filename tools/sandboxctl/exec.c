@@ -30,7 +30,7 @@
 #define TIMEOUT_GRACE_MS 15000
 /* After a SIGTERM or SIGHUP was passed on, how long the command has to end before we stop
  * waiting for it (a second SIGINT, SIGTERM or SIGHUP stops at once). */
-#define SIGNAL_GRACE_MS 5000
+#define SIGNAL_GRACE_MS	 5000
 
 static const char *const default_env[] = {
 	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -228,8 +228,8 @@ static int exec_stop_now(const struct sandbox *sb, struct agent_conn *c, struct 
 {
 	if (send_signal(c, q, id, SIGKILL) == 0)
 		(void)outq_flush(q, c->fd);
-	errmsg("%s: the command did not end on %s: stopped waiting for it (it is killed)",
-	       sb->id, s->count >= 2 ? "a second signal" : "SIGTERM within 5 s");
+	errmsg("%s: the command did not end on %s: stopped waiting for it (it is killed)", sb->id,
+	       s->count >= 2 ? "a second signal" : "SIGTERM within 5 s");
 	return 128 + s->sig;
 }
 
@@ -289,7 +289,8 @@ int exec_run(const struct sandbox *sb, const struct exec_opts *o)
 			{.fd = sfd, .events = POLLIN},
 			{.fd = stdin_open && !sending ? STDIN_FILENO : -1, .events = POLLIN},
 		};
-		uint64_t now = now_ms(), until = deadline < stop.grace_end ? deadline : stop.grace_end;
+		uint64_t now = now_ms(),
+			 until = deadline < stop.grace_end ? deadline : stop.grace_end;
 		int r;
 
 		if (now >= stop.grace_end) {
