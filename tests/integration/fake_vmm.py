@@ -9,20 +9,23 @@
 #   STAT/FILE_READ /exact     says 100000 bytes and sends them
 #   STAT/FILE_READ /oversize  says 100000 bytes, sends DATA for ever
 #   STAT/FILE_READ /trickle   says 10 MiB, sends 1 byte a second
-#   FILE_WRITE                reads nothing after the first frame and sends frames of other
+#   FILE_WRITE /hostile...    reads nothing after the first frame and sends frames of other
 #                             ids unasked, for ever (a cp in that must end at its deadline)
+#   FILE_WRITE elsewhere, MKDIR  OK (create puts the proxy's CA in the guest so)
+#   STAT/FILE_READ elsewhere  ERROR ENOENT, its message with a terminal escape in it
 #   EXEC ignore ...           (or sh -c '... ignore ...') STARTED, then never EXIT: SIGNALs
 #                             are answered OK and noted in $FAKE_VMM_LOG, as "signal N"
 #   EXEC anything else        its words on STDOUT, then EXIT 0
 # Its own command line goes to $FAKE_VMM_LOG ("argv ..."), and how it ended ("exit N").
 # --timeout SEC ends it with status 6, EOF on --lifeline FD with status 7, as the VMM does.
-import os, select, socket, struct, sys, threading, time
+import os, select, signal, socket, struct, sys, threading, time
 
 MAGIC, API_VERSION, REPLY = 0x41584253, 1, 0x8000
 HELLO, PING, PONG, EXEC, STARTED, STDOUT, EXIT = 1, 2, 3, 4, 5, 6, 8
 SIGNAL, OK, ERROR, FILE_WRITE, FILE_READ, DATA, END, STAT, STAT_REPLY = (
     12, 13, 14, 15, 16, 17, 18, 19, 20)
-SYNC = 25
+MKDIR, SYNC = 23, 25
+ENOENT_MSG = b"no such file \033]0;owned\007 here"
 SIZES = {"/exact": 100000, "/oversize": 100000, "/trickle": 10 << 20}
 t0 = time.monotonic()
 log_lock = threading.Lock()
@@ -78,6 +81,7 @@ def stream(conn, typ, ident, data):
 
 
 def serve_agent(conn):
+    writes = set()  # ids of the FILE_WRITEs going on
     line = b""
     while not line.endswith(b"\n"):
         line += recv_exact(conn, 1)
@@ -86,23 +90,26 @@ def serve_agent(conn):
         while True:
             length, typ, _, ident = struct.unpack("<IHHQ", recv_exact(conn, 16))
             payload = recv_exact(conn, length)
-            agent_frame(conn, typ, ident, payload)
+            agent_frame(conn, typ, ident, payload, writes)
     except (EOFError, OSError):
         conn.close()
 
 
-def agent_frame(conn, typ, ident, payload):
+def enoent(conn, ident):
+    conn.sendall(frame(ERROR, ident, struct.pack("<II", 2, 0) + ENOENT_MSG))
+
+
+def agent_frame(conn, typ, ident, payload, writes):
     if typ == HELLO:
         conn.sendall(frame(HELLO, 0, struct.pack("<II", 2, 1 << 20)))
     elif typ == PING:
         conn.sendall(frame(PONG, ident, struct.pack("<Q", 1000)))
-    elif typ == SYNC:
+    elif typ in (SYNC, MKDIR):
         conn.sendall(frame(OK, ident))
     elif typ == STAT:
         path = payload.rstrip(b"\0").decode()
         if path not in SIZES:
-            msg = b"stat: no such file"
-            conn.sendall(frame(ERROR, ident, struct.pack("<II", 2, 0) + msg))
+            enoent(conn, ident)
             return
         conn.sendall(frame(STAT_REPLY, ident,
                            struct.pack("<QqIIII", SIZES[path], 0, 0, 0o100644, 0, 0)))
@@ -118,10 +125,18 @@ def agent_frame(conn, typ, ident, payload):
             while True:
                 stream(conn, DATA, ident, b"z")
                 time.sleep(1)
+        else:
+            enoent(conn, ident)
     elif typ == FILE_WRITE:
+        if not payload[16:].startswith(b"/hostile"):
+            writes.add(ident)
+            return
         # Never read again; flood the host with frames it did not ask for.
         while True:
             conn.sendall(frame(PONG, 999, struct.pack("<Q", 0)) * 256)
+    elif typ == END and ident in writes:
+        writes.discard(ident)
+        conn.sendall(frame(OK, ident))
     elif typ == EXEC:
         argc, envc = struct.unpack_from("<HH", payload, 20)
         words = payload[24:].split(b"\0")[1:1 + argc]
@@ -144,6 +159,7 @@ def listen(path):
 
 
 def main():
+    signal.signal(signal.SIGTERM, lambda *_: finish(7, "stopped by signal 15"))
     args = sys.argv[1:]
     log("argv " + " ".join(args))
     opt = {}
@@ -154,10 +170,13 @@ def main():
     timeout = int(opt.get("--timeout", "0"))
     lifeline = int(opt.get("--lifeline", "-1"))
     ready = opt["--vsock"] + "_53"
-    if os.path.exists(ready):  # the guest announces its agent
+    if os.path.exists(ready):  # the guest announces its agent (the host need not read it)
         r = socket.socket(socket.AF_UNIX)
-        r.connect(ready)
-        r.sendall(b"READY\n")
+        try:
+            r.connect(ready)
+            r.sendall(b"READY\n")
+        except OSError:
+            pass
         r.close()
     watch = [api, vsock] + ([lifeline] if lifeline >= 0 else [])
     while True:
