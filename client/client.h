@@ -40,7 +40,8 @@ void errmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * valid UTF-8 from U+00A0 up stay, and tab and newline when `keep_lines` (a log's lines).
  * Every program of ours prints such text through this (errmsg does for its messages). */
 void printable(char *buf, size_t len, bool keep_lines);
-/* `s` made printable into `out` (cut to out_len - 1 bytes, NUL-terminated); returns out. */
+/* `s` made printable into `out` (cut to out_len - 1 bytes, NUL-terminated; `out` may be `s`);
+ * returns out. */
 const char *printable_copy(const char *s, char *out, size_t out_len);
 /* Parse a decimal number in [min, max]; false on anything else. */
 bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);

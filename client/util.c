@@ -32,7 +32,10 @@ void errmsg(const char *fmt, ...)
 static size_t utf8_printable_len(const unsigned char *p, size_t len)
 {
 	static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-	size_t n = (p[0] & 0xe0) == 0xc0 ? 2 : (p[0] & 0xf0) == 0xe0 ? 3 : (p[0] & 0xf8) == 0xf0 ? 4 : 0;
+	size_t n = (p[0] & 0xe0) == 0xc0   ? 2
+		   : (p[0] & 0xf0) == 0xe0 ? 3
+		   : (p[0] & 0xf8) == 0xf0 ? 4
+					   : 0;
 	uint32_t cp;
 
 	if (n == 0 || n > len)
@@ -60,7 +63,8 @@ void printable(char *buf, size_t len, bool keep_lines)
 			i += n;
 			continue;
 		}
-		if (c >= 0x80 || c == 0x7f || (c < 0x20 && !(keep_lines && (c == '\n' || c == '\t'))))
+		if (c >= 0x80 || c == 0x7f ||
+		    (c < 0x20 && !(keep_lines && (c == '\n' || c == '\t'))))
 			p[i] = '?';
 		i++;
 	}
@@ -74,7 +78,7 @@ const char *printable_copy(const char *s, char *out, size_t out_len)
 		return "";
 	if (n > out_len - 1)
 		n = out_len - 1;
-	memcpy(out, s, n);
+	memmove(out, s, n); /* out may be s */
 	out[n] = '\0';
 	printable(out, n, false);
 	return out;

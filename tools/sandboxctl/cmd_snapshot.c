@@ -599,8 +599,8 @@ static int list_one(const char *name, void *opaque)
 		if (l->json)
 			printf("%s{\"name\":\"%s\",\"error\":\"unreadable\"}", l->n++ ? "," : "",
 			       name);
-		else
-			printf("%-24s %s\n", name, msg);
+		else /* the message may quote the snapshot's files */
+			printf("%-24s %s\n", name, printable_copy(msg, msg, sizeof(msg)));
 		return 0;
 	}
 	t = (time_t)m.created;
