@@ -132,7 +132,8 @@ def check_exec(sid):
             fail(f"exec still waiting 10 s after {sig.name}")
         took = time.monotonic() - t0
         # the SIGKILL was in the socket when exec ended: the fake notes it a moment later
-        wait_for(lambda: signals_seen()[-1:] == [9], "the SIGKILL passed on", 5)
+        wait_for(lambda: signals_seen()[-1:] == [9],
+                 f"the SIGKILL passed on (passed on: {signals_seen()[before:]}, exec: {st})", 5)
         seen = signals_seen()[before:]
         if st != want or seen[-1] != 9 or seen[0] != sig:
             fail(f"exec after {sig.name}: status {st} (want {want}), signals passed on {seen}:"

@@ -148,7 +148,10 @@ def agent_frame(conn, typ, ident, payload, writes):
     elif typ == SIGNAL:
         target, sig = struct.unpack_from("<QI", payload)
         log(f"signal {sig}")
-        conn.sendall(frame(OK, ident))
+        try:  # the host may be gone already: what it sent before it went is still read
+            conn.sendall(frame(OK, ident))
+        except OSError:
+            pass
 
 
 def listen(path):

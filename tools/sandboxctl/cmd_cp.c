@@ -7,9 +7,9 @@
  *
  * The guest is not trusted to end a copy. Out: it announces the file's size (STAT) and we
  * take no byte beyond it (a file that says 0 bytes, as /proc's do, or a symlink, whose STAT
- * is the link's own, gets CP_UNSIZED_MAX). Both ways: the copy has a deadline of CP_FLOOR_S
- * plus its size at CP_MIN_RATE (cp --timeout SEC instead), and no loop reads more than a few
- * frames the guest sends unasked.
+ * is the link's own, gets CP_UNSIZED_MAX). Both ways: the time spent waiting for the guest
+ * (not for our own disk or pipe) is bounded by CP_FLOOR_S plus the size at CP_MIN_RATE
+ * (cp --timeout SEC instead), and no loop reads more than a few frames it sends unasked.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -30,33 +30,42 @@
 #define CP_STALL_MS	  60000		/* no frame, or no progress sending, for this long */
 #define CP_UNASKED_FRAMES 16u		/* frames read between two chunks sent (cp in) */
 
-/* One copy's deadline: `timeout_s` (cp --timeout) when given, else CP_FLOOR_S plus `bytes` at
- * CP_MIN_RATE, from `t0_ms`. */
-static uint64_t cp_deadline(uint64_t t0_ms, unsigned timeout_s, uint64_t bytes)
-{
-	if (timeout_s)
-		return t0_ms + timeout_s * 1000ull;
-	return t0_ms + CP_FLOOR_S * 1000ull + bytes / (CP_MIN_RATE / 1000u);
-}
+/* The time one copy may spend waiting for the guest. */
+struct cp_budget {
+	unsigned timeout_s; /* cp --timeout, 0: CP_FLOOR_S plus `bytes` at CP_MIN_RATE */
+	uint64_t bytes;	    /* the copy's size (so far, for a pipe) */
+	uint64_t spent_ms;  /* waited for the guest so far */
+	uint64_t since_ms;  /* the wait going on began then */
+};
 
-/* How long the next wait may be: until the deadline, at most CP_STALL_MS; 0 past it. */
-static int cp_wait_ms(uint64_t deadline)
+/* How long the next wait for the guest may be (at most CP_STALL_MS), 0 when the budget is
+ * spent; starts the clock of that wait. */
+static int cp_wait_begin(struct cp_budget *b)
 {
-	uint64_t now = now_ms(), left = deadline > now ? deadline - now : 0;
+	uint64_t allowed = b->timeout_s ? b->timeout_s * 1000ull
+					: CP_FLOOR_S * 1000ull + b->bytes / (CP_MIN_RATE / 1000u);
+	uint64_t left = allowed > b->spent_ms ? allowed - b->spent_ms : 0;
 
+	b->since_ms = now_ms();
 	return left < CP_STALL_MS ? (int)left : CP_STALL_MS;
 }
 
-/* The deadline passed: say what to do. */
-static void cp_late(const char *what, uint64_t t0_ms, unsigned timeout_s)
+/* The wait is over: count it. True when the budget is spent. */
+static bool cp_wait_end(struct cp_budget *b)
 {
-	if (timeout_s)
-		errmsg("cp: %s: not done within --timeout %u s: stopped", what, timeout_s);
+	b->spent_ms += now_ms() - b->since_ms;
+	return cp_wait_begin(b) == 0;
+}
+
+/* The budget was spent: say what to do. */
+static void cp_late(const char *what, const struct cp_budget *b)
+{
+	if (b->timeout_s)
+		errmsg("cp: %s: not done within --timeout %u s: stopped", what, b->timeout_s);
 	else
-		errmsg("cp: %s: not done in %llu s (the guest gave less than %u KiB/s after the "
-		       "first %u s; cp --timeout SEC waits longer): stopped",
-		       what, (unsigned long long)(now_ms() - t0_ms) / 1000, CP_MIN_RATE >> 10,
-		       CP_FLOOR_S);
+		errmsg("cp: %s: the guest took %llu s, more than %u s plus 1 s per %u KiB (cp "
+		       "--timeout SEC waits longer): stopped",
+		       what, (unsigned long long)b->spent_ms / 1000, CP_FLOOR_S, CP_MIN_RATE >> 10);
 }
 
 static const char cp_usage[] =
@@ -82,14 +91,22 @@ static bool split_remote(char *arg, char **path)
 	return true;
 }
 
-/* Wait for the final frame of call `id` until `deadline`: 0 on OK/END, else print the ERROR
- * (or what went wrong) and fail. */
-static int wait_final(struct agent_conn *c, uint64_t id, const char *what, uint64_t deadline,
+/* Wait for the final frame of call `id` within the budget: 0 on OK/END, else print the
+ * ERROR (or what went wrong) and fail. */
+static int wait_final(struct agent_conn *c, uint64_t id, const char *what, struct cp_budget *b,
 		      struct proto_frame *f)
 {
 	for (;;) {
-		int r = agent_recv(c, cp_wait_ms(deadline), f);
+		int wait = cp_wait_begin(b), r;
 
+		if (wait == 0) {
+			cp_late(what, b);
+			return -ETIMEDOUT;
+		}
+		r = agent_recv(c, wait, f);
+		(void)cp_wait_end(b);
+		if (r == 0 && cp_wait_begin(b) == 0)
+			continue; /* said above */
 		if (r <= 0) {
 			errmsg("%s: lost the connection to the agent (%s)", what,
 			       r == 0 ? "no answer in time" : strerror(-r));
@@ -123,7 +140,8 @@ static int cp_in(struct agent_conn *c, const char *src, const char *dst_in, unsi
 	char dst[4096], srccopy[4096];
 	struct proto_frame f;
 	struct stat st;
-	uint64_t id, t0 = now_ms(), size, sent = 0, deadline;
+	struct cp_budget b = {.timeout_s = timeout_s};
+	uint64_t id, sent = 0;
 	size_t plen;
 	int fd, err = -EIO;
 
@@ -139,9 +157,8 @@ static int cp_in(struct agent_conn *c, const char *src, const char *dst_in, unsi
 		close(fd);
 		return EXIT_ERR;
 	}
-	/* A pipe's size is unknown: its deadline grows with what it gave. */
-	size = S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
-	deadline = cp_deadline(t0, timeout_s, size);
+	/* A pipe's size is unknown: its budget grows with what it gave. */
+	b.bytes = S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
 	snprintf(srccopy, sizeof(srccopy), "%s", strcmp(src, "-") ? src : "stdin");
 	if ((dst_in[0] && dst_in[strlen(dst_in) - 1] == '/') || remote_is_dir(c, dst_in))
 		err = path_fmt(dst, sizeof(dst), "%s%s%s", dst_in,
@@ -161,9 +178,11 @@ static int cp_in(struct agent_conn *c, const char *src, const char *dst_in, unsi
 	plen = strlen(dst) + 1;
 	memcpy(buf + sizeof(struct proto_file_write), dst, plen);
 	id = ++c->next_id;
-	c->send_stall_ms = cp_wait_ms(deadline);
-	if ((err = agent_send(c, PROTO_MSG_FILE_WRITE, id, buf,
-			      (uint32_t)(sizeof(struct proto_file_write) + plen))) < 0)
+	c->send_stall_ms = cp_wait_begin(&b);
+	err = agent_send(c, PROTO_MSG_FILE_WRITE, id, buf,
+			 (uint32_t)(sizeof(struct proto_file_write) + plen));
+	(void)cp_wait_end(&b);
+	if (err < 0)
 		goto lost;
 	for (;;) {
 		ssize_t n = read(fd, buf, CP_CHUNK);
@@ -180,21 +199,21 @@ static int cp_in(struct agent_conn *c, const char *src, const char *dst_in, unsi
 		if (n == 0)
 			break;
 		sent += (uint64_t)n;
-		if (sent > size)
-			deadline = cp_deadline(t0, timeout_s, sent);
-		if ((c->send_stall_ms = cp_wait_ms(deadline)) == 0) {
+		if (sent > b.bytes)
+			b.bytes = sent;
+		if ((c->send_stall_ms = cp_wait_begin(&b)) == 0) {
 			close(fd);
-			cp_late(dst, t0, timeout_s);
+			cp_late(dst, &b);
 			return EXIT_ERR;
 		}
-		if ((err = agent_send(c, PROTO_MSG_DATA, id, buf, (uint32_t)n)) < 0) {
-			if (err == -ETIMEDOUT && now_ms() >= deadline) {
-				close(fd);
-				cp_late(dst, t0, timeout_s);
-				return EXIT_ERR;
-			}
-			goto lost;
+		err = agent_send(c, PROTO_MSG_DATA, id, buf, (uint32_t)n);
+		if (cp_wait_end(&b) && err == -ETIMEDOUT) {
+			close(fd);
+			cp_late(dst, &b);
+			return EXIT_ERR;
 		}
+		if (err < 0)
+			goto lost;
 		/* The agent answers ERROR at once on a failure (a full disk): stop sending. Only
 		 * a few frames are read here: a guest sending unasked ones cannot keep us. */
 		while (unasked++ < CP_UNASKED_FRAMES && (r = agent_recv(c, 0, &f)) == 1) {
@@ -212,7 +231,7 @@ static int cp_in(struct agent_conn *c, const char *src, const char *dst_in, unsi
 	close(fd);
 	if ((err = agent_send(c, PROTO_MSG_END, id, NULL, 0)) < 0)
 		goto lost_closed;
-	return wait_final(c, id, dst, deadline, &f) < 0 ? EXIT_ERR : EXIT_OK;
+	return wait_final(c, id, dst, &b, &f) < 0 ? EXIT_ERR : EXIT_OK;
 lost:
 	close(fd);
 lost_closed:
@@ -265,7 +284,8 @@ static int cp_out(struct agent_conn *c, const char *src, const char *dst_in, uns
 	bool to_stdout = strcmp(dst_in, "-") == 0, sized;
 	struct proto_frame f;
 	struct stat st;
-	uint64_t id, t0 = now_ms(), bound, got = 0, deadline;
+	struct cp_budget b = {.timeout_s = timeout_s};
+	uint64_t id, bound, got = 0;
 	int fd, r, status = EXIT_ERR;
 
 	snprintf(srccopy, sizeof(srccopy), "%s", src);
@@ -278,7 +298,7 @@ static int cp_out(struct agent_conn *c, const char *src, const char *dst_in, uns
 	if ((status = cp_out_bound(c, src, &bound, &sized)) != EXIT_OK)
 		return status;
 	status = EXIT_ERR;
-	deadline = cp_deadline(t0, timeout_s, bound);
+	b.bytes = bound;
 	if (to_stdout) {
 		fd = STDOUT_FILENO;
 	} else {
@@ -298,14 +318,14 @@ static int cp_out(struct agent_conn *c, const char *src, const char *dst_in, uns
 		goto out;
 	}
 	for (;;) {
-		int wait = cp_wait_ms(deadline);
+		int wait = cp_wait_begin(&b);
 
 		if (wait == 0) {
-			cp_late(src, t0, timeout_s);
+			cp_late(src, &b);
 			goto out;
 		}
 		r = agent_recv(c, wait, &f);
-		if (r == 0 && now_ms() >= deadline)
+		if (cp_wait_end(&b) && r == 0)
 			continue; /* said above */
 		if (r <= 0) {
 			errmsg("cp: lost the connection to the agent (%s)",
