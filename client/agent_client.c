@@ -282,6 +282,10 @@ int agent_call(struct agent_conn *c, uint16_t type, const void *payload, uint32_
 		uint64_t now = now_ms(), left = deadline > now ? deadline - now : 0;
 		int wait = deadline == UINT64_MAX ? -1 : left > INT_MAX ? INT_MAX : (int)left;
 
+		/* Checked before each frame: a guest streaming frames of other ids (or unasked
+		 * ones of this call) never lets a receive wait, so the deadline is ours to see. */
+		if (deadline != UINT64_MAX && left == 0)
+			return -ETIMEDOUT;
 		r = agent_recv(c, wait, final);
 		if (r <= 0)
 			return r == 0 ? -ETIMEDOUT : r;

@@ -66,7 +66,9 @@ int agent_file_put(struct agent_conn *c, const char *path, const void *data, siz
 	for (;;) {
 		uint64_t now = now_ms();
 
-		r = agent_recv(c, now < deadline ? (int)(deadline - now) : 0, &f);
+		if (now >= deadline) /* checked here too: a flood never lets the receive wait */
+			return -ETIMEDOUT;
+		r = agent_recv(c, (int)(deadline - now), &f);
 		if (r <= 0)
 			return r == 0 ? -ETIMEDOUT : r;
 		if (f.hdr.id == id && proto_msg_is_final(f.hdr.type))
