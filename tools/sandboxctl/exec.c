@@ -226,10 +226,12 @@ static bool exec_stop_signal(struct exec_stop *s, uint32_t sig)
 static int exec_stop_now(const struct sandbox *sb, struct agent_conn *c, struct outq *q,
 			 uint64_t id, const struct exec_stop *s)
 {
+	const char *name = s->sig == SIGINT ? "SIGINT" : s->sig == SIGTERM ? "SIGTERM" : "SIGHUP";
+
 	if (send_signal(c, q, id, SIGKILL) == 0)
 		(void)outq_flush(q, c->fd);
-	errmsg("%s: the command did not end on %s: stopped waiting for it (it is killed)", sb->id,
-	       s->count >= 2 ? "a second signal" : "SIGTERM within 5 s");
+	errmsg("%s: the command went on %s %s: stopped waiting for it (it is killed)", sb->id,
+	       s->count >= 2 ? "after a second signal," : "5 s after", name);
 	return 128 + s->sig;
 }
 
