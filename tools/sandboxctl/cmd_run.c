@@ -78,7 +78,7 @@ int cmd_run(int argc, char **argv)
 	struct create_opts co = CREATE_OPTS_DEFAULT;
 	struct jobspec js;
 	struct sandbox sb;
-	char err[768];
+	char err[768], name[128];
 	bool keep = false;
 	uint64_t t0, deadline = 0;
 	int c, status = EXIT_OK, lifeline[2] = {-1, -1}, err_no;
@@ -169,11 +169,13 @@ int cmd_run(int argc, char **argv)
 			if (!eo.timeout_s || left < eo.timeout_s)
 				eo.timeout_s = (unsigned)left;
 		}
-		fprintf(stderr, "==> [%u/%u] %s\n", i + 1, js.nsteps, st->name);
+		/* a job spec may come with the code it tests: its names print made printable */
+		printable_copy(st->name, name, sizeof(name));
+		fprintf(stderr, "==> [%u/%u] %s\n", i + 1, js.nsteps, name);
 		fflush(stderr);
 		status = exec_run(&sb, &eo);
 		fflush(stdout);
-		fprintf(stderr, "<== [%u/%u] %s: %s", i + 1, js.nsteps, st->name,
+		fprintf(stderr, "<== [%u/%u] %s: %s", i + 1, js.nsteps, name,
 			status == 0 ? "ok" : "failed");
 		if (status)
 			fprintf(stderr, " (status %d)", status);
