@@ -146,8 +146,8 @@ def check_exec(sid):
 def check_run():
     job = os.path.join(home, "job.yaml")
     with open(job, "w") as f:
-        f.write("image: fake\nmemory: 128\nsteps:\n  - name: stuck\n    run: ignore\n"
-                "  - name: never\n    run: echo never\n")
+        f.write("image: fake\nmemory: 128\nsteps:\n  - name: \"stuck\\e]0;owned\\a\"\n"
+                "    run: ignore\n  - name: never\n    run: echo never\n")
     for how in ("twice", "kill"):
         before = set(os.listdir(os.path.join(home, "sandboxes")))
         p = subprocess.Popen([ctl, "run", job], env=env, stdout=subprocess.PIPE,
@@ -171,10 +171,11 @@ def check_run():
             except subprocess.TimeoutExpired:
                 p.kill()
                 fail("run still going 30 s after a second SIGINT")
-            out = p.stdout.read().decode()
+            out, err = p.stdout.read().decode(), p.stderr.read().decode()
             if st != 130 or "never" in out:
-                fail(f"run after two SIGINTs: status {st}, output {out!r}, "
-                     f"{p.stderr.read().decode()}")
+                fail(f"run after two SIGINTs: status {st}, output {out!r}, {err}")
+            if "\033" in err or "==> [1/2] stuck?]0;owned?\n" not in err:
+                fail(f"run printed the step's name as it is: {err!r}")
             if os.path.exists(os.path.join(home, "sandboxes", sid)):
                 fail("run left its sandbox after two SIGINTs")
             print("ok: run of a step ignoring SIGINT ended with 130 on the second, its "
