@@ -148,6 +148,25 @@ def check_run():
     with open(job, "w") as f:
         f.write("image: fake\nmemory: 128\nsteps:\n  - name: \"stuck\\e]0;owned\\a\"\n"
                 "    run: ignore\n  - name: never\n    run: echo never\n")
+    before = set(os.listdir(os.path.join(home, "sandboxes")))
+    p = subprocess.Popen([ctl, "run", job], env=dict(env, FAKE_VMM_MUTE="1"),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_for(lambda: any(l.startswith("argv ") and "--lifeline" in l for l in log_lines()[-1:]),
+             "run's VMM started")
+    time.sleep(1)  # the create waits for an agent that never answers
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    try:
+        st = p.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        fail("run still creating 10 s after SIGINT")
+    took = time.monotonic() - t0
+    left = set(os.listdir(os.path.join(home, "sandboxes"))) - before
+    if st != 130 or left or "interrupted by signal 2" not in p.stderr.read().decode():
+        fail(f"run interrupted while creating: status {st}, left {left}")
+    wait_for(lambda: log_lines()[-1].startswith("exit "), "the VMM of an interrupted create gone")
+    print(f"ok: run interrupted while creating: 130 in {took:.2f} s, nothing left")
     for how in ("twice", "kill"):
         before = set(os.listdir(os.path.join(home, "sandboxes")))
         p = subprocess.Popen([ctl, "run", job], env=env, stdout=subprocess.PIPE,

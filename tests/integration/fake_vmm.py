@@ -16,6 +16,7 @@
 #   EXEC ignore ...           (or sh -c '... ignore ...') STARTED, then never EXIT: SIGNALs
 #                             are answered OK and noted in $FAKE_VMM_LOG, as "signal N"
 #   EXEC anything else        its words on STDOUT, then EXIT 0
+# With FAKE_VMM_MUTE=1 the guest never gets as far as its agent: no announcement, no answer.
 # Its own command line goes to $FAKE_VMM_LOG ("argv ..."), and how it ended ("exit N").
 # --timeout SEC ends it with status 6, EOF on --lifeline FD with status 7, as the VMM does.
 import os, select, signal, socket, struct, sys, threading, time
@@ -173,7 +174,8 @@ def main():
     timeout = int(opt.get("--timeout", "0"))
     lifeline = int(opt.get("--lifeline", "-1"))
     ready = opt["--vsock"] + "_53"
-    if os.path.exists(ready):  # the guest announces its agent (the host need not read it)
+    mute = os.environ.get("FAKE_VMM_MUTE") == "1"
+    if os.path.exists(ready) and not mute:  # the guest announces its agent (unread, maybe)
         r = socket.socket(socket.AF_UNIX)
         try:
             r.connect(ready)
@@ -181,7 +183,7 @@ def main():
         except OSError:
             pass
         r.close()
-    watch = [api, vsock] + ([lifeline] if lifeline >= 0 else [])
+    watch = [api] + ([] if mute else [vsock]) + ([lifeline] if lifeline >= 0 else [])
     while True:
         left = None if not timeout else max(0, t0 + timeout - time.monotonic())
         ready_fds, _, _ = select.select(watch, [], [], left)

@@ -9,6 +9,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -288,6 +289,10 @@ static int wait_agent(struct sandbox *sb, pid_t pid, unsigned timeout_s, const c
 		bool announced = false;
 		pid_t r;
 
+		if (sandbox_interrupted) {
+			err = -EINTR;
+			break;
+		}
 		if (wait > deadline - now)
 			wait = deadline - now;
 		if (poll(p, 2, (int)wait) < 0 && errno != EINTR) {
@@ -326,11 +331,18 @@ static int wait_agent(struct sandbox *sb, pid_t pid, unsigned timeout_s, const c
 		close(pidfd);
 	if (err == 0)
 		return 0;
+	if (err == -EINTR) {
+		errmsg("%s: interrupted by signal %d before the agent answered", sb->id,
+		       (int)sandbox_interrupted);
+		return err;
+	}
 	errmsg("%s: the guest agent did not answer within %u s (last error: %s)", sb->id, timeout_s,
 	       strerror(-err));
 	print_tail(console, 15);
 	return -ETIMEDOUT;
 }
+
+volatile sig_atomic_t sandbox_interrupted;
 
 /* Undo a failed create: no process, no socket, no directory. */
 void create_cleanup(struct sandbox *sb)
@@ -496,6 +508,11 @@ static int wait_restored(struct sandbox *sb, pid_t pid, unsigned timeout_s, cons
 	int err = -ETIMEDOUT, status;
 
 	while (now_ms() < deadline) {
+		if (sandbox_interrupted) {
+			errmsg("%s: interrupted by signal %d before the restored agent answered",
+			       sb->id, (int)sandbox_interrupted);
+			return -EINTR;
+		}
 		if (waitpid(pid, &status, WNOHANG) == pid) {
 			errmsg("%s: the VMM exited (status 0x%x) before the restored agent "
 			       "answered",

@@ -7,8 +7,9 @@
  * The sandbox lives no longer than the run (unless --keep): its VMM holds the read end of a
  * pipe whose write end only we hold (--lifeline), so it stops however we end, SIGKILL
  * included. SIGINT, SIGTERM and SIGHUP go to the step's command (exec.c: a second one, or a
- * SIGTERM the command outlives by 5 s, ends the step with 128+N); while the sandbox is being
- * created or removed they are noted, and acted on once that is done (no step runs after one).
+ * SIGTERM the command outlives by 5 s, ends the step with 128+N); while the sandbox is created
+ * one stops the create (which removes what it made), while it is removed one is only noted,
+ * and no step runs after one.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -59,13 +60,12 @@ static int run_lifeline(int fds[2])
 	return 0;
 }
 
-/* Outside a step, SIGINT, SIGTERM and SIGHUP are only noted here (a handler, not a blocked
- * mask: the proxy and the VMM we start must not inherit them blocked). */
-static volatile sig_atomic_t run_stop_sig;
-
+/* Outside a step, SIGINT, SIGTERM and SIGHUP are only noted (a handler, not a blocked mask:
+ * the proxy and the VMM we start must not inherit them blocked); a create waiting for its
+ * agent sees the note and gives up. */
 static void run_on_signal(int sig)
 {
-	run_stop_sig = sig;
+	sandbox_interrupted = sig;
 }
 
 int cmd_run(int argc, char **argv)
@@ -133,6 +133,8 @@ int cmd_run(int argc, char **argv)
 		close(lifeline[0]); /* the VMM has its own */
 	if (status != EXIT_OK) {
 		jobspec_free(&js);
+		if (sandbox_interrupted)
+			return 128 + sandbox_interrupted;
 		return status == EXIT_SANDBOX ? EXIT_SANDBOX : status;
 	}
 	fprintf(stderr, "==> sandbox %s ready in %.2f s\n", sb.id, (double)(now_ms() - t0) / 1e3);
@@ -151,10 +153,10 @@ int cmd_run(int argc, char **argv)
 		};
 		uint64_t ts = now_ms();
 
-		if (run_stop_sig) {
-			errmsg("%s before step '%s': the job stops here", strsignal(run_stop_sig),
-			       st->name);
-			status = 128 + run_stop_sig;
+		if (sandbox_interrupted) {
+			errmsg("%s before step '%s': the job stops here",
+			       strsignal(sandbox_interrupted), st->name);
+			status = 128 + sandbox_interrupted;
 			break;
 		}
 		if (deadline) {
@@ -185,8 +187,8 @@ int cmd_run(int argc, char **argv)
 	}
 	fprintf(stderr, "==> job %s in %.2f s\n", status ? "failed" : "passed",
 		(double)(now_ms() - t0) / 1e3);
-	if (status == EXIT_OK && run_stop_sig) /* after the last step */
-		status = 128 + run_stop_sig;
+	if (status == EXIT_OK && sandbox_interrupted) /* after the last step */
+		status = 128 + sandbox_interrupted;
 	if (keep) {
 		fprintf(stderr, "==> sandbox %s kept (sandboxctl rm -f %s)\n", sb.id, sb.id);
 	} else {
