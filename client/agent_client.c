@@ -282,6 +282,10 @@ int agent_call(struct agent_conn *c, uint16_t type, const void *payload, uint32_
 		uint64_t now = now_ms(), left = deadline > now ? deadline - now : 0;
 		int wait = deadline == UINT64_MAX ? -1 : left > INT_MAX ? INT_MAX : (int)left;
 
+		/* Checked before each frame: a guest streaming frames of other ids (or unasked
+		 * ones of this call) never lets a receive wait, so the deadline is ours to see. */
+		if (deadline != UINT64_MAX && left == 0)
+			return -ETIMEDOUT;
 		r = agent_recv(c, wait, final);
 		if (r <= 0)
 			return r == 0 ? -ETIMEDOUT : r;
@@ -321,17 +325,17 @@ out:
 void agent_print_error(const char *what, const struct proto_frame *f)
 {
 	uint32_t e = f->hdr.len >= sizeof(struct proto_error) ? proto_get_le32(f->payload) : 0;
-	int mlen = (int)(f->hdr.len - sizeof(struct proto_error));
+	size_t n = f->hdr.len > sizeof(struct proto_error) ? f->hdr.len - sizeof(struct proto_error)
+							   : 0;
 	char msg[512];
-	int n = 0;
 
-	/* the message is guest text: printable bytes only */
-	for (int i = 0; i < mlen && n < (int)sizeof(msg) - 1; i++) {
-		char ch = (char)f->payload[sizeof(struct proto_error) + (size_t)i];
-
-		msg[n++] = ch >= 0x20 && ch < 0x7f ? ch : '?';
-	}
+	/* the message is guest text: printable only, and a NUL in it ends it */
+	if (n > sizeof(msg) - 1)
+		n = sizeof(msg) - 1;
+	memcpy(msg, f->payload + sizeof(struct proto_error), n);
 	msg[n] = '\0';
+	n = strlen(msg);
+	printable(msg, n, false);
 	if (n)
 		errmsg("%s: %s", what, msg);
 	else

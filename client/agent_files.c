@@ -38,7 +38,7 @@ int agent_file_put(struct agent_conn *c, const char *path, const void *data, siz
 {
 	uint8_t hdr[sizeof(struct proto_file_write) + 4096];
 	size_t plen = strlen(path) + 1;
-	uint64_t id = ++c->next_id;
+	uint64_t id = ++c->next_id, deadline;
 	struct proto_frame f;
 	int err, r;
 
@@ -61,8 +61,14 @@ int agent_file_put(struct agent_conn *c, const char *path, const void *data, siz
 	}
 	if ((err = agent_send(c, PROTO_MSG_END, id, NULL, 0)) < 0)
 		return err;
+	/* One deadline for the answer: frames of other ids do not extend it. */
+	deadline = now_ms() + FILES_TIMEOUT;
 	for (;;) {
-		r = agent_recv(c, FILES_TIMEOUT, &f);
+		uint64_t now = now_ms();
+
+		if (now >= deadline) /* checked here too: a flood never lets the receive wait */
+			return -ETIMEDOUT;
+		r = agent_recv(c, (int)(deadline - now), &f);
 		if (r <= 0)
 			return r == 0 ? -ETIMEDOUT : r;
 		if (f.hdr.id == id && proto_msg_is_final(f.hdr.type))

@@ -35,8 +35,18 @@
 
 /* "sandboxctl: " + the message + "\n" on stderr. */
 void errmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Make text from a guest or a file safe to print on a terminal, in place: control bytes (C0,
+ * DEL), C1 controls and bytes of invalid UTF-8 become '?' one for one; printable ASCII and
+ * valid UTF-8 from U+00A0 up stay, and tab and newline when `keep_lines` (a log's lines).
+ * Every program of ours prints such text through this (errmsg does for its messages). */
+void printable(char *buf, size_t len, bool keep_lines);
+/* `s` made printable into `out` (cut to out_len - 1 bytes, NUL-terminated; `out` may be `s`);
+ * returns out. */
+const char *printable_copy(const char *s, char *out, size_t out_len);
 /* Parse a decimal number in [min, max]; false on anything else. */
 bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+/* A duration: N seconds, or N followed by s, m, h or d; from 1 s to `max_s`. */
+bool parse_duration(const char *s, uint64_t max_s, uint64_t *out_s);
 /* True for [A-Za-z0-9][A-Za-z0-9._-]{0,NAME_MAX_LEN-1}. */
 bool valid_name(const char *s);
 /* Milliseconds of CLOCK_MONOTONIC. */
@@ -98,6 +108,12 @@ struct sandbox {
 	/* true: a NIC behind its own namespace and proxy (create --network proxy, the default);
 	 * false: no NIC (--network none). The config says "network proxy|none". */
 	bool network;
+	/* create --ttl: when the sandbox's lifetime ends, in seconds since the epoch (0: none);
+	 * every start of its VMM gives it --timeout for what is left (config "deadline N"). */
+	uint64_t deadline;
+	/* Not in the config: a pipe's read end its VMM inherits as --lifeline when > 0 (the VMM
+	 * stops when the pipe's writer, sandboxctl run, is gone). */
+	int lifeline_fd;
 };
 
 /* ---- jail.c: the jail each VMM runs in (docs/hardening.md) ---- */

@@ -137,6 +137,9 @@ int sandbox_save(const struct sandbox *sb)
 	if (n >= 0 && (size_t)n < sizeof(buf))
 		n += snprintf(buf + n, sizeof(buf) - (size_t)n, "network %s\n",
 			      sb->network ? "proxy" : "none");
+	if (sb->deadline && n >= 0 && (size_t)n < sizeof(buf))
+		n += snprintf(buf + n, sizeof(buf) - (size_t)n, "deadline %llu\n",
+			      (unsigned long long)sb->deadline);
 	if (n < 0 || (size_t)n >= sizeof(buf))
 		return -E2BIG;
 	if ((err = sandbox_path(sb, "config", path, sizeof(path))) < 0)
@@ -204,6 +207,8 @@ static bool config_line(struct sandbox *sb, const char *key, const char *val, un
 		sb->network = strcmp(val, "proxy") == 0;
 		return true;
 	}
+	if (strcmp(key, "deadline") == 0)
+		return parse_u64(val, 1, UINT64_MAX, &sb->deadline);
 	return true; /* a newer sandboxctl's key: ignored */
 }
 

@@ -22,7 +22,91 @@ void errmsg(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
+	/* Messages quote guest output and file contents: nothing in them commands a terminal. */
+	printable(line, strlen(line), false);
 	fprintf(stderr, "sandboxctl: %s\n", line);
+}
+
+/* The length of the valid UTF-8 sequence at p[0, len) of a printable character (U+00A0 up:
+ * no C1 control, no surrogate, shortest form), or 0. */
+static size_t utf8_printable_len(const unsigned char *p, size_t len)
+{
+	static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+	size_t n = (p[0] & 0xe0) == 0xc0   ? 2
+		   : (p[0] & 0xf0) == 0xe0 ? 3
+		   : (p[0] & 0xf8) == 0xf0 ? 4
+					   : 0;
+	uint32_t cp;
+
+	if (n == 0 || n > len)
+		return 0;
+	cp = p[0] & (0x7f >> n);
+	for (size_t k = 1; k < n; k++) {
+		if ((p[k] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (p[k] & 0x3f);
+	}
+	if (cp < min_cp[n] || cp < 0xa0 || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+		return 0;
+	return n;
+}
+
+void printable(char *buf, size_t len, bool keep_lines)
+{
+	unsigned char *p = (unsigned char *)buf;
+
+	for (size_t i = 0; i < len;) {
+		unsigned char c = p[i];
+		size_t n;
+
+		if (c >= 0x80 && (n = utf8_printable_len(p + i, len - i)) > 0) {
+			i += n;
+			continue;
+		}
+		if (c >= 0x80 || c == 0x7f ||
+		    (c < 0x20 && !(keep_lines && (c == '\n' || c == '\t'))))
+			p[i] = '?';
+		i++;
+	}
+}
+
+const char *printable_copy(const char *s, char *out, size_t out_len)
+{
+	size_t n = strlen(s);
+
+	if (out_len == 0)
+		return "";
+	if (n > out_len - 1)
+		n = out_len - 1;
+	memmove(out, s, n); /* out may be s */
+	out[n] = '\0';
+	printable(out, n, false);
+	return out;
+}
+
+bool parse_duration(const char *s, uint64_t max_s, uint64_t *out_s)
+{
+	static const struct {
+		char unit;
+		uint64_t s;
+	} units[] = {{'s', 1}, {'m', 60}, {'h', 3600}, {'d', 86400}};
+	char num[24];
+	size_t n = s ? strlen(s) : 0;
+	uint64_t mult = 1, v;
+
+	if (n == 0 || n >= sizeof(num))
+		return false;
+	memcpy(num, s, n + 1);
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (num[n - 1] == units[i].unit) {
+			mult = units[i].s;
+			num[--n] = '\0';
+			break;
+		}
+	if (!parse_u64(num, 1, max_s, &v) || v > max_s / mult)
+		return false;
+	*out_s = v * mult;
+	return true;
 }
 
 bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
@@ -219,15 +303,13 @@ void print_tail(const char *path, unsigned nlines)
 			break;
 		}
 	}
+	/* the console is guest output: no control characters reach our terminal */
+	printable(p, strlen(p), true);
 	fprintf(stderr, "--- last lines of %s ---\n", path);
 	for (char *line = p; *line;) {
 		char *nl = strchr(line, '\n');
 		size_t l = nl ? (size_t)(nl - line) : strlen(line);
 
-		/* the console is guest output: no control characters reach our terminal */
-		for (size_t i = 0; i < l; i++)
-			if ((unsigned char)line[i] < 0x20 && line[i] != '\t')
-				line[i] = '?';
 		fprintf(stderr, "  %.*s\n", (int)l, line);
 		line += l + (nl != NULL);
 	}

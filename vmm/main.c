@@ -59,6 +59,7 @@ struct options {
 	struct jail_config jail;
 	char *jail_arg; /* the copy jail.root points into */
 	unsigned timeout_s;
+	int lifeline_fd; /* --lifeline: EOF on it stops the VM; -1 none */
 	bool check;
 	bool verbose;
 };
@@ -84,6 +85,8 @@ static void usage(FILE *f)
 		"                    which is always read-only; ro: read-only; raw: do not\n"
 		"                    probe; depth: requests in flight, 1-%u (default %u)\n"
 		"  --timeout SEC     stop the guest after SEC seconds (exit status 6)\n"
+		"  --lifeline FD     an inherited pipe's read end: when its writers are all\n"
+		"                    gone (the creator died), stop the guest (exit status 7)\n"
 		"  --api PATH        serve the control socket (wire/api_proto.h) at PATH\n"
 		"  --vsock PATH      a virtio-vsock device (guest CID 3): host clients connect\n"
 		"                    to PATH and write \"CONNECT <port>\\n\"; the guest's\n"
@@ -185,6 +188,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{"console", required_argument, NULL, 'o'},
 		{"disk", required_argument, NULL, 'd'},
 		{"timeout", required_argument, NULL, 't'},
+		{"lifeline", required_argument, NULL, 'L'},
 		{"api", required_argument, NULL, 'A'},
 		{"vsock", required_argument, NULL, 'V'},
 		{"net", required_argument, NULL, 'N'},
@@ -204,6 +208,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	o->boot.cmdline = DEFAULT_CMDLINE;
 	o->boot.ncpus = 1;
 	o->memory_mib = 256;
+	o->lifeline_fd = -1;
 	while ((c = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'k':
@@ -262,6 +267,21 @@ static int parse_options(int argc, char **argv, struct options *o)
 			}
 			o->timeout_s = (unsigned)v;
 			break;
+		case 'L': {
+			struct stat st;
+
+			/* Ours from here: not inherited further, and read without blocking. */
+			if (!parse_uint(optarg, 3, INT_MAX, &v) || fstat((int)v, &st) < 0 ||
+			    !(S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) ||
+			    fcntl((int)v, F_SETFD, FD_CLOEXEC) < 0 ||
+			    fcntl((int)v, F_SETFL, fcntl((int)v, F_GETFL) | O_NONBLOCK) < 0) {
+				log_error("--lifeline %s: give an open pipe's read end, fd 3 up",
+					  optarg);
+				return VM_EXIT_BAD_INPUT;
+			}
+			o->lifeline_fd = (int)v;
+			break;
+		}
 		case 'A':
 			o->api_path = optarg;
 			break;
@@ -555,7 +575,7 @@ static int enter_jail(struct vm *vm, struct options *o, struct disk **disks)
 struct main_loop {
 	struct vm *vm;
 	unsigned timeout_s;
-	struct ev_source signal_src, timer_src, stop_src;
+	struct ev_source signal_src, timer_src, stop_src, lifeline_src;
 };
 
 static void main_loop_signal(struct ev_source *src, uint32_t events)
@@ -575,6 +595,19 @@ static void main_loop_timeout(struct ev_source *src, uint32_t events)
 			m->timeout_s);
 }
 
+/* --lifeline: bytes on it mean nothing; EOF (every writer gone) is the creator's death. */
+static void main_loop_lifeline(struct ev_source *src, uint32_t events)
+{
+	struct main_loop *m = src->opaque;
+	char buf[256];
+	ssize_t n = read(src->fd, buf, sizeof(buf));
+
+	if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR)))
+		return;
+	vm_request_stop(m->vm, VM_EXIT_SIGNAL,
+			"the creator went away (EOF on --lifeline %d): stopped", src->fd);
+}
+
 /* A vCPU asked to stop: the loop condition sees it; only drain the eventfd. */
 static void main_loop_stop(struct ev_source *src, uint32_t events)
 {
@@ -585,8 +618,8 @@ static void main_loop_stop(struct ev_source *src, uint32_t events)
 }
 
 /* The I/O thread: serve the VM's event loop (device kicks, I/O completions, sockets) until a
- * vCPU asks to stop, a signal arrives, or the timeout expires. */
-static void main_loop(struct vm *vm, unsigned timeout_s)
+ * vCPU asks to stop, a signal arrives, the timeout expires or the lifeline (>= 0) ends. */
+static void main_loop(struct vm *vm, unsigned timeout_s, int lifeline_fd)
 {
 	struct main_loop m = {.vm = vm, .timeout_s = timeout_s};
 	int sfd, tfd = -1, err;
@@ -615,7 +648,9 @@ static void main_loop(struct vm *vm, unsigned timeout_s)
 	if ((err = evloop_add(&vm->loop, &m.signal_src, sfd, EPOLLIN, main_loop_signal, &m)) ||
 	    (err = evloop_add(&vm->loop, &m.stop_src, vm->stop_fd, EPOLLIN, main_loop_stop, &m)) ||
 	    (tfd >= 0 &&
-	     (err = evloop_add(&vm->loop, &m.timer_src, tfd, EPOLLIN, main_loop_timeout, &m)))) {
+	     (err = evloop_add(&vm->loop, &m.timer_src, tfd, EPOLLIN, main_loop_timeout, &m))) ||
+	    (lifeline_fd >= 0 && (err = evloop_add(&vm->loop, &m.lifeline_src, lifeline_fd, EPOLLIN,
+						   main_loop_lifeline, &m)))) {
 		vm_request_stop(vm, VM_EXIT_VMM_ERROR, "cannot set up the main loop: %s",
 				strerror(-err));
 		goto out;
@@ -631,6 +666,7 @@ out:
 	evloop_del(&vm->loop, &m.signal_src);
 	evloop_del(&vm->loop, &m.stop_src);
 	evloop_del(&vm->loop, &m.timer_src);
+	evloop_del(&vm->loop, &m.lifeline_src);
 	if (tfd >= 0)
 		close(tfd);
 	close(sfd);
@@ -668,8 +704,15 @@ int main(int argc, char **argv)
 			log_error("--jail: %s", msg);
 			return VM_EXIT_BAD_INPUT;
 		}
-		/* Nothing inherited goes into the jail but stdin, stdout and stderr. */
-		close_range(3, ~0u, 0);
+		/* Nothing inherited goes into the jail but stdin, stdout, stderr and the
+		 * lifeline. */
+		if (o.lifeline_fd < 0) {
+			close_range(3, ~0u, 0);
+		} else {
+			if (o.lifeline_fd > 3)
+				close_range(3, (unsigned)o.lifeline_fd - 1, 0);
+			close_range((unsigned)o.lifeline_fd + 1, ~0u, 0);
+		}
 		if ((err = jail_pid_namespace(&o.jail)) < 0) {
 			log_error("--jail: cannot make a pid namespace: %s", strerror(-err));
 			return VM_EXIT_VMM_ERROR;
@@ -771,7 +814,7 @@ int main(int argc, char **argv)
 					"cannot install the I/O thread's seccomp filter: %s",
 					strerror(-err));
 		else
-			main_loop(&vm, o.timeout_s);
+			main_loop(&vm, o.timeout_s, o.lifeline_fd);
 	}
 	vcpu_stop_all(&vm);
 	api_destroy(api);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "client.h"
 #include "disk.h"
 
 static const char usage_text[] =
@@ -35,9 +36,12 @@ static int usage(void)
 	return 2;
 }
 
+/* Messages quote paths from the layer files themselves: printed made printable. */
 static int fail(const char *msg)
 {
-	fprintf(stderr, "sandbox-disk: %s\n", msg);
+	char buf[sizeof(((struct disk_error *)0)->msg) + 64];
+
+	fprintf(stderr, "sandbox-disk: %s\n", printable_copy(msg, buf, sizeof(buf)));
 	return 1;
 }
 
@@ -126,12 +130,13 @@ static int cmd_info(const char *path)
 	static struct disk_layer_info info;
 	struct disk_error err = {{0}};
 	const struct disk_header *h = &info.hdr;
+	static char text[4096 + DISK_PARENT_PATH_MAX];
 	uint64_t clusters;
 
 	if (disk_inspect(path, &info, &err) < 0)
 		return fail(err.msg);
 	clusters = h->virtual_len / h->cluster_len + (h->virtual_len % h->cluster_len != 0);
-	printf("%-18s%s\n", "path:", path);
+	printf("%-18s%s\n", "path:", printable_copy(path, text, sizeof(text)));
 	printf("%-18s%u\n", "format version:", h->version);
 	printf("%-18s%" PRIu64 " bytes\n", "virtual size:", h->virtual_len);
 	printf("%-18s%u bytes\n", "cluster size:", h->cluster_len);
@@ -148,8 +153,15 @@ static int cmd_info(const char *path)
 	       info.file_alloc_len);
 	printf("%-18s%s\n", "parent:", parent_kind_name(h->parent_kind));
 	if (h->parent_kind != DISK_PARENT_NONE) {
-		printf("%-18s%.*s (%s)\n", "parent path:", (int)h->parent_path_len,
-		       (const char *)h->parent_path, info.parent_path);
+		/* The recorded path is the file's bytes, and where it led is a file name too. */
+		size_t n = h->parent_path_len < DISK_PARENT_PATH_MAX ? h->parent_path_len
+								     : DISK_PARENT_PATH_MAX;
+
+		memcpy(text, h->parent_path, n);
+		text[n] = '\0';
+		printable(text, strlen(text), false);
+		printf("%-18s%s", "parent path:", text);
+		printf(" (%s)\n", printable_copy(info.parent_path, text, sizeof(text)));
 		if (h->parent_kind == DISK_PARENT_RAW)
 			printf("%-18s%" PRIu64 " bytes, mtime %" PRIu64 ".%09" PRIu64 "\n",
 			       "parent recorded:", h->parent_len, h->parent_mtime_ns / 1000000000,
@@ -163,7 +175,8 @@ static int cmd_info(const char *path)
 		printf("%-18s%s\n", "chain:", "ok, every parent matches");
 		return 0;
 	}
-	printf("%-18sBROKEN: %s\n", "chain:", info.chain_error.msg);
+	printf("%-18sBROKEN: %s\n",
+	       "chain:", printable_copy(info.chain_error.msg, text, sizeof(text)));
 	fflush(stdout);
 	return fail(info.chain_error.msg);
 }

@@ -36,7 +36,7 @@ static const char create_usage[] =
 	"                         [--policy FILE] [--allow DOMAIN]... [--deny DOMAIN]...\n"
 	"                         [--allow-cidr CIDR]... [--allow-port N]... [--deny-all]\n"
 	"                         [--credential HOST:HEADER=ENVVAR]... [--egress-bytes N]\n"
-	"                         [--resolver IP[:PORT]] [--ca-file FILE]\n"
+	"                         [--resolver IP[:PORT]] [--ca-file FILE] [--ttl DURATION]\n"
 	"\n"
 	"Create a sandbox from an image (default: " CREATE_DEFAULT_IMAGE "), start its VM and\n"
 	"print its id once the guest agent answers.\n"
@@ -49,6 +49,8 @@ static const char create_usage[] =
 	"  --timeout SEC    how long to wait for the agent (default 60)\n"
 	"  --console PATH   the VMM's output (the guest console) there instead of console.log\n"
 	"  --no-wait        print the id once the VMM is started, without waiting for the agent\n"
+	"  --ttl DURATION   the sandbox's lifetime (90s, 10m, 2h, up to 7d): its VM is stopped\n"
+	"                   then (it shows dead); a start after a stop gets what is left\n"
 	"  --cold           boot, even where a ready snapshot of the image could be restored\n"
 	"                   (create restores one when there is one for these options; --disk\n"
 	"                   and --no-wait always boot: docs/snapshots.md)\n"
@@ -115,13 +117,38 @@ static void console_rotate(const char *path)
 	(void)rename(path, old);
 }
 
+/* The VMM's lifetime options, appended to argv at *argc: --timeout for what is left of the
+ * sandbox's --ttl (-ETIME when nothing is), --lifeline for sandboxctl run's pipe. */
+static int vmm_lifetime_args(const struct sandbox *sb, char **argv, unsigned *argc, char ttl[24],
+			     char lifeline[16])
+{
+	uint64_t now = (uint64_t)time(NULL), left;
+
+	if (sb->deadline) {
+		if (now >= sb->deadline)
+			return -ETIME;
+		left = sb->deadline - now;
+		snprintf(ttl, 24, "%llu",
+			 (unsigned long long)(left < CREATE_TTL_MAX_S ? left : CREATE_TTL_MAX_S));
+		argv[(*argc)++] = "--timeout";
+		argv[(*argc)++] = ttl;
+	}
+	if (sb->lifeline_fd > 0) {
+		snprintf(lifeline, 16, "%d", sb->lifeline_fd);
+		argv[(*argc)++] = "--lifeline";
+		argv[(*argc)++] = lifeline;
+	}
+	return 0;
+}
+
 /* Start the VMM in its own session with stdin /dev/null and stdout/stderr to `console`:
  * booting the image's kernel, or (src) restoring a snapshot. */
 static int spawn_vmm(const struct sandbox *sb, const char *console_opt, const struct boot_src *src,
 		     pid_t *pid)
 {
 	char vmm[PATH_MAX], kernel[4200], initrd[4200], disk[4200], api[4200], vsock[4200];
-	char cpus[16], mem[32], console[4200], ns[256], net[320], jail[4200];
+	char cpus[16], mem[32], console[4200], ns[256], net[320], jail[4200], ttl[24];
+	char lifeline[16];
 	char cmdline[sizeof(GUEST_CMDLINE " " NET_GUEST_CMDLINE)];
 	int err, fd;
 	pid_t child;
@@ -151,7 +178,7 @@ static int spawn_vmm(const struct sandbox *sb, const char *console_opt, const st
 		     0))
 		return err;
 	char extra[EXTRA_DISKS_MAX][DISK_PATH_MAX + 4];
-	char *argv[22 + 2 * EXTRA_DISKS_MAX] = {
+	char *argv[26 + 2 * EXTRA_DISKS_MAX] = {
 		vmm,  "--kernel",  kernel,  "--initrd", initrd, "--disk",
 		disk, "--cmdline", cmdline, "--cpus",	cpus,	"--memory",
 		mem,  "--api",	   api,	    "--vsock",	vsock};
@@ -192,6 +219,8 @@ static int spawn_vmm(const struct sandbox *sb, const char *console_opt, const st
 		argv[argc++] = "--jail";
 		argv[argc++] = jail;
 	}
+	if ((err = vmm_lifetime_args(sb, argv, &argc, ttl, lifeline)) < 0)
+		return err;
 	argv[argc] = NULL;
 
 	fflush(NULL);
@@ -217,6 +246,8 @@ static int spawn_vmm(const struct sandbox *sb, const char *console_opt, const st
 		dup2(fd, 2);
 		if (fd > 2)
 			close(fd);
+		if (sb->lifeline_fd > 0)
+			fcntl(sb->lifeline_fd, F_SETFD, 0); /* the one fd of ours it inherits */
 		execvp(vmm, argv);
 		fprintf(stderr, "sandboxctl: cannot run %s: %m\n", vmm);
 		_exit(127);
@@ -275,6 +306,10 @@ static int wait_agent(struct sandbox *sb, pid_t pid, unsigned timeout_s, const c
 		bool announced = false;
 		pid_t r;
 
+		if (sandbox_interrupted) {
+			err = -EINTR;
+			break;
+		}
 		if (wait > deadline - now)
 			wait = deadline - now;
 		if (poll(p, 2, (int)wait) < 0 && errno != EINTR) {
@@ -313,11 +348,18 @@ static int wait_agent(struct sandbox *sb, pid_t pid, unsigned timeout_s, const c
 		close(pidfd);
 	if (err == 0)
 		return 0;
+	if (err == -EINTR) {
+		errmsg("%s: interrupted by signal %d before the agent answered", sb->id,
+		       (int)sandbox_interrupted);
+		return err;
+	}
 	errmsg("%s: the guest agent did not answer within %u s (last error: %s)", sb->id, timeout_s,
 	       strerror(-err));
 	print_tail(console, 15);
 	return -ETIMEDOUT;
 }
+
+volatile sig_atomic_t sandbox_interrupted;
 
 /* Undo a failed create: no process, no socket, no directory. */
 void create_cleanup(struct sandbox *sb)
@@ -432,6 +474,8 @@ int sandbox_create(const struct create_opts *o, struct sandbox *sb)
 	sb->memory_mib = o->memory_mib;
 	sb->created = (uint64_t)time(NULL);
 	sb->network = !o->no_network;
+	sb->deadline = o->ttl_s ? sb->created + o->ttl_s : 0;
+	sb->lifeline_fd = o->lifeline_fd;
 	snprintf(sb->top, sizeof(sb->top), "root.layer");
 
 	if ((err = sandbox_make_dir(sb, o->name)) != EXIT_OK)
@@ -487,6 +531,11 @@ static int wait_restored(struct sandbox *sb, pid_t pid, unsigned timeout_s, cons
 	int err = -ETIMEDOUT, status;
 
 	while (now_ms() < deadline) {
+		if (sandbox_interrupted) {
+			errmsg("%s: interrupted by signal %d before the restored agent answered",
+			       sb->id, (int)sandbox_interrupted);
+			return -EINTR;
+		}
 		if (waitpid(pid, &status, WNOHANG) == pid) {
 			errmsg("%s: the VMM exited (status 0x%x) before the restored agent "
 			       "answered",
@@ -580,6 +629,15 @@ int sandbox_start_vmm(struct sandbox *sb, const char *console_opt, const struct 
 	pid_t pid = 0;
 	int err, n, ready_fd = -1;
 
+	if (sb->deadline && (uint64_t)time(NULL) >= sb->deadline) {
+		time_t t = (time_t)sb->deadline;
+		char when[32];
+
+		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", gmtime(&t));
+		errmsg("%s: its lifetime (create --ttl) ended at %s: sandboxctl rm it", sb->id,
+		       when);
+		return EXIT_SANDBOX;
+	}
 	/* A layer a jailed VMM made at a snapshot cut short: its top since, if it is what
 	 * that snapshot would have made. */
 	if (snapshot_adopt_stray_top(sb) < 0) {
@@ -677,6 +735,7 @@ int cmd_create(int argc, char **argv)
 		{"resolver", required_argument, NULL, 'P'},
 		{"ca-file", required_argument, NULL, 'P'},
 		{"deny-all", no_argument, NULL, 'A'},
+		{"ttl", required_argument, NULL, 'L'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -757,6 +816,14 @@ int cmd_create(int argc, char **argv)
 			break;
 		case 'o':
 			o.console = optarg;
+			break;
+		case 'L':
+			if (!parse_duration(optarg, CREATE_TTL_MAX_S, &o.ttl_s)) {
+				errmsg("--ttl %s: give a duration from 1s to 7d (90s, 10m, 2h)",
+				       optarg);
+				free(net_opts);
+				return EXIT_USAGE;
+			}
 			break;
 		case 'W':
 			o.no_wait = true;

@@ -20,6 +20,9 @@ static const char exec_usage[] =
 	"  -e, --env K=V      set a variable (repeatable); PATH, HOME and LANG have defaults\n"
 	"  -w, --cwd DIR      its working directory (default /)\n"
 	"  --timeout SEC      kill it (its whole process group) after SEC seconds: status 124\n"
+	"SIGINT, SIGTERM, SIGHUP and SIGQUIT go to the command. A second SIGINT, SIGTERM or\n"
+	"SIGHUP, or 5 s after a SIGTERM or SIGHUP the command did not end on, ends exec at once\n"
+	"(the command is killed) with 128+N, as a shell does.\n"
 	"Exit status: the command's; 128+N when signal N killed it; 124 timeout; 126 it could\n"
 	"not be started (bad --cwd, ...); 127 not found; 125 the sandbox is unusable.\n";
 

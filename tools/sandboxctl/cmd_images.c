@@ -302,6 +302,7 @@ static int images_list(void)
 		    read_file(p, 128, &hash, NULL) < 0)
 			continue;
 		hash[strcspn(hash, "\n")] = '\0';
+		printable(hash, strlen(hash), false); /* the file's text */
 		printf("%-20s %-12.12s %9lluM %9lluM\n", e->d_name, hash,
 		       (unsigned long long)st.st_size >> 20,
 		       (unsigned long long)st.st_blocks * 512 >> 20);

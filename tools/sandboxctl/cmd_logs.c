@@ -39,18 +39,14 @@ int cmd_logs(int argc, char **argv)
 		return EXIT_ERR;
 	}
 	/* The console is the guest's text: on a terminal its escape sequences would be the
-	 * terminal's commands, so control bytes but tab and newline show as '?' there. Into a
+	 * terminal's commands, so control bytes but tab and newline show as '?' there (a
+	 * multi-byte character cut by a read's end shows as '?' too). Into a
 	 * pipe or a file the bytes go as they are. */
 	bool tty = isatty(STDOUT_FILENO);
 
 	while ((n = read(fd, buf, sizeof(buf))) > 0) {
 		if (tty)
-			for (ssize_t i = 0; i < n; i++) {
-				unsigned char c = (unsigned char)buf[i];
-
-				if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f)
-					buf[i] = '?';
-			}
+			printable(buf, (size_t)n, true);
 		if (write_all(STDOUT_FILENO, buf, (size_t)n) < 0)
 			break;
 	}

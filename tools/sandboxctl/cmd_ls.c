@@ -2,21 +2,20 @@
 /* sandboxctl ls [--json]: every sandbox with its state, as a table or a JSON array. */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "sandboxctl.h"
 
 static const char ls_usage[] = "usage: sandboxctl ls [--json]\n"
 			       "\n"
 			       "List sandboxes: id, name, state (running, paused, stopped, dead:\n"
-			       "its VMM is gone without a stop), image, cpus, memory, uptime.\n";
+			       "its VMM is gone without a stop), image, cpus, memory, uptime, and\n"
+			       "what is left of its lifetime (create --ttl; - for none).\n";
 
-static void fmt_uptime(uint64_t ms, enum sandbox_state st, char *out, size_t len)
+/* Seconds as 42s, 3m07s or 5h02m. */
+static void fmt_secs(uint64_t s, char *out, size_t len)
 {
-	uint64_t s = ms / 1000;
-
-	if (st != SB_RUNNING && st != SB_PAUSED)
-		snprintf(out, len, "-");
-	else if (s < 60)
+	if (s < 60)
 		snprintf(out, len, "%llus", (unsigned long long)s);
 	else if (s < 3600)
 		snprintf(out, len, "%llum%02llus", (unsigned long long)s / 60,
@@ -26,29 +25,51 @@ static void fmt_uptime(uint64_t ms, enum sandbox_state st, char *out, size_t len
 			 (unsigned long long)s / 60 % 60);
 }
 
+static void fmt_uptime(uint64_t ms, enum sandbox_state st, char *out, size_t len)
+{
+	if (st != SB_RUNNING && st != SB_PAUSED)
+		snprintf(out, len, "-");
+	else
+		fmt_secs(ms / 1000, out, len);
+}
+
+/* What is left of the --ttl: "-" without one, "ended" past it. */
+static void fmt_ttl(const struct sandbox *sb, char *out, size_t len)
+{
+	uint64_t now = (uint64_t)time(NULL);
+
+	if (!sb->deadline)
+		snprintf(out, len, "-");
+	else if (now >= sb->deadline)
+		snprintf(out, len, "ended");
+	else
+		fmt_secs(sb->deadline - now, out, len);
+}
+
 static int ls_one(const struct sandbox *sb, void *opaque)
 {
 	int *json = opaque;
 	uint64_t up;
 	enum sandbox_state st = sandbox_state(sb, &up);
-	char upbuf[32];
+	char upbuf[32], ttlbuf[32];
 
 	if (*json) {
 		/* names and images are [A-Za-z0-9._-]: nothing to escape */
 		printf("%s\n  {\"id\": \"%s\", \"name\": \"%s\", \"state\": \"%s\", \"image\": "
 		       "\"%s\", \"cpus\": %u, \"memory_mib\": %llu, \"uptime_ms\": %llu, "
-		       "\"pid\": %d, \"created\": %llu}",
+		       "\"pid\": %d, \"created\": %llu, \"deadline\": %llu}",
 		       *json == 1 ? "" : ",", sb->id, sb->name, sandbox_state_name(st), sb->image,
 		       sb->cpus, (unsigned long long)sb->memory_mib, (unsigned long long)up,
 		       st == SB_RUNNING || st == SB_PAUSED ? (int)sb->pid : 0,
-		       (unsigned long long)sb->created);
+		       (unsigned long long)sb->created, (unsigned long long)sb->deadline);
 		*json = 2;
 		return 0;
 	}
 	fmt_uptime(up, st, upbuf, sizeof(upbuf));
-	printf("%-12s  %-20s  %-8s  %-12s  %4u  %7lluM  %s\n", sb->id, sb->name,
+	fmt_ttl(sb, ttlbuf, sizeof(ttlbuf));
+	printf("%-12s  %-20s  %-8s  %-12s  %4u  %7lluM  %-8s  %s\n", sb->id, sb->name,
 	       sandbox_state_name(st), sb->image, sb->cpus, (unsigned long long)sb->memory_mib,
-	       upbuf);
+	       upbuf, ttlbuf);
 	return 0;
 }
 
@@ -71,8 +92,8 @@ int cmd_ls(int argc, char **argv)
 	if (json)
 		printf("[");
 	else
-		printf("%-12s  %-20s  %-8s  %-12s  %4s  %8s  %s\n", "ID", "NAME", "STATE", "IMAGE",
-		       "CPUS", "MEMORY", "UPTIME");
+		printf("%-12s  %-20s  %-8s  %-12s  %4s  %8s  %-8s  %s\n", "ID", "NAME", "STATE",
+		       "IMAGE", "CPUS", "MEMORY", "UPTIME", "TTL");
 	n = sandbox_foreach(ls_one, &json);
 	if (json)
 		printf("%s]\n", json == 2 ? "\n" : "");

@@ -30,13 +30,17 @@ static const char port_usage[] =
 	"Forward 127.0.0.1:HOSTPORT (default GUESTPORT) on the host to the guest's TCP port\n"
 	"GUESTPORT, until the sandbox stops. Prints the host address.\n";
 
-/* Copy the file's bytes from `off` to stdout; the new offset, or -errno. */
+/* Copy the file's bytes from `off` to stdout (made printable on a terminal: the names in
+ * it are the guest's); the new offset, or -errno. */
 static long long dump_from(int fd, long long off)
 {
+	bool tty = isatty(STDOUT_FILENO);
 	char buf[65536];
 	ssize_t n;
 
 	while ((n = pread(fd, buf, sizeof(buf), off)) > 0) {
+		if (tty)
+			printable(buf, (size_t)n, true);
 		if (write_all(STDOUT_FILENO, buf, (size_t)n) < 0)
 			return -EPIPE;
 		off += n;

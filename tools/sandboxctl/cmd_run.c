@@ -3,10 +3,21 @@
  * sandboxctl run JOB.yaml: a fresh sandbox for the job, each step run as `sh -c` through the
  * agent with its output streamed under a header, the timings, then the sandbox removed. The
  * exit status is the first failing step's (DESIGN.md, "Job specs").
+ *
+ * The sandbox lives no longer than the run (unless --keep): its VMM holds the read end of a
+ * pipe whose write end only we hold (--lifeline), so it stops however we end, SIGKILL
+ * included. SIGINT, SIGTERM and SIGHUP go to the step's command (exec.c: a second one, or a
+ * SIGTERM the command outlives by 5 s, ends the step with 128+N); while the sandbox is created
+ * one stops the create (which removes what it made), while it is removed one is only noted,
+ * and no step runs after one.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sandboxctl.h"
 
@@ -14,11 +25,48 @@ static const char run_usage[] =
 	"usage: sandboxctl run [--keep] JOB.yaml\n"
 	"\n"
 	"Create a sandbox for the job spec, run its steps in order (each as sh -c, stopping at\n"
-	"the first that fails), then remove the sandbox (--keep: leave it running).\n"
+	"the first that fails), then remove the sandbox (--keep: leave it running). Without\n"
+	"--keep the sandbox's VM stops when this command ends, however it ends. SIGINT, SIGTERM\n"
+	"and SIGHUP go to the running step; a second one (or 5 s after a SIGTERM) ends the job\n"
+	"with 128+N and the sandbox is removed.\n"
 	"Spec keys: image, cpus, memory (MiB), timeout (s, the whole job), env (a mapping),\n"
 	"steps (a list of name, run, timeout). Exit status: the first failing step's, 0 when all\n"
 	"pass, 124 on a timeout, 2 for a spec error (FILE:LINE:COLUMN: what), 125 when the\n"
 	"sandbox cannot be created.\n";
+
+/* The lifeline: a pipe, both ends close-on-exec (no other child inherits them) and above
+ * stdio (the VMM takes fds from 3 up). */
+static int run_lifeline(int fds[2])
+{
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return -errno;
+	for (int i = 0; i < 2; i++) {
+		int fd;
+
+		if (fds[i] > 2)
+			continue;
+		fd = fcntl(fds[i], F_DUPFD_CLOEXEC, 3);
+		close(fds[i]);
+		fds[i] = fd;
+	}
+	if (fds[0] < 0 || fds[1] < 0) {
+		int err = -errno;
+
+		for (int i = 0; i < 2; i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
+		return err;
+	}
+	return 0;
+}
+
+/* Outside a step, SIGINT, SIGTERM and SIGHUP are only noted (a handler, not a blocked mask:
+ * the proxy and the VMM we start must not inherit them blocked); a create waiting for its
+ * agent sees the note and gives up. */
+static void run_on_signal(int sig)
+{
+	sandbox_interrupted = sig;
+}
 
 int cmd_run(int argc, char **argv)
 {
@@ -30,10 +78,11 @@ int cmd_run(int argc, char **argv)
 	struct create_opts co = CREATE_OPTS_DEFAULT;
 	struct jobspec js;
 	struct sandbox sb;
-	char err[768];
+	char err[768], name[128];
 	bool keep = false;
 	uint64_t t0, deadline = 0;
-	int c, status = EXIT_OK;
+	int c, status = EXIT_OK, lifeline[2] = {-1, -1}, err_no;
+	struct sigaction sa = {.sa_handler = run_on_signal, .sa_flags = SA_RESTART};
 
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
@@ -64,14 +113,32 @@ int cmd_run(int argc, char **argv)
 	co.image = js.image;
 	co.cpus = js.cpus;
 	co.memory_mib = js.memory_mib;
+	if (!keep && (err_no = run_lifeline(lifeline)) < 0) {
+		errmsg("cannot make the VMM's lifeline: %s", strerror(-err_no));
+		jobspec_free(&js);
+		return EXIT_ERR;
+	}
+	co.lifeline_fd = keep ? 0 : lifeline[0];
+	/* Noted from here; exec_run takes them through its signalfd while a step runs, and they
+	 * are only noted through the removal, so a third ^C cannot leave half a sandbox. */
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
 	t0 = now_ms();
 	fprintf(stderr, "==> creating a sandbox (image %s, %u vCPU, %llu MiB)\n", js.image, js.cpus,
 		(unsigned long long)js.memory_mib);
-	if ((status = sandbox_create(&co, &sb)) != EXIT_OK) {
+	status = sandbox_create(&co, &sb);
+	if (lifeline[0] >= 0)
+		close(lifeline[0]); /* the VMM has its own */
+	if (status != EXIT_OK) {
 		jobspec_free(&js);
+		if (sandbox_interrupted)
+			return 128 + sandbox_interrupted;
 		return status == EXIT_SANDBOX ? EXIT_SANDBOX : status;
 	}
 	fprintf(stderr, "==> sandbox %s ready in %.2f s\n", sb.id, (double)(now_ms() - t0) / 1e3);
+
 	if (js.timeout_s)
 		deadline = t0 + js.timeout_s * 1000ull;
 	for (unsigned i = 0; i < js.nsteps; i++) {
@@ -86,6 +153,12 @@ int cmd_run(int argc, char **argv)
 		};
 		uint64_t ts = now_ms();
 
+		if (sandbox_interrupted) {
+			errmsg("%s before step '%s': the job stops here",
+			       strsignal(sandbox_interrupted), st->name);
+			status = 128 + sandbox_interrupted;
+			break;
+		}
 		if (deadline) {
 			uint64_t left = deadline > ts ? (deadline - ts + 999) / 1000 : 0;
 
@@ -98,11 +171,13 @@ int cmd_run(int argc, char **argv)
 			if (!eo.timeout_s || left < eo.timeout_s)
 				eo.timeout_s = (unsigned)left;
 		}
-		fprintf(stderr, "==> [%u/%u] %s\n", i + 1, js.nsteps, st->name);
+		/* a job spec may come with the code it tests: its names print made printable */
+		printable_copy(st->name, name, sizeof(name));
+		fprintf(stderr, "==> [%u/%u] %s\n", i + 1, js.nsteps, name);
 		fflush(stderr);
 		status = exec_run(&sb, &eo);
 		fflush(stdout);
-		fprintf(stderr, "<== [%u/%u] %s: %s", i + 1, js.nsteps, st->name,
+		fprintf(stderr, "<== [%u/%u] %s: %s", i + 1, js.nsteps, name,
 			status == 0 ? "ok" : "failed");
 		if (status)
 			fprintf(stderr, " (status %d)", status);
@@ -112,6 +187,8 @@ int cmd_run(int argc, char **argv)
 	}
 	fprintf(stderr, "==> job %s in %.2f s\n", status ? "failed" : "passed",
 		(double)(now_ms() - t0) / 1e3);
+	if (status == EXIT_OK && sandbox_interrupted) /* after the last step */
+		status = 128 + sandbox_interrupted;
 	if (keep) {
 		fprintf(stderr, "==> sandbox %s kept (sandboxctl rm -f %s)\n", sb.id, sb.id);
 	} else {
@@ -119,6 +196,7 @@ int cmd_run(int argc, char **argv)
 			errmsg("%s: cannot stop the VMM (pid %d)", sb.id, (int)sb.pid);
 		else
 			remove_flat_dir(sb.dir);
+		close(lifeline[1]);
 	}
 	jobspec_free(&js);
 	return status;

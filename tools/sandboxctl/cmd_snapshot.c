@@ -335,6 +335,10 @@ static int restore_into(const char *dir, const struct snap_meta *m, const char *
 	}
 	sb->ndisks = m->ndisks;
 	sb->network = m->network;
+	if (o) { /* a warm create: its lifetime and lifeline are the create's */
+		sb->deadline = o->ttl_s ? sb->created + o->ttl_s : 0;
+		sb->lifeline_fd = o->lifeline_fd;
+	}
 	if ((status = sandbox_make_dir(sb, name)) != EXIT_OK)
 		return status;
 	if (sb->network) {
@@ -679,8 +683,8 @@ static int list_one(const char *name, void *opaque)
 		if (l->json)
 			printf("%s{\"name\":\"%s\",\"error\":\"unreadable\"}", l->n++ ? "," : "",
 			       name);
-		else
-			printf("%-24s %s\n", name, msg);
+		else /* the message may quote the snapshot's files */
+			printf("%-24s %s\n", name, printable_copy(msg, msg, sizeof(msg)));
 		return 0;
 	}
 	t = (time_t)m.created;

@@ -28,6 +28,9 @@
 #define STDIN_CHUNK	 (64u << 10)
 /* Beyond the agent's own timeout, how long we wait for its EXIT before giving up. */
 #define TIMEOUT_GRACE_MS 15000
+/* After a SIGTERM or SIGHUP was passed on, how long the command has to end before we stop
+ * waiting for it (a second SIGINT, SIGTERM or SIGHUP stops at once). */
+#define SIGNAL_GRACE_MS	 5000
 
 static const char *const default_env[] = {
 	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -192,6 +195,46 @@ static int send_signal(struct agent_conn *c, struct outq *q, uint64_t target, ui
 	return outq_frame(q, PROTO_MSG_SIGNAL, ++c->next_id, p, sizeof(p));
 }
 
+/*
+ * Signals we were sent that ask us to stop, beyond passing them on: a guest that ignores them
+ * must not keep us. The second SIGINT, SIGTERM or SIGHUP ends the wait at once; the first
+ * SIGTERM or SIGHUP gives the command SIGNAL_GRACE_MS to end. A first SIGINT alone does not:
+ * a command may take it as a request (an interpreter's KeyboardInterrupt).
+ */
+struct exec_stop {
+	unsigned count;	    /* SIGINT, SIGTERM, SIGHUP so far */
+	uint64_t grace_end; /* the grace's end, UINT64_MAX while none runs */
+	int sig;	    /* the signal whose 128+N we exit with */
+};
+
+/* Count `sig`; true when the wait ends now. */
+static bool exec_stop_signal(struct exec_stop *s, uint32_t sig)
+{
+	if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP)
+		return false;
+	s->sig = (int)sig;
+	if (++s->count >= 2)
+		return true;
+	if (sig != SIGINT)
+		s->grace_end = now_ms() + SIGNAL_GRACE_MS;
+	return false;
+}
+
+/* We stop waiting with the command still running: SIGKILL it, as far as the socket takes the
+ * frame now (closing the connection then makes the agent kill its execs too), and say so.
+ * Returns 128 + the signal, as shells do. */
+static int exec_stop_now(const struct sandbox *sb, struct agent_conn *c, struct outq *q,
+			 uint64_t id, const struct exec_stop *s)
+{
+	const char *name = s->sig == SIGINT ? "SIGINT" : s->sig == SIGTERM ? "SIGTERM" : "SIGHUP";
+
+	if (send_signal(c, q, id, SIGKILL) == 0)
+		(void)outq_flush(q, c->fd);
+	errmsg("%s: the command went on %s %s: stopped waiting for it (it is killed)", sb->id,
+	       s->count >= 2 ? "after a second signal," : "5 s after", name);
+	return 128 + s->sig;
+}
+
 int exec_run(const struct sandbox *sb, const struct exec_opts *o)
 {
 	static uint8_t buf[PROTO_MAX_PAYLOAD];
@@ -201,6 +244,7 @@ int exec_run(const struct sandbox *sb, const struct exec_opts *o)
 	struct agent_conn c;
 	struct proto_frame f;
 	struct outq q = {0};
+	struct exec_stop stop = {.grace_end = UINT64_MAX};
 	sigset_t mask, old_mask;
 	uint64_t id, deadline = UINT64_MAX;
 	size_t len;
@@ -247,9 +291,14 @@ int exec_run(const struct sandbox *sb, const struct exec_opts *o)
 			{.fd = sfd, .events = POLLIN},
 			{.fd = stdin_open && !sending ? STDIN_FILENO : -1, .events = POLLIN},
 		};
-		uint64_t now = now_ms();
+		uint64_t now = now_ms(),
+			 until = deadline < stop.grace_end ? deadline : stop.grace_end;
 		int r;
 
+		if (now >= stop.grace_end) {
+			status = exec_stop_now(sb, &c, &q, id, &stop);
+			goto out;
+		}
 		if (now >= deadline) {
 			errmsg("%s: the agent did not end the command %u s after its timeout",
 			       sb->id, TIMEOUT_GRACE_MS / 1000);
@@ -257,7 +306,7 @@ int exec_run(const struct sandbox *sb, const struct exec_opts *o)
 			goto out;
 		}
 		if (!agent_buffered(&c) &&
-		    poll(pfd, 3, deadline == UINT64_MAX ? -1 : (int)(deadline - now)) < 0 &&
+		    poll(pfd, 3, until == UINT64_MAX ? -1 : (int)(until - now)) < 0 &&
 		    errno != EINTR) {
 			errmsg("poll: %m");
 			goto out;
@@ -272,6 +321,10 @@ int exec_run(const struct sandbox *sb, const struct exec_opts *o)
 					err = send_signal(&c, &q, id, si.ssi_signo);
 				if (err < 0)
 					break;
+				if (exec_stop_signal(&stop, si.ssi_signo)) {
+					status = exec_stop_now(sb, &c, &q, id, &stop);
+					goto out;
+				}
 			}
 		}
 		err = 0;

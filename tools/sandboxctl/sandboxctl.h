@@ -12,6 +12,8 @@
 #ifndef SANDBOXCTL_H
 #define SANDBOXCTL_H
 
+#include <signal.h>
+
 #include "client.h"
 
 /* ---- host.c: can sandboxes boot here? ---- */
@@ -44,11 +46,18 @@ struct create_opts {
 	/* The policy options for sandbox-proxy prepare (--allow D, --policy F, ...), as words. */
 	char **net_opts;
 	unsigned nnet_opts;
+	uint64_t ttl_s;	 /* --ttl: the sandbox's lifetime (0: none), up to CREATE_TTL_MAX_S */
+	int lifeline_fd; /* > 0: the VMM's --lifeline (sandboxctl run's pipe), sb->lifeline_fd */
 };
+#define CREATE_TTL_MAX_S (7u * 24 * 3600) /* the VMM's --timeout at most */
 #define CREATE_OPTS_DEFAULT                                                                        \
 	{                                                                                          \
 		.image = CREATE_DEFAULT_IMAGE, .cpus = 1, .memory_mib = 512, .timeout_s = 60,      \
 	}
+/* The signal that interrupted this command, 0 while none did: set by the handler of a command
+ * that lets SIGINT, SIGTERM and SIGHUP interrupt its waits (run). The waits for an agent give
+ * up when it is set, so a create fails (and cleans up) within a poll's 500 ms. */
+extern volatile sig_atomic_t sandbox_interrupted;
 /* Create and start a sandbox (create's whole job but printing the id). Prints its errors and
  * returns an exit status; on failure nothing of the sandbox is left. */
 int sandbox_create(const struct create_opts *o, struct sandbox *sb);

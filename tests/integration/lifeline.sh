@@ -1,0 +1,35 @@
+#!/bin/sh
+# sandbox-vmm --lifeline FD: the VM stops (status 7, one line saying why) within seconds of the
+# last writer of that pipe going away, even one killed with SIGKILL; while the writer lives
+# the guest runs on. The pipe is a FIFO here, the way sandboxctl run's is a pipe(2).
+# usage: lifeline.sh VMM PAYLOAD_SPIN
+set -u
+[ -r /dev/kvm ] && [ -w /dev/kvm ] || { echo "SKIP: /dev/kvm is not usable here"; exit 77; }
+vmm=$1 payload=$2
+tmp=$(mktemp -d)
+writer=
+trap '[ -n "$writer" ] && kill -KILL $writer 2>/dev/null; rm -rf "$tmp"' EXIT
+mkfifo "$tmp/lifeline"
+# Opening the FIFO blocks each side until the other opens it: both start in the background.
+"$vmm" --payload "$payload" --timeout 60 --lifeline 3 >"$tmp/out" 2>&1 3<"$tmp/lifeline" &
+pid=$!
+sleep 600 >"$tmp/lifeline" &
+writer=$!
+i=0
+until grep -q '^spin: running' "$tmp/out" || [ $i -ge 100 ]; do sleep 0.05; i=$((i + 1)); done
+grep -q '^spin: running' "$tmp/out" || { cat "$tmp/out"; echo "FAIL: the guest did not start"; exit 1; }
+sleep 1
+kill -0 $pid 2>/dev/null || { cat "$tmp/out"; echo "FAIL: the VMM stopped while its creator lived"; exit 1; }
+t0=$(date +%s%N)
+kill -KILL $writer
+wait $writer 2>/dev/null
+writer=
+wait $pid
+st=$?
+ms=$((($(date +%s%N) - t0) / 1000000))
+cat "$tmp/out"
+[ "$st" = 7 ] || { echo "FAIL: exit status $st, expected 7"; exit 1; }
+grep -q 'the creator went away (EOF on --lifeline 3): stopped' "$tmp/out" ||
+	{ echo "FAIL: no reason line"; exit 1; }
+[ "$ms" -lt 5000 ] || { echo "FAIL: the VMM took $ms ms to stop"; exit 1; }
+echo "ok: the writer's SIGKILL stopped the VMM in $ms ms with status 7"
