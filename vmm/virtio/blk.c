@@ -18,6 +18,12 @@
  * the guest hear the flush completed. Without io_uring (a kernel or a seccomp filter that
  * refuses it) the same operations run synchronously with preadv/pwritev.
  *
+ * One pass takes at most BLK_BUDGET requests from the queue: a guest that keeps it full of
+ * requests that complete at once (GET_ID, an unsupported type, a read of a hole) would
+ * otherwise keep the I/O thread in the loop for ever, away from the API socket, the other
+ * devices, the timeout and signals. When work is left the device kicks its own eventfd
+ * (kick_fd) and the event loop comes back to it after serving everything else that is ready.
+ *
  * Threads: requests start from queue_notify (the I/O thread, or the kicking vCPU without
  * ioeventfd) and complete on the I/O thread; b->lock keeps the ring, the slots and the struct
  * disk to one thread at a time.
@@ -50,6 +56,8 @@
  * synchronously: a read that fragmented is rare, and must still work. */
 #define BLK_REQ_OPS_MAX	       32u
 #define BLK_REQ_IOV_MAX	       (2u * VIRTQ_CHAIN_MAX)
+/* Requests taken from the queue per pass of the event loop (as virtio-net's 64 frames). */
+#define BLK_BUDGET	       64u
 
 _Static_assert(sizeof(struct virtio_blk_outhdr) == 16, "the request header is 16 bytes");
 _Static_assert(sizeof(struct virtio_blk_discard_write_zeroes) == 16, "a range is 16 bytes");
@@ -104,6 +112,8 @@ struct blk_dev {
 	struct io_uring ring;
 	int ring_fd; /* eventfd registered with the ring: completions to reap */
 	struct ev_source ring_src;
+	int kick_fd; /* eventfd: a pass ran out of budget with requests left */
+	struct ev_source kick_src;
 };
 
 static uint64_t blk_features(void *opaque)
@@ -550,15 +560,18 @@ static struct blk_req *blk_free_slot(struct blk_dev *b)
 	return NULL;
 }
 
-/* Start every available chain there is a slot for, unless a flush holds the queue. Returns
- * NULL, or why the guest broke the protocol. Caller holds b->lock. */
-static const char *blk_serve_queue(struct blk_dev *b, struct virtq *q)
+/* Start every available chain there is a slot for, unless a flush holds the queue, at most
+ * *budget of them (decremented for each, and for each look at an avail index that moved
+ * under us). Returns NULL, or why the guest broke the protocol. Caller holds b->lock. */
+static const char *blk_serve_queue(struct blk_dev *b, struct virtq *q, unsigned *budget)
 {
 	for (;;) {
 		struct virtio_blk_outhdr hdr;
 		struct blk_req *r;
 		int err;
 
+		if (!*budget)
+			return NULL; /* blk_run kicks us again when work is left */
 		if (b->flush_req || !(r = blk_free_slot(b)))
 			return NULL; /* completions call us again */
 		err = virtq_pop(q, &r->chain);
@@ -571,6 +584,7 @@ static const char *blk_serve_queue(struct blk_dev *b, struct virtq *q)
 			virtq_set_avail_event(q, q->last_avail_idx);
 			if (!virtq_has_work(q))
 				return NULL;
+			(*budget)--; /* a driver flipping avail idx cannot keep us here */
 			continue;
 		}
 		if (err < 0)
@@ -585,8 +599,17 @@ static const char *blk_serve_queue(struct blk_dev *b, struct virtq *q)
 		r->written = 0;
 		r->nops = r->niov = 0;
 		b->inflight++;
+		(*budget)--;
 		blk_req_start(b, r, &hdr);
 	}
+}
+
+/* Come back to the queue after the event loop has served the others (from any thread). */
+static void blk_kick(struct blk_dev *b)
+{
+	if (b->kick_fd >= 0 && write(b->kick_fd, &(uint64_t){1}, 8) < 0 &&
+	    log_ratelimit_ok(&b->rl, 1))
+		log_warn("virtio-blk: cannot wake the I/O thread: %m");
 }
 
 /* One completion from the ring: release its slot, then finish its operation. */
@@ -608,13 +631,14 @@ static const char *blk_run(struct blk_dev *b, bool *notify)
 	uint16_t old_used = q ? q->used_idx : 0;
 	struct io_uring_cqe *cqe;
 	const char *why = NULL;
+	unsigned budget = BLK_BUDGET;
 
 	for (;;) {
 		while (b->ring_ok && io_uring_peek_cqe(&b->ring, &cqe) == 0)
 			blk_cqe_done(b, cqe);
 		blk_flush_ready(b);
 		if (q && !q->broken && !why)
-			why = blk_serve_queue(b, q);
+			why = blk_serve_queue(b, q, &budget);
 		if (b->ring_ok && b->sq_pending) {
 			int err = io_uring_submit(&b->ring);
 
@@ -628,6 +652,10 @@ static const char *blk_run(struct blk_dev *b, bool *notify)
 		if (!b->ring_ok || !io_uring_cq_ready(&b->ring))
 			break;
 	}
+	/* Out of budget with requests left (and slots for them): next pass. */
+	if (!budget && q && !q->broken && !why && !b->flush_req && blk_free_slot(b) &&
+	    virtq_has_work(q))
+		blk_kick(b);
 	*notify = q && virtq_should_notify(q, old_used);
 	if (!why && q && q->broken)
 		why = q->error ? q->error : "cannot return a request";
@@ -667,6 +695,23 @@ static void blk_ring_ready(struct ev_source *src, uint32_t events)
 
 	if (read(b->ring_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		log_debug("virtio-blk: reading the ring's eventfd: %m");
+	pthread_mutex_lock(&b->lock);
+	why = blk_run(b, &notify);
+	pthread_mutex_unlock(&b->lock);
+	if (notify || why)
+		blk_report(b, notify, why);
+}
+
+/* The I/O thread: kick_fd, a pass that ran out of budget. */
+static void blk_kick_event(struct ev_source *src, uint32_t events)
+{
+	struct blk_dev *b = src->opaque;
+	const char *why;
+	bool notify;
+	uint64_t v;
+
+	if (read(b->kick_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		log_debug("virtio-blk: reading the kick eventfd: %m");
 	pthread_mutex_lock(&b->lock);
 	why = blk_run(b, &notify);
 	pthread_mutex_unlock(&b->lock);
@@ -779,6 +824,10 @@ static void blk_destroy(void *opaque)
 	}
 	if (b->ring_ok)
 		io_uring_queue_exit(&b->ring);
+	if (b->kick_fd >= 0) {
+		evloop_del(&b->vm->loop, &b->kick_src);
+		close(b->kick_fd);
+	}
 	if ((err = disk_flush(b->disk)) < 0)
 		log_warn("virtio-blk: flushing the disk at exit: %s", strerror(-err));
 	disk_close(b->disk);
@@ -844,11 +893,20 @@ int blk_add(struct vm *vm, struct disk *disk, const struct blk_options *opt, cha
 	b->vm = vm;
 	b->disk = disk;
 	b->ring_fd = -1;
+	b->kick_fd = -1;
 	b->depth = opt->depth;
 	b->reqs = calloc(b->depth, sizeof(*b->reqs));
 	if (!b->reqs) {
 		blk_destroy(b);
 		return -ENOMEM;
+	}
+	b->kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (b->kick_fd < 0 ||
+	    (err = evloop_add(&vm->loop, &b->kick_src, b->kick_fd, EPOLLIN, blk_kick_event, b)) <
+		    0) {
+		err = b->kick_fd < 0 ? -errno : err;
+		blk_destroy(b);
+		return err;
 	}
 	b->ring_ok = blk_ring_setup(b);
 	b->read_only = opt->read_only || disk_read_only(disk);
