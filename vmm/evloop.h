@@ -26,7 +26,7 @@
 #define __must_check __attribute__((warn_unused_result))
 #endif
 
-#define EVLOOP_BATCH 32
+#define EVLOOP_BATCH		 32
 /* How long a listener rests after accept() failed for lack of fds or memory: the pending
  * client stays in the backlog and is taken when the listener is polled again. */
 #define EVLOOP_ACCEPT_BACKOFF_MS 100u
@@ -37,7 +37,7 @@ typedef void (*ev_fn)(struct ev_source *src, uint32_t events);
 struct ev_source {
 	int fd;
 	ev_fn fn;
-	void *opaque;	 /* for the callback */
+	void *opaque; /* for the callback */
 	bool added;
 	uint32_t events; /* what it waits for (once resumed, while paused) */
 	/* Paused until then (CLOCK_MONOTONIC ns), on the loop's paused list; 0: not paused. */

@@ -67,7 +67,7 @@
 struct serial {
 	struct vm *vm;
 	int out_fd;
-	bool out_is_file; /* a regular file: writes never block */
+	bool out_is_file;     /* a regular file: writes never block */
 	pthread_mutex_t lock; /* vCPUs access the UART concurrently */
 	uint8_t ier, lcr, mcr, scr, dll, dlm;
 	uint8_t rx; /* one byte, from loopback only */

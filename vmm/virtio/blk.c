@@ -901,9 +901,8 @@ int blk_add(struct vm *vm, struct disk *disk, const struct blk_options *opt, cha
 		return -ENOMEM;
 	}
 	b->kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (b->kick_fd < 0 ||
-	    (err = evloop_add(&vm->loop, &b->kick_src, b->kick_fd, EPOLLIN, blk_kick_event, b)) <
-		    0) {
+	if (b->kick_fd < 0 || (err = evloop_add(&vm->loop, &b->kick_src, b->kick_fd, EPOLLIN,
+						blk_kick_event, b)) < 0) {
 		err = b->kick_fd < 0 ? -errno : err;
 		blk_destroy(b);
 		return err;

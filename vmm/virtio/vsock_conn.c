@@ -144,9 +144,10 @@ static struct vsock_conn *vsock_conn_new(struct vsock_dev *d, int fd, enum vsock
 
 	if (d->nconns >= VSOCK_CONN_MAX) {
 		if (log_ratelimit_ok(&d->conn_rl, 1))
-			log_warn("virtio-vsock: %u connections open, the most a VM has: refusing %s",
-				 VSOCK_CONN_MAX,
-				 state == VSOCK_LINE ? "a host client" : "the guest's connection");
+			log_warn(
+				"virtio-vsock: %u connections open, the most a VM has: refusing %s",
+				VSOCK_CONN_MAX,
+				state == VSOCK_LINE ? "a host client" : "the guest's connection");
 		close(fd);
 		return NULL;
 	}
