@@ -12,8 +12,9 @@
 #   console-stalled  the same flood into a pipe nobody reads: the vCPU waits, SIGTERM still
 #                ends the VMM
 #   emfile       the VMM at its fd limit (a hard RLIMIT_NOFILE of 64) with clients queued on
-#                its vsock listener: no spin (I/O thread under 10% of a core), and the API
-#                works again once fds are free
+#                its vsock listener and one on api.sock: no spin (I/O thread under 10% of a
+#                core), a few back-off lines, and the queued API client is served once fds
+#                are free
 #
 # The I/O thread is the VMM's main thread (TID = PID); vCPU threads are the others. The CPU
 # bound asserted for the floods is the I/O thread at most one core (a thread cannot use
@@ -221,6 +222,15 @@ def main():
                     s.close()
                     break
                 clients.append(s)
+            # New API clients too: they wait in api.sock's backlog while the VMM has no fd
+            # (the VMM may have had one or two left: three make sure).
+            pending_api = []
+            for _ in range(3):
+                s = socket.socket(socket.AF_UNIX)
+                s.setblocking(False)
+                if s.connect_ex(api) != 0:
+                    fail("emfile: cannot even queue a connection on api.sock")
+                pending_api.append(s)
             time.sleep(0.5)
             if nfds(vm.pid) < 60:
                 fail(f"emfile: {len(clients)} clients, but the VMM has only {nfds(vm.pid)} fds")
@@ -247,9 +257,18 @@ def main():
                   flush=True)
             if n < 1 or n > secs + 2:
                 fail(f"emfile: {n} 'cannot accept' lines (wanted a few, rate-limited)")
+            n = log.count("api: cannot accept a connection")
+            if n < 1 or n > secs + 2:
+                fail(f"emfile: {n} 'api: cannot accept' lines (wanted a few, rate-limited)")
             for s in clients:
                 s.close()
-            clients = []
+            clients = pending_api
+            # The API clients that waited are taken once fds are free, and answered.
+            for i, s in enumerate(pending_api):
+                s.setblocking(True)
+                s.settimeout(5)
+                status(s, i + 1)
+            print("emfile: the API clients queued at the fd limit are served", flush=True)
             # New API clients are accepted again once the VMM has fds.
             wait_for(lambda: nfds(vm.pid) < 40, 5, "the VMM to close the clients' sockets")
             s = socket.socket(socket.AF_UNIX)
