@@ -5,6 +5,8 @@
  *
  *  - DOS_BLK (payload-dos-blk): the first virtio-mmio window is a virtio-blk disk; its queue
  *    is kept full of GET_ID requests, which the device answers at once, for ever.
+ *  - DOS_BLK_READ (payload-dos-blk-read): the virtio-blk queue kept full of reads of 64 MiB
+ *    each (1022 segments of 64 KiB, all the same buffer) of sector 0, from the page cache.
  *  - DOS_VSOCK_CID (payload-dos-vsock-cid): a virtio-vsock device; its tx queue is kept full
  *    of packets from a source CID that is not the guest's, which the device drops, for ever.
  *  Both make each request as dear to the device and as cheap to the guest as the protocol
@@ -38,9 +40,10 @@
 #define DOS_VSOCK_CID	2
 #define DOS_VSOCK_CONNS 3
 #define DOS_CONSOLE	4
+#define DOS_BLK_READ	5
 
 #ifndef DOS_CASE
-#error "build with -DDOS_CASE=DOS_BLK, DOS_VSOCK_CID, DOS_VSOCK_CONNS or DOS_CONSOLE"
+#error "build with -DDOS_CASE=DOS_BLK, DOS_BLK_READ, DOS_VSOCK_CID, DOS_VSOCK_CONNS or DOS_CONSOLE"
 #endif
 
 #define VIO_ID_BLOCK	 2u
@@ -278,6 +281,32 @@ static void dos_run(const struct payload_info *info)
 	dos_fill_table(&blk_hdr, sizeof(blk_hdr), true);
 	dos_offer_all(0, &vq0);
 	uart_puts("dos: blk flooding\n");
+	for (;;)
+		vq_recycle(0, &vq0);
+}
+#elif DOS_CASE == DOS_BLK_READ
+/* READ of sector 0: the header, then 1022 writable segments of 64 KiB each, all the same
+ * buffer (64 MiB of the disk's page cache copied per request), then the status byte. */
+#define READ_SEG_LEN (64u * 1024)
+static struct blk_hdr read_hdr;
+static uint8_t read_buf[READ_SEG_LEN] __attribute__((aligned(4096)));
+static uint8_t read_status;
+
+static void dos_run(const struct payload_info *info)
+{
+	dos_init(info->mmio_base_gpa, VIO_ID_BLOCK);
+	dos_queue(0, &vq0);
+	dos_driver_ok();
+	read_hdr = (struct blk_hdr){.type = 0 /* IN */};
+	table[0] =
+		(struct vq_desc){(uint64_t)(uintptr_t)&read_hdr, sizeof(read_hdr), DESC_F_NEXT, 1};
+	for (unsigned i = 1; i < CHAIN_MAX - 1; i++)
+		table[i] = (struct vq_desc){(uint64_t)(uintptr_t)read_buf, READ_SEG_LEN,
+					    DESC_F_WRITE | DESC_F_NEXT, (uint16_t)(i + 1)};
+	table[CHAIN_MAX - 1] =
+		(struct vq_desc){(uint64_t)(uintptr_t)&read_status, 1, DESC_F_WRITE, 0};
+	dos_offer_all(0, &vq0);
+	uart_puts("dos: blk-read flooding\n");
 	for (;;)
 		vq_recycle(0, &vq0);
 }

@@ -18,11 +18,15 @@
  * the guest hear the flush completed. Without io_uring (a kernel or a seccomp filter that
  * refuses it) the same operations run synchronously with preadv/pwritev.
  *
- * One pass takes at most BLK_BUDGET requests from the queue: a guest that keeps it full of
- * requests that complete at once (GET_ID, an unsupported type, a read of a hole) would
- * otherwise keep the I/O thread in the loop for ever, away from the API socket, the other
- * devices, the timeout and signals. When work is left the device kicks its own eventfd
- * (kick_fd) and the event loop comes back to it after serving everything else that is ready.
+ * One pass takes at most BLK_BUDGET units of work from the queue, a request costing one
+ * unit plus one per BLK_BUDGET_UNIT_LEN bytes its chain spans: a guest that keeps the queue
+ * full of requests that complete at once (GET_ID, an unsupported type, a read of a hole or
+ * of the page cache) would otherwise keep the I/O thread in the loop for ever, away from the
+ * API socket, the other devices, the timeout and signals. When work is left the device kicks
+ * its own eventfd (kick_fd) and the event loop comes back to it after serving everything
+ * else that is ready. A read or write longer than BLK_INLINE_MAX goes to io_uring's workers
+ * (IOSQE_ASYNC): one 64 MiB read of cached data, copied inside io_uring_submit, held the I/O
+ * thread for tens of milliseconds.
  *
  * Threads: requests start from queue_notify (the I/O thread, or the kicking vCPU without
  * ioeventfd) and complete on the I/O thread; b->lock keeps the ring, the slots and the struct
@@ -56,8 +60,17 @@
  * synchronously: a read that fragmented is rare, and must still work. */
 #define BLK_REQ_OPS_MAX	       32u
 #define BLK_REQ_IOV_MAX	       (2u * VIRTQ_CHAIN_MAX)
-/* Requests taken from the queue per pass of the event loop (as virtio-net's 64 frames). */
+/* Work taken from the queue per pass of the event loop: 64 small requests (as virtio-net's 64
+ * frames), or about 4 MiB of data. */
 #define BLK_BUDGET	       64u
+#define BLK_BUDGET_UNIT_LEN    (64u * 1024)
+/* Operations longer than this are copied by io_uring's worker threads, not inline in
+ * io_uring_submit on the I/O thread. Above Linux's default largest request (1.25 MiB), so a
+ * guest's usual reads still complete inside the submit. */
+#define BLK_INLINE_MAX	       (2u * 1024 * 1024)
+/* io_uring worker threads per disk (for file I/O, and for unbounded work): what a guest's
+ * long or uncached requests may keep busy on the host besides the I/O thread. */
+#define BLK_IOWQ_WORKERS       2u
 
 _Static_assert(sizeof(struct virtio_blk_outhdr) == 16, "the request header is 16 bytes");
 _Static_assert(sizeof(struct virtio_blk_discard_write_zeroes) == 16, "a range is 16 bytes");
@@ -272,6 +285,8 @@ static void blk_op_start(struct blk_dev *b, struct blk_op *op)
 		io_uring_prep_writev(sqe, op->fd, op->iov, op->niov, op->file_offset);
 	else
 		io_uring_prep_readv(sqe, op->fd, op->iov, op->niov, op->file_offset);
+	if (op->len > BLK_INLINE_MAX)
+		io_uring_sqe_set_flags(sqe, IOSQE_ASYNC);
 	io_uring_sqe_set_data(sqe, op);
 	b->sq_pending++;
 }
@@ -560,9 +575,17 @@ static struct blk_req *blk_free_slot(struct blk_dev *b)
 	return NULL;
 }
 
-/* Start every available chain there is a slot for, unless a flush holds the queue, at most
- * *budget of them (decremented for each, and for each look at an avail index that moved
- * under us). Returns NULL, or why the guest broke the protocol. Caller holds b->lock. */
+/* What starting the request in chain `c` costs of a pass's budget. */
+static unsigned blk_req_cost(const struct virtq_chain *c)
+{
+	uint64_t units = 1 + (c->read_len + c->write_len) / BLK_BUDGET_UNIT_LEN;
+
+	return units < BLK_BUDGET ? (unsigned)units : BLK_BUDGET;
+}
+
+/* Start every available chain there is a slot for, unless a flush holds the queue, until
+ * *budget is spent (each request costs blk_req_cost, each look at an avail index that moved
+ * under us one). Returns NULL, or why the guest broke the protocol. Caller holds b->lock. */
 static const char *blk_serve_queue(struct blk_dev *b, struct virtq *q, unsigned *budget)
 {
 	for (;;) {
@@ -599,7 +622,7 @@ static const char *blk_serve_queue(struct blk_dev *b, struct virtq *q, unsigned 
 		r->written = 0;
 		r->nops = r->niov = 0;
 		b->inflight++;
-		(*budget)--;
+		*budget -= *budget < blk_req_cost(&r->chain) ? *budget : blk_req_cost(&r->chain);
 		blk_req_start(b, r, &hdr);
 	}
 }
@@ -619,7 +642,8 @@ static void blk_cqe_done(struct blk_dev *b, struct io_uring_cqe *cqe)
 	int res = cqe->res;
 
 	io_uring_cqe_seen(&b->ring, cqe);
-	blk_op_done(b, op, res);
+	if (op) /* not blk_cancel_all's own */
+		blk_op_done(b, op, res);
 }
 
 /* Reap what completed, start what is available, submit. Caller holds b->lock; returns why
@@ -736,6 +760,27 @@ static void blk_drain(struct blk_dev *b)
 	}
 }
 
+/* At the end: cancel the operations still queued for io_uring's workers (they complete with
+ * -ECANCELED, those running finish), so that blk_drain does not wait for a hostile guest's
+ * gigabytes of reads before the VMM may exit. Caller holds b->lock. */
+static void blk_cancel_all(struct blk_dev *b)
+{
+	struct io_uring_sqe *sqe;
+
+	if (!b->ring_ok || !b->inflight)
+		return;
+	sqe = io_uring_get_sqe(&b->ring);
+	if (!sqe && io_uring_submit(&b->ring) >= 0) {
+		b->sq_pending = 0;
+		sqe = io_uring_get_sqe(&b->ring);
+	}
+	if (!sqe)
+		return;
+	io_uring_prep_cancel(sqe, NULL, IORING_ASYNC_CANCEL_ANY);
+	io_uring_sqe_set_data(sqe, NULL);
+	b->sq_pending++;
+}
+
 static const struct virtio_ops blk_ops;
 
 /* Before a snapshot: finish every request in flight, a waiting FLUSH too, so that the ring
@@ -810,6 +855,7 @@ static void blk_destroy(void *opaque)
 	pthread_mutex_lock(&b->lock);
 	b->active = false;
 	b->gen++;
+	blk_cancel_all(b);
 	blk_drain(b);
 	if (b->flush_req) {
 		struct blk_req *r = b->flush_req;
@@ -873,6 +919,11 @@ static bool blk_ring_setup(struct blk_dev *b)
 		io_uring_queue_exit(&b->ring);
 		return false;
 	}
+	unsigned workers[2] = {BLK_IOWQ_WORKERS, BLK_IOWQ_WORKERS};
+
+	/* Without the cap (a kernel before 5.15) the kernel's own applies: 4 per CPU. */
+	if ((err = io_uring_register_iowq_max_workers(&b->ring, workers)) < 0)
+		log_debug("virtio-blk: io_uring workers not capped: %s", strerror(-err));
 	return true;
 }
 
