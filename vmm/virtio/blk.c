@@ -19,7 +19,8 @@
  * refuses it) the same operations run synchronously with preadv/pwritev.
  *
  * One pass takes at most BLK_BUDGET units of work from the queue, a request costing one
- * unit plus one per BLK_BUDGET_UNIT_LEN bytes its chain spans: a guest that keeps the queue
+ * unit plus one per BLK_BUDGET_UNIT_LEN bytes its chain spans and one per 16 of its
+ * segments (each was walked and translated): a guest that keeps the queue
  * full of requests that complete at once (GET_ID, an unsupported type, a read of a hole or
  * of the page cache) would otherwise keep the I/O thread in the loop for ever, away from the
  * API socket, the other devices, the timeout and signals. When work is left the device kicks
@@ -61,7 +62,7 @@
 #define BLK_REQ_OPS_MAX	       32u
 #define BLK_REQ_IOV_MAX	       (2u * VIRTQ_CHAIN_MAX)
 /* Work taken from the queue per pass of the event loop: 64 small requests (as virtio-net's 64
- * frames), or about 4 MiB of data. */
+ * frames), or about 4 MiB of data, or about 1024 segments. */
 #define BLK_BUDGET	       64u
 #define BLK_BUDGET_UNIT_LEN    (64u * 1024)
 /* Operations longer than this are copied by io_uring's worker threads, not inline in
@@ -578,7 +579,7 @@ static struct blk_req *blk_free_slot(struct blk_dev *b)
 /* What starting the request in chain `c` costs of a pass's budget. */
 static unsigned blk_req_cost(const struct virtq_chain *c)
 {
-	uint64_t units = 1 + (c->read_len + c->write_len) / BLK_BUDGET_UNIT_LEN;
+	uint64_t units = 1 + (c->read_len + c->write_len) / BLK_BUDGET_UNIT_LEN + c->nsegs / 16;
 
 	return units < BLK_BUDGET ? (unsigned)units : BLK_BUDGET;
 }

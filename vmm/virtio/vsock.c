@@ -175,8 +175,9 @@ static void vsock_kick(struct vsock_dev *d)
 		log_warn("virtio-vsock: cannot wake the I/O thread: %m");
 }
 
-/* Pop and serve the packets the guest sent, at most VSOCK_TX_BUDGET of them; with more
- * waiting, kick ourselves so that the event loop comes back after serving the others. */
+/* Pop and serve the packets the guest sent, at most VSOCK_TX_BUDGET of them (a packet of many
+ * segments counts one more per 16, as each was walked and translated); with more waiting,
+ * kick ourselves so that the event loop comes back after serving the others. */
 static void vsock_serve_tx(struct vsock_dev *d)
 {
 	struct virtq *q = &d->vdev->queues[VSOCK_TX_Q];
@@ -198,7 +199,7 @@ static void vsock_serve_tx(struct vsock_dev *d)
 				vsock_fail(d, q->error ? q->error : "cannot return a tx buffer");
 				return;
 			}
-			done++;
+			done += 1 + c->nsegs / 16;
 		}
 		if (done >= VSOCK_TX_BUDGET) {
 			if (virtq_has_work(q))
