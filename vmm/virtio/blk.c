@@ -69,8 +69,9 @@
  * io_uring_submit on the I/O thread. Above Linux's default largest request (1.25 MiB), so a
  * guest's usual reads still complete inside the submit. */
 #define BLK_INLINE_MAX	       (2u * 1024 * 1024)
-/* io_uring worker threads per disk (for file I/O, and for unbounded work): what a guest's
- * long or uncached requests may keep busy on the host besides the I/O thread. */
+/* io_uring worker threads of each kind (file I/O, and unbounded work): what a guest's long or
+ * uncached requests may keep busy on the host besides the I/O thread. The workers belong to
+ * the submitting thread, the I/O thread, so the cap is the VMM's, whatever the disks. */
 #define BLK_IOWQ_WORKERS       2u
 
 _Static_assert(sizeof(struct virtio_blk_outhdr) == 16, "the request header is 16 bytes");
