@@ -309,8 +309,16 @@ static void api_accept(struct ev_source *src, uint32_t events)
 	int fd, err;
 
 	fd = accept4(src->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-	if (fd < 0)
+	if (fd < 0) {
+		err = errno;
+		/* At the fd limit the client stays in the backlog and the listener readable:
+		 * rest a while rather than spin (it is taken once fds are free again). */
+		if (evloop_accept_backoff(&api->vm->loop, src, err) &&
+		    log_ratelimit_ok(&api->rl, 1))
+			log_warn("api: cannot accept a connection (%s): trying again in %u ms",
+				 strerror(err), EVLOOP_ACCEPT_BACKOFF_MS);
 		return;
+	}
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) < 0 ||
 	    (cred.uid != 0 && cred.uid != geteuid())) {
 		if (log_ratelimit_ok(&api->rl, 5))

@@ -5,8 +5,14 @@
  * that is always empty, and its interrupt. Reached at port 0x3f8 and, for payload guests, at
  * the MMIO window of payload_abi.h. Lines are also watched for a kernel panic, which
  * changes the VMM's exit status.
+ *
+ * A guest's flood of output costs its own vCPU thread (one exit and one write per byte) and
+ * nothing on the I/O thread. A console that does not take bytes (a pipe or terminal whose
+ * reader stalls) makes the vCPU wait, but never past a stop of the VM: the wait is a poll in
+ * slices of SERIAL_WAIT_MS that gives up once the VM is stopping.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,11 +59,15 @@
 #define UART_MSR_DCD	0x80
 
 #define SERIAL_LINE_MAX 256
+/* How long a vCPU waits at a time for a console that takes no bytes before it looks whether
+ * the VM is stopping (the stop's signal may come just before the wait and be missed). */
+#define SERIAL_WAIT_MS	100
 #define PANIC_MARK	"Kernel panic - not syncing"
 
 struct serial {
 	struct vm *vm;
 	int out_fd;
+	bool out_is_file;     /* a regular file: writes never block */
 	pthread_mutex_t lock; /* vCPUs access the UART concurrently */
 	uint8_t ier, lcr, mcr, scr, dll, dlm;
 	uint8_t rx; /* one byte, from loopback only */
@@ -103,6 +113,32 @@ static void serial_scan_line(struct serial *s)
 	s->line_len = 0;
 }
 
+/* Write `len` bytes to the console: what write() returns (all of them, or part), or -1 with
+ * errno set; -1 with ECANCELED when the VM stopped while the console took no bytes. */
+static ssize_t serial_write_out(struct serial *s, const void *buf, size_t len)
+{
+	for (;;) {
+		struct pollfd p = {.fd = s->out_fd, .events = POLLOUT};
+		ssize_t n;
+
+		if (atomic_load(&s->vm->stopping)) {
+			errno = ECANCELED;
+			return -1;
+		}
+		if (!s->out_is_file) {
+			int ready = poll(&p, 1, SERIAL_WAIT_MS);
+
+			if (ready == 0 || (ready < 0 && errno == EINTR))
+				continue;
+			/* POLLERR or POLLHUP: the write below says what is wrong. */
+		}
+		n = write(s->out_fd, buf, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		return n;
+	}
+}
+
 static void serial_transmit(struct serial *s, uint8_t byte)
 {
 	ssize_t n;
@@ -122,15 +158,13 @@ static void serial_transmit(struct serial *s, uint8_t byte)
 				(unsigned long long)s->out_max);
 
 			s->out_capped = true;
-			if (write(s->out_fd, note, (size_t)len) < 0) {
+			if (serial_write_out(s, note, (size_t)len) < 0) {
 				/* as below: the guest goes on either way */
 			}
 		}
 	} else {
-		do
-			n = write(s->out_fd, &byte, 1);
-		while (n < 0 && errno == EINTR);
-		if (n < 0 && log_ratelimit_ok(&s->write_rl, 1))
+		n = serial_write_out(s, &byte, 1);
+		if (n < 0 && errno != ECANCELED && log_ratelimit_ok(&s->write_rl, 1))
 			log_warn("serial: console write: %s", strerror(errno));
 		if (n > 0)
 			s->out_len++;
@@ -258,8 +292,10 @@ int serial_create(struct vm *vm, int out_fd, struct serial **out)
 	s->vm = vm;
 	s->out_fd = out_fd;
 	s->out_max = SERIAL_OUT_MAX;
-	if (fstat(out_fd, &st) == 0 && S_ISREG(st.st_mode))
+	if (fstat(out_fd, &st) == 0 && S_ISREG(st.st_mode)) {
 		s->out_len = (uint64_t)st.st_size;
+		s->out_is_file = true;
+	}
 	s->mcr = UART_MCR_OUT2;
 	pthread_mutex_init(&s->lock, NULL);
 	/* The same registers at the port Linux knows and at the MMIO window payloads use. */

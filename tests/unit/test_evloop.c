@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "evloop.h"
@@ -92,5 +93,106 @@ Test(evloop, mod_and_del_of_an_unknown_source)
 	cr_assert(evloop_init(&l) == 0);
 	cr_assert_eq(evloop_mod(&l, &s, EPOLLIN), -ENOENT);
 	evloop_del(&l, &s);
+	evloop_fini(&l);
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* A level-triggered source that stays ready (its eventfd is never read). */
+static int ready_calls;
+
+static void ready_fn(struct ev_source *src, uint32_t events)
+{
+	ready_calls++;
+}
+
+Test(evloop, a_paused_source_is_not_dispatched_until_its_time)
+{
+	struct evloop l;
+	struct ev_source s = {0};
+	int fd = eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK);
+	uint64_t t0;
+	int n;
+
+	cr_assert(fd >= 0 && evloop_init(&l) == 0);
+	cr_assert_eq(evloop_add(&l, &s, fd, EPOLLIN, ready_fn, NULL), 0);
+	ready_calls = 0;
+	cr_assert_eq(evloop_run_once(&l, 0), 1, "ready before the pause");
+	cr_assert_eq(evloop_pause(&l, &s, 150), 0);
+	/* A change while paused is kept for the resume, not applied now. */
+	cr_assert_eq(evloop_mod(&l, &s, EPOLLIN), 0);
+	cr_assert_eq(evloop_run_once(&l, 0), 0, "paused: not polled");
+	/* A wait for ever is cut short at the pause's end, and the source is polled again. */
+	t0 = now_ms();
+	n = evloop_run_once(&l, -1);
+	cr_assert_geq(now_ms() - t0, 140, "woke after %llu ms",
+		      (unsigned long long)(now_ms() - t0));
+	cr_assert_lt(now_ms() - t0, 1000);
+	if (n == 0)
+		n = evloop_run_once(&l, 1000);
+	cr_assert_eq(n, 1, "polled again after the pause");
+	cr_assert_eq(ready_calls, 2);
+	cr_assert(!s.resume_ns && !l.paused);
+	evloop_del(&l, &s);
+	close(fd);
+	evloop_fini(&l);
+}
+
+Test(evloop, a_paused_source_may_be_deleted)
+{
+	struct evloop l;
+	struct ev_source a = {0}, b = {0};
+	int fa = eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK),
+	    fb = eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK);
+
+	cr_assert(fa >= 0 && fb >= 0 && evloop_init(&l) == 0);
+	cr_assert_eq(evloop_add(&l, &a, fa, EPOLLIN, ready_fn, NULL), 0);
+	cr_assert_eq(evloop_add(&l, &b, fb, EPOLLIN, ready_fn, NULL), 0);
+	cr_assert_eq(evloop_pause(&l, &a, 10000), 0);
+	cr_assert_eq(evloop_pause(&l, &b, 10000), 0);
+	evloop_del(&l, &a);
+	cr_assert(l.paused == &b && !b.paused_next, "only b is left paused");
+	/* Deleted, it may be added again, unpaused. */
+	cr_assert_eq(evloop_add(&l, &a, fa, EPOLLIN, ready_fn, NULL), 0);
+	ready_calls = 0;
+	cr_assert_eq(evloop_run_once(&l, 0), 1);
+	evloop_del(&l, &b);
+	cr_assert(!l.paused);
+	cr_assert_eq(evloop_pause(&l, &b, 10), -ENOENT);
+	evloop_del(&l, &a);
+	close(fa);
+	close(fb);
+	evloop_fini(&l);
+}
+
+Test(evloop, accept_backs_off_for_lack_of_fds_only)
+{
+	struct evloop l;
+	struct ev_source s = {0};
+	int fd = eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK);
+
+	cr_assert(fd >= 0 && evloop_init(&l) == 0);
+	cr_assert_eq(evloop_add(&l, &s, fd, EPOLLIN, ready_fn, NULL), 0);
+	cr_assert(!evloop_accept_backoff(&l, &s, EAGAIN));
+	cr_assert(!evloop_accept_backoff(&l, &s, ECONNABORTED));
+	cr_assert(!s.resume_ns);
+	cr_assert(evloop_accept_backoff(&l, &s, EMFILE));
+	cr_assert(s.resume_ns);
+	cr_assert_eq(evloop_run_once(&l, 0), 0, "the listener rests");
+	evloop_del(&l, &s);
+	for (int err = 0; err < 4; err++) {
+		const int errs[] = {ENFILE, ENOBUFS, ENOMEM, EMFILE};
+
+		cr_assert_eq(evloop_add(&l, &s, fd, EPOLLIN, ready_fn, NULL), 0);
+		cr_assert(evloop_accept_backoff(&l, &s, errs[err]));
+		evloop_del(&l, &s);
+	}
+	close(fd);
 	evloop_fini(&l);
 }

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* vmm/serial.c: the 8250 as Linux's driver and payloads use it. */
 #include <fcntl.h>
+#include <pthread.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
@@ -137,4 +139,47 @@ Test(serial, output_is_capped)
 	cr_assert(eq(ptr, strstr(buf + 9, "more"), NULL), "%s", buf);
 	put("Kernel panic - not syncing: x\n");
 	cr_assert(atomic_load(&vm.guest_panicked));
+}
+
+static void *stop_later(void *arg)
+{
+	struct vm *v = arg;
+
+	usleep(200 * 1000);
+	atomic_store(&v->stopping, true);
+	return NULL;
+}
+
+/* A console that takes no bytes (a full pipe nobody reads) makes the vCPU wait, but not past
+ * a stop of the VM: the byte is dropped then, and the vCPU gets back to its run loop. */
+Test(serial_stalled, a_full_console_does_not_hold_a_stopping_vcpu, .timeout = 10)
+{
+	struct vm v;
+	struct serial *ser;
+	struct timespec t0, t1;
+	char fill[4096] = {0};
+	pthread_t t;
+	int fds[2];
+	double ms;
+
+	fake_vm_init(&v);
+	cr_assert(eq(int, pipe2(fds, 0), 0));
+	/* Fill the pipe, then make its writes blocking again, as a console's are. */
+	cr_assert(eq(int, fcntl(fds[1], F_SETFL, O_NONBLOCK), 0));
+	while (write(fds[1], fill, sizeof(fill)) > 0)
+		;
+	cr_assert(eq(int, fcntl(fds[1], F_SETFL, 0), 0));
+	cr_assert(eq(int, serial_create(&v, fds[1], &ser), 0));
+	cr_assert(eq(int, pthread_create(&t, NULL, stop_later, &v), 0));
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	fake_vm_outb(&v, COM1, 'x');
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	pthread_join(t, NULL);
+	ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+	cr_assert(ge(dbl, ms, 150.0), "the write waited %.0f ms", ms);
+	cr_assert(lt(dbl, ms, 1000.0), "the write waited %.0f ms after the stop", ms);
+	serial_destroy(ser);
+	close(fds[0]);
+	close(fds[1]);
+	fake_vm_destroy(&v);
 }

@@ -26,7 +26,7 @@
 #include "virtio/virtio.h"
 #include "virtio/vsock.h"
 
-#define QSIZE	    64u
+#define QSIZE	    128u
 #define RING_GPA(q) (0x10000u + (q)*0x4000u) /* desc; avail +0x1000, used +0x2000 */
 #define RX_BUF_GPA  0x100000u
 #define RX_PAYLOAD  4096u
@@ -963,4 +963,82 @@ Test(virtio_vsock, connections_beyond_the_maximum_get_rst)
 	cr_assert(eq(u32, rsts, 8));
 	cr_assert(not(needs_reset()));
 	close(l);
+}
+
+/* The host client closed, the guest heard both SHUTDOWNs and ignores them: after
+ * VSOCK_CLOSE_MS we reset the connection ourselves (its fd is freed). A client that only
+ * stopped sending starts no such clock. */
+Test(virtio_vsock, a_finished_connection_the_guest_keeps_is_reset)
+{
+	struct vsock_dev *d = vdev->dev;
+	uint32_t hp, hp_half, flags = 0;
+	int fd = host_establish(GUEST_PORT, BIG_BUF, &hp);
+	int half = host_establish(GUEST_PORT + 1, BIG_BUF, &hp_half);
+	struct vsock_conn *c;
+	uint64_t deadline;
+	struct pkt p;
+
+	cr_assert(eq(int, shutdown(half, SHUT_WR), 0));
+	rx_expect(&p, VIRTIO_VSOCK_OP_SHUTDOWN);
+	cr_assert(eq(u32, p.h.flags, VIRTIO_VSOCK_SHUTDOWN_SEND));
+	close(fd);
+	pump();
+	while (rx_next(&p)) {
+		cr_assert(eq(u16, p.h.op, VIRTIO_VSOCK_OP_SHUTDOWN));
+		cr_assert(eq(u32, p.h.src_port, hp));
+		flags |= p.h.flags;
+	}
+	cr_assert(eq(u32, flags, VIRTIO_VSOCK_SHUTDOWN_SEND | VIRTIO_VSOCK_SHUTDOWN_RCV));
+	pthread_mutex_lock(&d->lock);
+	cr_assert(eq(u64, vsock_conn_find(d, hp_half, GUEST_PORT + 1)->close_deadline_ms, 0));
+	c = vsock_conn_find(d, hp, GUEST_PORT);
+	cr_assert(c != NULL);
+	deadline = c->close_deadline_ms;
+	cr_assert(deadline != 0);
+	cr_assert(d->timer_armed);
+	vsock_conn_expire(d, deadline - 1); /* not yet */
+	cr_assert(eq(u32, d->nconns, 2));
+	vsock_conn_expire(d, deadline);
+	cr_assert(eq(u32, d->nconns, 1));
+	cr_assert(eq(ptr, vsock_conn_find(d, hp, GUEST_PORT), NULL));
+	cr_assert(not(d->timer_armed), "no deadline is left");
+	vsock_run(d);
+	vsock_unlock(d);
+	rx_expect(&p, VIRTIO_VSOCK_OP_RST);
+	cr_assert(eq(u32, p.h.src_port, hp));
+	cr_assert(eq(u32, p.h.dst_port, GUEST_PORT));
+	rx_expect_none();
+	close(half);
+}
+
+/* A tx queue full of packets the device drops at once (a source CID not the guest's) is
+ * served VSOCK_TX_BUDGET per pass; the device kicks itself for the rest. */
+Test(virtio_vsock, a_pass_takes_at_most_the_tx_budget_and_comes_back)
+{
+	const unsigned n = 100;
+	struct virtio_vsock_hdr h = {.src_cid = 7,
+				     .dst_cid = 2,
+				     .src_port = 5000,
+				     .dst_port = 1234,
+				     .type = VIRTIO_VSOCK_TYPE_STREAM,
+				     .op = VIRTIO_VSOCK_OP_REQUEST};
+
+	cr_assert(gt(u32, n, VSOCK_TX_BUDGET));
+	cr_assert(le(u32, n, QSIZE));
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t gpa = TX_BUF_GPA + (uint64_t)i * 64;
+
+		memcpy(ram + gpa, &h, sizeof(h));
+		desc(1)[i] = (struct vring_desc){.addr = gpa, .len = HDR_LEN};
+		avail(1)->ring[avail_idx[1]++ % QSIZE] = (uint16_t)i;
+	}
+	avail(1)->idx = avail_idx[1];
+	/* Without a VM, the kick is served right here, in the QueueNotify access. */
+	wr(VIRTIO_MMIO_QUEUE_NOTIFY, 1);
+	cr_assert(eq(u16, used(1)->idx, VSOCK_TX_BUDGET));
+	cr_assert(eq(int, evloop_run_once(&vm.loop, 0), 1), "the device's own kick");
+	cr_assert(eq(u16, used(1)->idx, avail_idx[1]));
+	cr_assert(eq(int, evloop_run_once(&vm.loop, 0), 0), "nothing left, nothing kicked");
+	rx_expect_none();
+	cr_assert(not(needs_reset()));
 }

@@ -18,6 +18,17 @@
  * the guest hear the flush completed. Without io_uring (a kernel or a seccomp filter that
  * refuses it) the same operations run synchronously with preadv/pwritev.
  *
+ * One pass takes at most BLK_BUDGET units of work from the queue, a request costing one
+ * unit plus one per BLK_BUDGET_UNIT_LEN bytes its chain spans and one per 16 of its
+ * segments (each was walked and translated): a guest that keeps the queue
+ * full of requests that complete at once (GET_ID, an unsupported type, a read of a hole or
+ * of the page cache) would otherwise keep the I/O thread in the loop for ever, away from the
+ * API socket, the other devices, the timeout and signals. When work is left the device kicks
+ * its own eventfd (kick_fd) and the event loop comes back to it after serving everything
+ * else that is ready. A read or write longer than BLK_INLINE_MAX goes to io_uring's workers
+ * (IOSQE_ASYNC): one 64 MiB read of cached data, copied inside io_uring_submit, held the I/O
+ * thread for tens of milliseconds.
+ *
  * Threads: requests start from queue_notify (the I/O thread, or the kicking vCPU without
  * ioeventfd) and complete on the I/O thread; b->lock keeps the ring, the slots and the struct
  * disk to one thread at a time.
@@ -50,6 +61,18 @@
  * synchronously: a read that fragmented is rare, and must still work. */
 #define BLK_REQ_OPS_MAX	       32u
 #define BLK_REQ_IOV_MAX	       (2u * VIRTQ_CHAIN_MAX)
+/* Work taken from the queue per pass of the event loop: 64 small requests (as virtio-net's 64
+ * frames), or about 4 MiB of data, or about 1024 segments. */
+#define BLK_BUDGET	       64u
+#define BLK_BUDGET_UNIT_LEN    (64u * 1024)
+/* Operations longer than this are copied by io_uring's worker threads, not inline in
+ * io_uring_submit on the I/O thread. Above Linux's default largest request (1.25 MiB), so a
+ * guest's usual reads still complete inside the submit. */
+#define BLK_INLINE_MAX	       (2u * 1024 * 1024)
+/* io_uring worker threads of each kind (file I/O, and unbounded work): what a guest's long or
+ * uncached requests may keep busy on the host besides the I/O thread. The workers belong to
+ * the submitting thread, the I/O thread, so the cap is the VMM's, whatever the disks. */
+#define BLK_IOWQ_WORKERS       2u
 
 _Static_assert(sizeof(struct virtio_blk_outhdr) == 16, "the request header is 16 bytes");
 _Static_assert(sizeof(struct virtio_blk_discard_write_zeroes) == 16, "a range is 16 bytes");
@@ -104,6 +127,8 @@ struct blk_dev {
 	struct io_uring ring;
 	int ring_fd; /* eventfd registered with the ring: completions to reap */
 	struct ev_source ring_src;
+	int kick_fd; /* eventfd: a pass ran out of budget with requests left */
+	struct ev_source kick_src;
 };
 
 static uint64_t blk_features(void *opaque)
@@ -262,6 +287,8 @@ static void blk_op_start(struct blk_dev *b, struct blk_op *op)
 		io_uring_prep_writev(sqe, op->fd, op->iov, op->niov, op->file_offset);
 	else
 		io_uring_prep_readv(sqe, op->fd, op->iov, op->niov, op->file_offset);
+	if (op->len > BLK_INLINE_MAX)
+		io_uring_sqe_set_flags(sqe, IOSQE_ASYNC);
 	io_uring_sqe_set_data(sqe, op);
 	b->sq_pending++;
 }
@@ -550,15 +577,26 @@ static struct blk_req *blk_free_slot(struct blk_dev *b)
 	return NULL;
 }
 
-/* Start every available chain there is a slot for, unless a flush holds the queue. Returns
- * NULL, or why the guest broke the protocol. Caller holds b->lock. */
-static const char *blk_serve_queue(struct blk_dev *b, struct virtq *q)
+/* What starting the request in chain `c` costs of a pass's budget. */
+static unsigned blk_req_cost(const struct virtq_chain *c)
+{
+	uint64_t units = 1 + (c->read_len + c->write_len) / BLK_BUDGET_UNIT_LEN + c->nsegs / 16;
+
+	return units < BLK_BUDGET ? (unsigned)units : BLK_BUDGET;
+}
+
+/* Start every available chain there is a slot for, unless a flush holds the queue, until
+ * *budget is spent (each request costs blk_req_cost, each look at an avail index that moved
+ * under us one). Returns NULL, or why the guest broke the protocol. Caller holds b->lock. */
+static const char *blk_serve_queue(struct blk_dev *b, struct virtq *q, unsigned *budget)
 {
 	for (;;) {
 		struct virtio_blk_outhdr hdr;
 		struct blk_req *r;
 		int err;
 
+		if (!*budget)
+			return NULL; /* blk_run kicks us again when work is left */
 		if (b->flush_req || !(r = blk_free_slot(b)))
 			return NULL; /* completions call us again */
 		err = virtq_pop(q, &r->chain);
@@ -571,6 +609,7 @@ static const char *blk_serve_queue(struct blk_dev *b, struct virtq *q)
 			virtq_set_avail_event(q, q->last_avail_idx);
 			if (!virtq_has_work(q))
 				return NULL;
+			(*budget)--; /* a driver flipping avail idx cannot keep us here */
 			continue;
 		}
 		if (err < 0)
@@ -585,8 +624,17 @@ static const char *blk_serve_queue(struct blk_dev *b, struct virtq *q)
 		r->written = 0;
 		r->nops = r->niov = 0;
 		b->inflight++;
+		*budget -= *budget < blk_req_cost(&r->chain) ? *budget : blk_req_cost(&r->chain);
 		blk_req_start(b, r, &hdr);
 	}
+}
+
+/* Come back to the queue after the event loop has served the others (from any thread). */
+static void blk_kick(struct blk_dev *b)
+{
+	if (b->kick_fd >= 0 && write(b->kick_fd, &(uint64_t){1}, 8) < 0 &&
+	    log_ratelimit_ok(&b->rl, 1))
+		log_warn("virtio-blk: cannot wake the I/O thread: %m");
 }
 
 /* One completion from the ring: release its slot, then finish its operation. */
@@ -596,7 +644,8 @@ static void blk_cqe_done(struct blk_dev *b, struct io_uring_cqe *cqe)
 	int res = cqe->res;
 
 	io_uring_cqe_seen(&b->ring, cqe);
-	blk_op_done(b, op, res);
+	if (op) /* not blk_cancel_all's own */
+		blk_op_done(b, op, res);
 }
 
 /* Reap what completed, start what is available, submit. Caller holds b->lock; returns why
@@ -608,13 +657,14 @@ static const char *blk_run(struct blk_dev *b, bool *notify)
 	uint16_t old_used = q ? q->used_idx : 0;
 	struct io_uring_cqe *cqe;
 	const char *why = NULL;
+	unsigned budget = BLK_BUDGET;
 
 	for (;;) {
 		while (b->ring_ok && io_uring_peek_cqe(&b->ring, &cqe) == 0)
 			blk_cqe_done(b, cqe);
 		blk_flush_ready(b);
 		if (q && !q->broken && !why)
-			why = blk_serve_queue(b, q);
+			why = blk_serve_queue(b, q, &budget);
 		if (b->ring_ok && b->sq_pending) {
 			int err = io_uring_submit(&b->ring);
 
@@ -628,6 +678,10 @@ static const char *blk_run(struct blk_dev *b, bool *notify)
 		if (!b->ring_ok || !io_uring_cq_ready(&b->ring))
 			break;
 	}
+	/* Out of budget with requests left (and slots for them): next pass. */
+	if (!budget && q && !q->broken && !why && !b->flush_req && blk_free_slot(b) &&
+	    virtq_has_work(q))
+		blk_kick(b);
 	*notify = q && virtq_should_notify(q, old_used);
 	if (!why && q && q->broken)
 		why = q->error ? q->error : "cannot return a request";
@@ -674,6 +728,23 @@ static void blk_ring_ready(struct ev_source *src, uint32_t events)
 		blk_report(b, notify, why);
 }
 
+/* The I/O thread: kick_fd, a pass that ran out of budget. */
+static void blk_kick_event(struct ev_source *src, uint32_t events)
+{
+	struct blk_dev *b = src->opaque;
+	const char *why;
+	bool notify;
+	uint64_t v;
+
+	if (read(b->kick_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		log_debug("virtio-blk: reading the kick eventfd: %m");
+	pthread_mutex_lock(&b->lock);
+	why = blk_run(b, &notify);
+	pthread_mutex_unlock(&b->lock);
+	if (notify || why)
+		blk_report(b, notify, why);
+}
+
 /* Wait for every operation in flight (their buffers are guest RAM the caller is about to
  * drop or reuse). Caller holds b->lock. */
 static void blk_drain(struct blk_dev *b)
@@ -689,6 +760,27 @@ static void blk_drain(struct blk_dev *b)
 			break;
 		blk_cqe_done(b, cqe);
 	}
+}
+
+/* At the end: cancel the operations still queued for io_uring's workers (they complete with
+ * -ECANCELED, those running finish), so that blk_drain does not wait for a hostile guest's
+ * gigabytes of reads before the VMM may exit. Caller holds b->lock. */
+static void blk_cancel_all(struct blk_dev *b)
+{
+	struct io_uring_sqe *sqe;
+
+	if (!b->ring_ok || !b->inflight)
+		return;
+	sqe = io_uring_get_sqe(&b->ring);
+	if (!sqe && io_uring_submit(&b->ring) >= 0) {
+		b->sq_pending = 0;
+		sqe = io_uring_get_sqe(&b->ring);
+	}
+	if (!sqe)
+		return;
+	io_uring_prep_cancel(sqe, NULL, IORING_ASYNC_CANCEL_ANY);
+	io_uring_sqe_set_data(sqe, NULL);
+	b->sq_pending++;
 }
 
 static const struct virtio_ops blk_ops;
@@ -765,6 +857,7 @@ static void blk_destroy(void *opaque)
 	pthread_mutex_lock(&b->lock);
 	b->active = false;
 	b->gen++;
+	blk_cancel_all(b);
 	blk_drain(b);
 	if (b->flush_req) {
 		struct blk_req *r = b->flush_req;
@@ -779,6 +872,10 @@ static void blk_destroy(void *opaque)
 	}
 	if (b->ring_ok)
 		io_uring_queue_exit(&b->ring);
+	if (b->kick_fd >= 0) {
+		evloop_del(&b->vm->loop, &b->kick_src);
+		close(b->kick_fd);
+	}
 	if ((err = disk_flush(b->disk)) < 0)
 		log_warn("virtio-blk: flushing the disk at exit: %s", strerror(-err));
 	disk_close(b->disk);
@@ -824,6 +921,11 @@ static bool blk_ring_setup(struct blk_dev *b)
 		io_uring_queue_exit(&b->ring);
 		return false;
 	}
+	unsigned workers[2] = {BLK_IOWQ_WORKERS, BLK_IOWQ_WORKERS};
+
+	/* Without the cap (a kernel before 5.15) the kernel's own applies: 4 per CPU. */
+	if ((err = io_uring_register_iowq_max_workers(&b->ring, workers)) < 0)
+		log_debug("virtio-blk: io_uring workers not capped: %s", strerror(-err));
 	return true;
 }
 
@@ -844,11 +946,19 @@ int blk_add(struct vm *vm, struct disk *disk, const struct blk_options *opt, cha
 	b->vm = vm;
 	b->disk = disk;
 	b->ring_fd = -1;
+	b->kick_fd = -1;
 	b->depth = opt->depth;
 	b->reqs = calloc(b->depth, sizeof(*b->reqs));
 	if (!b->reqs) {
 		blk_destroy(b);
 		return -ENOMEM;
+	}
+	b->kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (b->kick_fd < 0 || (err = evloop_add(&vm->loop, &b->kick_src, b->kick_fd, EPOLLIN,
+						blk_kick_event, b)) < 0) {
+		err = b->kick_fd < 0 ? -errno : err;
+		blk_destroy(b);
+		return err;
 	}
 	b->ring_ok = blk_ring_setup(b);
 	b->read_only = opt->read_only || disk_read_only(disk);

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/timerfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -164,16 +165,29 @@ static void vsock_handle_tx(struct vsock_dev *d, const struct virtq_chain *chain
 	vsock_conn_update(c);
 }
 
-/* Pop and serve every packet the guest sent. */
+/* Wake the I/O thread: for work it must do (a vCPU's reset, activation or kick), or to come
+ * back to a queue that ran out of budget after serving the rest of the loop. */
+static void vsock_kick(struct vsock_dev *d)
+{
+	uint64_t one = 1;
+
+	if (write(d->kick_fd, &one, sizeof(one)) < 0 && log_ratelimit_ok(&d->rl, 1))
+		log_warn("virtio-vsock: cannot wake the I/O thread: %m");
+}
+
+/* Pop and serve the packets the guest sent, at most VSOCK_TX_BUDGET of them (a packet of many
+ * segments counts one more per 16, as each was walked and translated); with more waiting,
+ * kick ourselves so that the event loop comes back after serving the others. */
 static void vsock_serve_tx(struct vsock_dev *d)
 {
 	struct virtq *q = &d->vdev->queues[VSOCK_TX_Q];
 	struct virtq_chain *c = &d->chain;
 	uint16_t old_used = q->used_idx;
-	int err;
+	unsigned done = 0;
+	int err = 0;
 
-	for (;;) {
-		while ((err = virtq_pop(q, c)) == 0) {
+	for (;; done++) {
+		while (done < VSOCK_TX_BUDGET && (err = virtq_pop(q, c)) == 0) {
 			struct virtio_vsock_hdr h;
 
 			if (virtq_copy_from_chain(c, 0, &h, sizeof(h)) < 0) {
@@ -185,12 +199,19 @@ static void vsock_serve_tx(struct vsock_dev *d)
 				vsock_fail(d, q->error ? q->error : "cannot return a tx buffer");
 				return;
 			}
+			done += 1 + c->nsegs / 16;
+		}
+		if (done >= VSOCK_TX_BUDGET) {
+			if (virtq_has_work(q))
+				vsock_kick(d);
+			break;
 		}
 		if (err != -EAGAIN) {
 			vsock_fail(d, q->error ? q->error : "bad tx chain");
 			return;
 		}
-		/* With EVENT_IDX, ask for the next kick, then look again (see blk.c). */
+		/* With EVENT_IDX, ask for the next kick, then look again (see blk.c); the
+		 * loop's done++ keeps a driver flipping avail idx from holding us here. */
 		if (!q->event_idx)
 			break;
 		virtq_set_avail_event(q, q->last_avail_idx);
@@ -375,13 +396,19 @@ out:
 	return vsock_rx_push(d, &h, 0) < 0 ? -EPROTO : 1;
 }
 
-/* Give the guest every packet it can take: RSTs first, then the connections in turn. */
+/* Give the guest the packets it can take, RSTs first, then the connections in turn, at most
+ * VSOCK_RX_BUDGET tries per pass; with more owed, kick ourselves to come back after the rest
+ * of the event loop. */
 static void vsock_fill_rx(struct vsock_dev *d)
 {
 	struct virtq *q = &d->vdev->queues[VSOCK_RX_Q];
 	uint16_t old_used = q->used_idx;
 
-	while (d->rst_len || !vsock_list_empty(&d->pending)) {
+	for (unsigned done = 0; d->rst_len || !vsock_list_empty(&d->pending); done++) {
+		if (done == VSOCK_RX_BUDGET) {
+			vsock_kick(d);
+			break;
+		}
 		if (!d->rx_held) {
 			int err = vsock_rx_pop(d);
 
@@ -459,15 +486,6 @@ static void vsock_kick_event(struct ev_source *src, uint32_t events)
 	pthread_mutex_lock(&d->lock);
 	vsock_run(d);
 	vsock_unlock(d);
-}
-
-/* Wake the I/O thread (from a vCPU thread). */
-static void vsock_kick(struct vsock_dev *d)
-{
-	uint64_t one = 1;
-
-	if (write(d->kick_fd, &one, sizeof(one)) < 0 && log_ratelimit_ok(&d->rl, 1))
-		log_warn("virtio-vsock: cannot wake the I/O thread: %m");
 }
 
 static uint64_t vsock_features(void *opaque)
@@ -637,6 +655,25 @@ static int vsock_listen(struct vsock_dev *d, const char *path)
 	return 0;
 }
 
+/* One fd per connection: make room for VSOCK_CONN_MAX of them besides the VMM's own, as far
+ * as the hard limit allows (the usual soft limit, 1024, is less than that). Short of it the
+ * listener backs off at EMFILE (evloop_accept_backoff) and the guest's requests get RST. */
+static void vsock_raise_fd_limit(void)
+{
+	rlim_t want = VSOCK_CONN_MAX + VSOCK_FDS_SPARE;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want ? rl.rlim_max : want;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 && getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return;
+	if (rl.rlim_cur < want)
+		log_warn("virtio-vsock: at most %llu fds (RLIMIT_NOFILE): fewer than %u "
+			 "connections may fit",
+			 (unsigned long long)rl.rlim_cur, VSOCK_CONN_MAX);
+}
+
 int vsock_add(struct vm *vm, const char *uds_path, char *cmdline, size_t cmdline_len,
 	      struct virtio_dev **out)
 {
@@ -651,6 +688,7 @@ int vsock_add(struct vm *vm, const char *uds_path, char *cmdline, size_t cmdline
 	d->listen_fd = -1;
 	d->listen_src.fd = d->kick_src.fd = d->timer_src.fd = -1;
 	d->next_port = VSOCK_PORT_FIRST;
+	vsock_raise_fd_limit();
 	d->config.guest_cid = htole64(VSOCK_GUEST_CID);
 	vsock_list_init(&d->conns);
 	vsock_list_init(&d->pending);

@@ -68,6 +68,21 @@
 /* A host client has this long from its connect to the guest's answer (its CONNECT line, then
  * the guest's RESPONSE or RST); then it is closed (and the guest reset). */
 #define VSOCK_HANDSHAKE_MS  10000u
+/* A connection the host side has finished (the client closed both ways and the guest was
+ * told with SHUTDOWN, every byte for it delivered) is the guest's to close with an RST. One
+ * that ignores the SHUTDOWN would keep the connection, and its fd, for ever: after this long
+ * we send the RST ourselves and close it. Linux's own transport gives a peer 8 s
+ * (VSOCK_CLOSE_TIMEOUT); a guest that read the SHUTDOWN answers in microseconds, and nothing
+ * it could still send has anyone to read it. */
+#define VSOCK_CLOSE_MS	    5000u
+/* Packets served per pass of the event loop, each way: a guest that keeps its tx queue full
+ * of cheap packets (or a flood of work for rx) cannot keep the I/O thread from the rest of
+ * the loop (the API socket, other devices, the timeout, signals). As virtio-net's 64. */
+#define VSOCK_TX_BUDGET	    64u
+#define VSOCK_RX_BUDGET	    64u
+/* File descriptors the VMM wants beyond one per connection (its own, the devices', the API's):
+ * vsock_add raises the soft RLIMIT_NOFILE (towards the hard one) to VSOCK_CONN_MAX + this. */
+#define VSOCK_FDS_SPARE	    128u
 #define VSOCK_SHUTDOWN_BOTH (VIRTIO_VSOCK_SHUTDOWN_RCV | VIRTIO_VSOCK_SHUTDOWN_SEND)
 
 _Static_assert(sizeof(struct virtio_vsock_hdr) == 44, "the packet header is 44 bytes");
@@ -122,6 +137,9 @@ struct vsock_conn {
 	uint32_t peer_buf_alloc, peer_fwd_cnt;
 	/* VSOCK_LINE and VSOCK_REQUESTED: when the handshake is given up (CLOCK_MONOTONIC). */
 	uint64_t handshake_deadline_ms;
+	/* VSOCK_CONNECTED, once the host side finished (shut_sent is both): when we reset it if
+	 * the guest has not closed it (VSOCK_CLOSE_MS); 0 before. */
+	uint64_t close_deadline_ms;
 	/* VSOCK_LINE only: the part of the line read so far. */
 	uint8_t line_len;
 	char line[VSOCK_LINE_MAX];
@@ -145,7 +163,7 @@ struct vsock_dev {
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	int listen_fd; /* the unix socket at `path` */
 	int kick_fd;   /* eventfd: work for the I/O thread (reset, activate, MMIO kicks) */
-	int timer_fd;  /* timerfd: ticks every second while a handshake is pending */
+	int timer_fd;  /* timerfd: ticks every second while a handshake or close is pending */
 	bool timer_armed;
 	struct ev_source listen_src, kick_src, timer_src;
 	struct vsock_conn *hash[VSOCK_HASH_LEN];
@@ -159,6 +177,7 @@ struct vsock_dev {
 	/* rx chains popped and not filled yet: rx[(rx_first + i) % VSOCK_RX_BATCH], i < rx_held */
 	unsigned rx_first, rx_held;
 	struct log_ratelimit rl;
+	struct log_ratelimit conn_rl; /* "connections open: refusing" */
 	struct virtio_vsock_config config;
 	struct iovec iov[VIRTQ_CHAIN_MAX];
 	struct virtq_chain rx[VSOCK_RX_BATCH]; /* rx buffers waiting for packets */
@@ -204,8 +223,9 @@ void vsock_conn_hdr(struct vsock_conn *c, struct virtio_vsock_hdr *h, uint16_t o
 ssize_t vsock_conn_read(struct vsock_conn *c, struct iovec *iov, unsigned niov);
 /* Close the connection and free it; with `rst`, owe the guest an RST for it. */
 void vsock_conn_close(struct vsock_conn *c, bool rst);
-/* Close the connections whose handshake is past its deadline at `now_ms`; stop the timer
- * when no handshake is left. Called with the lock held. */
+/* Close the connections whose handshake, or whose wait for the guest to close what the host
+ * finished, is past its deadline at `now_ms` (the latter with an RST); stop the timer when no
+ * deadline is left. Called with the lock held. */
 void vsock_conn_expire(struct vsock_dev *d, uint64_t now_ms);
 /* The timerfd's callback. */
 void vsock_conn_timer_event(struct ev_source *src, uint32_t events);

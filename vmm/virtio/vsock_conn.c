@@ -71,7 +71,7 @@ void vsock_rst_push(struct vsock_dev *d, uint64_t src_cid, uint32_t src_port, ui
 
 static void vsock_conn_event(struct ev_source *src, uint32_t events);
 
-/* Tick every second (or stop) while handshakes are (not) pending. */
+/* Tick every second (or stop) while deadlines are (not) pending. */
 static void vsock_timer_set(struct vsock_dev *d, bool on)
 {
 	struct itimerspec its = {0};
@@ -97,8 +97,20 @@ void vsock_conn_expire(struct vsock_dev *d, uint64_t now_ms)
 		struct vsock_conn *c = vsock_conn_of(l, all);
 
 		l = l->next;
-		if (c->state == VSOCK_CONNECTED)
+		if (c->state == VSOCK_CONNECTED) {
+			if (!c->close_deadline_ms)
+				continue;
+			if (now_ms < c->close_deadline_ms) {
+				pending = true;
+				continue;
+			}
+			if (log_ratelimit_ok(&d->rl, 3))
+				log_warn("virtio-vsock: guest port %u did not close a connection "
+					 "the host finished %u ms ago: reset",
+					 c->peer_port, VSOCK_CLOSE_MS);
+			vsock_conn_close(c, true);
 			continue;
+		}
 		if (now_ms < c->handshake_deadline_ms) {
 			pending = true;
 			continue;
@@ -130,7 +142,16 @@ static struct vsock_conn *vsock_conn_new(struct vsock_dev *d, int fd, enum vsock
 {
 	struct vsock_conn *c;
 
-	if (d->nconns >= VSOCK_CONN_MAX || !(c = calloc(1, sizeof(*c)))) {
+	if (d->nconns >= VSOCK_CONN_MAX) {
+		if (log_ratelimit_ok(&d->conn_rl, 1))
+			log_warn(
+				"virtio-vsock: %u connections open, the most a VM has: refusing %s",
+				VSOCK_CONN_MAX,
+				state == VSOCK_LINE ? "a host client" : "the guest's connection");
+		close(fd);
+		return NULL;
+	}
+	if (!(c = calloc(1, sizeof(*c)))) {
 		close(fd);
 		return NULL;
 	}
@@ -357,6 +378,12 @@ int vsock_conn_update(struct vsock_conn *c)
 			vsock_conn_close(c, true);
 			return -ECONNRESET;
 		}
+		/* The host side is done and the guest heard it: the guest has VSOCK_CLOSE_MS to
+		 * close the connection before we do. */
+		if (c->shut_sent == VSOCK_SHUTDOWN_BOTH && !c->close_deadline_ms) {
+			c->close_deadline_ms = vmm_now_ns() / 1000000u + VSOCK_CLOSE_MS;
+			vsock_timer_set(d, true);
+		}
 		/* Tell the guest about freed space once it may be running short of credit. */
 		if (c->fwd_cnt != c->fwd_cnt_sent &&
 		    c->rx_cnt - c->fwd_cnt_sent >= VSOCK_BUF_LEN / 2)
@@ -487,17 +514,23 @@ void vsock_conn_listen_event(struct ev_source *src, uint32_t events)
 		struct vsock_conn *c;
 
 		if (fd < 0) {
-			if (errno != EAGAIN && errno != EINTR && log_ratelimit_ok(&d->rl, 3))
-				log_warn("virtio-vsock: accept on %s: %m", d->path);
+			int err = errno;
+
+			/* At the fd limit the client stays in the backlog and the listener
+			 * readable: rest a while rather than spin. */
+			if (evloop_accept_backoff(&d->vm->loop, src, err)) {
+				if (log_ratelimit_ok(&d->rl, 1))
+					log_warn("virtio-vsock: cannot accept on %s (%s): trying "
+						 "again in %u ms",
+						 d->path, strerror(err), EVLOOP_ACCEPT_BACKOFF_MS);
+			} else if (err != EAGAIN && err != EINTR && log_ratelimit_ok(&d->rl, 3)) {
+				log_warn("virtio-vsock: accept on %s: %s", d->path, strerror(err));
+			}
 			break;
 		}
 		c = vsock_conn_new(d, fd, VSOCK_LINE);
-		if (!c) {
-			if (log_ratelimit_ok(&d->rl, 3))
-				log_warn("virtio-vsock: %u connections open: refusing a client",
-					 VSOCK_CONN_MAX);
-			continue;
-		}
+		if (!c)
+			continue; /* refused (and logged) */
 		if (vsock_conn_update(c) < 0)
 			continue;
 	}
