@@ -16,6 +16,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <liburing.h>
 #include <linux/if_tun.h>
 #include <seccomp.h>
 #include <stdio.h>
@@ -23,6 +24,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "vmm.h"
@@ -51,6 +53,8 @@ static const int common_calls[] = {
 	SCMP_SYS(exit_group),	   /* the VMM ends */
 	SCMP_SYS(epoll_ctl),	   /* devices add, change and drop their fds */
 	SCMP_SYS(restart_syscall), /* after a signal */
+	SCMP_SYS(poll),		   /* the console waits for a stalled reader (serial.c) */
+	SCMP_SYS(ppoll),	   /* same */
 };
 
 /* The I/O thread's, beyond those. */
@@ -252,6 +256,27 @@ static int install(const struct vm *vm, const struct vcpu *vcpu, enum filter_kin
 		err = seccomp_load(ctx);
 	seccomp_release(ctx);
 	return err;
+}
+
+int uring_restrict(struct io_uring *ring)
+{
+	/* The operations virtio-blk submits (readv, writev; a cancel of what is queued at exit)
+	 * and the one flag it sets; no io_uring_register call once enabled. */
+	struct io_uring_restriction r[] = {
+		{.opcode = IORING_RESTRICTION_SQE_OP, .sqe_op = IORING_OP_READV},
+		{.opcode = IORING_RESTRICTION_SQE_OP, .sqe_op = IORING_OP_WRITEV},
+		{.opcode = IORING_RESTRICTION_SQE_OP, .sqe_op = IORING_OP_ASYNC_CANCEL},
+		{.opcode = IORING_RESTRICTION_SQE_FLAGS_ALLOWED, .sqe_flags = IOSQE_ASYNC},
+	};
+	if (!(ring->flags & IORING_SETUP_R_DISABLED))
+		return 0; /* a kernel without restrictions: made enabled */
+	/* The raw calls: Debian's liburing.so (2.3) does not export its wrappers for them. */
+	if (syscall(SYS_io_uring_register, ring->ring_fd, IORING_REGISTER_RESTRICTIONS, r,
+		    ARRAY_SIZE(r)) < 0 ||
+	    syscall(SYS_io_uring_register, ring->ring_fd, IORING_REGISTER_ENABLE_RINGS, NULL, 0) <
+		    0)
+		return -errno;
+	return 0;
 }
 
 int seccomp_install_io(const struct vm *vm)

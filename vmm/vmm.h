@@ -94,6 +94,10 @@ struct vcpu;
 int seccomp_install_io(const struct vm *vm) __must_check;
 int seccomp_install_vcpu(const struct vm *vm, const struct vcpu *vcpu) __must_check;
 int seccomp_install_rest(const struct vm *vm) __must_check;
+/* Limit a ring made with IORING_SETUP_R_DISABLED to the operations virtio-blk submits, and
+ * enable it (a ring made without the flag is left as it is). 0 or -errno. */
+struct io_uring;
+int uring_restrict(struct io_uring *ring) __must_check;
 
 /* ---- memory.c: guest RAM in one memfd, split around the 3-4 GiB MMIO hole. ---- */
 
