@@ -668,10 +668,20 @@ static void snap_event(uint16_t i, uint32_t len)
  */
 static void snap_poll(void)
 {
+	/* Events first: a TRANSPORT_RESET (a restore) ends the connections made before it,
+	 * not one a host client made right after it, which rx may hold already. */
+	static const unsigned order[VSOCK_NQUEUES] = {VSOCK_EVENT_Q, VSOCK_RX_Q, VSOCK_TX_Q};
 	uint32_t len;
 	uint16_t id;
 
-	for (unsigned qi = 0; qi < VSOCK_NQUEUES; qi++) {
+	for (unsigned o = 0; o < VSOCK_NQUEUES; o++) {
+		unsigned qi = order[o];
+
+		if (qi == VSOCK_RX_Q && snap_event_reset && !snap_broken) {
+			snap_event_reset = false;
+			memset(snap_conns, 0, sizeof(snap_conns));
+			uart_puts("snap: transport reset\n");
+		}
 		for (unsigned n = 0; n < SNAP_QSIZE && !snap_broken; n++) {
 			int r = vq_pop_used(qi, &id, &len);
 
@@ -707,11 +717,6 @@ __attribute__((noreturn)) static void snap_serve(bool count)
 		if (!snap_broken && pass % SNAP_STATUS_EVERY == 0 &&
 		    (vio_read(VIO_STATUS) & VIO_S_RESET))
 			snap_broken = "the device wants a reset";
-		if (snap_event_reset && !snap_broken) {
-			snap_event_reset = false;
-			memset(snap_conns, 0, sizeof(snap_conns));
-			uart_puts("snap: transport reset\n");
-		}
 		if (snap_broken) {
 			snap_warn(snap_broken, 0);
 			if ((why = snap_dev_init()) != NULL)
