@@ -232,6 +232,7 @@ int jail_enter(const struct jail_config *j, char *msg, size_t len)
 	}
 	if (unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET) < 0)
 		return fail(msg, len, errno, "unshare (mount, ipc, uts, net namespaces)");
+	log_debug("jail: namespaces made");
 	/* Nothing done to mounts from here propagates back to the host. */
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		return fail(msg, len, errno, "making the mounts private");
@@ -252,6 +253,7 @@ int jail_enter(const struct jail_config *j, char *msg, size_t len)
 		return fail(msg, len, errno, "unmounting the host's root");
 	if (chdir("/") < 0)
 		return fail(msg, len, errno, "chdir /");
+	log_debug("jail: root pivoted");
 	if (sethostname("sandbox-vmm", 11) < 0)
 		return fail(msg, len, errno, "sethostname");
 

@@ -813,8 +813,11 @@ int main(int argc, char **argv)
 			vm_request_stop(&vm, VM_EXIT_VMM_ERROR,
 					"cannot install the I/O thread's seccomp filter: %s",
 					strerror(-err));
-		else
+		else {
+			if (vm.seccomp)
+				log_debug("seccomp: the I/O thread's filter is in");
 			main_loop(&vm, o.timeout_s, o.lifeline_fd);
+		}
 	}
 	vcpu_stop_all(&vm);
 	api_destroy(api);
