@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,9 +23,18 @@
 
 const char *state_home(void)
 {
+	static char real[PATH_MAX];
 	const char *h = getenv("SANDBOX_HOME");
 
-	return h && *h ? h : "/var/lib/sandbox";
+	/* Canonical once it exists: a sandbox's directory is its VMM's jail, which must be
+	 * named without links (sandbox-vmm --jail), and so must the paths the VMM is given. */
+	if (real[0])
+		return real;
+	h = h && *h ? h : "/var/lib/sandbox";
+	if (realpath(h, real))
+		return real;
+	real[0] = '\0';
+	return h;
 }
 
 int state_init(void)
