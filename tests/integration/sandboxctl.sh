@@ -27,6 +27,33 @@ gone() {
 }
 
 # --inner CTL KERNEL INITRD ROOTFS: the checks, with a fresh $SANDBOX_HOME.
+# jailed ID: its VMM as /proc shows it is confined (docs/hardening.md): a seccomp filter on
+# every thread, no_new_privs, no capabilities, not root, namespaces of its own, its sandbox
+# directory as its root, its limits.
+jailed() {
+	p=$(cat "$SANDBOX_HOME/sandboxes/$1/pid")
+	st=/proc/$p/status
+	grep -q '^Seccomp:	2$' "$st" || fail "$1: the VMM has no seccomp filter: $(grep Seccomp "$st")"
+	grep -q '^NoNewPrivs:	1$' "$st" || fail "$1: the VMM lacks no_new_privs"
+	for c in CapEff CapPrm CapBnd CapAmb; do
+		grep -q "^$c:	0000000000000000$" "$st" || fail "$1: the VMM has $(grep "^$c" "$st")"
+	done
+	grep -q '^Uid:	0	' "$st" && fail "$1: the VMM runs as root"
+	for t in /proc/"$p"/task/*; do
+		grep -q '^Seccomp:	2$' "$t/status" || fail "$1: thread $t has no seccomp filter"
+	done
+	for ns in mnt pid ipc uts net; do
+		[ "$(readlink "/proc/$p/ns/$ns")" != "$(readlink "/proc/self/ns/$ns")" ] ||
+			fail "$1: the VMM is in the host's $ns namespace"
+	done
+	[ "$(stat -c %d:%i "/proc/$p/root/")" = "$(stat -c %d:%i "$SANDBOX_HOME/sandboxes/$1/")" ] ||
+		fail "$1: the VMM's root is not its sandbox directory"
+	grep -q '^Max open files  *4096  *4096' "/proc/$p/limits" || fail "$1: no fd limit"
+	grep -q '^Max core file size  *0  *0' "/proc/$p/limits" || fail "$1: core dumps allowed"
+	echo "ok: $1's VMM (pid $p) is jailed: seccomp on every thread, no capabilities, uid" \
+		"$(awk '/^Uid:/ { print $2 }' "$st"), its own namespaces and root, limits"
+}
+
 inner() {
 	CTL_REAL=$1 kernel=$2 initrd=$3 rootfs=$4
 	export CTL_REAL
@@ -35,6 +62,7 @@ inner() {
 	id=$("$ctl" create --image busybox --memory 256 --timeout 120) || fail "create (status $?)"
 	echo "created $id"
 	"$ctl" ls | grep -q "^$id .* running " || { "$ctl" ls; fail "ls does not show $id running"; }
+	jailed "$id"
 
 	out=$("$ctl" exec "$id" -- echo hi) || fail "exec echo: status $?"
 	[ "$out" = hi ] || fail "exec echo printed '$out'"
