@@ -122,6 +122,58 @@ int sandbox_foreach(int (*fn)(const struct sandbox *sb, void *opaque), void *opa
  * mark it stopped and remove its sockets. Prints what it had to force. */
 int sandbox_stop_vmm(struct sandbox *sb, bool force) __must_check;
 
+/* ---- cgroup.c: a sandbox's resource limits (docs/hardening.md, "Resource limits") ---- */
+
+/* The memory limit: the guest's RAM, plus the VMM's and the proxy's own memory (measured:
+ * docs/hardening.md), plus RAM/CGROUP_OVERHEAD_DIV for what grows with RAM (KVM's page
+ * tables, the VMM's dirty bitmaps). */
+#define CGROUP_OVERHEAD_BYTES (96ull << 20)
+#define CGROUP_OVERHEAD_DIV   64
+#define CGROUP_PERIOD_US      100000u /* CPU: --cpus periods of this per period */
+#define CGROUP_PIDS_BASE      128u    /* pids: this many plus one per vCPU */
+#define CGROUP_IO_BPS	      (256ull << 20) /* I/O on the state's disk: bytes/s each way */
+#define CGROUP_IO_IOPS	      8192ull	     /* and requests/s each way */
+#define CGROUP_DIR_MAX	      512
+/* The memory limit of a sandbox of `memory_mib` of RAM. A fork's child may also be charged
+ * the pages of its parent's frozen RAM it is the first to touch (holes), up to its RAM
+ * again. */
+uint64_t cgroup_memory_limit(uint64_t memory_mib, bool fork_child);
+/* Make the cgroup of `sb` (SANDBOX_CGROUP=off|v1|v2|auto, default auto: v2, else v1) with its
+ * limits, and record it in sb->dir/cgroup; an existing one (a restart) gets them anew.
+ * Where neither version is usable (auto) it prints one warning per process and returns 0
+ * with no cgroup; a forced version that is not there, or a failure, is -errno with
+ * `err_msg` saying what. */
+int cgroup_create(const struct sandbox *sb, bool fork_child, char *err_msg,
+		  size_t err_len) __must_check;
+/* Move the calling process into the cgroup of `sb` (between fork and exec: no malloc). 0
+ * when `sb` has no cgroup. */
+int cgroup_enter(const struct sandbox *sb) __must_check;
+/* Remove the cgroup of `sb` once its processes are gone (an rmdir that finds one still
+ * leaving is retried for 2 s; then it is reported), and its record. */
+void cgroup_remove(const struct sandbox *sb);
+/* Around a fork's snapshot of `sb`: begin raises the parent's memory limit by its RAM (the
+ * freeze copies at most that) under a lock; end sets it to the base limit plus the RAM
+ * frozen now (`frozen`: the snapshot was taken; else back to what it was), and unlocks.
+ * Frozen RAM stays charged to the parent while children map it: without this the fork
+ * could get the parent killed. */
+struct cgroup_fork {
+	int lock_fd;
+	uint64_t limit; /* before the fork; 0: no cgroup */
+};
+int cgroup_fork_begin(const struct sandbox *sb, struct cgroup_fork *f) __must_check;
+int cgroup_fork_end(const struct sandbox *sb, struct cgroup_fork *f, bool frozen) __must_check;
+/* What the cgroup of `sb` counted. -ENOENT when it has none. Limits of "max" are
+ * UINT64_MAX; memory_peak_bytes is 0 where the kernel does not keep it. */
+struct cgroup_stats {
+	int version; /* 1 or 2 */
+	char dir[CGROUP_DIR_MAX]; /* v2: the cgroup; v1: its memory controller's */
+	uint64_t cpu_usec;
+	uint64_t memory_bytes, memory_peak_bytes, memory_max_bytes, memory_shmem_bytes;
+	uint64_t io_read_bytes, io_write_bytes;
+	uint64_t pids, pids_max;
+};
+int cgroup_stats(const struct sandbox *sb, struct cgroup_stats *st) __must_check;
+
 /* ---- net.c: a sandbox's network namespace (docs/network.md) ---- */
 
 /* The same in every sandbox: each has a namespace of its own. */

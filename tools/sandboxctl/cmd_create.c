@@ -185,6 +185,11 @@ static int spawn_vmm(const struct sandbox *sb, const char *console_opt, const st
 	if (child < 0)
 		return -errno;
 	if (child == 0) {
+		if ((err = cgroup_enter(sb)) < 0) {
+			fprintf(stderr, "sandboxctl: %s: cannot enter its cgroup: %s\n", sb->id,
+				strerror(-err));
+			_exit(127);
+		}
 		setsid();
 		fd = open("/dev/null", O_RDONLY);
 		if (fd >= 0 && fd != 0) {
@@ -308,6 +313,7 @@ void create_cleanup(struct sandbox *sb)
 	if (sb->pid)
 		if (sandbox_stop_vmm(sb, true) < 0)
 			errmsg("%s: cannot stop the VMM (pid %d)", sb->id, (int)sb->pid);
+	cgroup_remove(sb);
 	remove_flat_dir(sb->dir);
 }
 
@@ -557,8 +563,16 @@ int sandbox_start_vmm(struct sandbox *sb, const char *console_opt, const struct 
 	pid_t pid = 0;
 	int err, n, ready_fd = -1;
 
-	if (sb->network && (err = net_start(sb)) != EXIT_OK)
+	/* The cgroup first: the proxy and the VMM enter it as they start. A fork's child
+	 * restores the parent's frozen RAM (src->memory). */
+	if ((err = cgroup_create(sb, src && src->memory, path, sizeof(path))) < 0) {
+		errmsg("%s: %s", sb->id, path);
+		return EXIT_ERR;
+	}
+	if (sb->network && (err = net_start(sb)) != EXIT_OK) {
+		cgroup_remove(sb);
 		return err;
+	}
 	/* A restored guest announced its agent before the snapshot: it is pinged instead. */
 	if (!no_wait && !src)
 		ready_fd = ready_listen(sb, ready_path, sizeof(ready_path));
@@ -569,6 +583,7 @@ int sandbox_start_vmm(struct sandbox *sb, const char *console_opt, const struct 
 			proxy_stop(sb);
 			net_teardown(sb);
 		}
+		cgroup_remove(sb);
 		return EXIT_ERR;
 	}
 	sb->pid = pid;

@@ -404,11 +404,12 @@ int cmd_fork(int argc, char **argv)
 	static struct sandbox children[FORK_MAX];
 	char name[NAME_MAX_LEN + 2];
 	struct snap_take t = {.flags = API_SNAPSHOT_LIVE};
+	struct cgroup_fork cg;
 	struct sandbox parent;
 	struct boot_src src;
 	uint64_t n = 1, t0 = now_ms();
 	unsigned started = 0;
-	int c, status = EXIT_OK;
+	int c, err, status = EXIT_OK;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "hn:", opts, NULL)) != -1) {
@@ -440,7 +441,19 @@ int cmd_fork(int argc, char **argv)
 		return status;
 	snprintf(name, sizeof(name), ".fork-%s-%llu", parent.id, (unsigned long long)now_ms());
 	t.name = name;
-	if ((status = snapshot_take(&parent, &t)) != EXIT_OK)
+	/* The parent's frozen RAM stays charged to it: its memory limit grows by that. */
+	if ((err = cgroup_fork_begin(&parent, &cg)) < 0) {
+		errmsg("%s: cannot raise its memory limit for the fork: %s", parent.id,
+		       strerror(-err));
+		if (cgroup_fork_end(&parent, &cg, false) < 0)
+			errmsg("%s: cannot set its memory limit back", parent.id);
+		return EXIT_ERR;
+	}
+	status = snapshot_take(&parent, &t);
+	if ((err = cgroup_fork_end(&parent, &cg, status == EXIT_OK)) < 0)
+		errmsg("warning: %s: cannot set its memory limit after the fork: %s", parent.id,
+		       strerror(-err));
+	if (status != EXIT_OK)
 		return status;
 	/* The children map the parent's frozen RAM; their VMMs start together. */
 	src = (struct boot_src){.dir = t.dir, .memory = t.out.memory_path};
