@@ -38,7 +38,7 @@
 #include "client.h"
 
 #define SNAP_MIB    577
-#define RUN_TIMEOUT "300"
+#define RUN_TIMEOUT "1000" /* the emulated host is slow */
 
 static const char *mode, *vmm, *payload_snap, *payload_hello;
 static char home[256];
@@ -179,7 +179,8 @@ static void wait_console(const struct sandbox *sb, pid_t pid, const char *text, 
 static void ask(const struct sandbox *sb, const char *cmd, char *out, size_t len)
 {
 	struct sockaddr_un a = {.sun_family = AF_UNIX};
-	struct timeval tv = {.tv_sec = 30};
+	/* seed rewrites 512 MiB: seconds natively, minutes in the emulated host */
+	struct timeval tv = {.tv_sec = 400};
 	char line[256];
 	size_t got = 0;
 	int fd = -1;
@@ -205,7 +206,8 @@ static void ask(const struct sandbox *sb, const char *cmd, char *out, size_t len
 			ssize_t n = read(fd, line + got, 1);
 
 			if (n <= 0)
-				fail("%s: '%s': the connection ended", sb->id, cmd);
+				fail("%s: '%s': the connection ended (%s)", sb->id, cmd,
+				     n < 0 ? strerror(errno) : "EOF");
 			if (line[got] == '\n')
 				break;
 			got++;
