@@ -584,7 +584,10 @@ int cgroup_create(const struct sandbox *sb, bool fork_child, char *err_msg, size
 		    (err = cg_mkdir(c.dirs[i])) < 0) {
 			snprintf(err_msg, err_len, "cannot make its cgroup under %s: %s", path,
 				 strerror(-err));
-			c.dirs[i][0] = '\0';
+			/* this one and the ones after are still the hierarchies' own: not ours
+			 * to remove */
+			for (int j = i; j < CG_NCTL; j++)
+				c.dirs[j][0] = '\0';
 			goto fail;
 		}
 	}
