@@ -29,6 +29,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -175,50 +176,57 @@ static void wait_console(const struct sandbox *sb, pid_t pid, const char *text, 
 	fail("%s: no '%s' on the console within %u s", sb->id, text, s);
 }
 
-/* One command to payload-snap over the VMM's vsock socket; its answer line into out. */
+/* One line from fd into line (without its newline): its length, or -1 at EOF or error. */
+static int read_line(int fd, char *line, size_t len)
+{
+	size_t got = 0;
+
+	while (got < len - 1) {
+		ssize_t n = read(fd, line + got, 1);
+
+		if (n <= 0)
+			return -1;
+		if (line[got] == '\n')
+			break;
+		got++;
+	}
+	line[got] = '\0';
+	return (int)got;
+}
+
+/* One command to payload-snap over the VMM's vsock socket; its answer line into out. A
+ * CONNECT the VMM refuses (closes: a restored guest still setting its device up) or a
+ * socket not there yet is retried for 30 s. */
 static void ask(const struct sandbox *sb, const char *cmd, char *out, size_t len)
 {
 	struct sockaddr_un a = {.sun_family = AF_UNIX};
 	/* seed rewrites 512 MiB: seconds natively, minutes in the emulated host */
 	struct timeval tv = {.tv_sec = 400};
 	char line[256];
-	size_t got = 0;
 	int fd = -1;
 
 	if (path_fmt(a.sun_path, sizeof(a.sun_path), "%s/vsock.sock", sb->dir) < 0)
 		fail("%s: a socket path too long", sb->dir);
-	for (int tries = 0; tries < 100; tries++) {
+	for (int tries = 0; tries < 300; tries++) {
 		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 		if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-		    write_all(fd, "CONNECT 1234\n", 13) == 0)
+		    write_all(fd, "CONNECT 1234\n", 13) == 0 &&
+		    read_line(fd, line, sizeof(line)) >= 0)
 			break;
 		close(fd);
 		fd = -1;
 		usleep(100000);
 	}
 	if (fd < 0)
-		fail("%s: cannot connect to its vsock socket", sb->id);
-	/* "OK <port>\n", then the answer */
-	for (int lines = 0; lines < 2; lines++) {
-		got = 0;
-		while (got < sizeof(line) - 1) {
-			ssize_t n = read(fd, line + got, 1);
-
-			if (n <= 0)
-				fail("%s: '%s': the connection ended (%s)", sb->id, cmd,
-				     n < 0 ? strerror(errno) : "EOF");
-			if (line[got] == '\n')
-				break;
-			got++;
-		}
-		line[got] = '\0';
-		if (lines == 0 && strncmp(line, "OK ", 3) != 0)
-			fail("%s: CONNECT answered '%s'", sb->id, line);
-		if (lines == 0 &&
-		    (write_all(fd, cmd, strlen(cmd)) < 0 || write_all(fd, "\n", 1) < 0))
-			fail("%s: cannot send '%s'", sb->id, cmd);
-	}
+		fail("%s: its vsock socket refused CONNECT 1234 for 30 s", sb->id);
+	if (strncmp(line, "OK ", 3) != 0)
+		fail("%s: CONNECT answered '%s'", sb->id, line);
+	if (write_all(fd, cmd, strlen(cmd)) < 0 || write_all(fd, "\n", 1) < 0)
+		fail("%s: cannot send '%s'", sb->id, cmd);
+	if (read_line(fd, line, sizeof(line)) < 0)
+		fail("%s: '%s': the connection ended (%s)", sb->id, cmd,
+		     errno ? strerror(errno) : "EOF");
 	close(fd);
 	snprintf(out, len, "%s", line);
 }
@@ -291,7 +299,18 @@ static void check_limits(const struct sandbox *sb, pid_t pid)
 	if (strcmp(v, want) != 0)
 		fail("pids.max %s, want %s", v, want);
 	static const char *const ctls[] = {"memory", "cpu", "pids"};
+	struct stat st;
 
+	/* I/O: capped on the disk under the sandbox's directory, where it has one. */
+	if (stat(sb->dir, &st) == 0 && major(st.st_dev) != 0) {
+		const char *want_io = v2 ? "rbps=268435456 wbps=268435456" : " 268435456";
+
+		cg_file(sb, v2 ? "memory" : "blkio",
+			v2 ? "io.max" : "blkio.throttle.write_bps_device", v, sizeof(v));
+		if (!strstr(v, want_io))
+			fail("the I/O limit is '%s': no '%s'", v, want_io);
+		printf("ok: I/O capped: %s\n", v);
+	}
 	for (size_t i = 0; i < sizeof(ctls) / sizeof(ctls[0]); i++) {
 		char dir[CGROUP_DIR_MAX], path[CGROUP_DIR_MAX + 64], *buf = NULL, *p;
 		bool found = false;
@@ -337,8 +356,8 @@ static uint64_t hello_run_us(const struct sandbox *sb)
 	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
 		fail("payload-hello in %s: status 0x%x", sb->id, status);
 	clock_gettime(CLOCK_MONOTONIC, &b);
-	return (uint64_t)(b.tv_sec - a.tv_sec) * 1000000u +
-	       (uint64_t)(b.tv_nsec - a.tv_nsec) / 1000;
+	return (uint64_t)(((int64_t)b.tv_sec - a.tv_sec) * 1000000 +
+			  (b.tv_nsec - a.tv_nsec) / 1000);
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -348,21 +367,27 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static uint64_t hello_median_us(const struct sandbox *sb)
+/* PAUSE or RESUME the VMM of `sb` through its control socket. */
+static void api_simple(const struct sandbox *sb, uint16_t type)
 {
-	uint64_t t[15];
+	int32_t error;
 
-	for (int i = 0; i < 15; i++)
-		t[i] = hello_run_us(sb);
-	qsort(t, 15, sizeof(t[0]), cmp_u64);
-	return t[7];
+	if (api_call(sb, type, 10000, &error, NULL) < 0 || error != 0)
+		fail("%s: %s refused", sb->id, type == API_PAUSE ? "PAUSE" : "RESUME");
 }
 
+#define NOISY_RUNS 15
+
+/*
+ * Runs of payload-hello in the quiet sandbox, in pairs: one with the hostile sandbox paused
+ * (idle: its memory still held, its vCPUs parked), one with it running. Interleaved, so the
+ * rest of a shared machine's load falls on both alike; the medians are compared.
+ */
 static void test_noisy(void)
 {
 	const char *args[] = {"--payload", payload_snap, "--memory", "577", "--cpus", "2", NULL};
+	uint64_t idle[NOISY_RUNS], busy[NOISY_RUNS];
 	struct sandbox victim, hostile;
-	uint64_t idle, busy, worst = 0;
 	pid_t pid;
 
 	sb_new(&victim, 1, 128);
@@ -370,29 +395,32 @@ static void test_noisy(void)
 	sb_new(&hostile, 2, SNAP_MIB);
 	sb_cgroup(&hostile, false);
 	(void)hello_run_us(&victim); /* warm the page cache */
-	idle = hello_median_us(&victim);
 	pid = vmm_start(&hostile, args);
 	wait_console(&hostile, pid, "snap: ready mib=512", 120);
-	/* Two tries: the machine is shared, and another load may land in either. */
-	for (int i = 0; i < 2; i++) {
-		busy = hello_median_us(&victim);
-		if (busy > worst)
-			worst = busy;
-		if (busy <= 2 * idle)
-			break;
+	for (int i = 0; i < NOISY_RUNS; i++) {
+		api_simple(&hostile, API_PAUSE);
+		idle[i] = hello_run_us(&victim);
+		api_simple(&hostile, API_RESUME);
+		usleep(20000); /* its vCPUs spinning again */
+		busy[i] = hello_run_us(&victim);
 	}
 	if (!vmm_running(pid))
 		fail("the hostile VMM died");
 	vmm_stop(pid);
 	remove_checked(&hostile);
 	remove_checked(&victim);
-	if (busy > 2 * idle)
+	qsort(idle, NOISY_RUNS, sizeof(idle[0]), cmp_u64);
+	qsort(busy, NOISY_RUNS, sizeof(busy[0]), cmp_u64);
+	if (busy[NOISY_RUNS / 2] > 2 * idle[NOISY_RUNS / 2])
 		fail("beside a guest filling its memory and spinning 2 vCPUs, payload-hello took "
-		     "%llu us (median), idle %llu us: more than 2x",
-		     (unsigned long long)busy, (unsigned long long)idle);
-	printf("ok: noisy neighbour: payload-hello %llu us idle, %llu us beside a guest spinning 2 "
-	       "vCPUs over 512 MiB (%.2fx)\n",
-	       (unsigned long long)idle, (unsigned long long)busy, (double)busy / (double)idle);
+		     "%llu us (median), with it paused %llu us: more than 2x",
+		     (unsigned long long)busy[NOISY_RUNS / 2],
+		     (unsigned long long)idle[NOISY_RUNS / 2]);
+	printf("ok: noisy neighbour: payload-hello %llu us (median of %d) beside the hostile guest "
+	       "paused, %llu us beside it filling 512 MiB and spinning 2 vCPUs (%.2fx)\n",
+	       (unsigned long long)idle[NOISY_RUNS / 2], NOISY_RUNS,
+	       (unsigned long long)busy[NOISY_RUNS / 2],
+	       (double)busy[NOISY_RUNS / 2] / (double)idle[NOISY_RUNS / 2]);
 }
 
 int main(int argc, char **argv)
@@ -444,8 +472,9 @@ int main(int argc, char **argv)
 		fail("memory %llu (peak %llu, limit %llu): want 512 MiB to %llu",
 		     (unsigned long long)s2.memory_bytes, (unsigned long long)s2.memory_peak_bytes,
 		     (unsigned long long)s2.memory_max_bytes, (unsigned long long)base);
-	/* 50 ms at least: the machine is shared, a spinning vCPU may get little of it */
-	if (s2.cpu_usec < s1.cpu_usec + 50000 || s2.pids < 3)
+	/* 5 ms at least: the machine is shared (a spinning vCPU got 42 ms of a second while an
+	 * emulated host ran beside it) */
+	if (s2.cpu_usec < s1.cpu_usec + 5000 || s2.pids < 3)
 		fail("CPU %llu then %llu us over 1 s of a spinning vCPU; %llu pids",
 		     (unsigned long long)s1.cpu_usec, (unsigned long long)s2.cpu_usec,
 		     (unsigned long long)s2.pids);
