@@ -540,7 +540,8 @@ static void cg_rmdirs(const struct cg *c)
 	}
 }
 
-int cgroup_create(const struct sandbox *sb, bool fork_child, char *err_msg, size_t err_len)
+int cgroup_create(const struct sandbox *sb, bool fork_child, uint64_t memory_extra, char *err_msg,
+		  size_t err_len)
 {
 	static bool warned;
 	struct cg c;
@@ -573,6 +574,9 @@ int cgroup_create(const struct sandbox *sb, bool fork_child, char *err_msg, size
 		return 0;
 	}
 	c.memory_base = cgroup_memory_limit(sb->memory_mib, fork_child);
+	if (memory_extra > UINT64_MAX / 4 - c.memory_base)
+		memory_extra = UINT64_MAX / 4 - c.memory_base;
+	c.memory_base += memory_extra;
 	for (int i = 0; i < CG_NCTL; i++) {
 		if (!c.dirs[i][0])
 			continue;

@@ -129,8 +129,8 @@ int sandbox_stop_vmm(struct sandbox *sb, bool force) __must_check;
  * tables, the VMM's dirty bitmaps). */
 #define CGROUP_OVERHEAD_BYTES (96ull << 20)
 #define CGROUP_OVERHEAD_DIV   64
-#define CGROUP_PERIOD_US      100000u /* CPU: --cpus periods of this per period */
-#define CGROUP_PIDS_BASE      128u    /* pids: this many plus one per vCPU */
+#define CGROUP_PERIOD_US      100000u	     /* CPU: --cpus periods of this per period */
+#define CGROUP_PIDS_BASE      128u	     /* pids: this many plus one per vCPU */
 #define CGROUP_IO_BPS	      (256ull << 20) /* I/O on the state's disk: bytes/s each way */
 #define CGROUP_IO_IOPS	      8192ull	     /* and requests/s each way */
 #define CGROUP_DIR_MAX	      512
@@ -139,11 +139,13 @@ int sandbox_stop_vmm(struct sandbox *sb, bool force) __must_check;
  * again. */
 uint64_t cgroup_memory_limit(uint64_t memory_mib, bool fork_child);
 /* Make the cgroup of `sb` (SANDBOX_CGROUP=off|v1|v2|auto, default auto: v2, else v1) with its
- * limits, and record it in sb->dir/cgroup; an existing one (a restart) gets them anew.
+ * limits, and record it in sb->dir/cgroup; an existing one (a restart) gets them anew. The
+ * memory limit is cgroup_memory_limit's plus `memory_extra`: what the sandbox holds in memory
+ * by design besides (its writable disks, when they live on tmpfs).
  * Where neither version is usable (auto) it prints one warning per process and returns 0
  * with no cgroup; a forced version that is not there, or a failure, is -errno with
  * `err_msg` saying what. */
-int cgroup_create(const struct sandbox *sb, bool fork_child, char *err_msg,
+int cgroup_create(const struct sandbox *sb, bool fork_child, uint64_t memory_extra, char *err_msg,
 		  size_t err_len) __must_check;
 /* Move the calling process into the cgroup of `sb` (between fork and exec: no malloc). 0
  * when `sb` has no cgroup. */
@@ -165,7 +167,7 @@ int cgroup_fork_end(const struct sandbox *sb, struct cgroup_fork *f, bool frozen
 /* What the cgroup of `sb` counted. -ENOENT when it has none. Limits of "max" are
  * UINT64_MAX; memory_peak_bytes is 0 where the kernel does not keep it. */
 struct cgroup_stats {
-	int version; /* 1 or 2 */
+	int version;		  /* 1 or 2 */
 	char dir[CGROUP_DIR_MAX]; /* v2: the cgroup; v1: its memory controller's */
 	uint64_t cpu_usec;
 	uint64_t memory_bytes, memory_peak_bytes, memory_max_bytes, memory_shmem_bytes;

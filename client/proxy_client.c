@@ -167,8 +167,8 @@ static int write_pid(const struct sandbox *sb, const char *file, pid_t pid)
 /* Spawn the proxy with `argv` (argv[0] filled in; the last two words are "--ready-fd" and a
  * buffer for the fd's number) as a daemon logging to `log`, in the cgroup of `sb`, and wait
  * until it says "ready". On failure it is gone. */
-static int proxy_spawn_ready(char **argv, unsigned argc, const char *log,
-			     const struct sandbox *sb, pid_t *out)
+static int proxy_spawn_ready(char **argv, unsigned argc, const char *log, const struct sandbox *sb,
+			     pid_t *out)
 {
 	static char fdarg[16];
 	struct pollfd pfd;

@@ -84,7 +84,7 @@ static void sb_new(struct sandbox *sb, unsigned cpus, uint64_t mib)
 static void sb_cgroup(struct sandbox *sb, bool fork_child)
 {
 	char msg[256];
-	int err = cgroup_create(sb, fork_child, msg, sizeof(msg));
+	int err = cgroup_create(sb, fork_child, 0, msg, sizeof(msg));
 
 	if (err == -ENOTSUP) {
 		printf("SKIP: %s\n", msg);

@@ -137,10 +137,10 @@ Test(cgroup, the_setting)
 	char msg[256], path[4200];
 
 	setenv("SANDBOX_CGROUP", "v3", 1);
-	cr_assert(eq(int, cgroup_create(&sb, false, msg, sizeof(msg)), -EINVAL));
+	cr_assert(eq(int, cgroup_create(&sb, false, 0, msg, sizeof(msg)), -EINVAL));
 	cr_assert(strstr(msg, "give off, v1, v2 or auto") != NULL, "%s", msg);
 	setenv("SANDBOX_CGROUP", "off", 1);
-	cr_assert(eq(int, cgroup_create(&sb, false, msg, sizeof(msg)), 0));
+	cr_assert(eq(int, cgroup_create(&sb, false, 0, msg, sizeof(msg)), 0));
 	snprintf(path, sizeof(path), "%s/cgroup", tmp);
 	cr_assert(access(path, F_OK) < 0, "off made a cgroup record");
 	unsetenv("SANDBOX_CGROUP");

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <linux/magic.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -556,6 +558,36 @@ int create_net_install_ca(const struct sandbox *sb)
 	return EXIT_OK;
 }
 
+/* The sizes of the writable disks of `sb` that live on tmpfs (or ramfs): there every byte
+ * the guest writes is memory charged to its VMM, so its memory limit must hold them. */
+static uint64_t tmpfs_disk_bytes(const struct sandbox *sb)
+{
+	static struct disk_layer_info info;
+	const char *paths[1 + EXTRA_DISKS_MAX];
+	char top[4200];
+	unsigned n = 0;
+	uint64_t sum = 0;
+
+	if (sandbox_path(sb, sb->top, top, sizeof(top)) == 0)
+		paths[n++] = top;
+	for (unsigned i = 0; i < sb->ndisks; i++)
+		if (!sb->disks[i].ro)
+			paths[n++] = sb->disks[i].path;
+	for (unsigned i = 0; i < n; i++) {
+		struct disk_error derr = {""};
+		struct statfs fs;
+
+		if (statfs(paths[i], &fs) < 0 ||
+		    (fs.f_type != TMPFS_MAGIC && fs.f_type != RAMFS_MAGIC) ||
+		    disk_inspect(paths[i], &info, &derr) < 0)
+			continue;
+		if (info.hdr.virtual_len > UINT64_MAX / 4 - sum)
+			return UINT64_MAX / 4;
+		sum += info.hdr.virtual_len;
+	}
+	return sum;
+}
+
 int sandbox_start_vmm(struct sandbox *sb, const char *console_opt, const struct boot_src *src,
 		      unsigned timeout_s, bool no_wait)
 {
@@ -565,7 +597,8 @@ int sandbox_start_vmm(struct sandbox *sb, const char *console_opt, const struct 
 
 	/* The cgroup first: the proxy and the VMM enter it as they start. A fork's child
 	 * restores the parent's frozen RAM (src->memory). */
-	if ((err = cgroup_create(sb, src && src->memory, path, sizeof(path))) < 0) {
+	if ((err = cgroup_create(sb, src && src->memory, tmpfs_disk_bytes(sb), path,
+				 sizeof(path))) < 0) {
 		errmsg("%s: %s", sb->id, path);
 		return EXIT_ERR;
 	}
