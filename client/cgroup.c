@@ -650,9 +650,9 @@ void cgroup_remove(const struct sandbox *sb)
 		(void)unlink(path);
 }
 
-/* ---- forks ---- */
+/* ---- forks and snapshots ---- */
 
-int cgroup_fork_begin(const struct sandbox *sb, struct cgroup_fork *f)
+int cgroup_snap_begin(const struct sandbox *sb, struct cgroup_snap *f)
 {
 	struct cg c;
 	int err;
@@ -663,7 +663,7 @@ int cgroup_fork_begin(const struct sandbox *sb, struct cgroup_fork *f)
 		return 0;
 	if (err < 0)
 		return err;
-	/* One fork of a parent at a time changes its limit. */
+	/* One snapshot of a sandbox at a time changes its limit. */
 	f->lock_fd = open(sb->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (f->lock_fd < 0 || flock(f->lock_fd, LOCK_EX) < 0)
 		return -errno;
@@ -671,15 +671,16 @@ int cgroup_fork_begin(const struct sandbox *sb, struct cgroup_fork *f)
 		f->limit = 0;
 		return err;
 	}
-	/* The freeze charges the parent at most one more copy of its RAM (a delta of the pages
-	 * it wrote, or a compaction of its chain), while the pages copied still exist. */
+	/* A freeze charges the parent at most one more copy of its RAM (a delta of the pages
+	 * it wrote, or a compaction of its chain) while the pages copied still exist; a memory
+	 * file written to tmpfs at most its RAM. */
 	err = cg_set_memory(&c, f->limit + (sb->memory_mib << 20));
 	if (err < 0)
 		f->limit = 0;
 	return err;
 }
 
-int cgroup_fork_end(const struct sandbox *sb, struct cgroup_fork *f, bool frozen)
+int cgroup_snap_end(const struct sandbox *sb, struct cgroup_snap *f, bool frozen, uint64_t extra)
 {
 	char stat[CG_FILE_MAX];
 	uint64_t shmem = 0, limit = f->limit;
@@ -694,6 +695,9 @@ int cgroup_fork_end(const struct sandbox *sb, struct cgroup_fork *f, bool frozen
 		    (err = cg_read(c.dirs[CG_MEMORY], "memory.stat", stat, sizeof(stat))) == 0 &&
 		    (err = cg_key_u64(stat, "shmem", &shmem)) == 0 && c.memory_base + shmem > limit)
 			limit = c.memory_base + shmem;
+		/* what a snapshot left on tmpfs stays charged here */
+		if (!frozen && extra < UINT64_MAX / 4 - limit)
+			limit += extra;
 		int e = cg_set_memory(&c, limit);
 
 		if (err == 0)

@@ -153,17 +153,20 @@ int cgroup_enter(const struct sandbox *sb) __must_check;
 /* Remove the cgroup of `sb` once its processes are gone (an rmdir that finds one still
  * leaving is retried for 2 s; then it is reported), and its record. */
 void cgroup_remove(const struct sandbox *sb);
-/* Around a fork's snapshot of `sb`: begin raises the parent's memory limit by its RAM (the
- * freeze copies at most that) under a lock; end sets it to the base limit plus the RAM
- * frozen now (`frozen`: the snapshot was taken; else back to what it was), and unlocks.
- * Frozen RAM stays charged to the parent while children map it: without this the fork
- * could get the parent killed. */
-struct cgroup_fork {
+/* Around a snapshot of `sb` that leaves memory charged to its cgroup: a fork's (its frozen RAM
+ * stays charged to the parent while children map it), or any snapshot whose files land on
+ * tmpfs. Begin raises the memory limit by its RAM (the snapshot copies at most that) under a
+ * lock; end sets it, and unlocks: with `frozen` (a fork's snapshot was taken) to the base
+ * limit plus the shmem charged now (its frozen RAM), never lower than before; else to what
+ * it was plus `extra` (the bytes the snapshot left on tmpfs). Without this a fork could get
+ * the parent killed. */
+struct cgroup_snap {
 	int lock_fd;
-	uint64_t limit; /* before the fork; 0: no cgroup */
+	uint64_t limit; /* before the snapshot; 0: no cgroup */
 };
-int cgroup_fork_begin(const struct sandbox *sb, struct cgroup_fork *f) __must_check;
-int cgroup_fork_end(const struct sandbox *sb, struct cgroup_fork *f, bool frozen) __must_check;
+int cgroup_snap_begin(const struct sandbox *sb, struct cgroup_snap *f) __must_check;
+int cgroup_snap_end(const struct sandbox *sb, struct cgroup_snap *f, bool frozen,
+		    uint64_t extra) __must_check;
 /* What the cgroup of `sb` counted. -ENOENT when it has none. Limits of "max" are
  * UINT64_MAX; memory_peak_bytes is 0 where the kernel does not keep it. */
 struct cgroup_stats {

@@ -50,12 +50,12 @@ TestSuite(cgroup, .init = setup, .fini = teardown);
 Test(cgroup, no_record_no_cgroup)
 {
 	struct cgroup_stats st;
-	struct cgroup_fork f;
+	struct cgroup_snap f;
 
 	cr_assert(eq(int, cgroup_stats(&sb, &st), -ENOENT));
 	cr_assert(eq(int, cgroup_enter(&sb), 0));
-	cr_assert(eq(int, cgroup_fork_begin(&sb, &f), 0));
-	cr_assert(eq(int, cgroup_fork_end(&sb, &f, true), 0));
+	cr_assert(eq(int, cgroup_snap_begin(&sb, &f), 0));
+	cr_assert(eq(int, cgroup_snap_end(&sb, &f, true, 0), 0));
 	cgroup_remove(&sb); /* nothing to do, nothing printed */
 }
 

@@ -12,11 +12,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -117,6 +119,58 @@ static int link_layers(const struct sandbox *sb, const char *tmp, struct snap_me
 	return err;
 }
 
+/* Is `path` on tmpfs or ramfs, where a file's bytes are memory charged to who wrote them? */
+static bool on_tmpfs(const char *path)
+{
+	struct statfs fs;
+
+	return statfs(path, &fs) == 0 && (fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC);
+}
+
+/* The bytes a file holds there, else 0. */
+static uint64_t tmpfs_bytes(const char *path)
+{
+	struct stat st;
+
+	return on_tmpfs(path) && stat(path, &st) == 0 ? (uint64_t)st.st_blocks * 512 : 0;
+}
+
+/*
+ * The VMM's SNAPSHOT into `tmp`, with the sandbox's memory limit made room for what the
+ * snapshot leaves charged to its cgroup (client/cgroup.c, cgroup_snap_begin): a fork's frozen
+ * RAM, or what it wrote to tmpfs (the memory file; the frozen top layer's data, after which
+ * the new top may grow as far again).
+ */
+static int snapshot_api_limited(struct sandbox *sb, struct snap_take *t, const char *tmp,
+				const char *const *tops, char *msg, size_t msg_len)
+{
+	bool live = t->flags & API_SNAPSHOT_LIVE;
+	char path[4300], top[4200];
+	struct cgroup_snap cg;
+	uint64_t extra = 0;
+	int err, e;
+
+	if (!live && !on_tmpfs(tmp) && !on_tmpfs(sb->dir))
+		return api_snapshot(sb, t->flags, tmp, tops, 1, SNAPSHOT_TIMEOUT_MS, &t->out, msg,
+				    msg_len);
+	if ((err = cgroup_snap_begin(sb, &cg)) < 0) {
+		snprintf(msg, msg_len, "cannot raise its memory limit for it: %s", strerror(-err));
+		if (cgroup_snap_end(sb, &cg, false, 0) < 0)
+			errmsg("%s: cannot set its memory limit back", sb->id);
+		return err;
+	}
+	/* the top layer about to be frozen */
+	if (sandbox_path(sb, sb->top, top, sizeof(top)) < 0)
+		top[0] = '\0';
+	err = api_snapshot(sb, t->flags, tmp, tops, 1, SNAPSHOT_TIMEOUT_MS, &t->out, msg, msg_len);
+	if (err == 0 && !live && path_fmt(path, sizeof(path), "%s/memory", tmp) == 0)
+		extra = tmpfs_bytes(path) + (top[0] ? tmpfs_bytes(top) : 0);
+	if ((e = cgroup_snap_end(sb, &cg, err == 0 && live, extra)) < 0)
+		errmsg("warning: %s: cannot set its memory limit after the snapshot: %s", sb->id,
+		       strerror(-e));
+	return err;
+}
+
 int snapshot_take(struct sandbox *sb, struct snap_take *t)
 {
 	char root[4200], tmp[4200], new_top[4200], next[32], old_top[32], msg[API_ERROR_MSG_MAX];
@@ -156,8 +210,7 @@ int snapshot_take(struct sandbox *sb, struct snap_take *t)
 	}
 	snprintf(old_top, sizeof(old_top), "%s", sb->top);
 	tops[0] = new_top;
-	err = api_snapshot(sb, t->flags, tmp, tops, 1, SNAPSHOT_TIMEOUT_MS, &t->out, msg,
-			   sizeof(msg));
+	err = snapshot_api_limited(sb, t, tmp, tops, msg, sizeof(msg));
 	if (err < 0) {
 		errmsg("%s: the snapshot failed: %s", sb->id, msg[0] ? msg : strerror(-err));
 		goto fail_rm;
@@ -404,12 +457,11 @@ int cmd_fork(int argc, char **argv)
 	static struct sandbox children[FORK_MAX];
 	char name[NAME_MAX_LEN + 2];
 	struct snap_take t = {.flags = API_SNAPSHOT_LIVE};
-	struct cgroup_fork cg;
 	struct sandbox parent;
 	struct boot_src src;
 	uint64_t n = 1, t0 = now_ms();
 	unsigned started = 0;
-	int c, err, status = EXIT_OK;
+	int c, status = EXIT_OK;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "hn:", opts, NULL)) != -1) {
@@ -441,19 +493,7 @@ int cmd_fork(int argc, char **argv)
 		return status;
 	snprintf(name, sizeof(name), ".fork-%s-%llu", parent.id, (unsigned long long)now_ms());
 	t.name = name;
-	/* The parent's frozen RAM stays charged to it: its memory limit grows by that. */
-	if ((err = cgroup_fork_begin(&parent, &cg)) < 0) {
-		errmsg("%s: cannot raise its memory limit for the fork: %s", parent.id,
-		       strerror(-err));
-		if (cgroup_fork_end(&parent, &cg, false) < 0)
-			errmsg("%s: cannot set its memory limit back", parent.id);
-		return EXIT_ERR;
-	}
-	status = snapshot_take(&parent, &t);
-	if ((err = cgroup_fork_end(&parent, &cg, status == EXIT_OK)) < 0)
-		errmsg("warning: %s: cannot set its memory limit after the fork: %s", parent.id,
-		       strerror(-err));
-	if (status != EXIT_OK)
+	if ((status = snapshot_take(&parent, &t)) != EXIT_OK)
 		return status;
 	/* The children map the parent's frozen RAM; their VMMs start together. */
 	src = (struct boot_src){.dir = t.dir, .memory = t.out.memory_path};
