@@ -198,39 +198,46 @@ static int read_line(int fd, char *line, size_t len)
 
 /* One command to payload-snap over the VMM's vsock socket; its answer line into out. A
  * CONNECT the VMM refuses (closes: a restored guest still setting its device up) or a
- * socket not there yet is retried for 30 s. */
+ * socket not there yet is retried for 30 s; a connection the guest drops before answering
+ * (its transport reset after a restore forgets every connection) is asked again, up to 5
+ * times (every command here may be repeated). */
 static void ask(const struct sandbox *sb, const char *cmd, char *out, size_t len)
 {
 	struct sockaddr_un a = {.sun_family = AF_UNIX};
 	/* seed rewrites 512 MiB: seconds natively, minutes in the emulated host */
 	struct timeval tv = {.tv_sec = 400};
 	char line[256];
-	int fd = -1;
 
 	if (path_fmt(a.sun_path, sizeof(a.sun_path), "%s/vsock.sock", sb->dir) < 0)
 		fail("%s: a socket path too long", sb->dir);
-	for (int tries = 0; tries < 300; tries++) {
-		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-		if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-		    write_all(fd, "CONNECT 1234\n", 13) == 0 &&
-		    read_line(fd, line, sizeof(line)) >= 0)
-			break;
+	for (int asks = 0; asks < 5; asks++) {
+		int fd = -1;
+
+		for (int tries = 0; tries < 300; tries++) {
+			fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+			setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+			if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+			    write_all(fd, "CONNECT 1234\n", 13) == 0 &&
+			    read_line(fd, line, sizeof(line)) >= 0)
+				break;
+			close(fd);
+			fd = -1;
+			usleep(100000);
+		}
+		if (fd < 0)
+			fail("%s: its vsock socket refused CONNECT 1234 for 30 s", sb->id);
+		if (strncmp(line, "OK ", 3) != 0)
+			fail("%s: CONNECT answered '%s'", sb->id, line);
+		if (write_all(fd, cmd, strlen(cmd)) == 0 && write_all(fd, "\n", 1) == 0 &&
+		    read_line(fd, line, sizeof(line)) >= 0) {
+			close(fd);
+			snprintf(out, len, "%s", line);
+			return;
+		}
 		close(fd);
-		fd = -1;
-		usleep(100000);
+		usleep(200000);
 	}
-	if (fd < 0)
-		fail("%s: its vsock socket refused CONNECT 1234 for 30 s", sb->id);
-	if (strncmp(line, "OK ", 3) != 0)
-		fail("%s: CONNECT answered '%s'", sb->id, line);
-	if (write_all(fd, cmd, strlen(cmd)) < 0 || write_all(fd, "\n", 1) < 0)
-		fail("%s: cannot send '%s'", sb->id, cmd);
-	if (read_line(fd, line, sizeof(line)) < 0)
-		fail("%s: '%s': the connection ended (%s)", sb->id, cmd,
-		     errno ? strerror(errno) : "EOF");
-	close(fd);
-	snprintf(out, len, "%s", line);
+	fail("%s: '%s': the connection ended 5 times before an answer", sb->id, cmd);
 }
 
 /* The cgroup directory of `ctl` ("memory", "cpu", "pids"; v2: all "dir") from the record. */
