@@ -159,6 +159,63 @@ int sandbox_foreach(int (*fn)(const struct sandbox *sb, void *opaque), void *opa
  * mark it stopped and remove its sockets. Prints what it had to force. */
 int sandbox_stop_vmm(struct sandbox *sb, bool force) __must_check;
 
+/* ---- cgroup.c: a sandbox's resource limits (docs/hardening.md, "Resource limits") ---- */
+
+/* The memory limit: the guest's RAM, plus the VMM's and the proxy's own memory (measured:
+ * docs/hardening.md), plus RAM/CGROUP_OVERHEAD_DIV for what grows with RAM (KVM's page
+ * tables, the VMM's dirty bitmaps). */
+#define CGROUP_OVERHEAD_BYTES (96ull << 20)
+#define CGROUP_OVERHEAD_DIV   64
+#define CGROUP_PERIOD_US      100000u	     /* CPU: --cpus periods of this per period */
+#define CGROUP_PIDS_BASE      128u	     /* pids: this many plus one per vCPU */
+#define CGROUP_IO_BPS	      (256ull << 20) /* I/O on the state's disk: bytes/s each way */
+#define CGROUP_IO_IOPS	      8192ull	     /* and requests/s each way */
+#define CGROUP_DIR_MAX	      512
+/* The memory limit of a sandbox of `memory_mib` of RAM. A fork's child may also be charged
+ * the pages of its parent's frozen RAM it is the first to touch (holes), up to its RAM
+ * again. */
+uint64_t cgroup_memory_limit(uint64_t memory_mib, bool fork_child);
+/* Make the cgroup of `sb` (SANDBOX_CGROUP=off|v1|v2|auto, default auto: v2, else v1) with its
+ * limits, and record it in sb->dir/cgroup; an existing one (a restart) gets them anew. The
+ * memory limit is cgroup_memory_limit's plus `memory_extra`: what the sandbox holds in memory
+ * by design besides (its writable disks, when they live on tmpfs).
+ * Where neither version is usable (auto) it prints one warning per process and returns 0
+ * with no cgroup; a forced version that is not there, or a failure, is -errno with
+ * `err_msg` saying what. */
+int cgroup_create(const struct sandbox *sb, bool fork_child, uint64_t memory_extra, char *err_msg,
+		  size_t err_len) __must_check;
+/* Move the calling process into the cgroup of `sb` (between fork and exec: no malloc). 0
+ * when `sb` has no cgroup. */
+int cgroup_enter(const struct sandbox *sb) __must_check;
+/* Remove the cgroup of `sb` once its processes are gone (an rmdir that finds one still
+ * leaving is retried for 2 s; then it is reported), and its record. */
+void cgroup_remove(const struct sandbox *sb);
+/* Around a snapshot of `sb` that leaves memory charged to its cgroup: a fork's (its frozen RAM
+ * stays charged to the parent while children map it), or any snapshot whose files land on
+ * tmpfs. Begin raises the memory limit by its RAM (the snapshot copies at most that) under a
+ * lock; end sets it, and unlocks: with `frozen` (a fork's snapshot was taken) to the base
+ * limit plus the shmem charged now (its frozen RAM), never lower than before; else to what
+ * it was plus `extra` (the bytes the snapshot left on tmpfs). Without this a fork could get
+ * the parent killed. */
+struct cgroup_snap {
+	int lock_fd;
+	uint64_t limit; /* before the snapshot; 0: no cgroup */
+};
+int cgroup_snap_begin(const struct sandbox *sb, struct cgroup_snap *f) __must_check;
+int cgroup_snap_end(const struct sandbox *sb, struct cgroup_snap *f, bool frozen,
+		    uint64_t extra) __must_check;
+/* What the cgroup of `sb` counted. -ENOENT when it has none. Limits of "max" are
+ * UINT64_MAX; memory_peak_bytes is 0 where the kernel does not keep it. */
+struct cgroup_stats {
+	int version;		  /* 1 or 2 */
+	char dir[CGROUP_DIR_MAX]; /* v2: the cgroup; v1: its memory controller's */
+	uint64_t cpu_usec;
+	uint64_t memory_bytes, memory_peak_bytes, memory_max_bytes, memory_shmem_bytes;
+	uint64_t io_read_bytes, io_write_bytes;
+	uint64_t pids, pids_max;
+};
+int cgroup_stats(const struct sandbox *sb, struct cgroup_stats *st) __must_check;
+
 /* ---- net.c: a sandbox's network namespace (docs/network.md) ---- */
 
 /* The same in every sandbox: each has a namespace of its own. */

@@ -33,9 +33,10 @@ int proxy_binary(char *out, size_t len)
 }
 
 /* Fork and exec the proxy with `argv` (argv[0] is filled in), stdin /dev/null, stdout and
- * stderr to `log` (NULL: ours), in a session of its own when `daemon`. `keep_fd` stays open
- * in the child. */
-static int proxy_spawn(char **argv, const char *log, bool daemon, int keep_fd, pid_t *pid)
+ * stderr to `log` (NULL: ours), in a session of its own when `daemon`, in the cgroup of
+ * `sb` when it is not NULL. `keep_fd` stays open in the child. */
+static int proxy_spawn(char **argv, const char *log, bool daemon, int keep_fd,
+		       const struct sandbox *sb, pid_t *pid)
 {
 	static char bin[PATH_MAX];
 	pid_t child;
@@ -49,6 +50,11 @@ static int proxy_spawn(char **argv, const char *log, bool daemon, int keep_fd, p
 	if (child < 0)
 		return -errno;
 	if (child == 0) {
+		if (sb && cgroup_enter(sb) < 0) {
+			fprintf(stderr, "sandboxctl: %s: the proxy cannot enter its cgroup\n",
+				sb->id);
+			_exit(127);
+		}
 		if (daemon)
 			setsid();
 		fd = open("/dev/null", O_RDONLY);
@@ -87,7 +93,7 @@ int proxy_prepare(const struct sandbox *sb, char *const *opts, unsigned nopts)
 	argv[2] = (char *)sb->dir;
 	for (unsigned i = 0; i < nopts; i++)
 		argv[3 + i] = opts[i];
-	err = proxy_spawn(argv, NULL, false, -1, &pid);
+	err = proxy_spawn(argv, NULL, false, -1, NULL, &pid);
 	free(argv);
 	if (err < 0)
 		return err;
@@ -159,9 +165,10 @@ static int write_pid(const struct sandbox *sb, const char *file, pid_t pid)
 }
 
 /* Spawn the proxy with `argv` (argv[0] filled in; the last two words are "--ready-fd" and a
- * buffer for the fd's number) as a daemon logging to `log`, and wait until it says "ready".
- * On failure it is gone. */
-static int proxy_spawn_ready(char **argv, unsigned argc, const char *log, pid_t *out)
+ * buffer for the fd's number) as a daemon logging to `log`, in the cgroup of `sb`, and wait
+ * until it says "ready". On failure it is gone. */
+static int proxy_spawn_ready(char **argv, unsigned argc, const char *log, const struct sandbox *sb,
+			     pid_t *out)
 {
 	static char fdarg[16];
 	struct pollfd pfd;
@@ -173,7 +180,7 @@ static int proxy_spawn_ready(char **argv, unsigned argc, const char *log, pid_t 
 		return -errno;
 	snprintf(fdarg, sizeof(fdarg), "%d", p[1]);
 	argv[argc - 1] = fdarg;
-	err = proxy_spawn(argv, log, true, p[1], &pid);
+	err = proxy_spawn(argv, log, true, p[1], sb, &pid);
 	close(p[1]);
 	if (err < 0) {
 		close(p[0]);
@@ -205,7 +212,7 @@ int proxy_start(const struct sandbox *sb)
 
 	if ((err = net_ns_path(sb, ns, sizeof(ns))) < 0 ||
 	    (err = sandbox_path(sb, "proxy.log", log, sizeof(log))) < 0 ||
-	    (err = proxy_spawn_ready(argv, 7, log, &pid)) < 0)
+	    (err = proxy_spawn_ready(argv, 7, log, sb, &pid)) < 0)
 		return err;
 	if ((err = write_pid(sb, "proxy.pid", pid)) < 0)
 		proxy_kill(pid);
@@ -268,7 +275,7 @@ int proxy_forward(const struct sandbox *sb, unsigned guest_port, unsigned host_p
 	if ((err = net_forward_port(sb, guest_port, true)) < 0)
 		return err;
 	/* Listening before this returns: the caller may connect at once. */
-	if ((err = proxy_spawn_ready(argv, 10, log, &pid)) < 0) {
+	if ((err = proxy_spawn_ready(argv, 10, log, sb, &pid)) < 0) {
 		if (net_forward_port(sb, guest_port, false) < 0) {
 			/* the port stays open to the namespace, with nothing listening */
 		}

@@ -466,6 +466,7 @@ int sandbox_stop_vmm(struct sandbox *sb, bool force)
 		proxy_stop(sb);
 		net_teardown(sb);
 	}
+	cgroup_remove(sb); /* its processes are gone */
 	if ((err = sandbox_path(sb, "stopped", path, sizeof(path))) < 0 ||
 	    (err = write_file_atomic(path, "", 0, 0600)) < 0)
 		return err;

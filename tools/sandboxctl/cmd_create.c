@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <linux/magic.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -19,6 +20,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -231,6 +233,11 @@ static int spawn_vmm(const struct sandbox *sb, const char *console_opt, const st
 	if (child < 0)
 		return -errno;
 	if (child == 0) {
+		if ((err = cgroup_enter(sb)) < 0) {
+			fprintf(stderr, "sandboxctl: %s: cannot enter its cgroup: %s\n", sb->id,
+				strerror(-err));
+			_exit(127);
+		}
 		setsid();
 		fd = open("/dev/null", O_RDONLY);
 		if (fd >= 0 && fd != 0) {
@@ -367,6 +374,7 @@ void create_cleanup(struct sandbox *sb)
 	if (sb->pid)
 		if (sandbox_stop_vmm(sb, true) < 0)
 			errmsg("%s: cannot stop the VMM (pid %d)", sb->id, (int)sb->pid);
+	cgroup_remove(sb);
 	remove_flat_dir(sb->dir);
 }
 
@@ -622,6 +630,36 @@ int create_net_install_ca(const struct sandbox *sb)
 	return EXIT_OK;
 }
 
+/* The sizes of the writable disks of `sb` that live on tmpfs (or ramfs): there every byte
+ * the guest writes is memory charged to its VMM, so its memory limit must hold them. */
+static uint64_t tmpfs_disk_bytes(const struct sandbox *sb)
+{
+	static struct disk_layer_info info;
+	const char *paths[1 + EXTRA_DISKS_MAX];
+	char top[4200];
+	unsigned n = 0;
+	uint64_t sum = 0;
+
+	if (sandbox_path(sb, sb->top, top, sizeof(top)) == 0)
+		paths[n++] = top;
+	for (unsigned i = 0; i < sb->ndisks; i++)
+		if (!sb->disks[i].ro)
+			paths[n++] = sb->disks[i].path;
+	for (unsigned i = 0; i < n; i++) {
+		struct disk_error derr = {""};
+		struct statfs fs;
+
+		if (statfs(paths[i], &fs) < 0 ||
+		    (fs.f_type != TMPFS_MAGIC && fs.f_type != RAMFS_MAGIC) ||
+		    disk_inspect(paths[i], &info, &derr) < 0)
+			continue;
+		if (info.hdr.virtual_len > UINT64_MAX / 4 - sum)
+			return UINT64_MAX / 4;
+		sum += info.hdr.virtual_len;
+	}
+	return sum;
+}
+
 int sandbox_start_vmm(struct sandbox *sb, const char *console_opt, const struct boot_src *src,
 		      unsigned timeout_s, bool no_wait)
 {
@@ -651,8 +689,17 @@ int sandbox_start_vmm(struct sandbox *sb, const char *console_opt, const struct 
 		errmsg("%s: cannot make its directory the VMM's jail: %s", sb->id, strerror(-err));
 		return EXIT_ERR;
 	}
-	if (sb->network && (err = net_start(sb)) != EXIT_OK)
+	/* The cgroup first: the proxy and the VMM enter it as they start. A fork's child
+	 * restores the parent's frozen RAM (src->memory). */
+	if ((err = cgroup_create(sb, src && src->memory, tmpfs_disk_bytes(sb), path,
+				 sizeof(path))) < 0) {
+		errmsg("%s: %s", sb->id, path);
+		return EXIT_ERR;
+	}
+	if (sb->network && (err = net_start(sb)) != EXIT_OK) {
+		cgroup_remove(sb);
 		return err;
+	}
 	/* A restored guest announced its agent before the snapshot: it is pinged instead. */
 	if (!no_wait && !src)
 		ready_fd = ready_listen(sb, ready_path, sizeof(ready_path));
@@ -669,6 +716,7 @@ int sandbox_start_vmm(struct sandbox *sb, const char *console_opt, const struct 
 			proxy_stop(sb);
 			net_teardown(sb);
 		}
+		cgroup_remove(sb);
 		return EXIT_ERR;
 	}
 	sb->pid = pid;

@@ -6,11 +6,13 @@
 
 #include "sandboxctl.h"
 
-static const char ls_usage[] = "usage: sandboxctl ls [--json]\n"
-			       "\n"
-			       "List sandboxes: id, name, state (running, paused, stopped, dead:\n"
-			       "its VMM is gone without a stop), image, cpus, memory, uptime, and\n"
-			       "what is left of its lifetime (create --ttl; - for none).\n";
+static const char ls_usage[] =
+	"usage: sandboxctl ls [--json]\n"
+	"\n"
+	"List sandboxes: id, name, state (running, paused, stopped, dead:\n"
+	"its VMM is gone without a stop), image, cpus, memory, uptime, and\n"
+	"from its cgroup the CPU time and memory used (sandboxctl stats), and what\n"
+	"is left of its lifetime (create --ttl; - for none).\n";
 
 /* Seconds as 42s, 3m07s or 5h02m. */
 static void fmt_secs(uint64_t s, char *out, size_t len)
@@ -51,25 +53,34 @@ static int ls_one(const struct sandbox *sb, void *opaque)
 	int *json = opaque;
 	uint64_t up;
 	enum sandbox_state st = sandbox_state(sb, &up);
-	char upbuf[32], ttlbuf[32];
+	char upbuf[32], ttlbuf[32], cpu[32] = "-", mem[32] = "-";
+	struct cgroup_stats cs;
+	bool have = cgroup_stats(sb, &cs) == 0;
 
 	if (*json) {
 		/* names and images are [A-Za-z0-9._-]: nothing to escape */
 		printf("%s\n  {\"id\": \"%s\", \"name\": \"%s\", \"state\": \"%s\", \"image\": "
 		       "\"%s\", \"cpus\": %u, \"memory_mib\": %llu, \"uptime_ms\": %llu, "
-		       "\"pid\": %d, \"created\": %llu, \"deadline\": %llu}",
+		       "\"pid\": %d, \"created\": %llu, \"deadline\": %llu, \"cpu_usec\": %llu, "
+		       "\"memory_bytes\": %llu}",
 		       *json == 1 ? "" : ",", sb->id, sb->name, sandbox_state_name(st), sb->image,
 		       sb->cpus, (unsigned long long)sb->memory_mib, (unsigned long long)up,
 		       st == SB_RUNNING || st == SB_PAUSED ? (int)sb->pid : 0,
-		       (unsigned long long)sb->created, (unsigned long long)sb->deadline);
+		       (unsigned long long)sb->created, (unsigned long long)sb->deadline,
+		       have ? (unsigned long long)cs.cpu_usec : 0ull,
+		       have ? (unsigned long long)cs.memory_bytes : 0ull);
 		*json = 2;
 		return 0;
 	}
 	fmt_uptime(up, st, upbuf, sizeof(upbuf));
 	fmt_ttl(sb, ttlbuf, sizeof(ttlbuf));
-	printf("%-12s  %-20s  %-8s  %-12s  %4u  %7lluM  %-8s  %s\n", sb->id, sb->name,
+	if (have) {
+		snprintf(cpu, sizeof(cpu), "%.1fs", (double)cs.cpu_usec / 1e6);
+		stats_fmt_bytes(cs.memory_bytes, mem, sizeof(mem));
+	}
+	printf("%-12s  %-20s  %-8s  %-12s  %4u  %7lluM  %-8s  %8s  %10s  %s\n", sb->id, sb->name,
 	       sandbox_state_name(st), sb->image, sb->cpus, (unsigned long long)sb->memory_mib,
-	       upbuf, ttlbuf);
+	       upbuf, cpu, mem, ttlbuf);
 	return 0;
 }
 
@@ -92,8 +103,8 @@ int cmd_ls(int argc, char **argv)
 	if (json)
 		printf("[");
 	else
-		printf("%-12s  %-20s  %-8s  %-12s  %4s  %8s  %-8s  %s\n", "ID", "NAME", "STATE",
-		       "IMAGE", "CPUS", "MEMORY", "UPTIME", "TTL");
+		printf("%-12s  %-20s  %-8s  %-12s  %4s  %8s  %-8s  %8s  %10s  %s\n", "ID", "NAME",
+		       "STATE", "IMAGE", "CPUS", "MEMORY", "UPTIME", "CPU-USED", "MEM-USED", "TTL");
 	n = sandbox_foreach(ls_one, &json);
 	if (json)
 		printf("%s]\n", json == 2 ? "\n" : "");

@@ -59,6 +59,7 @@ int cmd_rm(int argc, char **argv)
 			proxy_stop(&sb);
 			net_teardown(&sb);
 		}
+		cgroup_remove(&sb); /* a dead VMM's */
 		remove_flat_dir(sb.dir);
 		snapshots_gc(&sb);
 	}

@@ -13,11 +13,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -177,6 +179,59 @@ static int adopt_snapshot(const struct sandbox *sb, const char *tmp, const char 
 	return err;
 }
 
+/* Is `path` on tmpfs or ramfs, where a file's bytes are memory charged to who wrote them? */
+static bool on_tmpfs(const char *path)
+{
+	struct statfs fs;
+
+	return statfs(path, &fs) == 0 && (fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC);
+}
+
+/* The bytes a file holds there, else 0. */
+static uint64_t tmpfs_bytes(const char *path)
+{
+	struct stat st;
+
+	return on_tmpfs(path) && stat(path, &st) == 0 ? (uint64_t)st.st_blocks * 512 : 0;
+}
+
+/*
+ * The VMM's SNAPSHOT into `tmp`, with the sandbox's memory limit made room for what the
+ * snapshot leaves charged to its cgroup (client/cgroup.c, cgroup_snap_begin): a fork's
+ * frozen RAM, or what it wrote to tmpfs (the memory file; the frozen top layer's data,
+ * after which the new top may grow as far again).
+ */
+static int snapshot_api_limited(struct sandbox *sb, struct snap_take *t, const char *tmp,
+				int tmp_fd, const char *const *tops, char *msg, size_t msg_len)
+{
+	bool live = t->flags & API_SNAPSHOT_LIVE;
+	char path[4300], top[4200];
+	struct cgroup_snap cg;
+	uint64_t extra = 0;
+	int err, e;
+
+	if (!live && !on_tmpfs(tmp) && !on_tmpfs(sb->dir))
+		return api_snapshot(sb, t->flags, tmp, tmp_fd, tops, 1, SNAPSHOT_TIMEOUT_MS,
+				    &t->out, msg, msg_len);
+	if ((err = cgroup_snap_begin(sb, &cg)) < 0) {
+		snprintf(msg, msg_len, "cannot raise its memory limit for it: %s", strerror(-err));
+		if (cgroup_snap_end(sb, &cg, false, 0) < 0)
+			errmsg("%s: cannot set its memory limit back", sb->id);
+		return err;
+	}
+	/* the top layer about to be frozen */
+	if (sandbox_path(sb, sb->top, top, sizeof(top)) < 0)
+		top[0] = '\0';
+	err = api_snapshot(sb, t->flags, tmp, tmp_fd, tops, 1, SNAPSHOT_TIMEOUT_MS, &t->out, msg,
+			   msg_len);
+	if (err == 0 && !live && path_fmt(path, sizeof(path), "%s/memory", tmp) == 0)
+		extra = tmpfs_bytes(path) + (top[0] ? tmpfs_bytes(top) : 0);
+	if ((e = cgroup_snap_end(sb, &cg, err == 0 && live, extra)) < 0)
+		errmsg("warning: %s: cannot set its memory limit after the snapshot: %s", sb->id,
+		       strerror(-e));
+	return err;
+}
+
 int snapshot_take(struct sandbox *sb, struct snap_take *t)
 {
 	char root[4200], tmp[4200], new_top[4200], next[32], old_top[32], msg[API_ERROR_MSG_MAX];
@@ -192,7 +247,8 @@ int snapshot_take(struct sandbox *sb, struct snap_take *t)
 			return EXIT_ERR;
 		}
 	if (snapshot_adopt_stray_top(sb) < 0) {
-		errmsg("%s: its directory holds %s, a layer above its top %s that is not one its "
+		errmsg("%s: its directory holds %s, a layer above its top %s that is not "
+		       "one its "
 		       "VMM could have made: refused",
 		       sb->id, sb->stray_top, sb->top);
 		return EXIT_ERR;
@@ -232,8 +288,7 @@ int snapshot_take(struct sandbox *sb, struct snap_take *t)
 		errmsg("cannot open %s: %m", tmp);
 		goto fail_rm;
 	}
-	err = api_snapshot(sb, t->flags, tmp, tmp_fd, tops, 1, SNAPSHOT_TIMEOUT_MS, &t->out, msg,
-			   sizeof(msg));
+	err = snapshot_api_limited(sb, t, tmp, tmp_fd, tops, msg, sizeof(msg));
 	close(tmp_fd);
 	if (err < 0) {
 		errmsg("%s: the snapshot failed: %s", sb->id, msg[0] ? msg : strerror(-err));
@@ -242,7 +297,8 @@ int snapshot_take(struct sandbox *sb, struct snap_take *t)
 	/* The VMM goes on over the new top now (sandbox_find_top finds it there, once it is
 	 * root's). */
 	if (jail_enabled() && (err = adopt_snapshot(sb, tmp, new_top)) < 0) {
-		errmsg("%s: the jailed VMM's snapshot files are not what it should have made "
+		errmsg("%s: the jailed VMM's snapshot files are not what it should have "
+		       "made "
 		       "(%s): refused",
 		       sb->id, strerror(-err));
 		goto fail_rm;
@@ -269,7 +325,8 @@ int snapshot_take(struct sandbox *sb, struct snap_take *t)
 		snprintf(t->meta.disks[t->meta.ndisks++], DISK_PATH_MAX, "%s", sb->disks[i].path);
 	if ((err = link_layers(sb, tmp, &t->meta)) < 0) {
 		if (err == -ELOOP)
-			errmsg("%s: its disk has more than %d frozen layers (one per snapshot): "
+			errmsg("%s: its disk has more than %d frozen layers (one per "
+			       "snapshot): "
 			       "no more snapshots of it (restore one into a new sandbox)",
 			       sb->id, SNAP_LAYERS_MAX);
 		else
@@ -393,9 +450,11 @@ int cmd_snapshot(int argc, char **argv)
 	if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
 		puts("usage: sandboxctl snapshot ID NAME\n"
 		     "       sandboxctl snapshot rm [-f] NAME\n\n"
-		     "Snapshot a running or paused sandbox (its memory, devices and disk) as "
+		     "Snapshot a running or paused sandbox (its memory, devices and disk) "
+		     "as "
 		     "NAME;\n"
-		     "it runs on. rm removes one (refused while a sandbox or another snapshot\n"
+		     "it runs on. rm removes one (refused while a sandbox or another "
+		     "snapshot\n"
 		     "depends on it, unless -f).");
 		return EXIT_OK;
 	}
@@ -415,7 +474,8 @@ int cmd_snapshot(int argc, char **argv)
 	status = snapshot_take(&sb, &t);
 	if (status == EXIT_OK)
 		fprintf(stderr,
-			"snapshot %s: paused %.1f ms, %llu MiB of memory written, %.1f ms\n",
+			"snapshot %s: paused %.1f ms, %llu MiB of memory written, %.1f "
+			"ms\n",
 			t.name, (double)t.out.pause_us / 1000.0,
 			(unsigned long long)(t.out.memory_bytes >> 20),
 			(double)t.out.total_us / 1000.0);
@@ -450,7 +510,8 @@ int cmd_restore(int argc, char **argv)
 			break;
 		case 'h':
 			puts("usage: sandboxctl restore [--name NAME] SNAPSHOT\n\n"
-			     "A new sandbox from a snapshot, running from where it was taken; "
+			     "A new sandbox from a snapshot, running from where it was "
+			     "taken; "
 			     "print "
 			     "its\nid once its agent answers.");
 			return EXIT_OK;
@@ -509,9 +570,11 @@ int cmd_fork(int argc, char **argv)
 			break;
 		case 'h':
 			printf("usage: sandboxctl fork [-n N] ID\n\n"
-			       "N (1-%d, default 1) copies of a running sandbox, each going on "
+			       "N (1-%d, default 1) copies of a running sandbox, each "
+			       "going on "
 			       "from "
-			       "its\nstate now with its own disk layer and identity; the parent "
+			       "its\nstate now with its own disk layer and identity; the "
+			       "parent "
 			       "runs "
 			       "on.\nPrints the children's ids, one per line.\n",
 			       FORK_MAX);
@@ -567,7 +630,8 @@ int cmd_suspend(int argc, char **argv)
 	int status, err;
 
 	if (argc != 2 || argv[1][0] == '-') {
-		fputs("usage: sandboxctl suspend ID\n\nSnapshot a sandbox to disk and end its VM: "
+		fputs("usage: sandboxctl suspend ID\n\nSnapshot a sandbox to disk and end "
+		      "its VM: "
 		      "it holds no memory and no CPU\nuntil `sandboxctl resume ID`.\n",
 		      argc == 2 ? stdout : stderr);
 		return argc == 2 ? EXIT_OK : EXIT_USAGE;
@@ -580,7 +644,8 @@ int cmd_suspend(int argc, char **argv)
 	if ((status = snapshot_take(&sb, &t)) != EXIT_OK) {
 		int32_t error;
 
-		/* The VMM may have stayed paused for the snapshot that failed: run it again. */
+		/* The VMM may have stayed paused for the snapshot that failed: run it
+		 * again. */
 		if (api_call(&sb, API_RESUME, 2000, &error, NULL) < 0)
 			errmsg("%s: cannot resume it after the failed suspend", sb.id);
 		return status;
@@ -614,8 +679,8 @@ int sandbox_resume_suspended(struct sandbox *sb)
 	if ((err = suspend_name(sb, name, sizeof(name))) < 0 ||
 	    (status = snapshot_open_checked(name, dir, sizeof(dir), &m)))
 		return status ? status : EXIT_ERR;
-	/* The sandbox's own top layer is the empty one over the frozen one: the disk is as the
-	 * snapshot saw it, and the VM goes on writing where it was. */
+	/* The sandbox's own top layer is the empty one over the frozen one: the disk is as
+	 * the snapshot saw it, and the VM goes on writing where it was. */
 	src = (struct boot_src){.dir = dir};
 	status = sandbox_start_vmm(sb, NULL, &src, RESTORE_TIMEOUT_S, false);
 	if (status != EXIT_OK) {
@@ -626,12 +691,14 @@ int sandbox_resume_suspended(struct sandbox *sb)
 			return status;
 		if (sandbox_path(sb, "stopped", marker, sizeof(marker)) == 0)
 			unlink(marker); /* still suspended: resume can be tried again */
-		/* The guest ran meanwhile and may have written the top layer: an empty one again,
-		 * or the next resume would put the snapshot's RAM over a newer disk. */
+		/* The guest ran meanwhile and may have written the top layer: an empty one
+		 * again, or the next resume would put the snapshot's RAM over a newer disk.
+		 */
 		if (sandbox_path(sb, sb->top, top, sizeof(top)) < 0 ||
 		    sandbox_path(sb, m.root_layer, frozen, sizeof(frozen)) < 0 || unlink(top) < 0 ||
 		    disk_create_overlay(top, frozen, 0, &derr) < 0)
-			errmsg("%s: cannot make its top layer empty again (%s): do not resume it",
+			errmsg("%s: cannot make its top layer empty again (%s): do not "
+			       "resume it",
 			       sb->id, derr.msg[0] ? derr.msg : strerror(errno));
 		return status;
 	}
@@ -690,8 +757,10 @@ static int list_one(const char *name, void *opaque)
 	t = (time_t)m.created;
 	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", gmtime(&t));
 	if (l->json)
-		printf("%s{\"name\":\"%s\",\"sandbox\":\"%s\",\"parent\":\"%s\",\"image\":\"%s\","
-		       "\"cpus\":%u,\"memory_mib\":%llu,\"created\":%llu,\"disk_bytes\":%llu}",
+		printf("%s{\"name\":\"%s\",\"sandbox\":\"%s\",\"parent\":\"%s\",\"image\":"
+		       "\"%s\","
+		       "\"cpus\":%u,\"memory_mib\":%llu,\"created\":%llu,\"disk_bytes\":%"
+		       "llu}",
 		       l->n ? "," : "", m.name, m.sandbox, m.parent, m.image, m.cpus,
 		       (unsigned long long)m.memory_mib, (unsigned long long)m.created,
 		       (unsigned long long)dir_bytes(dir));
@@ -752,8 +821,10 @@ static int snapshot_rm(int argc, char **argv)
 	sandbox_foreach(count_sandbox_users, &l);
 	snap_foreach(count_snapshot_users, &l);
 	if (l.users && !force) {
-		errmsg("snapshot '%s' is in use (above): not removed (-f removes it, and with it "
-		       "the disk layers they stand on: they will not start or restore again)",
+		errmsg("snapshot '%s' is in use (above): not removed (-f removes it, and "
+		       "with it "
+		       "the disk layers they stand on: they will not start or restore "
+		       "again)",
 		       name);
 		return EXIT_ERR;
 	}
@@ -773,7 +844,8 @@ int cmd_snapshots(int argc, char **argv)
 		else if (strcmp(argv[i], "--all") == 0 || strcmp(argv[i], "-a") == 0)
 			l.all = true;
 		else {
-			fputs("usage: sandboxctl snapshots [--json] [--all]\n\nList snapshots "
+			fputs("usage: sandboxctl snapshots [--json] [--all]\n\nList "
+			      "snapshots "
 			      "(--all: also a fork's and a suspended sandbox's).\n",
 			      strcmp(argv[i], "-h") && strcmp(argv[i], "--help") ? stderr : stdout);
 			return strcmp(argv[i], "-h") && strcmp(argv[i], "--help") ? EXIT_USAGE

@@ -19,6 +19,7 @@ static const struct {
 	{"cp", cmd_cp, "copy a file into or out of a sandbox"},
 	{"run", cmd_run, "run a job spec (YAML) in a fresh sandbox"},
 	{"ls", cmd_ls, "list sandboxes"},
+	{"stats", cmd_stats, "a sandbox's CPU, memory and I/O used, and its limits"},
 	{"logs", cmd_logs, "print a sandbox's console"},
 	{"pause", cmd_pause, "stop a sandbox's vCPUs"},
 	{"resume", cmd_pause, "run a paused sandbox's vCPUs again"},

@@ -150,6 +150,9 @@ int image_path(const char *name, const char *file, char *out, size_t len) __must
 int cmd_images(int argc, char **argv);
 int cmd_create(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
+/* cmd_stats.c: stats; and "12.3 MiB" (or "max" for UINT64_MAX) for ls too */
+int cmd_stats(int argc, char **argv);
+void stats_fmt_bytes(uint64_t v, char *out, size_t len);
 int cmd_logs(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
 int cmd_start(int argc, char **argv);
