@@ -94,48 +94,55 @@ static int api_reply(struct api_conn *c, const struct api_hdr *req, int32_t erro
 	return n == (ssize_t)len ? 0 : -EPIPE;
 }
 
-/*
- * SNAPSHOT: parse the strings (each NUL-terminated inside the payload: a string that runs
- * off the end, or too many, is -EINVAL), write the snapshot, answer with the figures or the
- * message saying what failed.
- */
-static int api_snapshot(struct api_conn *c, const struct api_hdr *h, const uint8_t *payload)
+int api_snapshot_parse(const uint8_t *payload, uint32_t len, struct snapshot_req *sr, char *msg,
+		       size_t msg_len)
 {
-	uint32_t len = le32toh(h->len);
 	struct api_snapshot_req req;
-	struct snapshot_req sr = {0};
-	struct snapshot_stats st;
-	struct api_snapshot_result res;
-	char msg[API_ERROR_MSG_MAX] = "";
 	const uint8_t *p = payload + sizeof(req), *end = payload + len;
 	uint32_t nstrings;
-	int err;
 
+	memset(sr, 0, sizeof(*sr));
 	memcpy(&req, payload, sizeof(req));
 	nstrings = le32toh(req.nstrings);
 	if (nstrings < 1 || nstrings > 1 + SNAP_TOPS_MAX ||
 	    (le32toh(req.flags) & ~API_SNAPSHOT_FLAGS)) {
-		snprintf(msg, sizeof(msg), "bad SNAPSHOT request: %u strings, flags %#x", nstrings,
+		snprintf(msg, msg_len, "bad SNAPSHOT request: %u strings, flags %#x", nstrings,
 			 le32toh(req.flags));
-		return api_reply(c, h, -EINVAL, msg, (uint32_t)strlen(msg) + 1);
+		return -EINVAL;
 	}
 	for (uint32_t i = 0; i < nstrings; i++) {
 		const uint8_t *nul = p < end ? memchr(p, 0, (size_t)(end - p)) : NULL;
 
 		if (!nul) {
-			snprintf(msg, sizeof(msg),
-				 "bad SNAPSHOT request: string %u is not terminated", i);
-			return api_reply(c, h, -EINVAL, msg, (uint32_t)strlen(msg) + 1);
+			snprintf(msg, msg_len, "bad SNAPSHOT request: string %u is not terminated",
+				 i);
+			return -EINVAL;
 		}
 		if (i == 0)
-			sr.dir = (const char *)p;
+			sr->dir = (const char *)p;
 		else
-			sr.new_tops[sr.ntops++] = (const char *)p;
+			sr->new_tops[sr->ntops++] = (const char *)p;
 		p = nul + 1;
 	}
-	sr.stop = le32toh(req.flags) & API_SNAPSHOT_STOP;
-	sr.live = le32toh(req.flags) & API_SNAPSHOT_LIVE;
-	sr.durable = le32toh(req.flags) & API_SNAPSHOT_DURABLE;
+	sr->stop = le32toh(req.flags) & API_SNAPSHOT_STOP;
+	sr->live = le32toh(req.flags) & API_SNAPSHOT_LIVE;
+	sr->durable = le32toh(req.flags) & API_SNAPSHOT_DURABLE;
+	return 0;
+}
+
+/* SNAPSHOT: parse the request, write the snapshot, answer with the figures or the message
+ * saying what failed. */
+static int api_snapshot(struct api_conn *c, const struct api_hdr *h, const uint8_t *payload)
+{
+	struct snapshot_req sr;
+	struct snapshot_stats st;
+	struct api_snapshot_result res;
+	char msg[API_ERROR_MSG_MAX] = "";
+	int err;
+
+	err = api_snapshot_parse(payload, le32toh(h->len), &sr, msg, sizeof(msg));
+	if (err < 0)
+		return api_reply(c, h, err, msg, (uint32_t)strlen(msg) + 1);
 	err = vm_snapshot(c->api->vm, &sr, &st, msg, sizeof(msg));
 	if (err < 0) {
 		log_warn("snapshot to %s failed: %s", sr.dir, msg);
@@ -197,8 +204,7 @@ static int api_handle(struct api_conn *c, const struct api_hdr *h, const uint8_t
 	}
 }
 
-/* Check the header at the start of c->buf. Returns the whole message's length, or -EPROTO. */
-static int api_check_header(struct api_conn *c, const struct api_hdr *h)
+int api_msg_len(const struct api_hdr *h)
 {
 	uint32_t len = le32toh(h->len);
 	uint16_t type = le16toh(h->type);
@@ -227,7 +233,7 @@ static void api_conn_event(struct ev_source *src, uint32_t events)
 	c->have += (uint32_t)n;
 	while (c->have >= sizeof(h)) {
 		memcpy(&h, c->buf, sizeof(h));
-		len = api_check_header(c, &h);
+		len = api_msg_len(&h);
 		if (len < 0) {
 			if (log_ratelimit_ok(&c->api->rl, 5))
 				log_warn("api: malformed request header: connection closed");
