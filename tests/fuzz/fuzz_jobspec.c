@@ -52,7 +52,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (jobspec_parse("fuzz.yaml", text, size, &js, err, sizeof(err)) == 0)
 		fuzz_check_spec(&js);
 	else
-		fuzz_check(strncmp(err, "fuzz.yaml", 9) == 0 && strnlen(err, sizeof(err)) < sizeof(err));
+		fuzz_check(strncmp(err, "fuzz.yaml", 9) == 0 &&
+			   strnlen(err, sizeof(err)) < sizeof(err));
 	jobspec_free(&js);
 	free(text);
 	return 0;
