@@ -12,8 +12,11 @@
  * too) and to say XSAVE is there, so every KVM_SET_* of a loader "succeeds" and the loader goes on
  * to its next field. What is checked is ours: bounds, lengths, counts, ring addresses in RAM.
  *
- * Built and run by tests/fuzz/run.sh snapstate; the seed in tests/fuzz/corpus/snapstate/ is
- * a state file made by the VMM's own writer (snap_fdt.c) for a 1-vCPU VM with one device.
+ * Built and run by tests/fuzz/run.sh snapstate. The seeds in tests/fuzz/corpus/snapstate/ were
+ * made by the VMM's own writer (snap_fdt.c) for a 1-vCPU VM with one vsock-like device:
+ * full-restore loads to the end (CPUID with the VMM's leaves, the irqchips' ids, the device's
+ * id, queues and config as the fuzz VM has them); cpuid-without-vmm-leaves stops at the CPUID
+ * check, where the only seed of this target used to stop.
  */
 #include <errno.h>
 #include <stdarg.h>
