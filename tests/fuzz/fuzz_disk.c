@@ -3,7 +3,7 @@
  * libFuzzer target for the disk layer's open of a hostile layer file (vmm/disk_layer.c,
  * vmm/disk.c, docs/disk-format.md): its header, bitmap and parent link. The input's first
  * byte is options, the rest is the file "top.layer", written into a private directory that
- * also holds "base.raw" (256 KiB of a fixed pattern) for a parent path to name.
+ * also holds "base.raw" (256 KiB of a fixed pattern, a fixed mtime) for a parent path to name.
  *   bit 0  seal: compute the header's checksum over the input's header first, so the checks
  *          behind the checksum are reached (the fuzzer cannot forge a SHA-256)
  *   bit 1  open read-only (DISK_OPEN_RDONLY); else the top is writable and gets a write
@@ -24,9 +24,12 @@
 
 #include "disk.h"
 
-#define FUZZ_BASE_LEN (256u << 10)
-#define FUZZ_IO_LEN   (8u << 10)
-#define FUZZ_EXT_MAX  16u
+#define FUZZ_BASE_LEN	     (256u << 10)
+#define FUZZ_IO_LEN	     (8u << 10)
+#define FUZZ_EXT_MAX	     16u
+/* base.raw's mtime: a raw parent's link records it, and the seeds were made over one with it. */
+#define FUZZ_BASE_MTIME_SEC  1796147241
+#define FUZZ_BASE_MTIME_NSEC 615753159
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -67,7 +70,11 @@ static void fuzz_setup(void)
 	for (uint32_t i = 0; i < FUZZ_BASE_LEN; i++)
 		base[i] = (uint8_t)(i * 7 + (i >> 9));
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	fuzz_check(fd >= 0 && write(fd, base, FUZZ_BASE_LEN) == FUZZ_BASE_LEN && close(fd) == 0);
+	fuzz_check(fd >= 0 && write(fd, base, FUZZ_BASE_LEN) == FUZZ_BASE_LEN);
+	fuzz_check(futimens(fd, (struct timespec[2]){{0, UTIME_OMIT},
+						     {FUZZ_BASE_MTIME_SEC,
+						      FUZZ_BASE_MTIME_NSEC}}) == 0 &&
+		   close(fd) == 0);
 	free(base);
 	atexit(fuzz_cleanup);
 }
