@@ -7,15 +7,18 @@
  * thread running the VM's event loop. No KVM.
  *
  * The input is a script of steps; each starts with a byte whose low 3 bits say what:
- *   0  the guest sends a raw packet: a 44-byte header as is, then a u16 payload length (bit 15:
- *      header and payload in two descriptors) and the payload
+ *   0  the guest sends a raw packet: how much of its header it sends (44 or less: a broken
+ *      queue), a 44-byte header as is, a u16 payload length (bit 15: header and payload in two
+ *      descriptors) and the payload
  *   1  the guest sends a well-formed packet (CID 3 to CID 2, stream): op, guest and host port
  *      (from small tables, so ports meet), flags, credit, a u8 payload length and the payload
  *   2  a host client connects to vsock.sock and writes "CONNECT <port>\n" (port from a table),
  *      or (bit 7 of the next byte) a line of its own bytes
  *   3  a host client (the one the next byte names) writes bytes, shuts down or closes
  *   4  the same for the far end of a connection the guest opened to host port 1234
- *   5  the guest stops or starts giving rx buffers back (credit and buffers run out)
+ *   5  the next byte's bits: the guest stops or starts giving rx buffers back (credit and
+ *      buffers run out); the device is quiesced and saved as for a snapshot; the config
+ *      space is read
  *   6  time passes: every handshake expires (or, bit 7, a transport reset as after a restore)
  *   7  the driver resets the device and sets it up again
  * After each step the event loop runs until idle, the host sides read what they were sent,
@@ -250,12 +253,15 @@ static void step_raw(struct fuzz_in *in)
 {
 	struct virtio_vsock_hdr h;
 	uint16_t len;
+	uint8_t hdr_len;
 
-	if (!take(in, &h, sizeof(h)) || !take(in, &len, sizeof(len)))
+	if (!take(in, &hdr_len, 1) || !take(in, &h, sizeof(h)) || !take(in, &len, sizeof(len)))
 		return;
+	if (hdr_len > sizeof(h))
+		hdr_len = sizeof(h);
 	if ((len & 0x7fff) > in->left)
 		len = (uint16_t)((len & 0x8000) | in->left);
-	tx(&h, sizeof(h), in->p, len & 0x7fff, len & 0x8000);
+	tx(&h, hdr_len, in->p, len & 0x7fff, len & 0x8000);
 	in->p += len & 0x7fff;
 	in->left -= len & 0x7fff;
 }
@@ -367,6 +373,38 @@ static void step_time(struct fuzz_in *in)
 	vsock_unlock(d);
 }
 
+/* The driver's side: rx buffers withheld or given back, a quiesce, config reads. */
+static void step_driver(struct fuzz_in *in)
+{
+	uint8_t how, cfg[8];
+
+	if (!take(in, &how, 1))
+		return;
+	if (how & 1) {
+		rx_repost = !rx_repost;
+		wr(VIRTIO_MMIO_QUEUE_NOTIFY, 0);
+	}
+	if (how & 2) {
+		/* as for a snapshot: quiesced, then saved (and the guest goes on) */
+		struct snap_writer w;
+		const void *buf;
+		size_t len;
+
+		fuzz_check(virtio_mmio_quiesce(vdev) == 0);
+		fuzz_check(snapw_init(&w) == 0);
+		virtio_mmio_save(vdev, 0, &w);
+		fuzz_check(snapw_finish(&w, &buf, &len) == 0 && len > 0);
+		snapw_free(&w);
+	}
+	if (how & 4) {
+		/* the whole config at once, or one byte of it (or past it: zeros) */
+		virtio_mmio_access(vdev, VIRTIO_MMIO_CONFIG, cfg, 8, false);
+		fuzz_check(cfg[0] == VSOCK_GUEST_CID && !cfg[1] && !cfg[4]);
+		virtio_mmio_access(vdev, VIRTIO_MMIO_CONFIG + (how >> 4), cfg, 1, false);
+		fuzz_check(cfg[0] == ((how >> 4) == 0 ? VSOCK_GUEST_CID : 0));
+	}
+}
+
 static void fuzz_close_host(void)
 {
 	for (unsigned i = 0; i < NFDS; i++) {
@@ -394,7 +432,8 @@ static void fuzz_setup(void)
 
 	ram = malloc(RAM_LEN);
 	fuzz_check(ram != NULL);
-	snprintf(dir, sizeof(dir), "/tmp/fuzz_vsock.XXXXXX");
+	snprintf(dir, sizeof(dir), "%s/fuzz_vsock.XXXXXX",
+		 access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
 	fuzz_check(mkdtemp(dir) != NULL);
 	snprintf(sock_path, sizeof(sock_path), "%s/v.sock", dir);
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s_%u", sock_path, HOST_PORT);
@@ -441,8 +480,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			step_host_write(&in, peers);
 			break;
 		case 5:
-			rx_repost = !rx_repost;
-			wr(VIRTIO_MMIO_QUEUE_NOTIFY, 0);
+			step_driver(&in);
 			break;
 		case 6:
 			step_time(&in);
