@@ -16,7 +16,8 @@
  * made by the VMM's own writer (snap_fdt.c) for a 1-vCPU VM with one vsock-like device:
  * full-restore loads to the end (CPUID with the VMM's leaves, the irqchips' ids, the device's
  * id, queues and config as the fuzz VM has them); cpuid-without-vmm-leaves stops at the CPUID
- * check, where the only seed of this target used to stop.
+ * check, where the only seed of this target used to stop; running-device has the device
+ * past DRIVER_OK with its three queues ready in RAM (their rings checked, the device activated).
  */
 #include <errno.h>
 #include <stdarg.h>
