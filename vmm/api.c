@@ -94,6 +94,7 @@ static int api_reply(struct api_conn *c, const struct api_hdr *req, int32_t erro
 	return n == (ssize_t)len ? 0 : -EPIPE;
 }
 
+/* SNAPSHOT's payload: its flags and strings (see vmm.h). */
 int api_snapshot_parse(const uint8_t *payload, uint32_t len, struct snapshot_req *sr, char *msg,
 		       size_t msg_len)
 {
@@ -204,6 +205,7 @@ static int api_handle(struct api_conn *c, const struct api_hdr *h, const uint8_t
 	}
 }
 
+/* A request's header (see vmm.h). */
 int api_msg_len(const struct api_hdr *h)
 {
 	uint32_t len = le32toh(h->len);
