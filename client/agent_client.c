@@ -218,6 +218,24 @@ int agent_connect(const struct sandbox *sb, unsigned timeout_ms, struct agent_co
 	return agent_connect_path(path, timeout_ms, c);
 }
 
+int agent_conn_init(struct agent_conn *c, int fd)
+{
+	memset(c, 0, sizeof(*c));
+	c->next_id = 1;
+	c->fd = fd;
+	c->dec = malloc(sizeof(struct proto_decoder));
+	c->rbuf = malloc(RBUF_LEN);
+	if (!c->dec || !c->rbuf) {
+		free(c->dec);
+		free(c->rbuf);
+		c->dec = NULL;
+		c->rbuf = NULL;
+		return -ENOMEM;
+	}
+	proto_decoder_init(c->dec);
+	return 0;
+}
+
 int agent_connect_path(const char *vsock_path, unsigned timeout_ms, struct agent_conn *c)
 {
 	static const char connect_line[] = "CONNECT 52\n";
@@ -228,18 +246,12 @@ int agent_connect_path(const char *vsock_path, unsigned timeout_ms, struct agent
 	int err, r;
 
 	memset(c, 0, sizeof(*c));
-	c->next_id = 1;
 	c->fd = -1;
 	if (strlen(vsock_path) >= sizeof(addr.sun_path))
 		return -ENAMETOOLONG;
 	memcpy(addr.sun_path, vsock_path, strlen(vsock_path) + 1);
-	c->dec = malloc(sizeof(struct proto_decoder));
-	c->rbuf = malloc(RBUF_LEN);
-	if (!c->dec || !c->rbuf) {
-		err = -ENOMEM;
-		goto fail;
-	}
-	proto_decoder_init(c->dec);
+	if ((err = agent_conn_init(c, -1)) < 0)
+		return err;
 	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (c->fd < 0 || connect(c->fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
 		err = -errno;

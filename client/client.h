@@ -373,6 +373,10 @@ int agent_connect(const struct sandbox *sb, unsigned timeout_ms, struct agent_co
 /* The same through the VMM's vsock socket at `vsock_path` (a sandbox's vsock.sock). */
 int agent_connect_path(const char *vsock_path, unsigned timeout_ms,
 		       struct agent_conn *c) __must_check;
+/* Set `c` up to speak the protocol on the connected socket `fd` (agent_close closes it), with
+ * no CONNECT line and no HELLO: the start of agent_connect_path, and the entry point of the
+ * fuzz target for agent_recv. 0 or -ENOMEM (then `c` holds nothing to close but `fd`). */
+int agent_conn_init(struct agent_conn *c, int fd) __must_check;
 void agent_close(struct agent_conn *c);
 /* Send one frame, waiting while the socket is full, but -ETIMEDOUT after
  * c->send_stall_ms (default AGENT_SEND_STALL_MS) without progress: a guest that stopped

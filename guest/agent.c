@@ -376,6 +376,28 @@ static const struct agent_handler agent_handlers[PROTO_MSG_MAX + 1] = {
 	[PROTO_MSG_SET_CLOCK] = {agent_handle_set_clock, true},
 };
 
+/* Whether the agent takes frame f on c now; see agent.h. */
+int agent_frame_check(const struct agent_conn *c, const struct proto_frame *f, const char **why)
+{
+	const struct agent_handler *h = NULL;
+
+	if (f->hdr.type <= PROTO_MSG_MAX)
+		h = &agent_handlers[f->hdr.type];
+	if (h == NULL || h->fn == NULL) {
+		*why = "message type not accepted by the agent";
+		return -EPROTO;
+	}
+	if (!c->hello_done && f->hdr.type != PROTO_MSG_HELLO) {
+		*why = "the first frame must be HELLO";
+		return -EPROTO;
+	}
+	if (h->new_call && (f->hdr.id == 0 || agent_conn_id_live(c, f->hdr.id))) {
+		*why = f->hdr.id == 0 ? "a call with id 0" : "a call with the id of a live call";
+		return -EPROTO;
+	}
+	return 0;
+}
+
 /* Dispatch one decoded frame of c. A protocol error fails the connection. */
 static void agent_conn_dispatch(struct agent_conn *c, const struct proto_frame *f)
 {
@@ -383,20 +405,9 @@ static void agent_conn_dispatch(struct agent_conn *c, const struct proto_frame *
 	const char *why;
 	int rc;
 
-	if (f->hdr.type <= PROTO_MSG_MAX)
-		h = &agent_handlers[f->hdr.type];
-	if (h == NULL || h->fn == NULL) {
-		why = "message type not accepted by the agent";
+	if (agent_frame_check(c, f, &why) < 0)
 		goto fail;
-	}
-	if (!c->hello_done && f->hdr.type != PROTO_MSG_HELLO) {
-		why = "the first frame must be HELLO";
-		goto fail;
-	}
-	if (h->new_call && (f->hdr.id == 0 || agent_conn_id_live(c, f->hdr.id))) {
-		why = f->hdr.id == 0 ? "a call with id 0" : "a call with the id of a live call";
-		goto fail;
-	}
+	h = &agent_handlers[f->hdr.type];
 	rc = h->fn(c, f);
 	if (rc == -ENOMEM) {
 		why = "out of memory";

@@ -144,7 +144,33 @@ bool agent_conn_id_live(const struct agent_conn *c, uint64_t id);
 /* Re-evaluate c's throttle, epoll interest and whether it can close now. */
 void agent_conn_update(struct agent_conn *c);
 
+/* Whether the agent takes the decoded frame f on c now, before its handler looks at the
+ * payload: a type the agent serves, HELLO first, a new call's id non-zero and not live.
+ * 0, or -EPROTO with *why (the connection is then failed). The fuzz target calls it too. */
+int agent_frame_check(const struct agent_conn *c, const struct proto_frame *f, const char **why)
+	__attribute__((warn_unused_result));
+
 /* --- agent_exec.c --- */
+
+/* The decoded EXEC request; strings point into the frame's payload. */
+struct agent_exec_req {
+	uint32_t flags;
+	uint32_t uid;
+	uint32_t gid;
+	uint32_t timeout_ms;
+	uint16_t rows;
+	uint16_t cols;
+	const char *cwd;
+	char **argv; /* argc + 1, NULL-terminated */
+	char **envp; /* envc + 1, NULL-terminated */
+};
+
+/* Parse the EXEC payload of f into req: its fixed fields, then cwd, argv and envp pointing
+ * into the payload (the two arrays allocated, NULL-terminated; free them). 0, -EPROTO (an
+ * unknown flag, no argv, an empty argv[0], a string missing or not terminated) or -ENOMEM
+ * (nothing to free then). */
+int agent_exec_parse(const struct proto_frame *f, struct agent_exec_req *req)
+	__attribute__((warn_unused_result));
 
 /* EXEC: start the program of frame f. Returns 0, or -errno for a protocol error. */
 int agent_exec_start(struct agent_conn *c, const struct proto_frame *f)
@@ -213,6 +239,11 @@ int agent_file_remove(struct agent_conn *c, const struct proto_frame *f)
 int agent_file_sync(struct agent_conn *c, const struct proto_frame *f)
 	__attribute__((warn_unused_result));
 int agent_file_reseed(struct agent_conn *c, const struct proto_frame *f)
+	__attribute__((warn_unused_result));
+
+/* The path in f's payload, NUL-terminated, starting at off. Returns 0 or -EPROTO (missing,
+ * empty, or not terminated). */
+int agent_file_path(const struct proto_frame *f, size_t off, const char **path)
 	__attribute__((warn_unused_result));
 
 /* Send the next chunks of c's file reads while c is not throttled. */

@@ -74,19 +74,6 @@ static const char *const agent_stage_names[] = {
 	[AGENT_STAGE_UID] = "setuid",
 };
 
-/* The decoded EXEC request; strings point into the frame's payload. */
-struct agent_exec_req {
-	uint32_t flags;
-	uint32_t uid;
-	uint32_t gid;
-	uint32_t timeout_ms;
-	uint16_t rows;
-	uint16_t cols;
-	const char *cwd;
-	char **argv; /* argc + 1, NULL-terminated */
-	char **envp; /* envc + 1, NULL-terminated */
-};
-
 /* The fds of a child being set up: the child's ends and ours. -1 where unused. */
 struct agent_exec_fds {
 	int child_in, child_out, child_err; /* pipes: the child's ends; pty: the slave in out */
@@ -131,8 +118,8 @@ static void agent_exec_close_fds(struct agent_exec_fds *fds)
 	}
 }
 
-/* Parse the EXEC payload of f into req (argv and envp allocated). Returns 0 or -errno. */
-static int agent_exec_parse(const struct proto_frame *f, struct agent_exec_req *req)
+/* Parse an EXEC payload; see agent.h. */
+int agent_exec_parse(const struct proto_frame *f, struct agent_exec_req *req)
 {
 	const uint8_t *p = f->payload;
 	uint16_t argc = proto_get_le16(p + offsetof(struct proto_exec, argc));

@@ -55,11 +55,8 @@ bool agent_file_id_live(const struct agent_conn *c, uint64_t id)
 	return false;
 }
 
-/*
- * The path in f's payload, NUL-terminated, starting at off. Returns 0 or -EPROTO (missing,
- * empty, or not terminated).
- */
-static int agent_file_path(const struct proto_frame *f, size_t off, const char **path)
+/* The path in a payload; see agent.h. */
+int agent_file_path(const struct proto_frame *f, size_t off, const char **path)
 {
 	int rc = proto_next_string(f->payload, f->hdr.len, &off, path);
 

@@ -97,62 +97,74 @@ static int api_reply(struct api_conn *c, const struct api_hdr *req, int32_t erro
 	return n == (ssize_t)len ? 0 : -EPIPE;
 }
 
-/*
- * SNAPSHOT: parse the strings (each NUL-terminated inside the payload: a string that runs
- * off the end, or too many, is -EINVAL), write the snapshot, answer with the figures or the
- * message saying what failed.
- */
-static int api_snapshot(struct api_conn *c, const struct api_hdr *h, const uint8_t *payload)
+/* SNAPSHOT's payload: its flags and strings (see vmm.h). */
+int api_snapshot_parse(const uint8_t *payload, uint32_t len, struct snapshot_req *sr, char *msg,
+		       size_t msg_len)
 {
-	uint32_t len = le32toh(h->len);
 	struct api_snapshot_req req;
-	struct snapshot_req sr = {.dir_fd = -1};
-	struct snapshot_stats st;
-	struct api_snapshot_result res;
-	char msg[API_ERROR_MSG_MAX] = "";
 	const uint8_t *p = payload + sizeof(req), *end = payload + len;
 	uint32_t nstrings;
-	int err;
 
+	memset(sr, 0, sizeof(*sr));
+	sr->dir_fd = -1;
 	memcpy(&req, payload, sizeof(req));
 	nstrings = le32toh(req.nstrings);
 	if (nstrings < 1 || nstrings > 1 + SNAP_TOPS_MAX ||
 	    (le32toh(req.flags) & ~API_SNAPSHOT_FLAGS)) {
-		snprintf(msg, sizeof(msg), "bad SNAPSHOT request: %u strings, flags %#x", nstrings,
+		snprintf(msg, msg_len, "bad SNAPSHOT request: %u strings, flags %#x", nstrings,
 			 le32toh(req.flags));
-		return api_reply(c, h, -EINVAL, msg, (uint32_t)strlen(msg) + 1);
+		return -EINVAL;
 	}
 	for (uint32_t i = 0; i < nstrings; i++) {
 		const uint8_t *nul = p < end ? memchr(p, 0, (size_t)(end - p)) : NULL;
 
 		if (!nul) {
-			snprintf(msg, sizeof(msg),
-				 "bad SNAPSHOT request: string %u is not terminated", i);
-			return api_reply(c, h, -EINVAL, msg, (uint32_t)strlen(msg) + 1);
-		}
-		/* Host paths: inside the jail they must lie in its root. The directory may
-		 * instead come as an fd (its string then only names it in messages). */
-		const char *path =
-			i == 0 && c->passed_fd >= 0 ? (const char *)p : jail_path((const char *)p);
-
-		if (!path) {
-			snprintf(msg, sizeof(msg),
-				 "%.200s: outside the VMM's jail %.200s: snapshot files go "
-				 "inside it",
-				 (const char *)p, jail_dir());
-			return api_reply(c, h, -EXDEV, msg, (uint32_t)strlen(msg) + 1);
+			snprintf(msg, msg_len, "bad SNAPSHOT request: string %u is not terminated",
+				 i);
+			return -EINVAL;
 		}
 		if (i == 0)
-			sr.dir = path;
+			sr->dir = (const char *)p;
 		else
-			sr.new_tops[sr.ntops++] = path;
+			sr->new_tops[sr->ntops++] = (const char *)p;
 		p = nul + 1;
+	}
+	sr->stop = le32toh(req.flags) & API_SNAPSHOT_STOP;
+	sr->live = le32toh(req.flags) & API_SNAPSHOT_LIVE;
+	sr->durable = le32toh(req.flags) & API_SNAPSHOT_DURABLE;
+	return 0;
+}
+
+/* SNAPSHOT: parse the request, write the snapshot, answer with the figures or the message
+ * saying what failed. */
+static int api_snapshot(struct api_conn *c, const struct api_hdr *h, const uint8_t *payload)
+{
+	struct snapshot_req sr;
+	struct snapshot_stats st;
+	struct api_snapshot_result res;
+	char msg[API_ERROR_MSG_MAX] = "";
+	int err;
+
+	err = api_snapshot_parse(payload, le32toh(h->len), &sr, msg, sizeof(msg));
+	if (err < 0)
+		return api_reply(c, h, err, msg, (uint32_t)strlen(msg) + 1);
+	/* Host paths: inside the jail they must lie in its root. The directory may instead
+	 * come as an fd (its string then only names it in messages). */
+	for (unsigned i = 0; i <= sr.ntops; i++) {
+		const char **path = i == 0 ? &sr.dir : &sr.new_tops[i - 1];
+		const char *in = i == 0 && c->passed_fd >= 0 ? *path : jail_path(*path);
+
+		if (!in) {
+			snprintf(msg, sizeof(msg),
+				 "%.200s: outside the VMM's jail %.200s: snapshot files go inside "
+				 "it",
+				 *path, jail_dir());
+			return api_reply(c, h, -EXDEV, msg, (uint32_t)strlen(msg) + 1);
+		}
+		*path = in;
 	}
 	sr.dir_fd = c->passed_fd;
 	c->passed_fd = -1; /* this request's, closed below */
-	sr.stop = le32toh(req.flags) & API_SNAPSHOT_STOP;
-	sr.live = le32toh(req.flags) & API_SNAPSHOT_LIVE;
-	sr.durable = le32toh(req.flags) & API_SNAPSHOT_DURABLE;
 	err = vm_snapshot(c->api->vm, &sr, &st, msg, sizeof(msg));
 	if (sr.dir_fd >= 0)
 		close(sr.dir_fd);
@@ -216,8 +228,8 @@ static int api_handle(struct api_conn *c, const struct api_hdr *h, const uint8_t
 	}
 }
 
-/* Check the header at the start of c->buf. Returns the whole message's length, or -EPROTO. */
-static int api_check_header(struct api_conn *c, const struct api_hdr *h)
+/* A request's header (see vmm.h). */
+int api_msg_len(const struct api_hdr *h)
 {
 	uint32_t len = le32toh(h->len);
 	uint16_t type = le16toh(h->type);
@@ -282,7 +294,7 @@ static void api_conn_event(struct ev_source *src, uint32_t events)
 	c->have += (uint32_t)n;
 	while (c->have >= sizeof(h)) {
 		memcpy(&h, c->buf, sizeof(h));
-		len = api_check_header(c, &h);
+		len = api_msg_len(&h);
 		if (len < 0) {
 			if (log_ratelimit_ok(&c->api->rl, 5))
 				log_warn("api: malformed request header: connection closed");

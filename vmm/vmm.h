@@ -510,6 +510,18 @@ struct api;
 int api_create(struct vm *vm, const char *path, struct api **out) __must_check;
 /* Close every connection, stop listening and unlink the socket. */
 void api_destroy(struct api *api);
+/* The parsers of a client's bytes, which the fuzz target calls too. A request's header: the
+ * whole message's length (header and payload), or -EPROTO for a bad magic or version, a
+ * reply's type, a length over API_PAYLOAD_MAX or under its type's minimum (an unknown type
+ * has none). */
+struct api_hdr;
+int api_msg_len(const struct api_hdr *h) __must_check;
+/* A SNAPSHOT request's payload of `len` bytes (at least struct api_snapshot_req, which
+ * api_msg_len checked): its flags and strings into `sr`, pointing into the payload. 0, or
+ * -EINVAL with `msg` saying why (a bad count or flag, a string that runs off the end). */
+struct snapshot_req;
+int api_snapshot_parse(const uint8_t *payload, uint32_t len, struct snapshot_req *sr, char *msg,
+		       size_t msg_len) __must_check;
 
 /* ---- snap_cpu.c: KVM's state in a snapshot (vCPUs parked or not started) ---- */
 

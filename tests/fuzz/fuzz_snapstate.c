@@ -12,8 +12,12 @@
  * too) and to say XSAVE is there, so every KVM_SET_* of a loader "succeeds" and the loader goes on
  * to its next field. What is checked is ours: bounds, lengths, counts, ring addresses in RAM.
  *
- * Built and run by tests/fuzz/run.sh snapstate. Built with -DFUZZ_SEEDS it writes a seed: a
- * state file made by the VMM's own writer (snap_fdt.c) for a 1-vCPU VM with one device.
+ * Built and run by tests/fuzz/run.sh snapstate. The seeds in tests/fuzz/corpus/snapstate/ were
+ * made by the VMM's own writer (snap_fdt.c) for a 1-vCPU VM with one vsock-like device:
+ * full-restore loads to the end (CPUID with the VMM's leaves, the irqchips' ids, the device's
+ * id, queues and config as the fuzz VM has them); cpuid-without-vmm-leaves stops at the CPUID
+ * check, where the only seed of this target used to stop; running-device has the device
+ * past DRIVER_OK with its three queues ready in RAM (their rings checked, the device activated).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -177,66 +181,3 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	snap_image_close(&img);
 	return 0;
 }
-
-#ifdef FUZZ_SEEDS
-/* A seed: the writer's own output for a VM like the fuzz VM (1 vCPU, one device). */
-int main(int argc, char **argv)
-{
-	struct snap_writer w;
-	const void *buf;
-	size_t len;
-	uint8_t zero[4096] = {0};
-	struct kvm_cpuid_entry2 e[2] = {{.function = 0}, {.function = 1}};
-	char path[4096];
-	FILE *f;
-
-	if (argc != 2 || snapw_init(&w) < 0)
-		return 2;
-	snapw_u32(&w, "format", SNAP_FORMAT_VERSION);
-	snapw_prop(&w, "arch", SNAP_ARCH, sizeof(SNAP_ARCH));
-	snapw_u64(&w, "ram-bytes", 64ull << 20);
-	snapw_u32(&w, "ncpus", 1);
-	snapw_u32(&w, "cpuid-nonce", 7);
-	snapw_prop(&w, "cpuid", e, sizeof(e));
-	snapw_u32(&w, "nvirtio", 1);
-	snapw_begin(&w, "serial");
-	snapw_prop(&w, "regs", zero, 8);
-	snapw_end(&w);
-	snapw_begin(&w, "virtio@0");
-	snapw_prop(&w, "regs", zero, 40);
-	snapw_prop(&w, "config", zero, 8);
-	for (unsigned q = 0; q < 3; q++) {
-		snapw_begin_index(&w, "queue", q);
-		snapw_prop(&w, "ring", zero, 72);
-		snapw_end(&w);
-	}
-	snapw_end(&w);
-	snapw_begin(&w, "vm");
-	snapw_prop(&w, "pic-master", zero, sizeof(struct kvm_irqchip));
-	snapw_prop(&w, "pic-slave", zero, sizeof(struct kvm_irqchip));
-	snapw_prop(&w, "ioapic", zero, sizeof(struct kvm_irqchip));
-	snapw_prop(&w, "pit", zero, sizeof(struct kvm_pit_state2));
-	snapw_prop(&w, "clock", zero, sizeof(struct kvm_clock_data));
-	snapw_end(&w);
-	snapw_begin(&w, "vcpu@0");
-	snapw_prop(&w, "mp-state", zero, sizeof(struct kvm_mp_state));
-	snapw_prop(&w, "regs", zero, sizeof(struct kvm_regs));
-	snapw_prop(&w, "sregs", zero, sizeof(struct kvm_sregs));
-	snapw_prop(&w, "xsave", zero, sizeof(struct kvm_xsave));
-	snapw_prop(&w, "xcrs", zero, sizeof(struct kvm_xcrs));
-	snapw_prop(&w, "debugregs", zero, sizeof(struct kvm_debugregs));
-	snapw_prop(&w, "lapic", zero, sizeof(struct kvm_lapic_state));
-	snapw_prop(&w, "msrs", zero, 32);
-	snapw_prop(&w, "events", zero, sizeof(struct kvm_vcpu_events));
-	snapw_end(&w);
-	if (snapw_finish(&w, &buf, &len) < 0)
-		return 1;
-	snprintf(path, sizeof(path), "%s/seed-state", argv[1]);
-	f = fopen(path, "wb");
-	if (!f || fwrite(buf, 1, len, f) != len)
-		return 1;
-	fclose(f);
-	snapw_free(&w);
-	return 0;
-}
-#endif

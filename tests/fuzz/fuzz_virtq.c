@@ -10,8 +10,8 @@
  * each its own malloc, so an access that runs off a region (into the MMIO hole, or past the end
  * of RAM) is an ASan report rather than a silent read of the neighbouring region.
  *
- * Built and run by tests/fuzz/run.sh (clang -fsanitize=fuzzer,address,undefined). Built with
- * -DFUZZ_VIRTQ_SEEDS instead, it is a program that writes a few valid inputs as seeds.
+ * Built and run by tests/fuzz/run.sh virtq (clang -fsanitize=fuzzer,address,undefined); seeds
+ * (a few well-formed guests: chained, indirect, wrapping queues) in tests/fuzz/corpus/virtq/.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -190,99 +190,3 @@ out:
 	free(high);
 	return 0;
 }
-
-#ifdef FUZZ_VIRTQ_SEEDS
-/* ---- seeds: a few well-formed guests, so the fuzzer starts from valid queues ---- */
-
-#define SEED_DESC  0x100u
-#define SEED_AVAIL 0x200u
-#define SEED_USED  0x280u
-#define SEED_TABLE 0x310u
-#define SEED_BUF   0x400u
-#define SEED_LEN   0x800u /* RAM bytes a seed holds */
-
-struct seed {
-	struct fuzz_hdr hdr;
-	uint8_t ram[FUZZ_LOW_LEN];
-};
-
-static struct seed seed;
-
-int main(int argc, char **argv);
-
-/* Write descriptor `i` of the table at `table` (a low-RAM offset). */
-static void seed_desc(uint32_t table, unsigned i, uint64_t addr, uint32_t len, uint16_t flags,
-		      uint16_t next)
-{
-	struct vring_desc d = {.addr = addr, .len = len, .flags = flags, .next = next};
-
-	memcpy(seed.ram + table + 16 * i, &d, sizeof(d));
-}
-
-/* Post `head` at avail ring slot `slot` and set avail->idx to `idx`. */
-static void seed_post(unsigned slot, uint16_t head, uint16_t idx)
-{
-	memcpy(seed.ram + SEED_AVAIL + 4 + 2 * slot, &head, 2);
-	memcpy(seed.ram + SEED_AVAIL + 2, &idx, 2);
-}
-
-/* Save the current seed as `dir`/seed-`n`, with RAM cut after `ram_len` bytes. */
-static int seed_write(const char *dir, unsigned n, size_t ram_len)
-{
-	char path[4096];
-	FILE *f;
-	int ok;
-
-	snprintf(path, sizeof(path), "%s/seed-%u", dir, n);
-	f = fopen(path, "wb");
-	if (!f)
-		return -1;
-	ok = fwrite(&seed, FUZZ_HDR_LEN + ram_len, 1, f) == 1;
-	return fclose(f) == 0 && ok ? 0 : -1;
-}
-
-/* Write the seeds into the directory argv[1]. */
-int main(int argc, char **argv)
-{
-	int err = 0;
-
-	if (argc != 2) {
-		fprintf(stderr, "usage: %s CORPUS_DIR\n", argv[0]);
-		return 2;
-	}
-	/* 1: a block request (header, data, status) and a one-buffer chain, size 16. */
-	seed.hdr = (struct fuzz_hdr){.size_log2 = 4,
-				     .desc_off = SEED_DESC,
-				     .avail_off = SEED_AVAIL,
-				     .used_off = SEED_USED};
-	seed_desc(SEED_DESC, 0, SEED_BUF, 16, VRING_DESC_F_NEXT, 1);
-	seed_desc(SEED_DESC, 1, SEED_BUF + 16, 512, VRING_DESC_F_NEXT, 2);
-	seed_desc(SEED_DESC, 2, SEED_BUF + 528, 1, VRING_DESC_F_WRITE, 0);
-	seed_desc(SEED_DESC, 3, FUZZ_HIGH_GPA + 64, 128, VRING_DESC_F_WRITE, 0);
-	seed_post(0, 0, 0);
-	seed_post(1, 3, 2);
-	err |= seed_write(argv[1], 1, SEED_LEN);
-	/* 2: the same behind an indirect table, with EVENT_IDX and indexes about to wrap. */
-	seed.hdr.flags = 1;
-	seed.hdr.start_idx = 65535;
-	seed_desc(SEED_DESC, 5, SEED_TABLE, 3 * 16, VRING_DESC_F_INDIRECT, 0);
-	seed_desc(SEED_TABLE, 0, SEED_BUF, 16, VRING_DESC_F_NEXT, 1);
-	seed_desc(SEED_TABLE, 1, SEED_BUF + 16, 512, VRING_DESC_F_NEXT | VRING_DESC_F_WRITE, 2);
-	seed_desc(SEED_TABLE, 2, SEED_BUF + 528, 1, VRING_DESC_F_WRITE, 0);
-	seed_post(15, 5, 0);
-	seed_post(0, 0, 1);
-	err |= seed_write(argv[1], 2, SEED_LEN);
-	/* 3: a direct prefix then an indirect descriptor; used ring above 4 GiB. */
-	seed.hdr = (struct fuzz_hdr){.size_log2 = 5,
-				     .desc_off = SEED_DESC,
-				     .avail_off = 0x700,
-				     .used_off = FUZZ_GPA_HIGH | 0x100};
-	seed_desc(SEED_DESC, 7, SEED_BUF, 16, VRING_DESC_F_NEXT, 5);
-	memcpy(seed.ram + 0x700 + 4, &(uint16_t){7}, 2);
-	memcpy(seed.ram + 0x700 + 2, &(uint16_t){1}, 2);
-	err |= seed_write(argv[1], 3, SEED_LEN);
-	if (err)
-		perror("fuzz_virtq seeds");
-	return err ? 1 : 0;
-}
-#endif

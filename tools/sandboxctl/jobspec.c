@@ -238,13 +238,12 @@ static int spec_top(struct spec_parse *p, const yaml_node_t *root, struct jobspe
 	return 0;
 }
 
-int jobspec_load(const char *path, struct jobspec *js, char *err, size_t err_len)
+int jobspec_parse(const char *name, const char *text, size_t len, struct jobspec *js, char *err,
+		  size_t err_len)
 {
-	struct spec_parse p = {.path = path, .err = err, .err_len = err_len};
+	struct spec_parse p = {.path = name, .err = err, .err_len = err_len};
 	yaml_parser_t parser;
 	yaml_document_t doc;
-	char *text = NULL;
-	size_t len;
 	int r;
 
 	memset(js, 0, sizeof(*js));
@@ -254,30 +253,42 @@ int jobspec_load(const char *path, struct jobspec *js, char *err, size_t err_len
 	js->env = calloc(SPEC_MAX_ENV, sizeof(*js->env));
 	if (!js->env)
 		return -ENOMEM;
-	if ((r = read_file(path, SPEC_MAX_LEN, &text, &len)) < 0) {
-		snprintf(err, err_len, "%s: %s", path,
-			 r == -EFBIG ? "larger than 1 MiB" : strerror(-r));
-		return r;
+	if (len > SPEC_MAX_LEN) {
+		snprintf(err, err_len, "%s: larger than 1 MiB", name);
+		return -EFBIG;
 	}
-	if (!yaml_parser_initialize(&parser)) {
-		free(text);
+	if (!yaml_parser_initialize(&parser))
 		return -ENOMEM;
-	}
 	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
 	if (!yaml_parser_load(&parser, &doc)) {
-		snprintf(err, err_len, "%s:%zu:%zu: %s", path, parser.problem_mark.line + 1,
+		snprintf(err, err_len, "%s:%zu:%zu: %s", name, parser.problem_mark.line + 1,
 			 parser.problem_mark.column + 1,
 			 parser.problem ? parser.problem : "invalid YAML");
 		yaml_parser_delete(&parser);
-		free(text);
 		return -EINVAL;
 	}
 	p.doc = &doc;
 	r = spec_top(&p, yaml_document_get_root_node(&doc), js);
 	if (r == -ENOMEM)
-		snprintf(err, err_len, "%s: out of memory", path);
+		snprintf(err, err_len, "%s: out of memory", name);
 	yaml_document_delete(&doc);
 	yaml_parser_delete(&parser);
+	return r;
+}
+
+int jobspec_load(const char *path, struct jobspec *js, char *err, size_t err_len)
+{
+	char *text = NULL;
+	size_t len;
+	int r;
+
+	memset(js, 0, sizeof(*js));
+	if ((r = read_file(path, SPEC_MAX_LEN, &text, &len)) < 0) {
+		snprintf(err, err_len, "%s: %s", path,
+			 r == -EFBIG ? "larger than 1 MiB" : strerror(-r));
+		return r;
+	}
+	r = jobspec_parse(path, text, len, js, err, err_len);
 	free(text);
 	return r;
 }

@@ -138,6 +138,10 @@ struct jobspec {
 /* Parse the spec at `path`. On failure `err` says why as "FILE:LINE:COLUMN: what"; call
  * jobspec_free either way. */
 int jobspec_load(const char *path, struct jobspec *js, char *err, size_t err_len) __must_check;
+/* The same for the `len` bytes of spec text at `text` (not NUL-terminated), its errors naming
+ * `name`: what jobspec_load does once the file is read (the fuzz target's entry point). */
+int jobspec_parse(const char *name, const char *text, size_t len, struct jobspec *js, char *err,
+		  size_t err_len) __must_check;
 void jobspec_free(struct jobspec *js);
 
 /* ---- images (cmd_images.c) ---- */

@@ -259,13 +259,15 @@ uint32_t vsock_conn_shut_due(const struct vsock_conn *c)
 static int vsock_conn_flush(struct vsock_conn *c)
 {
 	uint32_t first = VSOCK_BUF_LEN - c->buf_head;
-	struct iovec iov[2] = {{c->buf + c->buf_head, c->buf_used < first ? c->buf_used : first},
-			       {c->buf, c->buf_used < first ? 0 : c->buf_used - first}};
+	struct iovec iov[2];
 	struct msghdr msg = {.msg_iov = iov, .msg_iovlen = 2};
 	ssize_t n;
 
+	/* Nothing waits (and c->buf may not exist yet: no pointer is formed from it). */
 	if (!c->buf_used)
 		return 0;
+	iov[0] = (struct iovec){c->buf + c->buf_head, c->buf_used < first ? c->buf_used : first};
+	iov[1] = (struct iovec){c->buf, c->buf_used < first ? 0 : c->buf_used - first};
 	n = sendmsg(c->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
 	if (n < 0) {
 		if (errno == EAGAIN || errno == EINTR)

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * libFuzzer target for tools/sandboxctl/jobspec.c: the input is a job spec (YAML through
+ * libyaml's loader), hostile. A spec either parses into something sandboxctl run can use (at
+ * least one step, each with a script, sizes in their bounds, every env entry NAME=value) or is
+ * refused with a message that names the spec; never a crash, a leak or a read past the text.
+ *
+ * Built and run by tests/fuzz/run.sh jobspec; seeds in tests/fuzz/corpus/jobspec/.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sandboxctl.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* Die loudly (libFuzzer keeps the input) when a promise of jobspec.h does not hold. */
+#define fuzz_check(cond)                                                                           \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "fuzz_jobspec: %s:%d: %s\n", __FILE__, __LINE__, #cond);   \
+			abort();                                                                   \
+		}                                                                                  \
+	} while (0)
+
+static void fuzz_check_spec(const struct jobspec *js)
+{
+	fuzz_check(js->nsteps >= 1 && js->nsteps <= 1000);
+	fuzz_check(js->cpus >= 1 && js->cpus <= 32);
+	fuzz_check(js->memory_mib >= 64 && js->memory_mib <= 65536);
+	fuzz_check(strnlen(js->image, sizeof(js->image)) < sizeof(js->image) && js->image[0]);
+	fuzz_check(js->nenv <= 256);
+	for (unsigned i = 0; i < js->nenv; i++)
+		fuzz_check(js->env[i] && strchr(js->env[i], '=') && js->env[i][0] != '=');
+	for (unsigned i = 0; i < js->nsteps; i++)
+		fuzz_check(js->steps[i].name && js->steps[i].run);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct jobspec js;
+	char err[512] = "";
+	/* An exact-size copy, not NUL-terminated: a read one past the text is an ASan report. */
+	char *text = malloc(size ? size : 1);
+
+	if (!text)
+		return 0;
+	memcpy(text, data, size);
+	if (jobspec_parse("fuzz.yaml", text, size, &js, err, sizeof(err)) == 0)
+		fuzz_check_spec(&js);
+	else
+		fuzz_check(strncmp(err, "fuzz.yaml", 9) == 0 &&
+			   strnlen(err, sizeof(err)) < sizeof(err));
+	jobspec_free(&js);
+	free(text);
+	return 0;
+}
