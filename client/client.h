@@ -88,9 +88,10 @@ struct sandbox {
 	char image[NAME_MAX_LEN + 1];
 	unsigned cpus;
 	uint64_t memory_mib;
-	uint64_t created; /* seconds since the epoch */
-	char dir[4096];	  /* $SANDBOX_HOME/sandboxes/<id> */
-	pid_t pid;	  /* of the VMM, 0 when there is no pid file */
+	uint64_t created;   /* seconds since the epoch */
+	char dir[4096];	    /* $SANDBOX_HOME/sandboxes/<id> */
+	pid_t pid;	    /* of the VMM, 0 when there is no pid file */
+	uint64_t pid_start; /* its start time (pid_start_time), 0 when the pid file has none */
 	/* Extra disks (create --disk), in /dev/vdb.. order: absolute paths without commas. */
 	struct {
 		char path[DISK_PATH_MAX];
@@ -146,6 +147,8 @@ int sandbox_load(const char *id, struct sandbox *sb) __must_check;
 int sandbox_resolve(const char *ref, struct sandbox *sb);
 /* The path of a file in the sandbox's directory. */
 int sandbox_path(const struct sandbox *sb, const char *file, char *out, size_t len) __must_check;
+/* Field 22 of /proc/PID/stat: when the process started, in clock ticks since boot. */
+int pid_start_time(pid_t pid, uint64_t *out) __must_check;
 /* Is the VMM of pid file alive (and really ours: its command line names this directory)? */
 bool sandbox_vmm_alive(const struct sandbox *sb);
 /* The state: suspended (a `suspended` marker: its snapshot is in snapshots/.suspend-<id>),

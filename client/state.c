@@ -255,10 +255,17 @@ int sandbox_load(const char *id, struct sandbox *sb)
 	/* The pid file: absent (never started, or stopped) or a number. */
 	if ((err = sandbox_path(sb, "pid", path, sizeof(path))) < 0)
 		goto out;
-	if (read_file(path, 32, &buf, NULL) == 0) {
-		uint64_t pid;
+	if (read_file(path, 64, &buf, NULL) == 0) {
+		uint64_t pid, start;
+		char *sp;
 
+		/* "PID [STARTTIME]" (the start time since the jail: pid_start_time) */
 		buf[strcspn(buf, "\n")] = '\0';
+		if ((sp = strchr(buf, ' '))) {
+			*sp = '\0';
+			if (parse_u64(sp + 1, 1, UINT64_MAX, &start))
+				sb->pid_start = start;
+		}
 		if (parse_u64(buf, 2, 1u << 22, &pid))
 			sb->pid = (pid_t)pid;
 	}
@@ -357,6 +364,26 @@ int sandbox_foreach(int (*fn)(const struct sandbox *sb, void *opaque), void *opa
 }
 
 /* True while process `pid` exists and is not a zombie. */
+int pid_start_time(pid_t pid, uint64_t *out)
+{
+	char path[64], *buf = NULL, *p, *save = NULL;
+	int err;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if ((err = read_file(path, 4096, &buf, NULL)) < 0)
+		return err;
+	/* field 22, starttime; the fields after the last ')' start at field 3 */
+	p = strrchr(buf, ')');
+	err = -EINVAL;
+	for (int field = 3; p && (p = strtok_r(field == 3 ? p + 1 : NULL, " ", &save)); field++)
+		if (field == 22) {
+			err = parse_u64(p, 1, UINT64_MAX, out) ? 0 : -EINVAL;
+			break;
+		}
+	free(buf);
+	return err;
+}
+
 static bool pid_running(pid_t pid)
 {
 	char path[64], *buf = NULL, *p;
@@ -382,7 +409,14 @@ bool sandbox_vmm_alive(const struct sandbox *sb)
 
 	if (!pid_running(sb->pid))
 		return false;
-	/* pid reuse: the process must be the VMM of this sandbox, which names its api.sock */
+	/* pid reuse: the process must be the one started, by its start time when the pid file
+	 * has it (the VMM could rewrite its own command line); else the VMM of this sandbox,
+	 * which names its api.sock. */
+	if (sb->pid_start) {
+		uint64_t t;
+
+		return pid_start_time(sb->pid, &t) == 0 && t == sb->pid_start;
+	}
 	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)sb->pid);
 	if (sandbox_path(sb, "api.sock", want, sizeof(want)) < 0 ||
 	    read_file(path, 1 << 16, &buf, &len) < 0)

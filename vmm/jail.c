@@ -138,8 +138,11 @@ static int reaper(pid_t child, const struct jail_config *j)
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	if (drop_bounding_caps() < 0 || setgroups(0, NULL) < 0 ||
 	    setresgid(j->gid, j->gid, j->gid) < 0 || setresuid(j->uid, j->uid, j->uid) < 0 ||
-	    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-		log_warn("--jail: the waiting parent keeps its privileges: %m");
+	    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+		log_error("--jail: the waiting parent cannot drop its privileges: %m");
+		kill(child, SIGKILL);
+		_exit(VM_EXIT_VMM_ERROR);
+	}
 	ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
 	if (!ctx || seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(wait4), 0) < 0 ||
 	    seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(rt_sigtimedwait), 0) < 0 ||
@@ -147,10 +150,12 @@ static int reaper(pid_t child, const struct jail_config *j)
 			     SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)child)) < 0 ||
 	    seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(exit_group), 0) < 0 ||
 	    seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(restart_syscall), 0) < 0 ||
-	    seccomp_load(ctx) < 0)
-		log_warn("--jail: the waiting parent has no seccomp filter");
-	if (ctx)
-		seccomp_release(ctx);
+	    seccomp_load(ctx) < 0) {
+		log_error("--jail: the waiting parent cannot install its seccomp filter");
+		kill(child, SIGKILL);
+		_exit(VM_EXIT_VMM_ERROR);
+	}
+	seccomp_release(ctx);
 	for (;;) {
 		sig = sigwaitinfo(&set, NULL);
 		if (sig > 0 && sig != SIGCHLD)

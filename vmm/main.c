@@ -788,6 +788,15 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
+	if (!o.restore_dir && (status = boot_guest(&vm, &o)) != 0)
+		goto out;
+	if (o.api_path && api_create(&vm, o.api_path, &api) < 0) {
+		status = VM_EXIT_BAD_INPUT;
+		goto out;
+	}
+	if (o.jail_arg && (status = enter_jail(&vm, &o, disks)) != 0)
+		goto out;
+	/* A snapshot's state is applied jailed: a VMM that may have been compromised wrote it. */
 	if (o.restore_dir) {
 		if (vm_restore(&vm, &img) < 0) {
 			log_error("--restore %s: %s", o.restore_dir, img.r.msg);
@@ -796,15 +805,12 @@ int main(int argc, char **argv)
 		}
 		log_debug("restored %s: %u vCPU(s), %llu MiB", o.restore_dir, o.boot.ncpus,
 			  (unsigned long long)o.memory_mib);
-	} else if ((status = boot_guest(&vm, &o)) != 0) {
+	}
+	if (o.jail_arg && (err = seccomp_install_base(&vm)) < 0) {
+		log_error("--jail: cannot install the base seccomp filter: %s", strerror(-err));
+		status = VM_EXIT_VMM_ERROR;
 		goto out;
 	}
-	if (o.api_path && api_create(&vm, o.api_path, &api) < 0) {
-		status = VM_EXIT_BAD_INPUT;
-		goto out;
-	}
-	if (o.jail_arg && (status = enter_jail(&vm, &o, disks)) != 0)
-		goto out;
 	if (o.restore_dir)
 		vm_restore_devices_resume(&vm);
 	if (vcpu_start_all(&vm) == 0) {

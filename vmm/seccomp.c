@@ -7,8 +7,10 @@
  * - vCPU threads: KVM_RUN on their own vCPU and what the exits they handle do (the serial
  *   port, the i8042, virtio-mmio registers: device activation, queue notification).
  * - The I/O thread: the event loop, its devices' I/O, api.sock, snapshots and forks.
- * - The rest: a thread of any other kind gets nothing but its own exit. There is none
- *   today; the filter is there so that a future thread starts confined, not free.
+ * - The base, installed first, while the VMM has one thread: what both kinds need, and
+ *   clone for a thread only. Every thread runs under it whatever becomes of the others
+ *   (they share memory: a thread the guest took over could keep a later filter from being
+ *   installed, never remove this one), and a thread of any other kind starts under it.
  *
  * No filter allows clone, fork, execve, ptrace, mount or a socket other than AF_UNIX, and
  * the only opens allowed cannot open an existing file for reading or writing: a directory
@@ -18,11 +20,13 @@
 #include <fcntl.h>
 #include <liburing.h>
 #include <linux/if_tun.h>
+#include <sched.h>
 #include <seccomp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -140,14 +144,24 @@ static const unsigned long vm_io_ioctls[] = {
 	KVM_SET_USER_MEMORY_REGION, /* a fork maps its memory anew */
 };
 
-enum filter_kind { FILTER_IO, FILTER_VCPU, FILTER_REST };
+enum filter_kind { FILTER_IO, FILTER_VCPU, FILTER_BASE };
+
+/* Decided once, by the base filter, before any thread runs guest code: afterwards a thread
+ * that guest input took over could change the environment or this variable, but not the
+ * base filter, which every later filter only narrows. */
+static uint32_t action;
 
 static uint32_t seccomp_action(void)
 {
 	const char *e = getenv("SANDBOX_SECCOMP");
 
+	if (action)
+		return action;
 	/* "log": the kernel logs what would have killed (debugging; docs/hardening.md). */
-	return e && strcmp(e, "log") == 0 ? SCMP_ACT_LOG : SCMP_ACT_KILL_PROCESS;
+	action = e && strcmp(e, "log") == 0 ? SCMP_ACT_LOG : SCMP_ACT_KILL_PROCESS;
+	if (action == SCMP_ACT_LOG)
+		log_warn("SANDBOX_SECCOMP=log: the seccomp filters only log (debugging only)");
+	return action;
 }
 
 static int allow_calls(scmp_filter_ctx ctx, const int *calls, size_t n)
@@ -155,10 +169,35 @@ static int allow_calls(scmp_filter_ctx ctx, const int *calls, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		int err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, calls[i], 0);
 
-		if (err < 0)
+		if (err < 0 && err != -EEXIST) /* the base filter lists some twice */
 			return err;
 	}
 	return 0;
+}
+
+/* The base filter's own: the vCPU threads are created under it. clone only for a thread
+ * (clone3's flags are out of a filter's reach: ENOSYS makes glibc fall back to clone). */
+static const int thread_calls[] = {
+	SCMP_SYS(set_robust_list), /* a new thread's start */
+	SCMP_SYS(rseq),		   /* same */
+	SCMP_SYS(sched_getaffinity),
+	SCMP_SYS(rt_sigaction), /* vcpu_start_all sets the kick's handler */
+	SCMP_SYS(seccomp),	/* each thread stacks its own filter (only ever narrower) */
+};
+
+static int allow_threads(scmp_filter_ctx ctx)
+{
+	int err = allow_calls(ctx, thread_calls, ARRAY_SIZE(thread_calls));
+
+	if (err < 0 ||
+	    (err = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0)) < 0)
+		return err;
+	/* libseccomp sets no_new_privs before it loads a filter: that prctl alone */
+	if ((err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1,
+				    SCMP_A0(SCMP_CMP_EQ, PR_SET_NO_NEW_PRIVS))) < 0)
+		return err;
+	return seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
+				SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD));
 }
 
 /* ioctl(fd, req) for each req of `reqs`. The request is compared as the 32 bits the kernel
@@ -212,8 +251,6 @@ static int build(scmp_filter_ctx ctx, const struct vm *vm, const struct vcpu *vc
 	static const unsigned long msr_list[] = {KVM_GET_MSR_INDEX_LIST};
 	int err;
 
-	if (kind == FILTER_REST)
-		return seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(exit), 0);
 	if ((err = allow_calls(ctx, common_calls, ARRAY_SIZE(common_calls))) < 0 ||
 	    (err = allow_memory(ctx)) < 0 ||
 	    (err = allow_ioctls(ctx, vm->vm_fd, vm_irq_ioctls, ARRAY_SIZE(vm_irq_ioctls))) < 0 ||
@@ -226,6 +263,16 @@ static int build(scmp_filter_ctx ctx, const struct vm *vm, const struct vcpu *vc
 		    (err = allow_ioctls(ctx, vcpu->fd, run, 1)) < 0)
 			return err;
 		return allow_ioctls(ctx, vcpu->fd, vcpu_ioctls, ARRAY_SIZE(vcpu_ioctls));
+	}
+	if (kind == FILTER_BASE) {
+		static const unsigned long run[] = {KVM_RUN};
+
+		if ((err = allow_calls(ctx, vcpu_calls, ARRAY_SIZE(vcpu_calls))) < 0 ||
+		    (err = allow_threads(ctx)) < 0)
+			return err;
+		for (unsigned i = 0; i < vm->ncpus; i++)
+			if ((err = allow_ioctls(ctx, vm->vcpus[i].fd, run, 1)) < 0)
+				return err;
 	}
 	if ((err = allow_calls(ctx, io_calls, ARRAY_SIZE(io_calls))) < 0 ||
 	    (err = allow_opens(ctx)) < 0 ||
@@ -289,7 +336,7 @@ int seccomp_install_vcpu(const struct vm *vm, const struct vcpu *vcpu)
 	return install(vm, vcpu, FILTER_VCPU);
 }
 
-int seccomp_install_rest(const struct vm *vm)
+int seccomp_install_base(const struct vm *vm)
 {
-	return install(vm, NULL, FILTER_REST);
+	return install(vm, NULL, FILTER_BASE);
 }

@@ -89,11 +89,12 @@ const char *jail_path_in(const char *root, const char *path);
 struct vm;
 struct vcpu;
 
-/* The I/O thread's (after the vCPU threads exist), a vCPU thread's (before its first
- * KVM_RUN), and any other thread's. 0 or -errno (libseccomp's). */
+/* The base filter (first, while the VMM has one thread: every thread inherits it), then the
+ * I/O thread's (after the vCPU threads exist) and a vCPU thread's (before its first
+ * KVM_RUN), each narrowing it. 0 or -errno (libseccomp's). */
+int seccomp_install_base(const struct vm *vm) __must_check;
 int seccomp_install_io(const struct vm *vm) __must_check;
 int seccomp_install_vcpu(const struct vm *vm, const struct vcpu *vcpu) __must_check;
-int seccomp_install_rest(const struct vm *vm) __must_check;
 /* Limit a ring made with IORING_SETUP_R_DISABLED to the operations virtio-blk submits, and
  * enable it (a ring made without the flag is left as it is). 0 or -errno. */
 struct io_uring;

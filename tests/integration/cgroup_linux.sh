@@ -57,7 +57,7 @@ inner() {
 	hostile=$("$ctl" create --cold --image busybox --memory 192 --cpus 2 --timeout 120) ||
 		fail "create of the hostile sandbox (status $?)"
 	hdir=$SANDBOX_HOME/sandboxes/$hostile
-	vpid=$(cat "$hdir/pid")
+	vpid=$(cut -d" " -f1 "$hdir/pid")
 	ppid=$(cat "$hdir/proxy.pid")
 	cg=$("$ctl" stats --json "$hostile" | sed -n 's/.*"dir": "\([^"]*\)".*/\1/p')
 	ver=$("$ctl" stats --json "$hostile" | sed -n 's/.*"cgroup": "\(v[12]\)".*/\1/p')

@@ -67,7 +67,7 @@ inner() {
 	done
 	grep -q '==> \[1/1\] long' "$SANDBOX_HOME/run.out" || { kill -KILL $run; fail "run: $(cat "$SANDBOX_HOME/run.out")"; }
 	d=$(ls -d "$SANDBOX_HOME"/sandboxes/*/ | head -n 1)
-	pid=$(cat "$d/pid")
+	pid=$(cut -d" " -f1 "$d/pid")
 	kill -KILL $run
 	wait $run 2>/dev/null
 	i=0

@@ -177,7 +177,7 @@ def check_run():
         wait_for(lambda: os.path.exists(os.path.join(home, "sandboxes", sid, "pid")),
                  "run's VMM")
         with open(os.path.join(home, "sandboxes", sid, "pid")) as f:
-            vmm_pid = int(f.read())
+            vmm_pid = int(f.read().split()[0])
         wait_for(lambda: any(l.startswith("argv ") and sid in l and "--lifeline" in l
                              for l in log_lines()), "the VMM given a --lifeline")
         time.sleep(1.5)  # into the step

@@ -31,7 +31,7 @@ gone() {
 # every thread, no_new_privs, no capabilities, not root, namespaces of its own, its sandbox
 # directory as its root, its limits.
 jailed() {
-	p=$(cat "$SANDBOX_HOME/sandboxes/$1/pid")
+	p=$(cut -d" " -f1 "$SANDBOX_HOME/sandboxes/$1/pid")
 	st=/proc/$p/status
 	grep -q '^Seccomp:	2$' "$st" || fail "$1: the VMM has no seccomp filter: $(grep Seccomp "$st")"
 	grep -q '^NoNewPrivs:	1$' "$st" || fail "$1: the VMM lacks no_new_privs"
@@ -91,7 +91,7 @@ inner() {
 	[ "$("$ctl" exec "$id" -- echo back)" = back ] || fail "exec after resume"
 
 	# stop keeps the sandbox; exec on it is refused; rm then leaves nothing
-	pid=$(cat "$SANDBOX_HOME/sandboxes/$id/pid")
+	pid=$(cut -d" " -f1 "$SANDBOX_HOME/sandboxes/$id/pid")
 	"$ctl" stop "$id" || fail "stop: status $?"
 	"$ctl" ls | grep -q "^$id .* stopped " || { "$ctl" ls; fail "ls does not show $id stopped"; }
 	"$ctl" exec "$id" -- true 2>/dev/null
@@ -103,7 +103,7 @@ inner() {
 	# a second one, removed while running: refused without -f
 	id=$("$ctl" create --image busybox --memory 256 --timeout 120 --name two) ||
 		fail "second create (status $?)"
-	pid=$(cat "$SANDBOX_HOME/sandboxes/$id/pid")
+	pid=$(cut -d" " -f1 "$SANDBOX_HOME/sandboxes/$id/pid")
 	"$ctl" rm two 2>/dev/null && fail "rm of a running sandbox without -f succeeded"
 	"$ctl" rm -f two || fail "rm -f: status $?"
 	gone "$id" "$pid"
@@ -113,7 +113,7 @@ inner() {
 	# a VMM that dies leaves a sandbox ls shows dead and rm (no -f) cleans up
 	id=$("$ctl" create --image busybox --memory 256 --timeout 120 --name three) ||
 		fail "third create (status $?)"
-	pid=$(cat "$SANDBOX_HOME/sandboxes/$id/pid")
+	pid=$(cut -d" " -f1 "$SANDBOX_HOME/sandboxes/$id/pid")
 	kill -KILL "$pid"
 	i=0
 	while kill -0 "$pid" 2>/dev/null && [ "$(cut -d' ' -f3 "/proc/$pid/stat" 2>/dev/null)" != Z ] &&

@@ -57,7 +57,7 @@ inner() {
 	guest_home "$ctl" "$kernel" "$initrd" "$rootfs"
 	id=$(create --memory 256) || fail "create (status $?)"
 	echo "created $id"
-	pid=$(cat "$SANDBOX_HOME/sandboxes/$id/pid")
+	pid=$(cut -d" " -f1 "$SANDBOX_HOME/sandboxes/$id/pid")
 
 	# Bad input first: quick, and they must not disturb what follows.
 	"$ctl" exec "$id" -- /no/such/program 2>"$SANDBOX_HOME/err"

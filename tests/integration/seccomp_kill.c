@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * seccomp-kill: the VMM's filters (vmm/seccomp.c) kill what a compromised VMM would try.
- * For each thread kind's filter, a child installs it exactly as the VMM does (over stand-in
- * fds for KVM, the VM, a vCPU and the tap) and then tries one thing; it must die of SIGSYS.
- * Controls: a call the filter allows returns (with its own error), so a filter that kills
+ * For the base filter and each thread kind's, a child installs it exactly as the VMM does (over
+ * stand-in fds for KVM, the VM, a vCPU and the tap) and then tries one thing; it must die of
+ * SIGSYS. Controls: a call the filter allows returns (with its own error), so a filter that kills
  * everything fails the test too.
  */
 #include <errno.h>
@@ -25,9 +25,9 @@
 static struct vm vm;
 static int other_fd;
 
-enum kind { IO, VCPU };
+enum kind { BASE, IO, VCPU };
 
-static const char *const kind_name[] = {"I/O", "vCPU"};
+static const char *const kind_name[] = {"base", "I/O", "vCPU"};
 
 /* What a compromised VMM would do; each returns only if it was allowed. */
 static void try_execve(void)
@@ -141,7 +141,7 @@ int main(void)
 		perror("eventfd");
 		return 1;
 	}
-	for (enum kind k = IO; k <= VCPU; k++) {
+	for (enum kind k = BASE; k <= VCPU; k++) {
 		int st = run(k, control_allowed);
 
 		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
@@ -160,8 +160,8 @@ int main(void)
 	}
 	if (failed)
 		return 1;
-	printf("ok: %u attempts under the I/O and vCPU filters each killed by SIGSYS; allowed "
-	       "calls return\n",
+	printf("ok: %u attempts under the base, I/O and vCPU filters each killed by SIGSYS; "
+	       "allowed calls return\n",
 	       n);
 	return 0;
 }

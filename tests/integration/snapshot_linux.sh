@@ -105,7 +105,7 @@ inner() {
 	for k in $kids; do "$ctl" rm -f "$k" >/dev/null || fail "rm of fork $k"; done
 	echo "ok: 8 forks see the parent's files and processes, differ in urandom; the parent runs on"
 
-	pid=$(cat "$SANDBOX_HOME/sandboxes/$id/pid")
+	pid=$(cut -d" " -f1 "$SANDBOX_HOME/sandboxes/$id/pid")
 	"$ctl" suspend "$id" || fail "suspend: status $?"
 	kill -0 "$pid" 2>/dev/null && [ "$(cut -d' ' -f3 "/proc/$pid/stat" 2>/dev/null)" != Z ] &&
 		fail "the suspended sandbox's VMM (pid $pid) still runs"

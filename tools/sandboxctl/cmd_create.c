@@ -663,7 +663,7 @@ static uint64_t tmpfs_disk_bytes(const struct sandbox *sb)
 int sandbox_start_vmm(struct sandbox *sb, const char *console_opt, const struct boot_src *src,
 		      unsigned timeout_s, bool no_wait)
 {
-	char path[4200], pidbuf[32], console[4200], ready_path[4200] = "";
+	char path[4200], pidbuf[48], console[4200], ready_path[4200] = "";
 	pid_t pid = 0;
 	int err, n, ready_fd = -1;
 
@@ -720,7 +720,11 @@ int sandbox_start_vmm(struct sandbox *sb, const char *console_opt, const struct 
 		return EXIT_ERR;
 	}
 	sb->pid = pid;
-	n = snprintf(pidbuf, sizeof(pidbuf), "%d\n", (int)pid);
+	sb->pid_start = 0;
+	if (pid_start_time(pid, &sb->pid_start) < 0)
+		sb->pid_start = 0;
+	n = snprintf(pidbuf, sizeof(pidbuf), "%d %llu\n", (int)pid,
+		     (unsigned long long)sb->pid_start);
 	if ((err = sandbox_path(sb, "pid", path, sizeof(path))) < 0 ||
 	    (err = write_file_atomic(path, pidbuf, (size_t)n, 0600)) < 0) {
 		errmsg("%s: cannot write the pid file: %s", sb->id, strerror(-err));
