@@ -196,12 +196,19 @@ int write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode
 	char tmp[4200], dir[4200];
 	int fd, dfd, err = 0;
 
-	if ((err = path_fmt(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid())) < 0 ||
+	/* A random name, made O_EXCL: a sandbox's directory is its jailed VMM's root, where it
+	 * may have made a file of a name it could guess. */
+	if ((err = path_fmt(tmp, sizeof(tmp), "%s.tmpXXXXXX", path)) < 0 ||
 	    (err = path_fmt(dir, sizeof(dir), "%s", path)) < 0)
 		return err;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+	fd = mkostemp(tmp, O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
+	if (fchmod(fd, mode) < 0) {
+		err = -errno;
+		close(fd);
+		goto out;
+	}
 	if ((err = write_all(fd, buf, len)) < 0 || (fsync(fd) < 0 && (err = -errno))) {
 		close(fd);
 		goto out;

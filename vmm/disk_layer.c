@@ -372,8 +372,13 @@ static int layer_open(struct disk_layer *l, int fd, const char *path, unsigned l
 		return disk_fail(err, r, "%s: %s", path,
 				 r == -ENOENT ? "no such file" : strerror(-r));
 	}
+	/* A parent path comes from a header a VMM could have written: never open a device, a
+	 * FIFO or a tty (an open alone can arm a watchdog or block for ever). */
+	if (l->fd < 0 && stat(l->path, &st) == 0 && !S_ISREG(st.st_mode))
+		return disk_fail(err, -EINVAL, "%s: not a regular file", l->path);
 	if (l->fd < 0)
-		l->fd = open(l->path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+		l->fd = open(l->path,
+			     (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (l->fd < 0) {
 		r = -errno;
 		return disk_fail(err, r, "%s: %s", l->path, strerror(-r));

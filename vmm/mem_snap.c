@@ -12,6 +12,8 @@
  * MEM_DELTAS_MAX + 1 files is compacted into one new memfd (a copy of all of RAM).
  */
 #include <errno.h>
+#include <sys/syscall.h>
+#include <linux/capability.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -191,9 +193,26 @@ static int pagemap_fd = -1;
 
 int mem_pagemap_open(void)
 {
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct caps[2], lowered[2];
+	bool have;
+	int err = 0;
+
+	if (pagemap_fd >= 0)
+		return 0;
+	have = syscall(SYS_capget, &h, caps) == 0;
+	/* Opened without CAP_SYS_ADMIN in effect: the file then hides physical page frames
+	 * for good (the kernel decides at open), which a jailed VMM must never read. */
+	memcpy(lowered, caps, sizeof(caps));
+	lowered[CAP_SYS_ADMIN / 32].effective &= ~(1u << (CAP_SYS_ADMIN % 32));
+	if (have && syscall(SYS_capset, &h, lowered) < 0)
+		return -errno;
+	pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 	if (pagemap_fd < 0)
-		pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-	return pagemap_fd < 0 ? -errno : 0;
+		err = -errno;
+	if (have && syscall(SYS_capset, &h, caps) < 0 && !err)
+		err = -errno;
+	return err;
 }
 
 int mem_copy_to_fd(const struct guest_mem *mem, int fd, uint64_t *written)

@@ -76,6 +76,10 @@ static int snapshots_root(char *out, size_t len)
 {
 	int err = path_fmt(out, len, "%s/snapshots", state_home());
 
+	/* 0700 root, every time: a jailed VMM given a staging directory's fd here must not be
+	 * able to walk up out of it. */
+	if (!err && chmod(out, 0700) < 0 && errno != ENOENT)
+		err = -errno;
 	if (!err && mkdir(out, 0700) < 0 && errno != EEXIST)
 		err = -errno;
 	return err;
