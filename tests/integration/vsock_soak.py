@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""The vsock soak natively: payload-soak (tests/guests/soak.c) and vsock-soak
+(tools/bench/vsock_soak.c), which checks every byte and checksum both ways.
+
+usage: vsock_soak.py VMM PAYLOAD_SOAK VSOCK_SOAK one [DRIVER ARGS...]
+       vsock_soak.py VMM PAYLOAD_SOAK VSOCK_SOAK many N SECONDS
+
+one:  one VMM (--memory 64), the driver with DRIVER ARGS against it (e.g. --soak-gib 1), then
+      SIGTERM: the driver passes, the VMM exits 7, the console has no "soak: warn" or FAIL.
+many: N VMMs at once, each with its own directory, its guest up, then N drivers at once, each
+      exchanging data with its VMM for SECONDS (both ways, checksummed), then every VMM
+      stopped with SIGTERM. Checked: every driver passed and moved data (nothing lost), every
+      VMM exited 7 with no guest warning, and nothing is left: no VMM process, no socket or
+      file in the directories but the console logs we asked for (removed, then the
+      directories), no unix socket bound under them, this process's fd count as before.
+Skips (77) without a usable /dev/kvm.
+"""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+READY = "soak: ready port=5000"
+SUMMARY = re.compile(r"^vsock-soak bytes=(\d+) .* failures=(\d+) ", re.M)
+
+
+def fail(msg):
+    print(f"FAIL: {msg}", flush=True)
+    sys.exit(1)
+
+
+class Vm:
+    def __init__(self, vmm, payload, root, name, timeout):
+        self.dir = os.path.join(root, name)
+        os.mkdir(self.dir)
+        self.vsock = os.path.join(self.dir, "v.sock")
+        self.console = os.path.join(self.dir, "console.log")
+        self.err = open(os.path.join(self.dir, "vmm.err"), "w")
+        self.proc = subprocess.Popen(
+            [vmm, "--payload", payload, "--memory", "64", "--vsock", self.vsock,
+             "--console", self.console, "--timeout", str(timeout)],
+            stdin=subprocess.DEVNULL, stdout=self.err, stderr=subprocess.STDOUT)
+
+    def text(self, name):
+        try:
+            with open(os.path.join(self.dir, name), errors="replace") as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    def up(self):
+        """True once the guest said it is ready; fails when the VMM died first."""
+        if self.proc.poll() is not None:
+            fail(f"{self.dir}: the VMM exited {self.proc.returncode} before the guest was up: "
+                 f"{self.text('vmm.err')[-500:]} {self.text('console.log')[-500:]}")
+        return READY in self.text("console.log")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+
+    def reap(self):
+        """Waits for the stopped VMM; its exit status (7: stopped by the signal)."""
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            fail(f"{self.dir}: the VMM did not exit within 30 s of SIGTERM")
+        self.err.close()
+        return self.proc.returncode
+
+    def check_clean_exit(self):
+        st = self.reap()
+        console = self.text("console.log")
+        if st != 7:
+            fail(f"{self.dir}: the VMM exited {st}, want 7: {self.text('vmm.err')[-500:]}")
+        if "soak: warn" in console or "soak: FAIL" in console:
+            fail(f"{self.dir}: the guest complained: {console[-800:]}")
+
+
+def wait_up(vms, timeout):
+    deadline = time.monotonic() + timeout
+    waiting = list(vms)
+    while waiting:
+        waiting = [vm for vm in waiting if not vm.up()]
+        if waiting and time.monotonic() > deadline:
+            fail(f"{len(waiting)} guests not up in {timeout} s, e.g. {waiting[0].dir}: "
+                 f"{waiting[0].text('console.log')[-300:]}")
+        time.sleep(0.05)
+
+
+def summary(out, who):
+    m = SUMMARY.search(out)
+    if not m:
+        fail(f"{who}: no summary line in {out[-500:]!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
+def fds():
+    return sorted(os.listdir("/proc/self/fd"))
+
+
+def unix_sockets_under(root):
+    with open("/proc/net/unix") as f:
+        return [line.split()[-1] for line in f if root in line]
+
+
+def vmm_processes(vmm, root):
+    """PIDs of VMMs still running with an argument under root."""
+    pids = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv and os.path.basename(argv[0]) == os.path.basename(vmm).encode() and \
+                any(root.encode() in a for a in argv):
+            pids.append(int(pid))
+    return pids
+
+
+def one(vmm, payload, driver, args, root):
+    vm = Vm(vmm, payload, root, "vm", 3600)
+    try:
+        wait_up([vm], 30)
+        t0 = time.monotonic()
+        run = subprocess.run([driver, "--socket", vm.vsock] + args, capture_output=True,
+                             text=True)
+        sys.stdout.write(run.stdout)
+        sys.stdout.write(run.stderr)
+        if run.returncode != 0:
+            fail(f"vsock-soak exited {run.returncode} after {time.monotonic() - t0:.1f} s; "
+                 f"console: {vm.text('console.log')[-500:]}")
+        summary(run.stdout, "vsock-soak")
+    finally:
+        vm.stop()
+    vm.check_clean_exit()
+    print("ok: soak passed, the VMM exited 7, the guest had no warning")
+
+
+def many(vmm, payload, driver, n, seconds, root):
+    fds_before = fds()
+    t0 = time.monotonic()
+    vms = [Vm(vmm, payload, root, f"vm{i:03d}", 600) for i in range(n)]
+    drivers = []
+    try:
+        wait_up(vms, 120)
+        print(f"{n} guests up in {time.monotonic() - t0:.1f} s", flush=True)
+        for vm in vms:
+            out = open(os.path.join(vm.dir, "driver.out"), "w+")
+            drivers.append((out, subprocess.Popen(
+                [driver, "--socket", vm.vsock, "--seconds", str(seconds), "--conns", "2",
+                 "--cmd-mib", "1", "--cmds", "3", "--stall", "60"],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)))
+        total = 0
+        for vm, (out, proc) in zip(vms, drivers):
+            try:
+                st = proc.wait(seconds + 90)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                fail(f"{vm.dir}: the driver did not end within {seconds + 90} s")
+            out.seek(0)
+            text = out.read()
+            out.close()
+            moved, failures = summary(text, vm.dir)
+            if st != 0 or failures or moved == 0:
+                fail(f"{vm.dir}: the driver exited {st}, moved {moved} bytes: {text[-800:]}")
+            total += moved
+        print(f"{n} drivers passed: {total} bytes checked "
+              f"({total / 2**20 / seconds:.1f} MiB/s together)", flush=True)
+    finally:
+        for _, proc in drivers:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        for vm in vms:
+            vm.stop()
+    for vm in vms:
+        vm.check_clean_exit()
+    left = vmm_processes(vmm, root)
+    if left:
+        fail(f"VMM processes left after all exited: {left}")
+    for vm in vms:
+        extra = sorted(set(os.listdir(vm.dir)) - {"console.log", "vmm.err", "driver.out"})
+        if extra:
+            fail(f"{vm.dir}: left behind: {extra}")
+        shutil.rmtree(vm.dir)
+    if os.listdir(root):
+        fail(f"{root}: left behind: {os.listdir(root)}")
+    socks = unix_sockets_under(root)
+    if socks:
+        fail(f"unix sockets still bound under {root}: {socks[:5]}")
+    if fds() != fds_before:
+        fail(f"this process's fds {fds()} are not those before the run {fds_before}")
+    print(f"ok: {n} sandboxes exchanged data for {seconds} s, all exited 7, nothing left "
+          f"(processes, files, sockets, fds)")
+
+
+def main():
+    if len(sys.argv) < 5 or sys.argv[4] not in ("one", "many"):
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        print("SKIP: /dev/kvm is not usable here")
+        sys.exit(77)
+    vmm, payload, driver, mode = sys.argv[1:5]
+    root = tempfile.mkdtemp(prefix="vsock-soak-")
+    try:
+        if mode == "one":
+            one(vmm, payload, driver, sys.argv[5:], root)
+        else:
+            if len(sys.argv) != 7:
+                print(__doc__, file=sys.stderr)
+                sys.exit(2)
+            many(vmm, payload, driver, int(sys.argv[5]), int(sys.argv[6]), root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
