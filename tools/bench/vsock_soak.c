@@ -103,8 +103,11 @@ __attribute__((format(printf, 3, 4))) static void soak_failed(struct soak *s, st
 	va_list ap;
 
 	if (s->failures++ < SOAK_ERR_SHOWN) {
-		fprintf(stderr, "vsock-soak: FAIL conn %" PRIu64 " %s %" PRIu64 ": ", sl->conn_no,
-			soak_kind_name[sl->kind], sl->n);
+		if (sl->state == SLOT_CMD)
+			fprintf(stderr, "vsock-soak: FAIL conn %" PRIu64 " %s %" PRIu64 ": ",
+				sl->conn_no, soak_kind_name[sl->kind], sl->n);
+		else
+			fprintf(stderr, "vsock-soak: FAIL conn %" PRIu64 ": ", sl->conn_no);
 		va_start(ap, fmt);
 		vfprintf(stderr, fmt, ap);
 		va_end(ap);
