@@ -98,7 +98,7 @@ static uint64_t soak_rand(struct soak *s)
 
 /* Reports one failure (the first SOAK_ERR_SHOWN of them on stderr). */
 __attribute__((format(printf, 3, 4))) static void soak_failed(struct soak *s, struct slot *sl,
-							     const char *fmt, ...)
+							      const char *fmt, ...)
 {
 	va_list ap;
 
@@ -176,8 +176,8 @@ static void slot_start_cmd(struct soak *s, struct slot *sl)
 	soak_sum_init(&sl->out_sum);
 	soak_sum_init(&sl->in_sum);
 	if (sl->kind == KIND_SEND)
-		sl->cmd_len = (size_t)snprintf(sl->cmd, sizeof(sl->cmd), "SEND %" PRIu64 " %" PRIx64 "\n",
-					       sl->n, sl->seed);
+		sl->cmd_len = (size_t)snprintf(sl->cmd, sizeof(sl->cmd),
+					       "SEND %" PRIu64 " %" PRIx64 "\n", sl->n, sl->seed);
 	else
 		sl->cmd_len = (size_t)snprintf(sl->cmd, sizeof(sl->cmd), "%s %" PRIu64 "\n",
 					       soak_kind_name[sl->kind], sl->n);
@@ -207,8 +207,8 @@ static void slot_answer(struct soak *s, struct slot *sl, const char *line)
 	const struct soak_sum *sum = sl->kind == KIND_RECV ? &sl->out_sum : &sl->in_sum;
 	char want[SOAK_LINE_MAX + 32];
 
-	snprintf(want, sizeof(want), "%s %" PRIu64 " %016" PRIx64, soak_kind_answer[sl->kind], sl->n,
-		 soak_sum_final(sum));
+	snprintf(want, sizeof(want), "%s %" PRIu64 " %016" PRIx64, soak_kind_answer[sl->kind],
+		 sl->n, soak_sum_final(sum));
 	if (strcmp(line, want) != 0) {
 		soak_failed(s, sl, "answered '%s', want '%s'", line, want);
 		slot_close(sl);
@@ -257,8 +257,9 @@ static void slot_read(struct soak *s, struct slot *sl)
 		if (sl->state == SLOT_OK_LINE)
 			soak_failed(s, sl, "the VMM closed the connection before OK");
 		else
-			soak_failed(s, sl, "the connection %s after %" PRIu64 " bytes in, %" PRIu64
-				    " out", n < 0 ? strerror(errno) : "closed", sl->in_off, sl->out_off);
+			soak_failed(s, sl,
+				    "the connection %s after %" PRIu64 " bytes in, %" PRIu64 " out",
+				    n < 0 ? strerror(errno) : "closed", sl->in_off, sl->out_off);
 		slot_close(sl);
 		return;
 	}
@@ -398,7 +399,8 @@ static uint64_t opt_num(const char *name, uint64_t min, uint64_t max, int base)
 	errno = 0;
 	v = strtoull(optarg, &end, base);
 	if (errno || end == optarg || *end || v < min || v > max) {
-		fprintf(stderr, "vsock-soak: --%s %s: give a number from %" PRIu64 " to %" PRIu64 "\n",
+		fprintf(stderr,
+			"vsock-soak: --%s %s: give a number from %" PRIu64 " to %" PRIu64 "\n",
 			name, optarg, min, max);
 		exit(2);
 	}
@@ -408,15 +410,23 @@ static uint64_t opt_num(const char *name, uint64_t min, uint64_t max, int base)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"socket", required_argument, NULL, 'S'}, {"soak-gib", required_argument, NULL, 'g'},
-		{"soak-mib", required_argument, NULL, 'm'}, {"seconds", required_argument, NULL, 't'},
-		{"conns", required_argument, NULL, 'k'},  {"cmd-mib", required_argument, NULL, 'M'},
-		{"cmds", required_argument, NULL, 'c'},	  {"seed", required_argument, NULL, 'r'},
-		{"wait", required_argument, NULL, 'w'},	  {"stall", required_argument, NULL, 's'},
+		{"socket", required_argument, NULL, 'S'},
+		{"soak-gib", required_argument, NULL, 'g'},
+		{"soak-mib", required_argument, NULL, 'm'},
+		{"seconds", required_argument, NULL, 't'},
+		{"conns", required_argument, NULL, 'k'},
+		{"cmd-mib", required_argument, NULL, 'M'},
+		{"cmds", required_argument, NULL, 'c'},
+		{"seed", required_argument, NULL, 'r'},
+		{"wait", required_argument, NULL, 'w'},
+		{"stall", required_argument, NULL, 's'},
 		{0},
 	};
 	static struct slot slots[SOAK_SLOTS_MAX];
-	struct soak s = {.nslots = 4, .cmds_per_conn = 4, .cmd_max = 64ull << 20, .rng = 1,
+	struct soak s = {.nslots = 4,
+			 .cmds_per_conn = 4,
+			 .cmd_max = 64ull << 20,
+			 .rng = 1,
 			 .stall_ns = 60000000000ll};
 	int64_t wait_ns = 30000000000ll, start_ns;
 	uint64_t seconds = 0;
@@ -425,17 +435,38 @@ int main(int argc, char **argv)
 
 	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (opt) {
-		case 'S': s.path = optarg; break;
-		case 'g': s.target_bytes = opt_num("soak-gib", 1, 1u << 20, 10) << 30; break;
-		case 'm': s.target_bytes = opt_num("soak-mib", 1, 1u << 30, 10) << 20; break;
-		case 't': seconds = opt_num("seconds", 1, 86400, 10); break;
-		case 'k': s.nslots = (unsigned)opt_num("conns", 1, SOAK_SLOTS_MAX, 10); break;
-		case 'M': s.cmd_max = opt_num("cmd-mib", 1, 1u << 16, 10) << 20; break;
-		case 'c': s.cmds_per_conn = (unsigned)opt_num("cmds", 1, 1000, 10); break;
-		case 'r': s.rng = opt_num("seed", 0, UINT64_MAX, 16); break;
-		case 'w': wait_ns = (int64_t)opt_num("wait", 1, 3600, 10) * 1000000000ll; break;
-		case 's': s.stall_ns = (int64_t)opt_num("stall", 1, 3600, 10) * 1000000000ll; break;
-		default: usage();
+		case 'S':
+			s.path = optarg;
+			break;
+		case 'g':
+			s.target_bytes = opt_num("soak-gib", 1, 1u << 20, 10) << 30;
+			break;
+		case 'm':
+			s.target_bytes = opt_num("soak-mib", 1, 1u << 30, 10) << 20;
+			break;
+		case 't':
+			seconds = opt_num("seconds", 1, 86400, 10);
+			break;
+		case 'k':
+			s.nslots = (unsigned)opt_num("conns", 1, SOAK_SLOTS_MAX, 10);
+			break;
+		case 'M':
+			s.cmd_max = opt_num("cmd-mib", 1, 1u << 16, 10) << 20;
+			break;
+		case 'c':
+			s.cmds_per_conn = (unsigned)opt_num("cmds", 1, 1000, 10);
+			break;
+		case 'r':
+			s.rng = opt_num("seed", 0, UINT64_MAX, 16);
+			break;
+		case 'w':
+			wait_ns = (int64_t)opt_num("wait", 1, 3600, 10) * 1000000000ll;
+			break;
+		case 's':
+			s.stall_ns = (int64_t)opt_num("stall", 1, 3600, 10) * 1000000000ll;
+			break;
+		default:
+			usage();
 		}
 	}
 	if (!s.path || optind != argc || !s.target_bytes == !seconds)
@@ -462,20 +493,21 @@ int main(int argc, char **argv)
 
 			if (sl->state == SLOT_IDLE && !s.started_all &&
 			    (err = slot_open(&s, sl)) < 0) {
-				fprintf(stderr, "vsock-soak: connect %s: %s\n", s.path, strerror(-err));
+				fprintf(stderr, "vsock-soak: connect %s: %s\n", s.path,
+					strerror(-err));
 				s.failures++;
 				s.started_all = true;
 			}
 			if (sl->state != SLOT_IDLE && now - sl->progress_ns > s.stall_ns) {
-				soak_failed(&s, sl, "no progress in %" PRId64 " s (%" PRIu64
-					    " bytes in, %" PRIu64 " out)", s.stall_ns / 1000000000,
-					    sl->in_off, sl->out_off);
+				soak_failed(&s, sl,
+					    "no progress in %" PRId64 " s (%" PRIu64
+					    " bytes in, %" PRIu64 " out)",
+					    s.stall_ns / 1000000000, sl->in_off, sl->out_off);
 				slot_close(sl);
 			}
-			pfd[i] = (struct pollfd){.fd = sl->fd,
-						 .events = (short)(POLLIN | (slot_wants_write(sl)
-									     ? POLLOUT
-									     : 0))};
+			pfd[i] = (struct pollfd){
+				.fd = sl->fd,
+				.events = (short)(POLLIN | (slot_wants_write(sl) ? POLLOUT : 0))};
 			active += sl->fd >= 0;
 		}
 		if (!active && s.started_all)
