@@ -545,6 +545,11 @@ static void soak_conn_data(struct soak_conn *c, const uint8_t *data, uint32_t le
 				soak_conn_done(c, "RECVD");
 			break;
 		case SOAK_ECHO:
+			if (c->left == 0) {
+				/* All taken, not all sent back and answered yet. */
+				soak_conn_reset(c, "data before the echo's answer: reset port");
+				return;
+			}
 			if (take > c->left)
 				take = (uint32_t)c->left;
 			if (take > SOAK_BUF_ALLOC - c->ring_len) {
