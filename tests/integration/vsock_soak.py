@@ -211,13 +211,28 @@ def many(vmm, payload, driver, n, seconds, root):
     try:
         wait_up(vms, 120)
         print(f"{n} guests up in {time.monotonic() - t0:.1f} s", flush=True)
+        # Spawning 100 drivers among 100 spinning vCPUs takes seconds: each connects, says
+        # it is ready and waits for EOF on the pipe, so that all start exchanging at once.
         t1 = time.monotonic()
+        go_r, go_w = os.pipe()
         for vm in vms:
             out = open(os.path.join(vm.dir, "driver.out"), "w+")
             drivers.append((out, subprocess.Popen(
                 [driver, "--socket", vm.vsock, "--seconds", str(seconds), "--conns", "2",
-                 "--cmd-mib", "1", "--cmds", "3", "--stall", "60"],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)))
+                 "--cmd-mib", "1", "--cmds", "3", "--stall", "60", "--go-stdin"],
+                stdin=go_r, stdout=out, stderr=subprocess.STDOUT)))
+        os.close(go_r)
+        deadline = time.monotonic() + 120
+        for vm, (out, proc) in zip(vms, drivers):
+            while "vsock-soak: ready" not in vm.text("driver.out"):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    os.close(go_w)
+                    fail(f"{vm.dir}: the driver is not ready: {vm.text('driver.out')[-500:]}")
+                time.sleep(0.05)
+        os.close(go_w)
+        print(f"{n} drivers connected in {time.monotonic() - t1:.1f} s, then started at once",
+              flush=True)
+        t1 = time.monotonic()
         total, least = 0, None
         for vm, (out, proc) in zip(vms, drivers):
             try:

@@ -4,7 +4,7 @@
  * (tests/guests/soak.c), over many connections, and fails on any byte that does not match.
  *
  *   vsock-soak --socket PATH (--soak-gib N | --soak-mib N | --seconds S) [--conns K]
- *       [--cmd-mib M] [--cmds C] [--seed HEX] [--wait S] [--stall S]
+ *       [--cmd-mib M] [--cmds C] [--seed HEX] [--wait S] [--stall S] [--go-stdin]
  *
  * PATH is the VMM's --vsock socket. K slots (default 4, at most 8: the guest's table) each run
  * connections one after another until the total moved (bytes both ways) reaches N GiB (or
@@ -18,7 +18,9 @@
  *   ECHO  every byte back against what we sent, and "ECHOED n sum" against its checksum.
  * A connection the VMM closes, a wrong answer, or one that makes no progress for --stall
  * seconds (default 60) is a failure. The first connect is retried for --wait seconds (default
- * 30) while the socket is missing or refuses, or the VMM closes it before its "OK".
+ * 30) while the socket is missing or refuses, or the VMM closes it before its "OK". With
+ * --go-stdin, once that first connection is up the driver prints "vsock-soak: ready" and waits
+ * for EOF on stdin before its clock starts: how a test starts many drivers at one moment.
  *
  * The last line on stdout:
  *   vsock-soak bytes=.. gib=.. conns=.. cmds=.. send_bytes=.. recv_bytes=.. echo_bytes=..
@@ -382,11 +384,27 @@ __attribute__((warn_unused_result)) static int soak_first(struct soak *s, struct
 	}
 }
 
+/* Says "vsock-soak: ready" on stdout, then reads stdin to its EOF: 0 or -errno. */
+__attribute__((warn_unused_result)) static int soak_wait_go(void)
+{
+	char buf[64];
+	ssize_t n;
+
+	printf("vsock-soak: ready\n");
+	if (fflush(stdout) != 0)
+		return -errno;
+	while ((n = read(STDIN_FILENO, buf, sizeof(buf))) != 0) {
+		if (n < 0 && errno != EINTR)
+			return -errno;
+	}
+	return 0;
+}
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: vsock-soak --socket PATH (--soak-gib N | --soak-mib N | "
 			"--seconds S) [--conns K] [--cmd-mib M] [--cmds C] [--seed HEX] "
-			"[--wait S] [--stall S]\n");
+			"[--wait S] [--stall S] [--go-stdin]\n");
 	exit(2);
 }
 
@@ -420,6 +438,7 @@ int main(int argc, char **argv)
 		{"seed", required_argument, NULL, 'r'},
 		{"wait", required_argument, NULL, 'w'},
 		{"stall", required_argument, NULL, 's'},
+		{"go-stdin", no_argument, NULL, 'G'},
 		{0},
 	};
 	static struct slot slots[SOAK_SLOTS_MAX];
@@ -431,6 +450,7 @@ int main(int argc, char **argv)
 	int64_t wait_ns = 30000000000ll, start_ns;
 	uint64_t seconds = 0;
 	double secs;
+	bool go_stdin = false;
 	int opt, err;
 
 	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -465,6 +485,9 @@ int main(int argc, char **argv)
 		case 's':
 			s.stall_ns = (int64_t)opt_num("stall", 1, 3600, 10) * 1000000000ll;
 			break;
+		case 'G':
+			go_stdin = true;
+			break;
 		default:
 			usage();
 		}
@@ -479,7 +502,12 @@ int main(int argc, char **argv)
 			SOAK_PORT, strerror(-err));
 		return 1;
 	}
+	if (go_stdin && (err = soak_wait_go()) < 0) {
+		fprintf(stderr, "vsock-soak: waiting for EOF on stdin: %s\n", strerror(-err));
+		return 1;
+	}
 	start_ns = bench_clock_ns();
+	slots[0].progress_ns = start_ns;
 	s.end_ns = seconds ? start_ns + (int64_t)seconds * 1000000000ll : 0;
 	for (;;) {
 		struct pollfd pfd[SOAK_SLOTS_MAX];
