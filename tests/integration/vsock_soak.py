@@ -199,6 +199,11 @@ def one(vmm, payload, driver, args, root):
         summary(run.stdout, "vsock-soak")
     finally:
         vm.stop()
+        try:
+            vm.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            vm.proc.kill()
+            vm.proc.wait()
     vm.check_clean_exit()
     print("ok: soak passed, the VMM exited 7")
 
@@ -209,7 +214,7 @@ def many(vmm, payload, driver, n, seconds, root):
     vms = [Vm(vmm, payload, root, f"vm{i:03d}", 600) for i in range(n)]
     drivers = []
     try:
-        wait_up(vms, 120)
+        wait_up(vms, 100)
         print(f"{n} guests up in {time.monotonic() - t0:.1f} s", flush=True)
         # Spawning 100 drivers among 100 spinning vCPUs takes seconds: each connects, says
         # it is ready and waits for EOF on the pipe, so that all start exchanging at once.
@@ -222,7 +227,7 @@ def many(vmm, payload, driver, n, seconds, root):
                  "--cmd-mib", "1", "--cmds", "3", "--stall", "60", "--go-stdin"],
                 stdin=go_r, stdout=out, stderr=subprocess.STDOUT)))
         os.close(go_r)
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 100
         for vm, (out, proc) in zip(vms, drivers):
             while "vsock-soak: ready" not in vm.text("driver.out"):
                 if proc.poll() is not None or time.monotonic() > deadline:
@@ -234,13 +239,14 @@ def many(vmm, payload, driver, n, seconds, root):
               flush=True)
         t1 = time.monotonic()
         total, least = 0, None
+        drivers_end = time.monotonic() + seconds + 60
         for vm, (out, proc) in zip(vms, drivers):
             try:
-                st = proc.wait(seconds + 90)
+                st = proc.wait(max(1, drivers_end - time.monotonic()))
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-                fail(f"{vm.dir}: the driver did not end within {seconds + 90} s")
+                fail(f"{vm.dir}: the driver did not end within {seconds + 60} s")
             out.seek(0)
             text = out.read()
             out.close()
@@ -258,12 +264,19 @@ def many(vmm, payload, driver, n, seconds, root):
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+        t_stop = time.monotonic()
         for vm in vms:
             vm.stop()
+        for vm in vms:  # on a failure too: no VMM outlives the test
+            try:
+                vm.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                vm.proc.kill()
+                vm.proc.wait()
     t2 = time.monotonic()
     for vm in vms:
         vm.check_clean_exit()
-    print(f"{n} VMMs stopped in {time.monotonic() - t2:.1f} s", flush=True)
+    print(f"{n} VMMs stopped in {t2 - t_stop:.1f} s", flush=True)
     left = vmm_processes(vmm, root)
     if left:
         fail(f"VMM processes left after all exited: {left}")
@@ -283,7 +296,13 @@ def many(vmm, payload, driver, n, seconds, root):
           f"(processes, files, sockets, fds)")
 
 
+def on_sigterm(signum, frame):
+    """meson's timeout: unwind, so that the finally clauses stop every VMM and driver."""
+    raise SystemExit(f"FAIL: stopped by signal {signum}")
+
+
 def main():
+    signal.signal(signal.SIGTERM, on_sigterm)
     if len(sys.argv) < 5 or sys.argv[4] not in ("one", "many"):
         print(__doc__, file=sys.stderr)
         sys.exit(2)
