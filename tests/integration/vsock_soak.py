@@ -3,11 +3,14 @@
 """The vsock soak natively: payload-soak (tests/guests/soak.c) and vsock-soak
 (tools/bench/vsock_soak.c), which checks every byte and checksum both ways.
 
-usage: vsock_soak.py VMM PAYLOAD_SOAK VSOCK_SOAK one [DRIVER ARGS...]
+usage: vsock_soak.py VMM PAYLOAD_SOAK VSOCK_SOAK one|one-jailed [DRIVER ARGS...]
        vsock_soak.py VMM PAYLOAD_SOAK VSOCK_SOAK many N SECONDS
 
 one:  one VMM (--memory 64), the driver with DRIVER ARGS against it (e.g. --soak-gib 1), then
       SIGTERM: the driver passes, the VMM exits 7, the console has no "soak: warn" or FAIL.
+      Before the driver, bad command lines get ERROR, and a long line or data while the guest
+      sends end that connection. one-jailed: the same with the VMM under --jail (its
+      directory its root, uid JAIL_UID, seccomp), as sandboxctl runs it.
 many: N VMMs at once, each with its own directory, its guest up, then N drivers at once, each
       exchanging data with its VMM for SECONDS (both ways, checksummed), then every VMM
       stopped with SIGTERM. Checked: every driver passed and moved data (nothing lost), every
@@ -27,6 +30,7 @@ import tempfile
 import time
 
 READY = "soak: ready port=5000"
+JAIL_UID = 0x50000000 + 0xfff1  # in sandboxctl's range (docs/hardening.md), unused by it
 SUMMARY = re.compile(r"^vsock-soak bytes=(\d+) .* send_bytes=(\d+) recv_bytes=(\d+) "
                      r"echo_bytes=(\d+) failures=(\d+) ", re.M)
 # What a VMM stopped by SIGTERM says on stderr without a --jail; any other line fails the run.
@@ -40,16 +44,25 @@ def fail(msg):
 
 
 class Vm:
-    def __init__(self, vmm, payload, root, name, timeout):
+    def __init__(self, vmm, payload, root, name, timeout, jail=False):
         self.dir = os.path.join(root, name)
         os.mkdir(self.dir)
+        extra = []
+        if jail:
+            # As sandboxctl makes a sandbox's directory (docs/hardening.md): root's, the
+            # jail's group may add files, sticky so that it cannot touch root's.
+            os.chown(root, 0, 0)
+            os.chmod(root, 0o755)
+            os.chown(self.dir, 0, JAIL_UID)
+            os.chmod(self.dir, 0o1770)
+            extra = ["--jail", f"{self.dir},uid={JAIL_UID},gid={JAIL_UID}"]
         self.vsock = os.path.join(self.dir, "v.sock")
         self.console = os.path.join(self.dir, "console.log")
         self.err = open(os.path.join(self.dir, "vmm.err"), "w")
         self.warns_expected = set()  # starts of guest warnings a test caused on purpose
         self.proc = subprocess.Popen(
             [vmm, "--payload", payload, "--memory", "64", "--vsock", self.vsock,
-             "--console", self.console, "--timeout", str(timeout)],
+             "--console", self.console, "--timeout", str(timeout)] + extra,
             stdin=subprocess.DEVNULL, stdout=self.err, stderr=subprocess.STDOUT)
 
     def text(self, name):
@@ -183,8 +196,8 @@ def bad_commands(vm):
     print("ok: bad commands answered with ERROR, a long line and data while sending reset")
 
 
-def one(vmm, payload, driver, args, root):
-    vm = Vm(vmm, payload, root, "vm", 3600)
+def one(vmm, payload, driver, args, root, jail):
+    vm = Vm(vmm, payload, root, "vm", 3600, jail)
     try:
         wait_up([vm], 30)
         bad_commands(vm)
@@ -303,17 +316,20 @@ def on_sigterm(signum, frame):
 
 def main():
     signal.signal(signal.SIGTERM, on_sigterm)
-    if len(sys.argv) < 5 or sys.argv[4] not in ("one", "many"):
+    if len(sys.argv) < 5 or sys.argv[4] not in ("one", "one-jailed", "many"):
         print(__doc__, file=sys.stderr)
         sys.exit(2)
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
         print("SKIP: /dev/kvm is not usable here")
         sys.exit(77)
     vmm, payload, driver, mode = sys.argv[1:5]
+    if mode == "one-jailed" and os.geteuid() != 0:
+        print("SKIP: --jail needs root (it changes uid and makes namespaces)")
+        sys.exit(77)
     root = tempfile.mkdtemp(prefix="vsock-soak-")
     try:
-        if mode == "one":
-            one(vmm, payload, driver, sys.argv[5:], root)
+        if mode.startswith("one"):
+            one(vmm, payload, driver, sys.argv[5:], root, mode == "one-jailed")
         else:
             if len(sys.argv) != 7:
                 print(__doc__, file=sys.stderr)
