@@ -111,6 +111,13 @@ enum soak_mode {
 	SOAK_ECHO, /* taking `left` bytes and sending them back */
 };
 
+/* What each mode's answer line starts with (soak_wire.h). */
+static const char *const soak_answer[] = {
+	[SOAK_SEND] = "SENT",
+	[SOAK_RECV] = "RECVD",
+	[SOAK_ECHO] = "ECHOED",
+};
+
 /* A connection from the host, found by its port (the host is CID 2, we are SOAK_PORT). */
 struct soak_conn {
 	bool open;
@@ -492,8 +499,8 @@ static void soak_conn_command(struct soak_conn *c)
 	c->seed = seed;
 	c->sent = 0;
 	soak_sum_init(&c->sum);
-	if (n == 0 && mode != SOAK_SEND)
-		soak_conn_done(c, mode == SOAK_RECV ? "RECVD" : "ECHOED");
+	if (n == 0) /* nothing to move: the answer at once */
+		soak_conn_done(c, soak_answer[mode]);
 }
 
 /* Takes len bytes of a command line (up to and with its newline): 0, or -1 (c was reset). */
@@ -542,7 +549,7 @@ static void soak_conn_data(struct soak_conn *c, const uint8_t *data, uint32_t le
 			c->fwd_cnt += take;
 			soak_sum_update(&c->sum, data, take);
 			if ((c->left -= take) == 0)
-				soak_conn_done(c, "RECVD");
+				soak_conn_done(c, soak_answer[SOAK_RECV]);
 			break;
 		case SOAK_ECHO:
 			if (c->left == 0) {
@@ -682,7 +689,7 @@ static void soak_conn_pump(struct soak_conn *c)
 			soak_sum_update(&c->sum, soak_tx[slot].data, len);
 			c->sent += len;
 			if ((c->left -= len) == 0)
-				soak_conn_done(c, "SENT");
+				soak_conn_done(c, soak_answer[SOAK_SEND]);
 		} else if (c->mode == SOAK_ECHO && c->ring_len) {
 			uint32_t first = SOAK_BUF_ALLOC - c->ring_head;
 
@@ -694,7 +701,7 @@ static void soak_conn_pump(struct soak_conn *c)
 			c->ring_len -= len;
 			c->fwd_cnt += len;
 			if (c->left == 0 && c->ring_len == 0)
-				soak_conn_done(c, "ECHOED");
+				soak_conn_done(c, soak_answer[SOAK_ECHO]);
 		} else {
 			memcpy(soak_tx[slot].data, c->reply, len);
 			c->reply_len = 0;

@@ -174,7 +174,8 @@ def bad_commands(vm):
         for cmd, want in ((b"HELLO", b"ERROR unknown command"), (b"SEND 10", b"ERROR bad arguments"),
                           (b"RECV 1x", b"ERROR bad arguments"),
                           (b"ECHO 99999999999999999999", b"ERROR bad arguments"),
-                          (b"RECV 0", b"RECVD 0 "), (b"ECHO 0", b"ECHOED 0 ")):
+                          (b"RECV 0", b"RECVD 0 "), (b"ECHO 0", b"ECHOED 0 "),
+                          (b"SEND 0 5", b"SENT 0 ")):
             sock.sendall(cmd + b"\n")
             line = f.readline().rstrip(b"\n")
             if not line.startswith(want):
