@@ -123,7 +123,7 @@ inner() {
 	[ "$("$ctl" exec "$kid" -- echo child)" = child ] || fail "the fork's child"
 	"$ctl" stats "$quiet" | grep -q '^cpu .* s used, limit 1 CPUs$' ||
 		fail "stats: $("$ctl" stats "$quiet")"
-	"$ctl" ls | grep "^$quiet " | grep -q ' [0-9.]*s  *[0-9.]* [KM]iB$' ||
+	"$ctl" ls | grep "^$quiet " | grep -q ' [0-9.]*s  *[0-9.]* [KM]iB  *[^ ]*$' ||
 		fail "ls shows no CPU and memory used: $("$ctl" ls)"
 	echo "ok: fork raised the parent's limit $((before >> 20)) -> $((after >> 20)) MiB; parent and child run; stats and ls show what was used"
 	"$ctl" rm -f "$kid" "$quiet" || fail "rm -f"
