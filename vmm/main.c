@@ -806,7 +806,9 @@ int main(int argc, char **argv)
 		log_debug("restored %s: %u vCPU(s), %llu MiB", o.restore_dir, o.boot.ncpus,
 			  (unsigned long long)o.memory_mib);
 	}
-	if (o.jail_arg && (err = seccomp_install_base(&vm)) < 0) {
+	if (o.jail_arg && (err = seccomp_install_base(&vm)) == 0)
+		log_debug("seccomp: the base filter is in");
+	if (o.jail_arg && err < 0) {
 		log_error("--jail: cannot install the base seccomp filter: %s", strerror(-err));
 		status = VM_EXIT_VMM_ERROR;
 		goto out;
