@@ -678,13 +678,8 @@ int sandbox_start_vmm(struct sandbox *sb, const char *console_opt, const struct 
 	}
 	/* A layer a jailed VMM made at a snapshot cut short: its top since, if it is what
 	 * that snapshot would have made. */
-	if (snapshot_adopt_stray_top(sb) < 0) {
-		errmsg("%s: its directory holds %s, a layer above its top %s that is not one its "
-		       "VMM could have made: check it, then chown it to root to keep it or remove "
-		       "it",
-		       sb->id, sb->stray_top, sb->top);
+	if (snapshot_adopt_stray_top(sb) < 0)
 		return EXIT_ERR;
-	}
 	if (jail_enabled() && (err = sandbox_jail_prepare(sb)) < 0) {
 		errmsg("%s: cannot make its directory the VMM's jail: %s", sb->id, strerror(-err));
 		return EXIT_ERR;

@@ -43,6 +43,14 @@ static int next_top(const char *top, char *out, size_t len)
 	return path_fmt(out, len, "root.%lu.layer", n + 1);
 }
 
+static int stray_refused(const struct sandbox *sb)
+{
+	errmsg("%s: its directory holds %s, a layer above its top %s that is not one its VMM "
+	       "could have made: check it, then chown it to root to keep it or remove it",
+	       sb->id, sb->stray_top, sb->top);
+	return -EPERM;
+}
+
 int snapshot_adopt_stray_top(struct sandbox *sb)
 {
 	struct disk_header h;
@@ -54,19 +62,18 @@ int snapshot_adopt_stray_top(struct sandbox *sb)
 	/* Only the one a snapshot of the top would have made, over the top, by name. */
 	if ((err = next_top(sb->top, next, sizeof(next))) < 0 || strcmp(next, sb->stray_top) != 0 ||
 	    (err = sandbox_path(sb, sb->stray_top, path, sizeof(path))) < 0)
-		return -EPERM;
+		return stray_refused(sb);
 	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
-		return -errno;
+		return stray_refused(sb);
 	err = pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) ? 0 : -EIO;
 	close(fd);
 	if (err < 0 || memcmp(h.magic, DISK_MAGIC, DISK_MAGIC_LEN) != 0 ||
 	    le32toh(h.parent_kind) != DISK_PARENT_LAYER ||
 	    le32toh(h.parent_path_len) != strlen(sb->top) ||
-	    memcmp(h.parent_path, sb->top, strlen(sb->top)) != 0)
-		return -EPERM;
-	if ((err = sandbox_jail_adopt(sb, path)) < 0)
-		return err;
+	    memcmp(h.parent_path, sb->top, strlen(sb->top)) != 0 ||
+	    (err = sandbox_jail_adopt(sb, path)) < 0)
+		return stray_refused(sb);
 	snprintf(sb->top, sizeof(sb->top), "%s", sb->stray_top);
 	sb->stray_top[0] = '\0';
 	return 0;
@@ -250,13 +257,8 @@ int snapshot_take(struct sandbox *sb, struct snap_take *t)
 			       sb->id, sb->disks[i].path);
 			return EXIT_ERR;
 		}
-	if (snapshot_adopt_stray_top(sb) < 0) {
-		errmsg("%s: its directory holds %s, a layer above its top %s that is not "
-		       "one its "
-		       "VMM could have made: refused",
-		       sb->id, sb->stray_top, sb->top);
+	if (snapshot_adopt_stray_top(sb) < 0)
 		return EXIT_ERR;
-	}
 	if (!sandbox_vmm_alive(sb)) {
 		errmsg("%s is %s: only a running or paused sandbox can be snapshotted", sb->id,
 		       sandbox_state_name(sandbox_state(sb, NULL)));

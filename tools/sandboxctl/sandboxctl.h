@@ -84,7 +84,8 @@ int sandbox_make_dir(struct sandbox *sb, const char *name);
 /* Undo a failed create: kill its VMM, remove its directory. */
 void create_cleanup(struct sandbox *sb);
 /* sb->stray_top, when it is the layer a snapshot of sb->top cut short left (the VMM's top
- * since): checked by its header, taken over, made the top. 0 (also with none), -EPERM. */
+ * since): checked by its header, taken over, made the top. 0 (also with none), or -EPERM
+ * after a message saying what to do. */
 int snapshot_adopt_stray_top(struct sandbox *sb) __must_check;
 
 /* ---- ready.c: warm creates from an image's ready snapshot ---- */
