@@ -124,6 +124,10 @@ struct sandbox {
 /* Jailed unless SANDBOX_JAIL=off (debugging only). */
 bool jail_enabled(void);
 uid_t sandbox_uid(const char *id);
+/* The sandbox's proxy's uid and gid: SANDBOX_UID_BASE + 0x10000 + the same 16 bits, so never
+ * a VMM's. */
+#define SANDBOX_PROXY_UID_OFFSET 0x10000u
+uid_t sandbox_proxy_uid(const char *id);
 /* The sandbox directory as the jail's root: root's, group the sandbox's, mode 1770. */
 int sandbox_jail_prepare(const struct sandbox *sb) __must_check;
 /* sandbox-vmm's --jail argument. */

@@ -33,6 +33,11 @@ uid_t sandbox_uid(const char *id)
 	return (uid_t)(SANDBOX_UID_BASE + strtoul(four, NULL, 16));
 }
 
+uid_t sandbox_proxy_uid(const char *id)
+{
+	return sandbox_uid(id) + SANDBOX_PROXY_UID_OFFSET;
+}
+
 int sandbox_jail_prepare(const struct sandbox *sb)
 {
 	uid_t id = sandbox_uid(sb->id);
