@@ -6,7 +6,8 @@
  *
  * The directory is root's, group the sandbox's gid, mode 1770: the VMM may add files (a
  * snapshot, a new layer) but, sticky, never rename or remove root's (the config, the layers
- * sandboxctl made, the proxy's files).
+ * sandboxctl made, the proxy's policy, credentials and CA). The proxy runs as a uid of its
+ * own (sandbox_proxy_uid) in DIR/proxy, which the VMM cannot enter.
  */
 #include <errno.h>
 #include <fcntl.h>
