@@ -4,8 +4,8 @@
 # running proxy, as /proc shows it, is filtered (Seccomp 2), unprivileged (NoNewPrivs 1, no
 # capability, its own uid), in pid, mount, ipc and uts namespaces of its own but the host's
 # network namespace, with DIR/proxy as its root and its limits; and under its filter it still
-# answers DNS, refuses and relays connections (a thread each), writes its audit log, dns.map
-# and egress.left as its uid, and ends with 0 on SIGTERM. 77 (skipped) when not root or
+# answers DNS, refuses and relays connections (a thread each), rotates and writes its audit
+# log, dns.map and egress.left as its uid, and ends with 0 on SIGTERM. 77 (skipped) when not root or
 # without iproute2.
 set -u
 proxy=$1
@@ -60,6 +60,8 @@ for bad in uid=0,gid=$uid uid=$uid uid=-1,gid=1 "uid= 5,gid=5"; do
 	[ $? = 2 ] || fail "--jail $bad not refused as usage"
 done
 
+# An audit log at its rotation size: the first line, jailed, renames it and starts another.
+mkdir -m 700 "$sb/proxy" && truncate -s 32M "$sb/proxy/audit.log" && chmod 600 "$sb/proxy/audit.log"
 "$proxy" run "$sb" --netns /run/netns/$ns --jail uid=$uid,gid=$uid 2>"$tmp/proxy.log" &
 pid=$!
 # Started by hand, it forks into a pid namespace: the jailed proxy is the child.
@@ -122,8 +124,11 @@ grep -q "\"addr\":\"127.0.0.1\".*\"port\":$hport" "$sb/proxy/audit.log" ||
 grep -q allowed.test "$sb/proxy/dns.map" || fail "dns.map lacks allowed.test"
 [ -f "$sb/proxy/egress.left" ] && [ "$(cat "$sb/proxy/egress.left")" -lt 10000000 ] ||
 	fail "egress.left: $(cat "$sb/proxy/egress.left" 2>&1)"
+[ "$(stat -c %s "$sb/proxy/audit.log.1" 2>&1)" = $((32 << 20)) ] ||
+	fail "audit.log not rotated to audit.log.1: $(ls -l "$sb/proxy")"
+[ "$(stat -c %u "$sb/proxy/audit.log")" = "$uid" ] || fail "the new audit.log is not the proxy's"
 # Opened before the jail (root's) or made in it (the proxy's), 0600: never the VMM's.
-for f in audit.log dns.map egress.left; do
+for f in audit.log audit.log.1 dns.map egress.left; do
 	case $(stat -c '%u %a' "$sb/proxy/$f") in
 	"0 600" | "$uid 600") ;;
 	*) fail "$f: $(stat -c '%u %a' "$sb/proxy/$f")" ;;
