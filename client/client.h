@@ -60,7 +60,8 @@ int read_file(const char *path, size_t max, char **out, size_t *len) __must_chec
 int write_all(int fd, const void *buf, size_t len) __must_check;
 /* Print the last `nlines` lines of the file `path` to stderr, each indented, for errors. */
 void print_tail(const char *path, unsigned nlines);
-/* Remove a directory of plain files (a sandbox's or an image's: neither has subdirectories). */
+/* Remove a directory of plain files and of subdirectories of plain files (a sandbox's, whose
+ * proxy/ is one, or an image's), never following a link. */
 void remove_flat_dir(const char *path);
 /* One of our programs: $`env`, else the build tree's (build/`build_dir`/`name`, beside
  * build/tools/<this program>/), else one installed beside this program, else `name` for

@@ -252,6 +252,8 @@ for i in range(100):
 
 	"$ctl" rm -f "$id" >/dev/null
 	[ ! -e "/run/netns/sbx-$id" ] || { echo "FAIL: rm left the namespace"; failed=$((failed + 1)); }
+	[ ! -e "$SANDBOX_HOME/sandboxes/$id" ] ||
+		{ echo "FAIL: rm left the sandbox's directory: $(ls -R "$SANDBOX_HOME/sandboxes/$id")"; failed=$((failed + 1)); }
 	echo "$failed check(s) failed"
 	[ "$failed" = 0 ] || fail "$failed network check(s) failed"
 	exit 0
