@@ -50,6 +50,17 @@ int jail_parse(const char *arg, struct proxy_jail *j)
 	return 0;
 }
 
+int jail_close_inherited(int keep_fd)
+{
+	unsigned keep = keep_fd >= 3 ? (unsigned)keep_fd : 0;
+
+	if (keep && keep > 3 && close_range(3, keep - 1, 0) < 0)
+		return -errno;
+	if (close_range(keep ? keep + 1 : 3, ~0u, 0) < 0)
+		return -errno;
+	return 0;
+}
+
 /* What the proxy writes in DIR/proxy. */
 static const char *const jail_files[] = {"audit.log", "audit.log.1", "dns.map", "egress.left"};
 

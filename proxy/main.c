@@ -334,6 +334,11 @@ static int cmd_run(int argc, char **argv)
 	if (!netns)
 		return main_usage("run: --netns PATH missing");
 	px.idle_ms = CONN_IDLE_MS;
+	if (jail.on && jail_close_inherited(ready_fd) < 0) {
+		fprintf(stderr, "sandbox-proxy: --jail: closing inherited fds: %s\n",
+			strerror(errno));
+		return PROXY_EXIT_ERR;
+	}
 	if (jail_state_dir(px.dir, &jail, err, sizeof(err)) < 0) {
 		fprintf(stderr, "sandbox-proxy: %s\n", err);
 		return PROXY_EXIT_ERR;

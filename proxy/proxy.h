@@ -215,6 +215,9 @@ struct proxy_jail {
 
 /* Parse --jail's "uid=N,gid=N" (neither 0) into `j`, turned on. */
 int jail_parse(const char *arg, struct proxy_jail *j) __must_check;
+/* Close every fd but 0, 1, 2 and `keep_fd` (-1: none): a jailed proxy keeps nothing of its
+ * launcher's but what it was given. */
+int jail_close_inherited(int keep_fd) __must_check;
 /* Make DIR/proxy the proxy's directory (j->root) and the current one: created 0700 if
  * missing, refused when it is a link or belongs to another uid than root and j->uid, then
  * made j->uid's (root's when not jailed). Every file the proxy writes at run time is there,

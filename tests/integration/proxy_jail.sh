@@ -62,7 +62,9 @@ done
 
 # An audit log at its rotation size: the first line, jailed, renames it and starts another.
 mkdir -m 700 "$sb/proxy" && truncate -s 32M "$sb/proxy/audit.log" && chmod 600 "$sb/proxy/audit.log"
-"$proxy" run "$sb" --netns /run/netns/$ns --jail uid=$uid,gid=$uid 2>"$tmp/proxy.log" &
+# fd 7 is inherited, not given: it is closed.
+"$proxy" run "$sb" --netns /run/netns/$ns --jail uid=$uid,gid=$uid 2>"$tmp/proxy.log" \
+	7>"$tmp/inherited" &
 pid=$!
 # Started by hand, it forks into a pid namespace: the jailed proxy is the child.
 child=
@@ -98,6 +100,10 @@ lim() { awk -v k="$1" 'index($0, k) == 1 { print $(NF - 2) }' /proc/$child/limit
 [ "$(lim 'Max open files')" = 1152 ] || fail "open files $(lim 'Max open files')"
 [ "$(lim 'Max processes')" = 1104 ] || fail "processes $(lim 'Max processes')"
 [ "$(lim 'Max file size')" = $((65 << 20)) ] || fail "file size $(lim 'Max file size')"
+for f in /proc/$child/fd/*; do
+	[ "$(readlink "$f")" != "$tmp/inherited" ] || fail "an inherited fd is still open ($f)"
+done
+[ -e /proc/$child/fd/2 ] || fail "stderr was closed"
 # The waiting parent is as confined.
 grep -q '^Seccomp:[[:space:]]*2' /proc/$pid/status || fail "the waiting parent is unfiltered"
 grep -q "^Uid:[[:space:]]*$uid" /proc/$pid/status || fail "the waiting parent keeps root"
