@@ -54,7 +54,7 @@ int jail_close_inherited(int keep_fd)
 {
 	unsigned keep = keep_fd >= 3 ? (unsigned)keep_fd : 0;
 
-	if (keep && keep > 3 && close_range(3, keep - 1, 0) < 0)
+	if (keep > 3 && close_range(3, keep - 1, 0) < 0)
 		return -errno;
 	if (close_range(keep ? keep + 1 : 3, ~0u, 0) < 0)
 		return -errno;
