@@ -60,7 +60,8 @@ int read_file(const char *path, size_t max, char **out, size_t *len) __must_chec
 int write_all(int fd, const void *buf, size_t len) __must_check;
 /* Print the last `nlines` lines of the file `path` to stderr, each indented, for errors. */
 void print_tail(const char *path, unsigned nlines);
-/* Remove a directory of plain files (a sandbox's or an image's: neither has subdirectories). */
+/* Remove a directory of plain files and of subdirectories of plain files (a sandbox's, whose
+ * proxy/ is one, or an image's), never following a link. */
 void remove_flat_dir(const char *path);
 /* One of our programs: $`env`, else the build tree's (build/`build_dir`/`name`, beside
  * build/tools/<this program>/), else one installed beside this program, else `name` for
@@ -125,6 +126,10 @@ struct sandbox {
 /* Jailed unless SANDBOX_JAIL=off (debugging only). */
 bool jail_enabled(void);
 uid_t sandbox_uid(const char *id);
+/* The sandbox's proxy's uid and gid: SANDBOX_UID_BASE + 0x10000 + the same 16 bits, so never
+ * a VMM's. */
+#define SANDBOX_PROXY_UID_OFFSET 0x10000u
+uid_t sandbox_proxy_uid(const char *id);
 /* The sandbox directory as the jail's root: root's, group the sandbox's, mode 1770. */
 int sandbox_jail_prepare(const struct sandbox *sb) __must_check;
 /* sandbox-vmm's --jail argument. */

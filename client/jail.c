@@ -6,7 +6,8 @@
  *
  * The directory is root's, group the sandbox's gid, mode 1770: the VMM may add files (a
  * snapshot, a new layer) but, sticky, never rename or remove root's (the config, the layers
- * sandboxctl made, the proxy's files).
+ * sandboxctl made, the proxy's policy, credentials and CA). The proxy runs as a uid of its
+ * own (sandbox_proxy_uid) in DIR/proxy, which the VMM cannot enter.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -31,6 +32,11 @@ uid_t sandbox_uid(const char *id)
 
 	memcpy(four, id, 4);
 	return (uid_t)(SANDBOX_UID_BASE + strtoul(four, NULL, 16));
+}
+
+uid_t sandbox_proxy_uid(const char *id)
+{
+	return sandbox_uid(id) + SANDBOX_PROXY_UID_OFFSET;
 }
 
 int sandbox_jail_prepare(const struct sandbox *sb)

@@ -5,19 +5,24 @@
  * `forward` for sandboxctl port; and the CA certificate the proxy signs with, put in the
  * guest's trust stores once its agent answers.
  *
- * The proxy's files live in the sandbox's directory: policy.yaml, credentials, ca.pem,
- * ca.key, dns.map, audit.log; proxy.pid and proxy.log are ours. A port forwarder's pid is
- * in port-<guest port>.pid.
+ * The proxy's files live in the sandbox's directory: policy.yaml, credentials, ca.pem and
+ * ca.key (root's, 0600, read before it is jailed); what it writes while it runs is in
+ * proxy/, its own directory and its jail's root (docs/hardening.md): audit.log, dns.map,
+ * egress.left. proxy.pid and proxy.log are ours. A port forwarder's pid is in
+ * port-<guest port>.pid.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,8 +39,9 @@ int proxy_binary(char *out, size_t len)
 
 /* Fork and exec the proxy with `argv` (argv[0] is filled in), stdin /dev/null, stdout and
  * stderr to `log` (NULL: ours), in a session of its own when `daemon`, in the cgroup of
- * `sb` when it is not NULL. `keep_fd` stays open in the child. */
-static int proxy_spawn(char **argv, const char *log, bool daemon, int keep_fd,
+ * `sb` when it is not NULL. `keep_fd` stays open in the child. With `pid_ns`, the child is
+ * PID 1 of a pid namespace of its own (run --jail). */
+static int proxy_spawn(char **argv, const char *log, bool daemon, int keep_fd, bool pid_ns,
 		       const struct sandbox *sb, pid_t *pid)
 {
 	static char bin[PATH_MAX];
@@ -46,7 +52,8 @@ static int proxy_spawn(char **argv, const char *log, bool daemon, int keep_fd,
 		return -ENAMETOOLONG;
 	argv[0] = bin;
 	fflush(NULL);
-	child = fork();
+	child = pid_ns ? (pid_t)syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, NULL, NULL, NULL, NULL)
+		       : fork();
 	if (child < 0)
 		return -errno;
 	if (child == 0) {
@@ -93,7 +100,7 @@ int proxy_prepare(const struct sandbox *sb, char *const *opts, unsigned nopts)
 	argv[2] = (char *)sb->dir;
 	for (unsigned i = 0; i < nopts; i++)
 		argv[3 + i] = opts[i];
-	err = proxy_spawn(argv, NULL, false, -1, NULL, &pid);
+	err = proxy_spawn(argv, NULL, false, -1, false, NULL, &pid);
 	free(argv);
 	if (err < 0)
 		return err;
@@ -164,11 +171,11 @@ static int write_pid(const struct sandbox *sb, const char *file, pid_t pid)
 	return write_file_atomic(path, buf, (size_t)n, 0600);
 }
 
-/* Spawn the proxy with `argv` (argv[0] filled in; the last two words are "--ready-fd" and a
- * buffer for the fd's number) as a daemon logging to `log`, in the cgroup of `sb`, and wait
- * until it says "ready". On failure it is gone. */
-static int proxy_spawn_ready(char **argv, unsigned argc, const char *log, const struct sandbox *sb,
-			     pid_t *out)
+/* Spawn the proxy with `argv` (argv[0] filled in; word `fd_at` is the buffer for
+ * --ready-fd's number) as a daemon logging to `log`, in the cgroup of `sb`, and wait until it
+ * says "ready". On failure it is gone. */
+static int proxy_spawn_ready(char **argv, unsigned fd_at, const char *log, bool pid_ns,
+			     const struct sandbox *sb, pid_t *out)
 {
 	static char fdarg[16];
 	struct pollfd pfd;
@@ -179,8 +186,8 @@ static int proxy_spawn_ready(char **argv, unsigned argc, const char *log, const 
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return -errno;
 	snprintf(fdarg, sizeof(fdarg), "%d", p[1]);
-	argv[argc - 1] = fdarg;
-	err = proxy_spawn(argv, log, true, p[1], sb, &pid);
+	argv[fd_at] = fdarg;
+	err = proxy_spawn(argv, log, true, p[1], pid_ns, sb, &pid);
 	close(p[1]);
 	if (err < 0) {
 		close(p[0]);
@@ -205,14 +212,23 @@ static int proxy_spawn_ready(char **argv, unsigned argc, const char *log, const 
 
 int proxy_start(const struct sandbox *sb)
 {
-	char ns[256], log[4200];
-	char *argv[] = {NULL, "run", (char *)sb->dir, "--netns", ns, "--ready-fd", NULL, NULL};
+	char ns[256], log[4200], jail[64];
+	char *argv[] = {NULL, "run", (char *)sb->dir, "--netns", ns, "--ready-fd", NULL, NULL,
+			NULL, NULL};
+	uid_t id = sandbox_proxy_uid(sb->id);
+	bool jailed = jail_enabled();
 	pid_t pid;
 	int err;
 
+	/* Jailed as the sandbox's proxy uid (never the VMM's), PID 1 of its own namespace. */
+	snprintf(jail, sizeof(jail), "uid=%u,gid=%u", (unsigned)id, (unsigned)id);
+	if (jailed) {
+		argv[7] = "--jail";
+		argv[8] = jail;
+	}
 	if ((err = net_ns_path(sb, ns, sizeof(ns))) < 0 ||
 	    (err = sandbox_path(sb, "proxy.log", log, sizeof(log))) < 0 ||
-	    (err = proxy_spawn_ready(argv, 7, log, sb, &pid)) < 0)
+	    (err = proxy_spawn_ready(argv, 6, log, jailed, sb, &pid)) < 0)
 		return err;
 	if ((err = write_pid(sb, "proxy.pid", pid)) < 0)
 		proxy_kill(pid);
@@ -275,7 +291,7 @@ int proxy_forward(const struct sandbox *sb, unsigned guest_port, unsigned host_p
 	if ((err = net_forward_port(sb, guest_port, true)) < 0)
 		return err;
 	/* Listening before this returns: the caller may connect at once. */
-	if ((err = proxy_spawn_ready(argv, 10, log, sb, &pid)) < 0) {
+	if ((err = proxy_spawn_ready(argv, 9, log, false, sb, &pid)) < 0) {
 		if (net_forward_port(sb, guest_port, false) < 0) {
 			/* the port stays open to the namespace, with nothing listening */
 		}
@@ -343,9 +359,15 @@ out:
 	return err;
 }
 
-/* The proxy's files a snapshot keeps (as net.<file>); dns.map may not exist yet. */
-static const char *const proxy_files[] = {"policy.yaml", "credentials", "ca.pem", "ca.key",
-					  "dns.map"};
+/* The proxy's files a snapshot keeps: where they are in the sandbox, their name in the
+ * snapshot. dns.map may not exist yet. */
+static const struct {
+	const char *in_sandbox, *in_snapshot;
+} proxy_files[] = {
+	{"policy.yaml", "net.policy.yaml"}, {"credentials", "net.credentials"},
+	{"ca.pem", "net.ca.pem"},	    {"ca.key", "net.ca.key"},
+	{"proxy/dns.map", "net.dns.map"},
+};
 
 /* Copy `from` to `to` (atomically, mode 0600); -ENOENT when `from` is missing. */
 static int copy_small_file(const char *from, const char *to)
@@ -361,20 +383,20 @@ static int copy_small_file(const char *from, const char *to)
 	return err;
 }
 
-static int proxy_files_copy(const char *from_dir, const char *from_prefix, const char *to_dir,
-			    const char *to_prefix)
+/* From the sandbox `sb_dir` into the snapshot `snap_dir` (`save`) or back. */
+static int proxy_files_copy(const char *sb_dir, const char *snap_dir, bool save)
 {
-	char from[4200], to[4200];
+	char in_sb[4200], in_snap[4200];
 	int err;
 
 	for (size_t i = 0; i < sizeof(proxy_files) / sizeof(proxy_files[0]); i++) {
-		if ((err = path_fmt(from, sizeof(from), "%s/%s%s", from_dir, from_prefix,
-				    proxy_files[i])) < 0 ||
-		    (err = path_fmt(to, sizeof(to), "%s/%s%s", to_dir, to_prefix, proxy_files[i])) <
-			    0)
+		if ((err = path_fmt(in_sb, sizeof(in_sb), "%s/%s", sb_dir,
+				    proxy_files[i].in_sandbox)) < 0 ||
+		    (err = path_fmt(in_snap, sizeof(in_snap), "%s/%s", snap_dir,
+				    proxy_files[i].in_snapshot)) < 0)
 			return err;
-		err = copy_small_file(from, to);
-		if (err == -ENOENT && strcmp(proxy_files[i], "dns.map") == 0)
+		err = save ? copy_small_file(in_sb, in_snap) : copy_small_file(in_snap, in_sb);
+		if (err == -ENOENT && strcmp(proxy_files[i].in_snapshot, "net.dns.map") == 0)
 			continue;
 		if (err < 0)
 			return err;
@@ -384,10 +406,18 @@ static int proxy_files_copy(const char *from_dir, const char *from_prefix, const
 
 int proxy_files_save(const struct sandbox *sb, const char *snap_dir)
 {
-	return proxy_files_copy(sb->dir, "", snap_dir, "net.");
+	return proxy_files_copy(sb->dir, snap_dir, true);
 }
 
 int proxy_files_load(const char *snap_dir, const struct sandbox *sb)
 {
-	return proxy_files_copy(snap_dir, "net.", sb->dir, "");
+	char dir[4200];
+	int err;
+
+	/* The proxy's own directory, root's until its next start makes it the proxy's. */
+	if ((err = sandbox_path(sb, "proxy", dir, sizeof(dir))) < 0)
+		return err;
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	return proxy_files_copy(sb->dir, snap_dir, false);
 }

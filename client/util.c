@@ -322,14 +322,38 @@ void print_tail(const char *path, unsigned nlines)
 	}
 }
 
+/* Remove the entries of the directory open as `fd` (taken), and of its subdirectories
+ * `depth` levels down, each opened with O_NOFOLLOW through its parent's fd. */
+static void remove_entries(int fd, int depth)
+{
+	struct dirent *e;
+	DIR *d = fdopendir(fd);
+
+	if (!d) {
+		close(fd);
+		return;
+	}
+	while ((e = readdir(d))) {
+		int sub;
+
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		if (unlinkat(dirfd(d), e->d_name, 0) == 0 || errno != EISDIR || depth == 0)
+			continue;
+		sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (sub >= 0)
+			remove_entries(sub, depth - 1);
+		unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
+	}
+	closedir(d);
+}
+
 void remove_flat_dir(const char *path)
 {
 	/* The directory itself, never what a symlink put in its place points to: its entries
 	 * are removed through the fd of what was opened, and a symlink is refused by
 	 * O_NOFOLLOW (then only the link goes). */
 	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	struct dirent *e;
-	DIR *d;
 
 	if (fd < 0) {
 		struct stat st;
@@ -338,15 +362,8 @@ void remove_flat_dir(const char *path)
 			unlink(path);
 		return;
 	}
-	d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return;
-	}
-	while ((e = readdir(d)))
-		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-			unlinkat(dirfd(d), e->d_name, 0);
-	closedir(d);
+	/* One level down: a sandbox's proxy/ (the proxy's own directory). */
+	remove_entries(fd, 1);
 	rmdir(path);
 }
 

@@ -37,7 +37,6 @@
 #define DNS_TIMEOUT_MS	   2000
 #define DNS_CACHE_MAX	   1024
 #define DNS_MAX_RR	   64
-#define DNS_WORKERS_MAX	   64
 #define DNS_ANSWER_TTL	   60
 #define DNS_RECV_MAX	   4096
 
@@ -382,7 +381,7 @@ struct dns_state *dns_state_new(const char *map_path, char *err, size_t errlen)
 		d->nnames++;
 	}
 	free(text);
-	d->map_fd = open(map_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	d->map_fd = open(map_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (d->map_fd < 0) {
 		snprintf(err, errlen, "%s: %s", map_path, strerror(errno));
 		dns_state_free(d);

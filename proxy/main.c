@@ -6,7 +6,7 @@
  *                 [--allow-cidr CIDR].. [--allow-port N].. [--deny-all]
  *                 [--credential HOST:HEADER=ENVVAR].. [--egress-bytes N]
  *                 [--resolver IP[:PORT]] [--ca-file FILE]
- *   sandbox-proxy run DIR --netns PATH [--ready-fd N]
+ *   sandbox-proxy run DIR --netns PATH [--ready-fd N] [--jail uid=N,gid=N]
  *   sandbox-proxy forward --netns PATH --listen 127.0.0.1:HOSTPORT --to 10.0.2.2:GUESTPORT
  *
  * Exit 2 on a bad command line or policy (one line, FILE:LINE: for the file), 1 on another
@@ -33,7 +33,7 @@ static const char usage[] =
 	"                     [--allow-cidr CIDR] [--allow-port N] [--deny-all]\n"
 	"                     [--credential HOST:HEADER=ENVVAR] [--egress-bytes N]\n"
 	"                     [--resolver IP[:PORT]] [--ca-file FILE]\n"
-	"       sandbox-proxy run DIR --netns PATH [--ready-fd N]\n"
+	"       sandbox-proxy run DIR --netns PATH [--ready-fd N] [--jail uid=N,gid=N]\n"
 	"       sandbox-proxy forward --netns PATH --listen 127.0.0.1:HOSTPORT --to "
 	"10.0.2.2:GUESTPORT\n";
 
@@ -230,7 +230,8 @@ out:
 	return e;
 }
 
-/* The policy in force, its credentials, the CA. */
+/* The policy in force, its credentials, the CA (from DIR); the run-time files (in the current
+ * directory, DIR/proxy: jail_state_dir). */
 static int main_load(struct proxy *px, char *err, size_t errlen)
 {
 	char path[4096], key[4096], *creds;
@@ -271,8 +272,7 @@ static int main_load(struct proxy *px, char *err, size_t errlen)
 		/* What an earlier proxy of this sandbox left (stop, suspend: same sandbox). */
 		char *left;
 
-		if (main_path(path, sizeof(path), px->dir, "egress.left") == 0 &&
-		    proxy_read_file(path, 64, &left, NULL) == 0) {
+		if (proxy_read_file("egress.left", 64, &left, NULL) == 0) {
 			char *end;
 			unsigned long long v = strtoull(left, &end, 10);
 
@@ -281,30 +281,27 @@ static int main_load(struct proxy *px, char *err, size_t errlen)
 			free(left);
 		}
 	}
-	if (main_path(path, sizeof(path), px->dir, "audit.log") < 0)
-		return -ENAMETOOLONG;
-	if ((e = audit_open(path)) < 0)
-		return policy_errf(err, errlen, "%s: %s", path, strerror(-e));
-	if (main_path(path, sizeof(path), px->dir, "dns.map") < 0)
-		return -ENAMETOOLONG;
-	px->dns = dns_state_new(path, err, errlen);
+	if ((e = audit_open("audit.log")) < 0)
+		return policy_errf(err, errlen, "%s/proxy/audit.log: %s", px->dir, strerror(-e));
+	px->dns = dns_state_new("dns.map", err, errlen);
 	return px->dns ? 0 : -EINVAL;
 }
 
-/* DIR/egress.left: the budget left, written atomically when it changed since the last time. */
+/* DIR/proxy/egress.left (the current directory's, jailed or not): the budget left, written
+ * atomically when it changed since the last time. */
 static void main_save_budget(struct proxy *px)
 {
 	static int64_t saved = -1;
 	int64_t left = atomic_load(&px->budget);
-	char path[4200], buf[32];
+	char buf[32];
 	int n;
 
 	if (left < 0)
 		left = 0;
-	if (left == saved || main_path(path, sizeof(path), px->dir, "egress.left") < 0)
+	if (left == saved)
 		return;
 	n = snprintf(buf, sizeof(buf), "%lld\n", (long long)left);
-	if (proxy_write_atomic(path, buf, (size_t)n, 0600) == 0)
+	if (proxy_write_atomic("egress.left", buf, (size_t)n, 0600) == 0)
 		saved = left;
 }
 
@@ -312,6 +309,7 @@ static int cmd_run(int argc, char **argv)
 {
 	static struct proxy px = {.explicit_fd = -1, .tproxy_fd = -1, .dns_fd = -1};
 	static struct conn_listener lx, lt;
+	static struct proxy_jail jail;
 	const char *netns = NULL;
 	char err[600] = "";
 	int ready_fd = -1, sig;
@@ -327,12 +325,24 @@ static int cmd_run(int argc, char **argv)
 			netns = argv[++i];
 		else if (strcmp(argv[i], "--ready-fd") == 0 && i + 1 < argc)
 			ready_fd = atoi(argv[++i]);
-		else
+		else if (strcmp(argv[i], "--jail") == 0 && i + 1 < argc) {
+			if (jail_parse(argv[++i], &jail) < 0)
+				return main_usage("run: --jail takes uid=N,gid=N (not 0)");
+		} else
 			return main_usage("run: unknown option");
 	}
 	if (!netns)
 		return main_usage("run: --netns PATH missing");
 	px.idle_ms = CONN_IDLE_MS;
+	if (jail.on && jail_close_inherited(ready_fd) < 0) {
+		fprintf(stderr, "sandbox-proxy: --jail: closing inherited fds: %s\n",
+			strerror(errno));
+		return PROXY_EXIT_ERR;
+	}
+	if (jail_state_dir(px.dir, &jail, err, sizeof(err)) < 0) {
+		fprintf(stderr, "sandbox-proxy: %s\n", err);
+		return PROXY_EXIT_ERR;
+	}
 	if (main_load(&px, err, sizeof(err)) < 0) {
 		fprintf(stderr, "sandbox-proxy: %s\n", err[0] ? err : "cannot load the policy");
 		return PROXY_EXIT_ERR;
@@ -341,8 +351,15 @@ static int cmd_run(int argc, char **argv)
 		fprintf(stderr, "sandbox-proxy: %s\n", err);
 		return PROXY_EXIT_ERR;
 	}
-	/* Two fds a connection, at most CONN_MAX of them. */
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 4096) {
+	/* Everything is open: the jail, before any thread, so that every one starts in it. */
+	if (jail.on && jail_enter(&jail, err, sizeof(err)) < 0) {
+		fprintf(stderr, "sandbox-proxy: --jail: %s\n", err);
+		return PROXY_EXIT_ERR;
+	}
+	if (!jail.on)
+		proxy_log("not jailed (no --jail): debugging only");
+	/* Two fds a connection, at most CONN_MAX of them (the jail set its own limit). */
+	if (!jail.on && getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 4096) {
 		rl.rlim_cur = rl.rlim_max < 4096 ? rl.rlim_max : 4096;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}

@@ -196,6 +196,40 @@ int http_relay(int gfd, int ufd, const void *pre, size_t npre, const char *name,
 	       _Atomic int64_t *budget, uint64_t *up, uint64_t *down,
 	       const char **why) __must_check;
 
+/* ---- jail.c, seccomp.c: the proxy's jail (docs/hardening.md) ---- */
+
+/* The limits of a jailed proxy: two fds a connection (at most CONN_MAX) and its DNS
+ * workers'; the largest file it writes (dns.map's cap, or the audit log past its rotation
+ * size by a second's lines) and a margin; a thread a connection, its HTTP relay's second,
+ * the DNS workers and the few of its own. */
+#define PROXY_JAIL_NOFILE (2 * CONN_MAX + DNS_WORKERS_MAX + 64)
+#define PROXY_JAIL_FSIZE  ((64u << 20) + (1u << 20))
+#define PROXY_JAIL_NPROC  (2 * CONN_MAX + DNS_WORKERS_MAX + 16)
+
+struct proxy_jail {
+	bool on;   /* --jail given; else uid and gid are 0 */
+	uid_t uid; /* the proxy's own, never the VMM's */
+	gid_t gid;
+	char root[4200]; /* DIR/proxy, absolute (jail_state_dir) */
+};
+
+/* Parse --jail's "uid=N,gid=N" (neither 0) into `j`, turned on. */
+int jail_parse(const char *arg, struct proxy_jail *j) __must_check;
+/* Close every fd but 0, 1, 2 and `keep_fd` (-1: none): a jailed proxy keeps nothing of its
+ * launcher's but what it was given. */
+int jail_close_inherited(int keep_fd) __must_check;
+/* Make DIR/proxy the proxy's directory (j->root) and the current one: created 0700 if
+ * missing, refused when it is a link or belongs to another uid than root and j->uid, then
+ * made j->uid's (root's when not jailed). Every file the proxy writes at run time is there,
+ * named relative to it. A message in `err` on failure. */
+int jail_state_dir(const char *dir, struct proxy_jail *j, char *err, size_t errlen) __must_check;
+/* With every fd open and no thread started: the pid, mount, ipc and uts namespaces, the
+ * root j->root, the rlimits, uid and gid, no capabilities, no_new_privs, the seccomp filter.
+ * A message in `err` on failure (then the process must exit). */
+int jail_enter(const struct proxy_jail *j, char *err, size_t errlen) __must_check;
+/* The filter of what a running proxy calls (proxy/seccomp.c); anything else kills it. */
+int proxy_seccomp_install(void) __must_check;
+
 /* ---- audit.c ---- */
 
 struct audit_event {
@@ -301,6 +335,7 @@ int sniff_split_hostport(const char *s, size_t len, char *host, size_t hostlen, 
 /* ---- conn.c ---- */
 
 #define CONN_MAX	     512
+#define DNS_WORKERS_MAX	     64	   /* queries resolved at once (dns.c) */
 #define CONN_FIRST_MS	     10000 /* the client's first bytes */
 #define CONN_SERVER_FIRST_MS 300   /* ... on a synthetic address off 80/443 */
 #define CONN_CONNECT_MS	     5000

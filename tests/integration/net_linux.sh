@@ -52,6 +52,31 @@ create_refused() {
 	echo "$out" | grep -q "$2"
 }
 probe() { "$ctl" exec "$id" -- python3 /root/net_probe.py "$@"; }
+# proxy_jailed ID: the sandbox's running proxy, as /proc shows it, is jailed
+# (docs/hardening.md "The proxy's jail"): filtered, unprivileged, its own uid, its own pid,
+# mount, ipc and uts namespaces but the host's network one, DIR/proxy as its root.
+proxy_jailed() {
+	d=$SANDBOX_HOME/sandboxes/$1
+	p=$(cat "$d/proxy.pid") || return 1
+	u=$((0x50010000 + 0x$(echo "$1" | cut -c1-4)))
+	st=/proc/$p/status
+	grep -Eq '^Seccomp:[[:space:]]+2$' "$st" || { echo "Seccomp: not 2"; return 1; }
+	grep -Eq '^NoNewPrivs:[[:space:]]+1$' "$st" || { echo "NoNewPrivs: not 1"; return 1; }
+	for c in CapEff CapPrm CapBnd CapAmb; do
+		grep -Eq "^$c:[[:space:]]+0+$" "$st" || { grep "^$c" "$st"; return 1; }
+	done
+	grep -Eq "^Uid:[[:space:]]+$u[[:space:]]+$u[[:space:]]+$u[[:space:]]+$u$" "$st" ||
+		{ grep ^Uid "$st"; echo "not $u"; return 1; }
+	for n in mnt ipc uts pid; do
+		[ "$(readlink /proc/$p/ns/$n)" != "$(readlink /proc/self/ns/$n)" ] ||
+			{ echo "the host's $n namespace"; return 1; }
+	done
+	[ "$(readlink /proc/$p/ns/net)" = "$(readlink /proc/self/ns/net)" ] ||
+		{ echo "not the host's network namespace"; return 1; }
+	[ "$(ls -a /proc/$p/root | sort)" = "$(ls -a "$d/proxy" | sort)" ] ||
+		{ echo "root: $(ls /proc/$p/root)"; return 1; }
+	[ "$(stat -c '%u %a' "$d/proxy")" = "$u 700" ] || { stat -c '%u %a' "$d/proxy"; return 1; }
+}
 curl_g() { "$ctl" exec "$id" -- curl -sSf --max-time 15 "$@"; }
 
 inner() {
@@ -160,6 +185,11 @@ inner() {
 	refuse "the secret is nowhere on the guest's disk" "$ctl" exec "$id" -- \
 		grep -rqs --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev "$hidden" /
 
+	# After all of that (TLS interception included) its proxy is alive and jailed.
+	check "the proxy runs jailed (seccomp, no privileges, its uid, namespaces, root)" \
+		proxy_jailed "$id"
+	check "the snapshot kept the proxy's dns.map" test -s "$SANDBOX_HOME/snapshots/netsnap/net.dns.map"
+
 	# Bad input to the proxy.
 	refuse "garbage to the proxy is dropped" probe garbage 203.0.113.10 80
 	check "and logged" audit_says '"decision":"deny"'
@@ -222,6 +252,8 @@ for i in range(100):
 
 	"$ctl" rm -f "$id" >/dev/null
 	[ ! -e "/run/netns/sbx-$id" ] || { echo "FAIL: rm left the namespace"; failed=$((failed + 1)); }
+	[ ! -e "$SANDBOX_HOME/sandboxes/$id" ] ||
+		{ echo "FAIL: rm left the sandbox's directory: $(ls -R "$SANDBOX_HOME/sandboxes/$id")"; failed=$((failed + 1)); }
 	echo "$failed check(s) failed"
 	[ "$failed" = 0 ] || fail "$failed network check(s) failed"
 	exit 0

@@ -88,7 +88,7 @@ static int net_log(const char *ref, bool follow)
 
 	if ((status = net_networked(ref, &sb)))
 		return status;
-	if (sandbox_path(&sb, "audit.log", path, sizeof(path)) < 0)
+	if (sandbox_path(&sb, "proxy/audit.log", path, sizeof(path)) < 0)
 		return EXIT_ERR;
 	for (;;) {
 		if (fd < 0)

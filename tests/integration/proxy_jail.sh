@@ -1,0 +1,155 @@
+#!/bin/sh
+# tests/integration/proxy_jail.sh SANDBOX-PROXY FAKENET: `sandbox-proxy run --jail` started
+# directly in a network namespace made here (docs/hardening.md "The proxy's jail"). The
+# running proxy, as /proc shows it, is filtered (Seccomp 2), unprivileged (NoNewPrivs 1, no
+# capability, its own uid), in pid, mount, ipc and uts namespaces of its own but the host's
+# network namespace, with DIR/proxy as its root and its limits; and under its filter it still
+# answers DNS, refuses and relays connections (a thread each), rotates and writes its audit
+# log, dns.map and egress.left as its uid, and ends with 0 on SIGTERM. 77 (skipped) when not root or
+# without iproute2.
+set -u
+proxy=$1
+fakenet=$2
+[ "$(id -u)" = 0 ] || { echo "skipped: needs root (namespaces, setuid)"; exit 77; }
+command -v ip >/dev/null 2>&1 || { echo "skipped: no ip (iproute2)"; exit 77; }
+ip netns help 2>&1 | grep -q netns || { echo "skipped: this ip has no netns"; exit 77; }
+
+uid=$((0x50000000 + 0x10000 + 0xbeef)) # a proxy uid (SANDBOX_PROXY_UID_OFFSET)
+vmm_gid=$((0x50000000 + 0xbeef))
+ns=pjail-$$
+tmp=$(mktemp -d /tmp/proxy-jail.XXXXXX)
+sb=$tmp/beef0000
+fails=0
+pid=
+fail() {
+	echo "FAIL: $*"
+	fails=$((fails + 1))
+}
+cleanup() {
+	[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
+	[ -f "$tmp/http.pid" ] && kill "$(cat "$tmp/http.pid")" 2>/dev/null
+	[ -f "$tmp/dns.pid" ] && kill "$(cat "$tmp/dns.pid")" 2>/dev/null
+	ip netns del "$ns" 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# The sandbox's namespace with the gateway address, a resolver and a web server on the
+# host's loopback (the proxy's upstream side).
+ip netns add "$ns" && ip -n "$ns" link set lo up && ip -n "$ns" addr add 10.0.2.1/32 dev lo ||
+	{ echo "FAIL: cannot make namespace $ns"; exit 1; }
+dport=$((20000 + $$ % 10000))
+hport=$((dport + 1))
+echo 'allowed.test A 127.0.0.1' >"$tmp/zone"
+"$fakenet" dns --listen 127.0.0.1:$dport --zone "$tmp/zone" --pidfile "$tmp/dns.pid" &
+"$fakenet" http --listen 127.0.0.1:$hport --pidfile "$tmp/http.pid" &
+mkdir -m 1770 "$sb" && chown 0:$vmm_gid "$sb"
+"$proxy" prepare "$sb" --deny-all --allow allowed.test --allow-cidr 127.0.0.1/32 \
+	--allow-port $hport --resolver 127.0.0.1:$dport --egress-bytes 10000000 ||
+	{ echo "FAIL: sandbox-proxy prepare"; exit 1; }
+
+# Its directory is refused when it is a link (the VMM's group may write the sandbox's).
+ln -s /tmp "$sb/proxy"
+if "$proxy" run "$sb" --netns /run/netns/$ns --jail uid=$uid,gid=$uid 2>"$tmp/err"; then
+	fail "run accepted DIR/proxy as a link"
+fi
+grep -q "$sb/proxy" "$tmp/err" || fail "no message naming DIR/proxy: $(cat "$tmp/err")"
+rm "$sb/proxy"
+for bad in uid=0,gid=$uid uid=$uid uid=-1,gid=1 "uid= 5,gid=5"; do
+	"$proxy" run "$sb" --netns /run/netns/$ns --jail "$bad" 2>/dev/null
+	[ $? = 2 ] || fail "--jail $bad not refused as usage"
+done
+
+# An audit log at its rotation size: the first line, jailed, renames it and starts another.
+mkdir -m 700 "$sb/proxy" && truncate -s 32M "$sb/proxy/audit.log" && chmod 600 "$sb/proxy/audit.log"
+# fd 7 is inherited, not given: it is closed.
+"$proxy" run "$sb" --netns /run/netns/$ns --jail uid=$uid,gid=$uid 2>"$tmp/proxy.log" \
+	7>"$tmp/inherited" &
+pid=$!
+# Started by hand, it forks into a pid namespace: the jailed proxy is the child.
+child=
+for _ in $(seq 100); do
+	child=$(cat /proc/$pid/task/$pid/children 2>/dev/null | tr -d ' ')
+	[ -n "$child" ] && grep -q '^Seccomp:[[:space:]]*2' /proc/$child/status 2>/dev/null && break
+	sleep 0.1
+done
+[ -n "$child" ] || { cat "$tmp/proxy.log"; echo "FAIL: no jailed proxy"; exit 1; }
+sleep 0.5
+st=/proc/$child/status
+field() { awk -v k="$1:" '$1 == k { $1 = ""; sub(/^ /, ""); print }' "$st"; }
+[ "$(field Seccomp)" = 2 ] || fail "Seccomp: $(field Seccomp)"
+[ "$(field NoNewPrivs)" = 1 ] || fail "NoNewPrivs: $(field NoNewPrivs)"
+for c in CapEff CapPrm CapInh CapBnd CapAmb; do
+	[ "$(field $c)" = 0000000000000000 ] || fail "$c: $(field $c)"
+done
+[ "$(field Uid)" = "$uid $uid $uid $uid" ] || fail "Uid: $(field Uid)"
+[ "$(field Gid)" = "$uid $uid $uid $uid" ] || fail "Gid: $(field Gid)"
+[ -z "$(field Groups)" ] || fail "Groups: $(field Groups)"
+[ "$(field NSpid | awk '{print $NF}')" = 1 ] || fail "not PID 1 of its namespace: $(field NSpid)"
+for n in mnt ipc uts pid; do
+	[ "$(readlink /proc/$child/ns/$n)" != "$(readlink /proc/self/ns/$n)" ] ||
+		fail "the host's $n namespace"
+done
+[ "$(readlink /proc/$child/ns/net)" = "$(readlink /proc/self/ns/net)" ] ||
+	fail "not the host's network namespace"
+[ "$(ls -a /proc/$child/root | sort)" = "$(ls -a "$sb/proxy" | sort)" ] ||
+	fail "its root is not DIR/proxy: $(ls /proc/$child/root)"
+[ ! -e /proc/$child/root/etc ] || fail "the host's /etc is in its root"
+lim() { awk -v k="$1" 'index($0, k) == 1 { print $(NF - 2) }' /proc/$child/limits; }
+[ "$(lim 'Max core file size')" = 0 ] || fail "core limit $(lim 'Max core file size')"
+[ "$(lim 'Max open files')" = 1152 ] || fail "open files $(lim 'Max open files')"
+[ "$(lim 'Max processes')" = 1104 ] || fail "processes $(lim 'Max processes')"
+[ "$(lim 'Max file size')" = $((65 << 20)) ] || fail "file size $(lim 'Max file size')"
+for f in /proc/$child/fd/*; do
+	[ "$(readlink "$f")" != "$tmp/inherited" ] || fail "an inherited fd is still open ($f)"
+done
+[ -e /proc/$child/fd/2 ] || fail "stderr was closed"
+# The waiting parent is as confined.
+grep -q '^Seccomp:[[:space:]]*2' /proc/$pid/status || fail "the waiting parent is unfiltered"
+grep -q "^Uid:[[:space:]]*$uid" /proc/$pid/status || fail "the waiting parent keeps root"
+[ "$(stat -c '%u %a' "$sb/proxy")" = "$uid 700" ] || fail "DIR/proxy: $(stat -c '%u %a' "$sb/proxy")"
+
+# Under the filter: DNS (a worker thread each, the resolver upstream), a refused CONNECT and
+# a relayed HTTP request (a thread each, an upstream socket, splice).
+out=$(ip netns exec "$ns" "$fakenet" query --connect 10.0.2.1:53 allowed.test)
+echo "$out" | grep -q '^A 10\.0\.' || fail "DNS through the jailed proxy: $out"
+out=$(ip netns exec "$ns" "$fakenet" query --connect 10.0.2.1:53 other.test)
+echo "$out" | grep -q 'rcode=' || fail "DNS of a denied name: $out"
+out=$(ip netns exec "$ns" "$fakenet" client --connect 10.0.2.1:3128 \
+	--send 'CONNECT denied.test:443 HTTP/1.1\r\nHost: denied.test:443\r\n\r\n')
+echo "$out" | grep -q '^HTTP/1.1 403' || fail "CONNECT denied.test: $out"
+out=$(ip netns exec "$ns" "$fakenet" client --connect 10.0.2.1:3128 \
+	--send "GET http://127.0.0.1:$hport/echo HTTP/1.1\r\nHost: 127.0.0.1:$hport\r\nConnection: close\r\n\r\n")
+echo "$out" | grep -q '^HTTP/1.1 200' || fail "GET through the jailed proxy: $out"
+sleep 6 # the budget is saved every 5 s
+kill -0 "$child" 2>/dev/null || fail "the jailed proxy died: $(tail -3 "$tmp/proxy.log")"
+grep -q '"name":"denied.test".*"decision":"deny"' "$sb/proxy/audit.log" ||
+	fail "the audit log lacks denied.test"
+grep -q "\"addr\":\"127.0.0.1\".*\"port\":$hport" "$sb/proxy/audit.log" ||
+	fail "the audit log lacks the relayed request"
+grep -q allowed.test "$sb/proxy/dns.map" || fail "dns.map lacks allowed.test"
+[ -f "$sb/proxy/egress.left" ] && [ "$(cat "$sb/proxy/egress.left")" -lt 10000000 ] ||
+	fail "egress.left: $(cat "$sb/proxy/egress.left" 2>&1)"
+[ "$(stat -c %s "$sb/proxy/audit.log.1" 2>&1)" = $((32 << 20)) ] ||
+	fail "audit.log not rotated to audit.log.1: $(ls -l "$sb/proxy")"
+[ "$(stat -c %u "$sb/proxy/audit.log")" = "$uid" ] || fail "the new audit.log is not the proxy's"
+# Opened before the jail (root's) or made in it (the proxy's), 0600: never the VMM's.
+for f in audit.log audit.log.1 dns.map egress.left; do
+	case $(stat -c '%u %a' "$sb/proxy/$f") in
+	"0 600" | "$uid 600") ;;
+	*) fail "$f: $(stat -c '%u %a' "$sb/proxy/$f")" ;;
+	esac
+done
+[ "$(stat -c %u "$sb/proxy/egress.left")" = "$uid" ] || fail "egress.left not written jailed"
+
+kill -TERM "$pid"
+wait "$pid"
+rc=$?
+pid=
+[ $rc = 0 ] || fail "exit status $rc after SIGTERM (159: killed by its filter)"
+if [ $fails -gt 0 ]; then
+	echo "--- proxy.log"
+	cat "$tmp/proxy.log"
+	exit 1
+fi
+echo "ok: the jailed proxy (uid $uid) as /proc shows it and at work"
