@@ -83,6 +83,9 @@ int sandbox_wait_restored(struct sandbox *sb, unsigned timeout_s);
 int sandbox_make_dir(struct sandbox *sb, const char *name);
 /* Undo a failed create: kill its VMM, remove its directory. */
 void create_cleanup(struct sandbox *sb);
+/* start_vmm.c: the sandbox-vmm binary: $SANDBOX_VMM, the build tree's, an installed one
+ * beside us, else "sandbox-vmm" for execvp's PATH search. */
+int find_vmm(char *out, size_t len);
 /* sb->stray_top, when it is the layer a snapshot of sb->top cut short left (the VMM's top
  * since): checked by its header, taken over, made the top. 0 (also with none), or -EPERM
  * after a message saying what to do. */
