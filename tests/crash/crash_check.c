@@ -269,12 +269,12 @@ static const char *judge_image(const char *path, uint32_t g, char *why, size_t w
 	}
 	if (disk_size(d) != (uint64_t)sd.sectors * CRASH_SECTOR_LEN) {
 		disk_close(d);
-		snprintf(why, why_len, "the disk has %llu bytes",
-			 (unsigned long long)disk_size(d));
+		snprintf(why, why_len, "the disk has %llu bytes", (unsigned long long)disk_size(d));
 		return why;
 	}
 	for (uint64_t off = 0; off < disk_size(d); off += sizeof(chunk)) {
-		uint64_t n = disk_size(d) - off < sizeof(chunk) ? disk_size(d) - off : sizeof(chunk);
+		uint64_t n =
+			disk_size(d) - off < sizeof(chunk) ? disk_size(d) - off : sizeof(chunk);
 
 		if ((r = disk_read(d, off, chunk, n)) < 0) {
 			disk_close(d);
@@ -324,7 +324,8 @@ static int cmd_mkbase(int argc, char **argv)
 		die("%s: cannot write", argv[2]);
 	for (uint32_t s = 1; s < sd.sectors; s++) {
 		crash_fill(sd.seed, 0, s, sector);
-		if (disk_pwrite_full(fd, sector, sizeof(sector), (uint64_t)s * CRASH_SECTOR_LEN) < 0)
+		if (disk_pwrite_full(fd, sector, sizeof(sector), (uint64_t)s * CRASH_SECTOR_LEN) <
+		    0)
 			die("%s: cannot write", argv[2]);
 	}
 	if (close(fd) < 0)
@@ -430,7 +431,8 @@ static int cmd_verify(int argc, char **argv)
 			else if (t == 2 && next > first)
 				prefix = rand64() % (next - first);
 			for (size_t i = first; i < first + prefix; i++) {
-				bool keep = t <= 2 || (rand64() & 1), tear = t > 2 && !(rand64() & 3);
+				bool keep = t <= 2 || (rand64() & 1),
+				     tear = t > 2 && !(rand64() & 3);
 
 				torn += keep && tear && ops[i].rec->type == CRASHLOG_WRITE;
 				if (keep)
@@ -439,7 +441,8 @@ static int cmd_verify(int argc, char **argv)
 			write_image(cut, &im);
 			images++;
 			if ((bad = judge_image(cut, g, why, sizeof(why))))
-				die("power cut after fsync %zu (log record %zu), image %u of %u: %s",
+				die("power cut after fsync %zu (log record %zu), image %u of %u: "
+				    "%s",
 				    fsyncs, first, t, trials, bad);
 		}
 		for (size_t i = first; i < next; i++)

@@ -47,11 +47,13 @@ static void log_rec(uint32_t type, uint32_t mode, const char *path, uint64_t off
 	const char *name = path ? rel(path) : "";
 
 	r.name_len = (uint32_t)strlen(name);
-	if (fwrite(&r, sizeof(r), 1, log_file) != 1 || fwrite(name, 1, r.name_len, log_file) != r.name_len ||
+	if (fwrite(&r, sizeof(r), 1, log_file) != 1 ||
+	    fwrite(name, 1, r.name_len, log_file) != r.name_len ||
 	    (data_len && fwrite(data, 1, data_len, log_file) != data_len))
 		log_error = errno ? errno : EIO;
 	if (type == CRASHLOG_FSYNC || type == CRASHLOG_MARK)
-		fflush(log_file); /* cheap insurance: what a caller was told is in the kernel's hands */
+		fflush(log_file); /* cheap insurance: what a caller was told is in the kernel's
+				     hands */
 }
 
 static int cfs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
@@ -133,8 +135,9 @@ static int cfs_write(const char *path, const char *buf, size_t len, off_t off,
 
 static int cfs_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 {
-	int fd = fi && fi->fh != (uint64_t)-1 ? (int)fi->fh
-					      : openat(backing, rel(path), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+	int fd = fi && fi->fh != (uint64_t)-1
+			 ? (int)fi->fh
+			 : openat(backing, rel(path), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
 	int r = fd < 0 ? -1 : ftruncate(fd, size);
 
 	if (r < 0)

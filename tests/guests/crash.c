@@ -13,17 +13,17 @@
 #include "rt.h"
 #include "vq.h"
 
-#define VIO_ID_BLOCK	      2u
-#define BLK_F_FLUSH	      9
-#define BLK_F_WRITE_ZEROES    14
-#define VIO_F_VERSION_1	      32
-#define BLK_T_IN	      0u
-#define BLK_T_OUT	      1u
-#define BLK_T_FLUSH	      4u
-#define BLK_T_WRITE_ZEROES    13u
-#define CRASH_SECTORS_MAX     65536u /* 32 MiB */
-#define OP_BYTES	      (CRASH_OP_SECTORS * CRASH_SECTOR_LEN)
-#define FLUSH_DESC	      (3u * CRASH_OPS_MAX)
+#define VIO_ID_BLOCK	   2u
+#define BLK_F_FLUSH	   9
+#define BLK_F_WRITE_ZEROES 14
+#define VIO_F_VERSION_1	   32
+#define BLK_T_IN	   0u
+#define BLK_T_OUT	   1u
+#define BLK_T_FLUSH	   4u
+#define BLK_T_WRITE_ZEROES 13u
+#define CRASH_SECTORS_MAX  65536u /* 32 MiB */
+#define OP_BYTES	   (CRASH_OP_SECTORS * CRASH_SECTOR_LEN)
+#define FLUSH_DESC	   (3u * CRASH_OPS_MAX)
 
 struct blk_hdr {
 	uint32_t type;

@@ -17,14 +17,14 @@
 
 #include <stdint.h>
 
-#define CRASH_SECTOR_LEN   512u
-#define CRASH_WORDS	   (CRASH_SECTOR_LEN / 4u)
-#define CRASH_ROUNDS	   40u
-#define CRASH_OPS_MAX	   24u	/* requests per round */
-#define CRASH_OP_SECTORS   256u /* sectors per request at most (128 KiB) */
-#define CRASH_MAGIC	   0x48535243u /* "CRSH": a sector some round wrote */
-#define CRASH_BASE_MAGIC   0x45534142u /* "BASE": the base image's pattern */
-#define CRASH_SEED_MAGIC   0x44454553u /* "SEED": sector 0 */
+#define CRASH_SECTOR_LEN 512u
+#define CRASH_WORDS	 (CRASH_SECTOR_LEN / 4u)
+#define CRASH_ROUNDS	 40u
+#define CRASH_OPS_MAX	 24u	     /* requests per round */
+#define CRASH_OP_SECTORS 256u	     /* sectors per request at most (128 KiB) */
+#define CRASH_MAGIC	 0x48535243u /* "CRSH": a sector some round wrote */
+#define CRASH_BASE_MAGIC 0x45534142u /* "BASE": the base image's pattern */
+#define CRASH_SEED_MAGIC 0x44454553u /* "SEED": sector 0 */
 
 enum crash_kind {
 	CRASH_WRITE = 1,
