@@ -15,22 +15,14 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
-#include <linux/capability.h>
 #include <sched.h>
-#include <seccomp.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mount.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include "confine.h"
 #include "proxy.h"
 
 int jail_parse(const char *arg, struct proxy_jail *j)
@@ -104,156 +96,21 @@ int jail_state_dir(const char *dir, struct proxy_jail *j, char *err, size_t errl
 	return e;
 }
 
-/* Remove every capability from the bounding and ambient sets; the others empty themselves
- * when the uid changes from 0 (no SECBIT_KEEP_CAPS). */
-static int drop_bounding_caps(void)
-{
-	for (int cap = 0; cap <= 63; cap++) {
-		if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) < 0) {
-			if (errno == EINVAL)
-				break; /* past the last capability this kernel has */
-			return -errno;
-		}
-		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0)
-			return -errno;
-	}
-	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
-		return -errno;
-	return 0;
-}
-
-static bool caps_empty(void)
-{
-	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
-	struct __user_cap_data_struct d[2];
-
-	if (syscall(SYS_capget, &h, d) < 0)
-		return false;
-	for (int i = 0; i < 2; i++)
-		if (d[i].effective || d[i].permitted || d[i].inheritable)
-			return false;
-	return true;
-}
-
-static int drop_identity(const struct proxy_jail *j)
-{
-	if (drop_bounding_caps() < 0 || setgroups(0, NULL) < 0 ||
-	    setresgid(j->gid, j->gid, j->gid) < 0 || setresuid(j->uid, j->uid, j->uid) < 0)
-		return -errno ? -errno : -EPERM;
-	if (!caps_empty())
-		return -EPERM;
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
-		return -errno;
-	return 0;
-}
-
-/* The parent left outside the pid namespace when the launcher did not make one: it forwards
- * SIGTERM and SIGINT and exits as the proxy did, as the proxy's uid with no capabilities and
- * a filter of the five calls it makes. */
-static int jail_reaper(pid_t child, const struct proxy_jail *j)
-{
-	scmp_filter_ctx ctx;
-	sigset_t set;
-	int status = 0, sig;
-
-	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGCHLD);
-	sigprocmask(SIG_BLOCK, &set, NULL);
-	if (drop_identity(j) < 0)
-		proxy_log("--jail: the waiting parent keeps its privileges");
-	ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
-	if (!ctx || seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(wait4), 0) < 0 ||
-	    seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(rt_sigtimedwait), 0) < 0 ||
-	    seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(kill), 1,
-			     SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)child)) < 0 ||
-	    seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(exit_group), 0) < 0 ||
-	    seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(restart_syscall), 0) < 0 ||
-	    seccomp_load(ctx) < 0)
-		proxy_log("--jail: the waiting parent has no seccomp filter");
-	if (ctx)
-		seccomp_release(ctx);
-	for (;;) {
-		sig = sigwaitinfo(&set, NULL);
-		if (sig > 0 && sig != SIGCHLD)
-			kill(child, sig);
-		if (waitpid(child, &status, WNOHANG) == child)
-			break;
-	}
-	if (WIFEXITED(status))
-		return WEXITSTATUS(status);
-	return 128 + WTERMSIG(status);
-}
-
-/* PID 1 of a pid namespace of its own: sandboxctl clones the proxy so; started otherwise, it
- * forks into one here and the parent waits. */
-static int jail_pid_namespace(const struct proxy_jail *j, char *err, size_t errlen)
-{
-	pid_t child;
-
-	if (getpid() == 1)
-		return 0;
-	if (unshare(CLONE_NEWPID) < 0)
-		return policy_errf(err, errlen, "unshare (pid namespace): %s", strerror(errno));
-	fflush(NULL);
-	child = fork();
-	if (child < 0)
-		return policy_errf(err, errlen, "fork into the pid namespace: %s", strerror(errno));
-	if (child == 0)
-		return 0;
-	_exit(jail_reaper(child, j));
-}
-
-static int set_limit(int resource, uint64_t value, const char *name, char *err, size_t errlen)
-{
-	struct rlimit rl = {.rlim_cur = value, .rlim_max = value};
-
-	if (setrlimit(resource, &rl) < 0)
-		return policy_errf(err, errlen, "%s: %s", name, strerror(errno));
-	return 0;
-}
-
 int jail_enter(const struct proxy_jail *j, char *err, size_t errlen)
 {
+	const char *step = NULL;
 	int e;
 
-	if ((e = jail_pid_namespace(j, err, errlen)) < 0)
-		return e;
-	/* The network namespace stays the host's: upstream connections are made there. */
-	if (unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS) < 0)
-		return policy_errf(err, errlen, "unshare (mount, ipc, uts namespaces): %s",
-				   strerror(errno));
-	/* Nothing done to mounts from here propagates back to the host. */
-	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-		return policy_errf(err, errlen, "making the mounts private: %s", strerror(errno));
-	if (mount(j->root, j->root, NULL, MS_BIND, NULL) < 0 ||
-	    mount(NULL, j->root, NULL, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-		  NULL) < 0)
-		return policy_errf(err, errlen, "binding %s onto itself nosuid,nodev,noexec: %s",
-				   j->root, strerror(errno));
-	if (chdir(j->root) < 0)
-		return policy_errf(err, errlen, "%s: %s", j->root, strerror(errno));
-	/* pivot_root(".", "."): the old root ends up on top of the new one, then goes. */
-	if (syscall(SYS_pivot_root, ".", ".") < 0)
-		return policy_errf(err, errlen, "pivot_root: %s%s", strerror(errno),
-				   errno == EINVAL ? " (is / an initramfs? run from a real root)"
-						   : "");
-	if (umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
-		return policy_errf(err, errlen, "unmounting the host's root: %s", strerror(errno));
-	if (sethostname("sandbox-proxy", 13) < 0)
-		return policy_errf(err, errlen, "sethostname: %s", strerror(errno));
-
-	/* A file past RLIMIT_FSIZE gets EFBIG (a lost audit line), not SIGXFSZ. */
-	signal(SIGXFSZ, SIG_IGN);
-	if ((e = set_limit(RLIMIT_CORE, 0, "RLIMIT_CORE", err, errlen)) < 0 ||
-	    (e = set_limit(RLIMIT_NOFILE, PROXY_JAIL_NOFILE, "RLIMIT_NOFILE", err, errlen)) < 0 ||
-	    (e = set_limit(RLIMIT_FSIZE, PROXY_JAIL_FSIZE, "RLIMIT_FSIZE", err, errlen)) < 0 ||
-	    (e = set_limit(RLIMIT_NPROC, PROXY_JAIL_NPROC, "RLIMIT_NPROC", err, errlen)) < 0)
-		return e;
-	if ((e = drop_identity(j)) < 0)
-		return policy_errf(err, errlen, "dropping to uid %u gid %u: %s", (unsigned)j->uid,
-				   (unsigned)j->gid, strerror(-e));
+	/* PID 1 of a pid namespace of its own: sandboxctl clones the proxy so; started
+	 * otherwise, it forks into one and the parent waits. The network namespace stays the
+	 * host's: upstream connections are made there. */
+	if ((e = confine_pid_namespace(j->uid, j->gid, 1, "sandbox-proxy", &step)) < 0 ||
+	    (e = confine_root(j->root, CLONE_NEWIPC | CLONE_NEWUTS, "sandbox-proxy", &step)) < 0 ||
+	    (e = confine_limits(PROXY_JAIL_NOFILE, PROXY_JAIL_FSIZE, PROXY_JAIL_NPROC, &step)) < 0)
+		return policy_errf(err, errlen, "%s: %s", step, strerror(-e));
+	if ((e = confine_drop_identity(j->uid, j->gid, &step)) < 0)
+		return policy_errf(err, errlen, "dropping to uid %u gid %u: %s: %s",
+				   (unsigned)j->uid, (unsigned)j->gid, step, strerror(-e));
 	if ((e = proxy_seccomp_install()) < 0)
 		return policy_errf(err, errlen, "seccomp: %s", strerror(-e));
 	return 0;

@@ -13,23 +13,13 @@
  * It must run while the VMM has one thread: unshare(CLONE_NEWNS) needs an unshared fs_struct.
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <grp.h>
-#include <linux/capability.h>
-#include <signal.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mount.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <seccomp.h>
-
+#include "confine.h"
 #include "vmm.h"
 
 static char jail_root[4096]; /* "" when not jailed */
@@ -89,100 +79,11 @@ int jail_check_root(const char *dir, char *msg, size_t len)
 	return err;
 }
 
-/* Remove every capability from the bounding and ambient sets; the permitted, effective and
- * inheritable sets empty themselves when the uid changes from 0 (no SECBIT_KEEP_CAPS). */
-static int drop_bounding_caps(void)
-{
-	for (int cap = 0; cap <= 63; cap++) {
-		if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) < 0) {
-			if (errno == EINVAL)
-				break; /* past the last capability this kernel has */
-			return -errno;
-		}
-		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0)
-			return -errno;
-	}
-	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
-		return -errno;
-	return 0;
-}
-
-/* True when no capability is left in any set. */
-static bool caps_empty(void)
-{
-	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
-	struct __user_cap_data_struct d[2];
-
-	if (syscall(SYS_capget, &h, d) < 0)
-		return false;
-	for (int i = 0; i < 2; i++)
-		if (d[i].effective || d[i].permitted || d[i].inheritable)
-			return false;
-	return true;
-}
-
-/* The parent left outside: it forwards the signals that stop a VMM and exits as the VMM
- * did. It runs as the jail's uid with no capabilities and a filter of the few calls it
- * makes, so a jailed VMM gains nothing by controlling it. */
-static int reaper(pid_t child, const struct jail_config *j)
-{
-	sigset_t set;
-	scmp_filter_ctx ctx;
-	int status, sig;
-
-	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGHUP);
-	sigaddset(&set, SIGCHLD);
-	sigprocmask(SIG_BLOCK, &set, NULL);
-	if (drop_bounding_caps() < 0 || setgroups(0, NULL) < 0 ||
-	    setresgid(j->gid, j->gid, j->gid) < 0 || setresuid(j->uid, j->uid, j->uid) < 0 ||
-	    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
-		log_error("--jail: the waiting parent cannot drop its privileges: %m");
-		kill(child, SIGKILL);
-		_exit(VM_EXIT_VMM_ERROR);
-	}
-	ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
-	if (!ctx || seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(wait4), 0) < 0 ||
-	    seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(rt_sigtimedwait), 0) < 0 ||
-	    seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(kill), 1,
-			     SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)child)) < 0 ||
-	    seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(exit_group), 0) < 0 ||
-	    seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(restart_syscall), 0) < 0 ||
-	    seccomp_load(ctx) < 0) {
-		log_error("--jail: the waiting parent cannot install its seccomp filter");
-		kill(child, SIGKILL);
-		_exit(VM_EXIT_VMM_ERROR);
-	}
-	seccomp_release(ctx);
-	for (;;) {
-		sig = sigwaitinfo(&set, NULL);
-		if (sig > 0 && sig != SIGCHLD)
-			kill(child, sig);
-		if (waitpid(child, &status, WNOHANG) == child)
-			break;
-	}
-	if (WIFEXITED(status))
-		return WEXITSTATUS(status);
-	return 128 + WTERMSIG(status);
-}
-
 int jail_pid_namespace(const struct jail_config *j)
 {
-	pid_t child;
+	const char *step = NULL;
 
-	if (getpid() == 1)
-		return 0; /* the launcher made it (sandboxctl does) */
-	if (unshare(CLONE_NEWPID) < 0)
-		return -errno;
-	fflush(NULL);
-	child = fork();
-	if (child < 0)
-		return -errno;
-	if (child == 0)
-		return 0;
-	_exit(reaper(child, j));
+	return confine_pid_namespace(j->uid, j->gid, VM_EXIT_VMM_ERROR, "sandbox-vmm", &step);
 }
 
 int jail_parse(char *arg, struct jail_config *j)
@@ -216,17 +117,9 @@ int jail_parse(char *arg, struct jail_config *j)
 	return uid && gid ? 0 : -EINVAL;
 }
 
-static int set_limit(int resource, uint64_t value, const char *name, char *msg, size_t len)
-{
-	struct rlimit rl = {.rlim_cur = value, .rlim_max = value};
-
-	if (setrlimit(resource, &rl) < 0)
-		return fail(msg, len, errno, name);
-	return 0;
-}
-
 int jail_enter(const struct jail_config *j, char *msg, size_t len)
 {
+	const char *step = NULL;
 	int err;
 
 	if ((err = jail_check_root(j->root, msg, len)) < 0)
@@ -235,58 +128,13 @@ int jail_enter(const struct jail_config *j, char *msg, size_t len)
 		snprintf(msg, len, "the jail's uid and gid must not be 0");
 		return -EINVAL;
 	}
-	if (unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET) < 0)
-		return fail(msg, len, errno, "unshare (mount, ipc, uts, net namespaces)");
-	log_debug("jail: namespaces made");
-	/* Nothing done to mounts from here propagates back to the host. */
-	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-		return fail(msg, len, errno, "making the mounts private");
-	if (mount(j->root, j->root, NULL, MS_BIND, NULL) < 0)
-		return fail(msg, len, errno, "binding the jail onto itself");
-	if (mount(NULL, j->root, NULL, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-		  NULL) < 0)
-		return fail(msg, len, errno, "remounting the jail nosuid,nodev,noexec");
-	if (chdir(j->root) < 0)
-		return fail(msg, len, errno, j->root);
-	/* pivot_root(".", "."): the old root ends up on top of the new one, then goes. */
-	if (syscall(SYS_pivot_root, ".", ".") < 0)
-		return fail(msg, len, errno,
-			    errno == EINVAL ? "pivot_root (is / an initramfs? then run from a "
-					      "real root)"
-					    : "pivot_root");
-	if (umount2(".", MNT_DETACH) < 0)
-		return fail(msg, len, errno, "unmounting the host's root");
-	if (chdir("/") < 0)
-		return fail(msg, len, errno, "chdir /");
-	log_debug("jail: root pivoted");
-	if (sethostname("sandbox-vmm", 11) < 0)
-		return fail(msg, len, errno, "sethostname");
-
-	/* A file past RLIMIT_FSIZE gets EFBIG, said by the code that wrote, not SIGXFSZ. */
-	signal(SIGXFSZ, SIG_IGN);
-	if ((err = set_limit(RLIMIT_CORE, 0, "RLIMIT_CORE", msg, len)) < 0 ||
-	    (err = set_limit(RLIMIT_NOFILE, j->nofile, "RLIMIT_NOFILE", msg, len)) < 0 ||
-	    (err = set_limit(RLIMIT_FSIZE, j->fsize, "RLIMIT_FSIZE", msg, len)) < 0 ||
-	    (err = set_limit(RLIMIT_NPROC, j->nproc, "RLIMIT_NPROC", msg, len)) < 0)
-		return err;
-
-	if ((err = drop_bounding_caps()) < 0)
-		return fail(msg, len, -err, "dropping the capability bounding set");
-	if (setgroups(0, NULL) < 0)
-		return fail(msg, len, errno, "setgroups");
-	if (setresgid(j->gid, j->gid, j->gid) < 0)
-		return fail(msg, len, errno, "setresgid");
-	if (setresuid(j->uid, j->uid, j->uid) < 0)
-		return fail(msg, len, errno, "setresuid");
-	if (!caps_empty()) {
-		snprintf(msg, len, "capabilities left after dropping root");
-		return -EPERM;
-	}
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-		return fail(msg, len, errno, "no_new_privs");
-	/* Not ptraceable nor readable through /proc by another process of its uid. */
-	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
-		return fail(msg, len, errno, "PR_SET_DUMPABLE");
+	if ((err = confine_root(j->root, CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET, "sandbox-vmm",
+				&step)) < 0)
+		return fail(msg, len, -err, step);
+	log_debug("jail: namespaces made, root pivoted");
+	if ((err = confine_limits(j->nofile, j->fsize, j->nproc, &step)) < 0 ||
+	    (err = confine_drop_identity(j->uid, j->gid, &step)) < 0)
+		return fail(msg, len, -err, step);
 	snprintf(jail_root, sizeof(jail_root), "%s", j->root);
 	return 0;
 }

@@ -198,9 +198,10 @@ static int read_line(int fd, char *line, size_t len)
 
 /* One command to payload-snap over the VMM's vsock socket; its answer line into out. A
  * CONNECT the VMM refuses (closes: a restored guest still setting its device up) or a
- * socket not there yet is retried for 30 s; a connection the guest drops before answering
- * (its transport reset after a restore forgets every connection) is asked again, up to 5
- * times (every command here may be repeated). */
+ * socket not there yet is retried for 120 s (30 s was not always enough for a parent
+ * guest in the emulated host, its CPUs shared with a child restoring 577 MiB); a connection the
+ * guest drops before answering (its transport reset after a restore forgets every connection) is
+ * asked again, up to 5 times (every command here may be repeated). */
 static void ask(const struct sandbox *sb, const char *cmd, char *out, size_t len)
 {
 	struct sockaddr_un a = {.sun_family = AF_UNIX};
@@ -213,7 +214,7 @@ static void ask(const struct sandbox *sb, const char *cmd, char *out, size_t len
 	for (int asks = 0; asks < 5; asks++) {
 		int fd = -1;
 
-		for (int tries = 0; tries < 300; tries++) {
+		for (int tries = 0; tries < 1200; tries++) {
 			fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 			setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 			if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
@@ -225,7 +226,7 @@ static void ask(const struct sandbox *sb, const char *cmd, char *out, size_t len
 			usleep(100000);
 		}
 		if (fd < 0)
-			fail("%s: its vsock socket refused CONNECT 1234 for 30 s", sb->id);
+			fail("%s: its vsock socket refused CONNECT 1234 for 120 s", sb->id);
 		if (strncmp(line, "OK ", 3) != 0)
 			fail("%s: CONNECT answered '%s'", sb->id, line);
 		if (write_all(fd, cmd, strlen(cmd)) == 0 && write_all(fd, "\n", 1) == 0 &&
