@@ -132,7 +132,9 @@ uid_t sandbox_uid(const char *id);
 uid_t sandbox_proxy_uid(const char *id);
 /* The sandbox directory as the jail's root: root's, group the sandbox's, mode 1770. */
 int sandbox_jail_prepare(const struct sandbox *sb) __must_check;
-/* sandbox-vmm's --jail argument. */
+/* The empty network namespace every jailed VMM joins (made on first use). */
+#define JAIL_NETNS_PATH "/run/netns/sandbox-jail"
+/* sandbox-vmm's --jail argument (with netns=JAIL_NETNS_PATH when it can be made). */
 int sandbox_jail_arg(const struct sandbox *sb, char *out, size_t len) __must_check;
 /* Let the jailed VMM connect to the host's socket `path`. */
 int sandbox_jail_socket(const struct sandbox *sb, const char *path) __must_check;
@@ -244,6 +246,8 @@ int net_ns_path(const struct sandbox *sb, char *out, size_t len) __must_check;
 /* Make the sandbox's namespace afresh (one left over is removed first): loopback, the tap
  * with the gateway's MAC and address, the nftables ruleset. On failure `err_msg` says what
  * (besides what nft printed) and nothing is left. */
+/* Make /run/netns (NETNS_DIR) if it is not there. 0 or -errno. */
+int net_ns_dir(void) __must_check;
 int net_setup(const struct sandbox *sb, char *err_msg, size_t err_len) __must_check;
 /* Remove the namespace (and so its tap, once no process holds it). */
 void net_teardown(const struct sandbox *sb);

@@ -11,10 +11,16 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "client.h"
@@ -48,11 +54,65 @@ int sandbox_jail_prepare(const struct sandbox *sb)
 	return 0;
 }
 
+/* Is `path` a network namespace bound there (an nsfs file)? */
+static bool is_netns(const char *path)
+{
+	struct statfs fs;
+
+	return statfs(path, &fs) == 0 && fs.f_type == NSFS_MAGIC;
+}
+
+/*
+ * The empty network namespace every jailed VMM joins instead of making its own
+ * (JAIL_NETNS_PATH; docs/hardening.md, "What the jail costs"): made on first use like
+ * `ip netns add`, a namespace with nothing in it (its loopback down) bound onto a file. Two
+ * sandboxctl making it at once are kept apart by a lock on that file. 0 or -errno.
+ */
+static int jail_netns_ready(void)
+{
+	int fd, status, err = 0;
+	pid_t pid;
+
+	if (is_netns(JAIL_NETNS_PATH))
+		return 0;
+	if ((err = net_ns_dir()) < 0)
+		return err;
+	fd = open(JAIL_NETNS_PATH, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0444);
+	if (fd < 0)
+		return -errno;
+	if (flock(fd, LOCK_EX) < 0) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	if (!is_netns(JAIL_NETNS_PATH)) {
+		fflush(NULL);
+		pid = fork();
+		if (pid == 0)
+			_exit(unshare(CLONE_NEWNET) < 0 ||
+					      mount("/proc/self/ns/net", JAIL_NETNS_PATH, NULL,
+						    MS_BIND, NULL) < 0
+				      ? 1
+				      : 0);
+		if (pid < 0)
+			err = -errno;
+		else if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) ||
+			 WEXITSTATUS(status) != 0 || !is_netns(JAIL_NETNS_PATH))
+			err = -EIO;
+	}
+	close(fd); /* drops the lock */
+	return err;
+}
+
 int sandbox_jail_arg(const struct sandbox *sb, char *out, size_t len)
 {
 	uid_t id = sandbox_uid(sb->id);
 
-	return path_fmt(out, len, "%s,uid=%u,gid=%u", sb->dir, (unsigned)id, (unsigned)id);
+	/* Without the shared namespace the VMM makes one of its own: as safe, only slower. */
+	if (jail_netns_ready() < 0)
+		return path_fmt(out, len, "%s,uid=%u,gid=%u", sb->dir, (unsigned)id, (unsigned)id);
+	return path_fmt(out, len, "%s,uid=%u,gid=%u,netns=%s", sb->dir, (unsigned)id, (unsigned)id,
+			JAIL_NETNS_PATH);
 }
 
 int sandbox_jail_socket(const struct sandbox *sb, const char *path)

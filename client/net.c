@@ -241,7 +241,7 @@ static int net_configure(void)
 
 /* Make NETNS_DIR a directory; `ip netns` also makes it a shared mount, which we do not
  * need: the namespace files are bind mounts in the host's mount namespace. */
-static int net_ns_dir(void)
+int net_ns_dir(void)
 {
 	if (mkdir(NETNS_DIR, 0755) < 0 && errno != EEXIST) {
 		if (errno != ENOENT || mkdir("/run", 0755) < 0 || mkdir(NETNS_DIR, 0755) < 0)

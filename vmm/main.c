@@ -101,10 +101,11 @@ static void usage(FILE *f)
 		"  --restore-memory PATH[,PATH...]  with --restore: map these instead of\n"
 		"                    DIR/memory (a fork's frozen RAM, as the API's SNAPSHOT\n"
 		"                    reply names it: a file, then the layers over it)\n"
-		"  --jail DIR,uid=N,gid=N  once everything is open, confine the VMM to DIR (its\n"
-		"                    new root) in namespaces of its own as uid N, gid N, with\n"
-		"                    no capabilities; the paths it is given must lie in DIR\n"
-		"                    (docs/hardening.md)\n"
+		"  --jail DIR,uid=N,gid=N[,netns=PATH]  once everything is open, confine the VMM\n"
+		"                    to DIR (its new root) in namespaces of its own as uid N,\n"
+		"                    gid N, with no capabilities; the paths it is given must lie\n"
+		"                    in DIR; netns: join that empty network namespace instead\n"
+		"                    of making one (docs/hardening.md)\n"
 		"  --check           say which KVM this host has and what can boot on it\n"
 		"  -v, --verbose     debug logging\n"
 		"\n"
@@ -312,9 +313,10 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'J':
 			if (!(o->jail_arg = strdup(optarg)) ||
 			    jail_parse(o->jail_arg, &o->jail) < 0) {
-				log_error("--jail %s: give DIR,uid=N,gid=N (an absolute directory, "
-					  "ids other than 0)",
-					  optarg);
+				log_error(
+					"--jail %s: give DIR,uid=N,gid=N[,netns=PATH] (an absolute "
+					"directory, ids other than 0, an absolute path)",
+					optarg);
 				return VM_EXIT_BAD_INPUT;
 			}
 			break;

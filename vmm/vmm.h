@@ -59,10 +59,14 @@ struct jail_config {
 	uint64_t fsize;	 /* RLIMIT_FSIZE: the largest file it writes */
 	uint64_t nofile; /* RLIMIT_NOFILE */
 	uint64_t nproc;	 /* RLIMIT_NPROC: its threads and io_uring's workers */
+	/* An empty network namespace to join (netns=PATH, sandboxctl's shared one), or NULL:
+	 * the VMM makes its own (docs/hardening.md). */
+	const char *netns;
 };
 
-/* Parse --jail DIR,uid=N,gid=N (`arg` is cut up; j->root points into it) into `j`'s root and
- * ids; the limits are the caller's. 0 or -EINVAL. */
+/* Parse --jail DIR,uid=N,gid=N[,netns=PATH] (`arg` is cut up; j->root and j->netns point
+ * into it) into `j`'s root, ids and network namespace; the limits are the caller's. 0 or
+ * -EINVAL. */
 int jail_parse(char *arg, struct jail_config *j);
 /* Unless this process is already PID 1 of a pid namespace (as its launcher made it), make
  * one: fork into it, and in the parent only forward SIGTERM, SIGINT and SIGHUP to the child

@@ -4,8 +4,9 @@
 
 usage: hardening.py VMM PAYLOAD_HELLO PAYLOAD_SNAP BENCH_START [--runs N] [--execs N]
 
-- start: spawn to the first console byte of payload-hello, sandbox-vmm --jail against the
-  same without (bench-start alternates them: the jailed one is its "ours").
+- start: spawn to the first console byte of payload-hello, sandbox-vmm --jail (as sandboxctl
+  gives it: joining the shared empty network namespace) against the same without
+  (bench-start alternates them: the jailed one is its "ours").
 - exec: the round trip of a client's request through the VMM to payload-snap's vsock server
   and back, a new connection each time as `sandboxctl exec` makes one (connect, CONNECT
   1234, "ping", its answer), jailed against unjailed, alternating batches of 50.
@@ -26,6 +27,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
 import snap_probe  # noqa: E402
 
 UID = 0x50000000 + 0xfff1  # in sandboxctl's range, unused by it (docs/hardening.md)
+# The empty network namespace sandboxctl's jailed VMMs join (client/jail.c, JAIL_NETNS_PATH).
+NETNS = "/run/netns/sandbox-jail"
+
+
+def jail_netns():
+    """Make sandboxctl's shared jail namespace if it is not there, as sandboxctl would."""
+    if not os.path.exists(NETNS):
+        subprocess.run(["ip", "netns", "add", os.path.basename(NETNS)], check=True)
+    return NETNS
 
 
 def jail_dir(base, name):
@@ -40,7 +50,7 @@ def start(vmm, bench_start, hello, base, runs):
     d = jail_dir(base, "start")
     out = subprocess.run(
         [bench_start, "--runs", str(runs), "--warmup", "2", "--name", "hardening_start",
-         "--ours", vmm, "--payload", hello, "--jail", f"{d},uid={UID},gid={UID}",
+         "--ours", vmm, "--payload", hello, "--jail", f"{d},uid={UID},gid={UID},netns={jail_netns()}",
          "--qemu", vmm, "--payload", hello], capture_output=True, text=True, check=True)
     sys.stderr.write(out.stderr)
     m = re.search(r"median_ms=([\d.]+) qemu_microvm_median_ms=([\d.]+)", out.stdout)
@@ -54,7 +64,7 @@ class Guest:
         args = [vmm, "--payload", snap, "--memory", "577", "--vsock", self.vsock,
                 "--console", console, "--timeout", "600"]
         if jailed:
-            args += ["--jail", f"{d},uid={UID},gid={UID}"]
+            args += ["--jail", f"{d},uid={UID},gid={UID},netns={jail_netns()}"]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
