@@ -683,7 +683,7 @@ int main(int argc, char **argv)
 	struct options o;
 	struct vm vm;
 	sigset_t set;
-	int status, err, console_fd, tap_fd = -1;
+	int status, err, started, console_fd, tap_fd = -1;
 
 	log_init("sandbox-vmm", LOG_INFO);
 	status = parse_options(argc, argv, &o);
@@ -808,16 +808,34 @@ int main(int argc, char **argv)
 		log_debug("restored %s: %u vCPU(s), %llu MiB", o.restore_dir, o.boot.ncpus,
 			  (unsigned long long)o.memory_mib);
 	}
-	if (o.jail_arg && (err = seccomp_install_base(&vm)) == 0)
-		log_debug("seccomp: the base filter is in");
-	if (o.jail_arg && err < 0) {
-		log_error("--jail: cannot install the base seccomp filter: %s", strerror(-err));
-		status = VM_EXIT_VMM_ERROR;
-		goto out;
+	/* Jailed, the vCPU threads start first and compile their own filters while this one
+	 * builds the base; the base then goes onto every thread at once, the devices resume and
+	 * the vCPUs are let go (docs/hardening.md, "What the jail costs"). */
+	started = 0;
+	if (o.jail_arg) {
+		seccomp_decide_action();
+		started = vcpu_start_all(&vm);
+		err = started ? started : seccomp_install_base(&vm);
+		if (err == 0) {
+			log_debug("seccomp: the base filter is in");
+		} else {
+			if (!started)
+				log_error("--jail: cannot install the base seccomp filter: %s",
+					  strerror(-err));
+			vm_request_stop(&vm, VM_EXIT_VMM_ERROR, "no base seccomp filter");
+			vcpu_release_all(&vm);
+			vcpu_stop_all(&vm);
+			status = VM_EXIT_VMM_ERROR;
+			goto out;
+		}
 	}
 	if (o.restore_dir)
 		vm_restore_devices_resume(&vm);
-	if (vcpu_start_all(&vm) == 0) {
+	if (o.jail_arg)
+		vcpu_release_all(&vm);
+	else
+		started = vcpu_start_all(&vm);
+	if (started == 0) {
 		/* The vCPU threads install theirs as they start; then the I/O thread's. */
 		if (vm.seccomp && (err = seccomp_install_io(&vm)) < 0)
 			vm_request_stop(&vm, VM_EXIT_VMM_ERROR,

@@ -25,7 +25,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -164,6 +167,11 @@ static uint32_t seccomp_action(void)
 	return action;
 }
 
+void seccomp_decide_action(void)
+{
+	(void)seccomp_action();
+}
+
 static int allow_calls(scmp_filter_ctx ctx, const int *calls, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -297,11 +305,61 @@ static int install(const struct vm *vm, const struct vcpu *vcpu, enum filter_kin
 
 	if (!ctx)
 		return -ENOMEM;
-	/* Both the no_new_privs the jail set and a filter of this thread only. */
+	/* Both the no_new_privs the jail set and a filter of this thread only; the base goes
+	 * onto every thread at once (TSYNC): the vCPU threads exist already, waiting. */
 	err = build(ctx, vm, vcpu, kind);
+	if (!err && kind == FILTER_BASE)
+		err = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
 	if (!err)
 		err = seccomp_load(ctx);
 	seccomp_release(ctx);
+	return err;
+}
+
+int seccomp_prepare_vcpu(const struct vm *vm, const struct vcpu *vcpu, struct sock_fprog *out)
+{
+	scmp_filter_ctx ctx = seccomp_init(seccomp_action());
+	int fd = -1, err;
+	struct stat st;
+
+	memset(out, 0, sizeof(*out));
+	if (!ctx)
+		return -ENOMEM;
+	err = build(ctx, vm, vcpu, FILTER_VCPU);
+	/* libseccomp (2.5) exports only to an fd. */
+	if (!err && (fd = memfd_create("vcpu-filter", MFD_CLOEXEC)) < 0)
+		err = -errno;
+	if (!err)
+		err = seccomp_export_bpf(ctx, fd);
+	seccomp_release(ctx);
+	if (!err && fstat(fd, &st) < 0)
+		err = -errno;
+	if (!err && (st.st_size <= 0 || st.st_size % sizeof(struct sock_filter) ||
+		     st.st_size / sizeof(struct sock_filter) > BPF_MAXINSNS))
+		err = -E2BIG;
+	if (!err && !(out->filter = malloc((size_t)st.st_size)))
+		err = -ENOMEM;
+	if (!err && pread(fd, out->filter, (size_t)st.st_size, 0) != st.st_size)
+		err = -EIO;
+	if (fd >= 0)
+		close(fd);
+	if (err) {
+		free(out->filter);
+		out->filter = NULL;
+		return err;
+	}
+	out->len = (unsigned short)(st.st_size / sizeof(struct sock_filter));
+	return 0;
+}
+
+int seccomp_load_prepared(struct sock_fprog *prog)
+{
+	int err = 0;
+
+	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, prog) < 0)
+		err = -errno;
+	free(prog->filter);
+	prog->filter = NULL;
 	return err;
 }
 

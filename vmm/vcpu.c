@@ -5,6 +5,7 @@
  * whether the vCPU continues or the VM stops (and with which status).
  */
 #include <errno.h>
+#include <linux/filter.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -481,8 +482,21 @@ static void *vcpu_thread(void *opaque)
 	sigaddset(&set, SIGUSR1);
 	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
 	if (vm->seccomp) {
-		int err = seccomp_install_vcpu(vm, vcpu);
+		struct sock_fprog prog;
+		int err = seccomp_prepare_vcpu(vm, vcpu, &prog);
 
+		/* Compiled while the main thread builds the base filter; that one goes onto this
+		 * thread too (TSYNC) before the main thread lets the vCPUs go. */
+		pthread_mutex_lock(&vm->lock);
+		while (!vm->vcpus_released)
+			pthread_cond_wait(&vm->release_cond, &vm->lock);
+		pthread_mutex_unlock(&vm->lock);
+		if (atomic_load(&vm->stopping)) {
+			free(prog.filter);
+			return NULL;
+		}
+		if (!err)
+			err = seccomp_load_prepared(&prog);
 		if (err < 0) {
 			vm_request_stop(vm, VM_EXIT_VMM_ERROR,
 					"vcpu%u: cannot install its seccomp "
@@ -541,6 +555,14 @@ int vcpu_start_all(struct vm *vm)
 		vm->vcpus[i].started = true;
 	}
 	return 0;
+}
+
+void vcpu_release_all(struct vm *vm)
+{
+	pthread_mutex_lock(&vm->lock);
+	vm->vcpus_released = true;
+	pthread_cond_broadcast(&vm->release_cond);
+	pthread_mutex_unlock(&vm->lock);
 }
 
 /* Kick every started vCPU out of KVM_RUN: immediate_exit covers a vCPU about to enter it,

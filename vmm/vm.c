@@ -102,6 +102,7 @@ int vm_create_from(struct vm *vm, uint64_t ram_len, unsigned ncpus, const char *
 	atomic_init(&vm->exit_status, -1);
 	pthread_mutex_init(&vm->lock, NULL);
 	pthread_cond_init(&vm->pause_cond, NULL);
+	pthread_cond_init(&vm->release_cond, NULL);
 	pthread_cond_init(&vm->parked_cond, NULL);
 
 	vm->kvm_fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);

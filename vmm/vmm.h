@@ -99,6 +99,15 @@ struct vcpu;
 int seccomp_install_base(const struct vm *vm) __must_check;
 int seccomp_install_io(const struct vm *vm) __must_check;
 int seccomp_install_vcpu(const struct vm *vm, const struct vcpu *vcpu) __must_check;
+/* The kill-or-log choice (SANDBOX_SECCOMP), made once, before any thread exists. */
+void seccomp_decide_action(void);
+/* A vCPU's filter compiled now, by its thread while the base is being built on the main
+ * thread (off the path to the guest's first instruction), and loaded once the base is in.
+ * The load frees the program. 0 or -errno. */
+struct sock_fprog;
+int seccomp_prepare_vcpu(const struct vm *vm, const struct vcpu *vcpu,
+			 struct sock_fprog *out) __must_check;
+int seccomp_load_prepared(struct sock_fprog *prog) __must_check;
 /* Limit a ring made with IORING_SETUP_R_DISABLED to the operations virtio-blk submits, and
  * enable it (a ring made without the flag is left as it is). 0 or -errno. */
 struct io_uring;
@@ -446,6 +455,10 @@ struct vm {
 	int stop_fd;		  /* eventfd: a vCPU asked the VM to stop */
 	int tap_fd;		  /* the NIC's tap (-1: none): its ioctls are allowed */
 	bool seccomp;		  /* jailed: each thread installs its filter (seccomp.c) */
+	/* Jailed: the vCPU threads start before the base filter and wait here (under lock)
+	 * until it is on every thread and the devices are resumed (vcpu_release_all). */
+	bool vcpus_released;
+	pthread_cond_t release_cond;
 	atomic_bool stopping;
 	atomic_int exit_status; /* first stop request wins; -1 while running */
 	char exit_reason[160];
@@ -475,6 +488,9 @@ int vcpu_create(struct vm *vm, unsigned index, const struct boot_entry *entry) _
 int vcpu_create_restored(struct vm *vm, unsigned index) __must_check;
 /* Start every vCPU thread. */
 int vcpu_start_all(struct vm *vm) __must_check;
+/* Jailed (vm->seccomp): let the vCPU threads, waiting since they compiled their filters, load
+ * them and run. Also what stops them waiting when the VM stops first. */
+void vcpu_release_all(struct vm *vm);
 /* Kick every running vCPU out of KVM_RUN and join its thread. */
 void vcpu_stop_all(struct vm *vm);
 /* Stop every vCPU at a clean point (between two KVM_RUNs) and wait up to `timeout_ms` until

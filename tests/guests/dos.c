@@ -34,7 +34,7 @@
 #include <stdbool.h>
 
 #include "rt.h"
-#include "virtio_mmio.h"
+#include "vq.h"
 
 #define DOS_BLK		1
 #define DOS_VSOCK_CID	2
@@ -51,7 +51,6 @@
 #define VIO_F_VERSION_1	 32
 #define VIO_F_INDIRECT	 28
 #define CHAIN_MAX	 1024u /* the VMM's VIRTQ_CHAIN_MAX */
-#define QSIZE		 256u
 #define BLK_T_GET_ID	 8u
 #define VSOCK_HDR_LEN	 44u
 #define VSOCK_OP_REQUEST 1u
@@ -60,40 +59,6 @@
 #define VSOCK_OP_SHUT	 4u
 #define VSOCK_TYPE_STR	 1u
 #define VSOCK_RX_LEN	 (VSOCK_HDR_LEN + 256u) /* each rx buffer */
-
-struct vq_desc {
-	uint64_t addr;
-	uint32_t len;
-	uint16_t flags;
-	uint16_t next;
-};
-_Static_assert(sizeof(struct vq_desc) == 16, "descriptor layout");
-
-struct vq_avail {
-	uint16_t flags;
-	uint16_t idx;
-	uint16_t ring[QSIZE];
-	uint16_t used_event;
-};
-
-struct vq_used {
-	uint16_t flags;
-	uint16_t idx;
-	struct {
-		uint32_t id;
-		uint32_t len;
-	} ring[QSIZE];
-	uint16_t avail_event;
-};
-
-/* One split queue in .bss (identity-mapped guest RAM), and the driver's view of it. */
-struct vq {
-	struct vq_desc desc[QSIZE] __attribute__((aligned(4096)));
-	struct vq_avail avail __attribute__((aligned(64)));
-	struct vq_used used __attribute__((aligned(64)));
-	uint16_t avail_idx; /* the next avail->idx we publish */
-	uint16_t used_seen; /* used entries taken so far */
-};
 
 struct vsock_hdr {
 	uint64_t src_cid;
@@ -120,20 +85,6 @@ struct blk_hdr {
 
 static uint64_t vio_base;
 
-DOS_HELPER void vio_write(uint32_t reg, uint32_t val)
-{
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	*(volatile uint32_t *)(vio_base + reg) = val;
-}
-
-DOS_HELPER uint32_t vio_read(uint32_t reg)
-{
-	uint32_t v = *(volatile const uint32_t *)(vio_base + reg);
-
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	return v;
-}
-
 DOS_HELPER __attribute__((noreturn)) void dos_fail(const char *why)
 {
 	uart_puts("dos: FAIL ");
@@ -146,70 +97,33 @@ DOS_HELPER __attribute__((noreturn)) void dos_fail(const char *why)
  * INDIRECT_DESC. */
 DOS_HELPER void dos_init(uint64_t base, uint32_t device_id)
 {
+	const char *why;
+
 	vio_base = base;
-	if (vio_read(VIO_MAGIC_VALUE) != VIO_MAGIC || vio_read(VIO_DEVICE_ID) != device_id)
-		dos_fail("no such device in the first virtio-mmio window");
-	vio_write(VIO_STATUS, 0);
-	vio_write(VIO_STATUS, VIO_S_ACK);
-	vio_write(VIO_STATUS, VIO_S_ACK | VIO_S_DRIVER);
-	vio_write(VIO_DRIVER_FEATURES_SEL, 0);
-	vio_write(VIO_DRIVER_FEATURES, 1u << VIO_F_INDIRECT);
-	vio_write(VIO_DRIVER_FEATURES_SEL, 1);
-	vio_write(VIO_DRIVER_FEATURES, 1u << (VIO_F_VERSION_1 - 32));
-	vio_write(VIO_STATUS, VIO_S_ACK | VIO_S_DRIVER | VIO_S_FEAT_OK);
-	if (!(vio_read(VIO_STATUS) & VIO_S_FEAT_OK))
-		dos_fail("FEATURES_OK refused");
+	if ((why = vio_init(base, device_id, 1ull << VIO_F_INDIRECT | 1ull << VIO_F_VERSION_1)))
+		dos_fail(why);
 }
 
-DOS_HELPER void vio_write64(uint32_t reg_low, uint64_t v)
-{
-	vio_write(reg_low, (uint32_t)v);
-	vio_write(reg_low + 4, (uint32_t)(v >> 32));
-}
-
-/* Configure queue `qi` on `q` (size QSIZE, interrupts off). */
+/* Configure queue `qi` on `q` (size VQ_SIZE, interrupts off). */
 DOS_HELPER void dos_queue(unsigned qi, struct vq *q)
 {
-	vio_write(VIO_QUEUE_SEL, qi);
-	if (vio_read(VIO_QUEUE_NUM_MAX) < QSIZE)
-		dos_fail("the device's queues are smaller than 256");
-	q->avail.flags = AVAIL_F_NO_INTERRUPT;
-	vio_write(VIO_QUEUE_NUM, QSIZE);
-	vio_write64(VIO_QUEUE_DESC_LOW, (uint64_t)(uintptr_t)q->desc);
-	vio_write64(VIO_QUEUE_AVAIL_LOW, (uint64_t)(uintptr_t)&q->avail);
-	vio_write64(VIO_QUEUE_USED_LOW, (uint64_t)(uintptr_t)&q->used);
-	vio_write(VIO_QUEUE_READY, 1);
+	const char *why = vio_queue(vio_base, qi, q);
+
+	if (why)
+		dos_fail(why);
 }
 
 DOS_HELPER void dos_driver_ok(void)
 {
-	vio_write(VIO_STATUS, VIO_S_ACK | VIO_S_DRIVER | VIO_S_FEAT_OK | VIO_S_DRV_OK);
-	if (vio_read(VIO_STATUS) & VIO_S_RESET)
-		dos_fail("the device needs a reset");
+	const char *why = vio_driver_ok(vio_base);
+
+	if (why)
+		dos_fail(why);
 }
 
-/* Offer the chain at `head` (not published until vq_publish). */
-DOS_HELPER void vq_offer(struct vq *q, uint16_t head)
+DOS_HELPER void dos_notify(unsigned qi)
 {
-	q->avail.ring[q->avail_idx++ % QSIZE] = head;
-}
-
-/* Publish what vq_offer added: the ring entries (and the buffers) before the index. */
-DOS_HELPER void vq_publish(struct vq *q)
-{
-	__atomic_store_n(&q->avail.idx, q->avail_idx, __ATOMIC_RELEASE);
-}
-
-/* The next used entry's id in *id (its length in *len), or false when there is none. */
-DOS_HELPER bool vq_next_used(struct vq *q, uint16_t *id, uint32_t *len)
-{
-	if (__atomic_load_n(&q->used.idx, __ATOMIC_ACQUIRE) == q->used_seen)
-		return false;
-	*id = (uint16_t)q->used.ring[q->used_seen % QSIZE].id;
-	if (len)
-		*len = q->used.ring[q->used_seen % QSIZE].len;
-	q->used_seen++;
-	return true;
+	vio_write(vio_base, VIO_QUEUE_NOTIFY, qi);
 }
 
 /* Give back every chain the device returned, each published at once so that a device
@@ -227,12 +141,12 @@ DOS_HELPER void vq_recycle(unsigned qi, struct vq *q)
 		vq_publish(q);
 		any = true;
 		if (++since_kick == 64) {
-			vio_write(VIO_QUEUE_NOTIFY, qi);
+			dos_notify(qi);
 			since_kick = 0;
 		}
 	}
 	if (!any && since_kick) {
-		vio_write(VIO_QUEUE_NOTIFY, qi);
+		dos_notify(qi);
 		since_kick = 0;
 	}
 }
@@ -252,16 +166,16 @@ DOS_HELPER void dos_fill_table(const void *hdr, uint32_t hdr_len, bool writable)
 					    (uint16_t)(i + 1)};
 }
 
-/* Fill queue `q` with QSIZE chains of the one indirect table, publish them and kick. */
+/* Fill queue `q` with VQ_SIZE chains of the one indirect table, publish them and kick. */
 DOS_HELPER void dos_offer_all(unsigned qi, struct vq *q)
 {
-	for (uint16_t i = 0; i < QSIZE; i++) {
+	for (uint16_t i = 0; i < VQ_SIZE; i++) {
 		q->desc[i] = (struct vq_desc){(uint64_t)(uintptr_t)table, sizeof(table),
 					      DESC_F_INDIRECT, 0};
 		vq_offer(q, i);
 	}
 	vq_publish(q);
-	vio_write(VIO_QUEUE_NOTIFY, qi);
+	dos_notify(qi);
 }
 
 /* Queue 0 (blk's requests, vsock's rx) and queue 1 (vsock's tx). */
@@ -333,9 +247,9 @@ static void dos_run(const struct payload_info *info)
 		vq_recycle(1, &vq1);
 }
 #elif DOS_CASE == DOS_VSOCK_CONNS
-static uint8_t rx_buf[QSIZE][VSOCK_RX_LEN];
-static struct vsock_hdr tx_pkt[QSIZE];
-static uint16_t tx_free[QSIZE]; /* a stack of free tx descriptors */
+static uint8_t rx_buf[VQ_SIZE][VSOCK_RX_LEN];
+static struct vsock_hdr tx_pkt[VQ_SIZE];
+static uint16_t tx_free[VQ_SIZE]; /* a stack of free tx descriptors */
 static unsigned tx_nfree;
 static uint64_t n_requests, n_shutdowns, n_resets, n_events;
 
@@ -377,14 +291,14 @@ static void dos_run(const struct payload_info *info)
 	dos_queue(0, &vq0);
 	dos_queue(1, &vq1);
 	dos_driver_ok();
-	for (uint16_t i = 0; i < QSIZE; i++) {
+	for (uint16_t i = 0; i < VQ_SIZE; i++) {
 		vq0.desc[i] = (struct vq_desc){(uint64_t)(uintptr_t)rx_buf[i], VSOCK_RX_LEN,
 					       DESC_F_WRITE, 0};
 		vq_offer(&vq0, i);
 		tx_free[tx_nfree++] = i;
 	}
 	vq_publish(&vq0);
-	vio_write(VIO_QUEUE_NOTIFY, 0);
+	dos_notify(0);
 	uart_puts("dos: vsock-conns flooding\n");
 	for (;;) {
 		unsigned rx_back = 0, tx_added = 0;
@@ -394,7 +308,7 @@ static void dos_run(const struct payload_info *info)
 		while (vq_next_used(&vq1, &id, NULL))
 			tx_free[tx_nfree++] = id;
 		while (vq_next_used(&vq0, &id, &len)) {
-			const struct vsock_hdr *h = (const struct vsock_hdr *)rx_buf[id % QSIZE];
+			const struct vsock_hdr *h = (const struct vsock_hdr *)rx_buf[id % VQ_SIZE];
 
 			if (len >= VSOCK_HDR_LEN) {
 				if (h->op == VSOCK_OP_REQUEST) {
@@ -413,11 +327,11 @@ static void dos_run(const struct payload_info *info)
 		}
 		if (tx_added) {
 			vq_publish(&vq1);
-			vio_write(VIO_QUEUE_NOTIFY, 1);
+			dos_notify(1);
 		}
 		if (rx_back) {
 			vq_publish(&vq0);
-			vio_write(VIO_QUEUE_NOTIFY, 0);
+			dos_notify(0);
 		}
 	}
 }

@@ -96,7 +96,7 @@ inner() {
 		total_rounds=$((total_rounds + r))
 		total_bytes=$((total_bytes + b))
 	done
-	echo "ok: 4 sandboxes for $seconds s: $total_rounds rounds (each 5 execs and 2 copies), $total_bytes bytes checked, no mismatch"
+	echo "ok: 4 sandboxes for $seconds s: $total_rounds rounds (each 4 execs and 2 copies), $total_bytes bytes checked, no mismatch"
 
 	pids=
 	for id in $ids; do

@@ -21,6 +21,9 @@ double bench_since_ms(int64_t start_ns);
 #define BENCH_SPAWN_GROUP   0x1 /* a process group of its own: one kill reaches all it starts */
 #define BENCH_SPAWN_QUIET   0x2 /* stderr on /dev/null instead of ours */
 #define BENCH_SPAWN_ERR_OUT 0x4 /* stderr where stdout goes (out_fd, a log file say) */
+/* PID 1 of a pid namespace of its own, as sandboxctl starts a jailed VMM (clone with
+ * CLONE_NEWPID, then exec), instead of posix_spawn */
+#define BENCH_SPAWN_NEWPID  0x8
 
 /*
  * Spawn argv (PATH searched) with stdin on /dev/null, stdout on out_fd (-1: /dev/null),

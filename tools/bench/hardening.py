@@ -4,9 +4,10 @@
 
 usage: hardening.py VMM PAYLOAD_HELLO PAYLOAD_SNAP BENCH_START [--runs N] [--execs N]
 
-- start: spawn to the first console byte of payload-hello, sandbox-vmm --jail (as sandboxctl
-  gives it: joining the shared empty network namespace) against the same without
-  (bench-start alternates them: the jailed one is its "ours").
+- start: spawn to the first console byte of payload-hello, sandbox-vmm --jail as sandboxctl
+  starts it (cloned into a pid namespace of its own, joining the shared empty network
+  namespace) against the same without, as sandboxctl forks it (bench-start alternates them:
+  the jailed one is its "ours").
 - exec: the round trip of a client's request through the VMM to payload-snap's vsock server
   and back, a new connection each time as `sandboxctl exec` makes one (connect, CONNECT
   1234, "ping", its answer), jailed against unjailed, alternating batches of 50.
@@ -50,7 +51,7 @@ def start(vmm, bench_start, hello, base, runs):
     d = jail_dir(base, "start")
     out = subprocess.run(
         [bench_start, "--runs", str(runs), "--warmup", "2", "--name", "hardening_start",
-         "--ours", vmm, "--payload", hello, "--jail", f"{d},uid={UID},gid={UID},netns={jail_netns()}",
+         "--ours-newpid", "--ours", vmm, "--payload", hello, "--jail", f"{d},uid={UID},gid={UID},netns={jail_netns()}",
          "--qemu", vmm, "--payload", hello], capture_output=True, text=True, check=True)
     sys.stderr.write(out.stderr)
     m = re.search(r"median_ms=([\d.]+) qemu_microvm_median_ms=([\d.]+)", out.stdout)

@@ -4,7 +4,10 @@
  * on its console), ours against QEMU.
  *
  *   bench-start [--runs N] [--warmup N] [--timeout-ms MS] [--name NAME] [--until STRING] \
- *       --ours CMD [ARG...] --qemu CMD [ARG...]
+ *       [--ours-newpid] --ours CMD [ARG...] --qemu CMD [ARG...]
+ *
+ * With --ours-newpid the --ours command starts as PID 1 of a pid namespace of its own (clone
+ * with CLONE_NEWPID, then exec), as sandboxctl starts a jailed VMM.
  *
  * Each command is run directly (posix_spawnp, no shell) in a process group of its own, stdin
  * and stderr on /dev/null and stdout on a pipe. The time of a run is CLOCK_MONOTONIC from just
@@ -57,6 +60,7 @@ struct bench_cmd {
 	char **argv;	   /* NULL-terminated, points into main()'s argv */
 	double *run_ms;	   /* one entry per counted run */
 	int nruns;	   /* entries filled in run_ms */
+	int spawn_flags;   /* more BENCH_SPAWN_* (--ours-newpid: BENCH_SPAWN_NEWPID) */
 };
 
 /*
@@ -278,7 +282,8 @@ static void bench_reap(pid_t pid, int grace_ms, int *status)
  * Returns 0, -ETIMEDOUT (nothing within timeout_ms), -EPIPE (exited first), or another
  * -errno; *fail says more about a failed run.
  */
-__attribute__((warn_unused_result)) static int bench_run_once(char *const argv[], int timeout_ms,
+__attribute__((warn_unused_result)) static int bench_run_once(char *const argv[], int spawn_flags,
+							      int timeout_ms,
 							      struct bench_stream *st, double *ms,
 							      struct bench_failure *fail)
 {
@@ -294,7 +299,8 @@ __attribute__((warn_unused_result)) static int bench_run_once(char *const argv[]
 	start_ns = bench_now_ns();
 	/* a group of its own, so that one kill reaches whatever it starts (a `timeout`
 	 * wrapper and its QEMU, say); stderr on /dev/null */
-	ret = bench_spawn_cmd(argv, fds[1], BENCH_SPAWN_GROUP | BENCH_SPAWN_QUIET, &pid);
+	ret = bench_spawn_cmd(argv, fds[1], BENCH_SPAWN_GROUP | BENCH_SPAWN_QUIET | spawn_flags,
+			      &pid);
 	close(fds[1]);
 	if (ret) {
 		fail->spawn_err = -ret;
@@ -371,7 +377,8 @@ static void bench_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: bench-start [--runs N] [--warmup N] [--timeout-ms MS] [--name NAME] \\\n"
-		"           [--until STRING] --ours CMD [ARG...] --qemu CMD [ARG...]\n"
+		"           [--until STRING] [--ours-newpid] --ours CMD [ARG...] --qemu CMD "
+		"[ARG...]\n"
 		"  Times spawn-to-first-stdout-byte of each command, alternating, and prints\n"
 		"  'NAME median_ms=... qemu_microvm_median_ms=... ratio=...'.\n"
 		"  --runs N        counted runs per command (default %d)\n"
@@ -414,6 +421,11 @@ int main(int argc, char **argv)
 		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
 			bench_usage(stdout);
 			return 0;
+		}
+		if (!strcmp(argv[i], "--ours-newpid")) {
+			ours.spawn_flags |= BENCH_SPAWN_NEWPID;
+			i--; /* no argument */
+			continue;
 		}
 		if (!strcmp(argv[i], "--name") || !strcmp(argv[i], "--until")) {
 			const char **str = !strcmp(argv[i], "--name") ? &name : &until;
@@ -504,7 +516,8 @@ int main(int argc, char **argv)
 			double ms = 0;
 			int ret;
 
-			ret = bench_run_once(cmd->argv, timeout_ms, st, &ms, &fail);
+			ret = bench_run_once(cmd->argv, cmd->spawn_flags, timeout_ms, st, &ms,
+					     &fail);
 			if (ret) {
 				bench_report_failure(cmd, run, ret, &fail, st, timeout_ms);
 				return 1;
