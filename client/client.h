@@ -248,6 +248,11 @@ int net_ns_path(const struct sandbox *sb, char *out, size_t len) __must_check;
  * (besides what nft printed) and nothing is left. */
 /* Make /run/netns (NETNS_DIR) if it is not there. 0 or -errno. */
 int net_ns_dir(void) __must_check;
+/* A new network namespace bound onto the existing file `path` (as `ip netns add` does), set up
+ * inside by `configure` (NULL: left empty). 0, or -errno (-EIO: it failed inside, said on
+ * stderr) with `err_msg` saying so. */
+int net_ns_make(const char *path, int (*configure)(void), char *err_msg,
+		size_t err_len) __must_check;
 int net_setup(const struct sandbox *sb, char *err_msg, size_t err_len) __must_check;
 /* Remove the namespace (and so its tap, once no process holds it). */
 void net_teardown(const struct sandbox *sb);

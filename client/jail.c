@@ -12,15 +12,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/magic.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "client.h"
@@ -70,8 +67,7 @@ static bool is_netns(const char *path)
  */
 static int jail_netns_ready(void)
 {
-	int fd, status, err = 0;
-	pid_t pid;
+	int fd, err = 0;
 
 	if (is_netns(JAIL_NETNS_PATH))
 		return 0;
@@ -86,18 +82,10 @@ static int jail_netns_ready(void)
 		return err;
 	}
 	if (!is_netns(JAIL_NETNS_PATH)) {
-		fflush(NULL);
-		pid = fork();
-		if (pid == 0)
-			_exit(unshare(CLONE_NEWNET) < 0 ||
-					      mount("/proc/self/ns/net", JAIL_NETNS_PATH, NULL,
-						    MS_BIND, NULL) < 0
-				      ? 1
-				      : 0);
-		if (pid < 0)
-			err = -errno;
-		else if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) ||
-			 WEXITSTATUS(status) != 0 || !is_netns(JAIL_NETNS_PATH))
+		char msg[300];
+
+		err = net_ns_make(JAIL_NETNS_PATH, NULL, msg, sizeof(msg));
+		if (!err && !is_netns(JAIL_NETNS_PATH))
 			err = -EIO;
 	}
 	close(fd); /* drops the lock */

@@ -250,11 +250,48 @@ int net_ns_dir(void)
 	return 0;
 }
 
+int net_ns_make(const char *path, int (*configure)(void), char *err_msg, size_t err_len)
+{
+	int status, err;
+	pid_t pid;
+
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		int e;
+
+		if (unshare(CLONE_NEWNET) < 0) {
+			fprintf(stderr, "sandboxctl: cannot make a network namespace: %m\n");
+			_exit(10);
+		}
+		if (mount("/proc/self/ns/net", path, NULL, MS_BIND, NULL) < 0) {
+			fprintf(stderr, "sandboxctl: cannot bind %s: %m\n", path);
+			_exit(11);
+		}
+		e = configure ? configure() : 0;
+		if (e < 0) {
+			fprintf(stderr, "sandboxctl: cannot set up the namespace %s: %s\n", path,
+				e == -EPROTO ? "nft refused the ruleset" : strerror(-e));
+			_exit(12);
+		}
+		_exit(0);
+	}
+	while ((err = waitpid(pid, &status, 0)) < 0)
+		if (errno != EINTR)
+			break;
+	if (err < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		snprintf(err_msg, err_len, "cannot set up the network namespace %s", path);
+		return -EIO;
+	}
+	return 0;
+}
+
 int net_setup(const struct sandbox *sb, char *err_msg, size_t err_len)
 {
 	char path[256];
-	int fd, status, err;
-	pid_t pid;
+	int fd, err;
 
 	err_msg[0] = '\0';
 	if ((err = net_ns_path(sb, path, sizeof(path))) < 0)
@@ -271,39 +308,12 @@ int net_setup(const struct sandbox *sb, char *err_msg, size_t err_len)
 		return err;
 	}
 	close(fd);
-	fflush(NULL);
-	pid = fork();
-	if (pid < 0) {
-		err = -errno;
-		unlink(path);
+	if ((err = net_ns_make(path, net_configure, err_msg, err_len)) < 0) {
+		if (err != -EIO)
+			unlink(path);
+		else
+			net_teardown(sb);
 		return err;
-	}
-	if (pid == 0) {
-		int e;
-
-		if (unshare(CLONE_NEWNET) < 0) {
-			fprintf(stderr, "sandboxctl: cannot make a network namespace: %m\n");
-			_exit(10);
-		}
-		if (mount("/proc/self/ns/net", path, NULL, MS_BIND, NULL) < 0) {
-			fprintf(stderr, "sandboxctl: cannot bind %s: %m\n", path);
-			_exit(11);
-		}
-		e = net_configure();
-		if (e < 0) {
-			fprintf(stderr, "sandboxctl: cannot set up the namespace %s: %s\n", path,
-				e == -EPROTO ? "nft refused the ruleset" : strerror(-e));
-			_exit(12);
-		}
-		_exit(0);
-	}
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			break;
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-		snprintf(err_msg, err_len, "cannot set up the network namespace %s", path);
-		net_teardown(sb);
-		return -EIO;
 	}
 	return 0;
 }

@@ -391,7 +391,11 @@ int seccomp_install_io(const struct vm *vm)
 
 int seccomp_install_vcpu(const struct vm *vm, const struct vcpu *vcpu)
 {
-	return install(vm, vcpu, FILTER_VCPU);
+	struct sock_fprog prog;
+	int err = seccomp_prepare_vcpu(vm, vcpu, &prog);
+
+	/* The path vcpu_thread takes, in one call (seccomp-kill tests it so). */
+	return err ? err : seccomp_load_prepared(&prog);
 }
 
 int seccomp_install_base(const struct vm *vm)

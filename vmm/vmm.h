@@ -462,7 +462,7 @@ struct vm {
 	atomic_bool stopping;
 	atomic_int exit_status; /* first stop request wins; -1 while running */
 	char exit_reason[160];
-	pthread_mutex_t lock;	    /* protects exit_reason and nparked */
+	pthread_mutex_t lock;	    /* protects exit_reason, nparked, vcpus_released */
 	atomic_bool guest_panicked; /* the console showed a kernel panic */
 	/* Pause (vcpu_pause_all): vCPUs park on pause_cond at the top of their run loop. */
 	atomic_bool pause_requested;
