@@ -347,7 +347,8 @@ static struct op *load_log(const char *path, const char *name, size_t *nops)
 		if (len - pos < sizeof(*r) || r->name_len > CRASHLOG_NAME_MAX ||
 		    r->data_len > CRASHLOG_DATA_MAX ||
 		    len - pos - sizeof(*r) < (uint64_t)r->name_len + r->data_len ||
-		    (r->type == CRASHLOG_WRITE && r->data_len != r->len))
+		    (r->type == CRASHLOG_WRITE && r->data_len != r->len) ||
+		    r->off > UINT64_MAX - r->len) /* off + len may not wrap */
 			die("%s: a malformed record at byte %llu", path, (unsigned long long)pos);
 		if (r->type == CRASHLOG_MARK ||
 		    (r->name_len == name_len && !memcmp(log + pos + sizeof(*r), name, name_len))) {
