@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -79,6 +80,35 @@ int jail_check_root(const char *dir, char *msg, size_t len)
 	}
 	free(real);
 	return err;
+}
+
+int jail_place_fd(int *fd, int target)
+{
+	struct rlimit rl;
+	int placed;
+
+	if (target < JAIL_FD_KVM || target >= (int)JAIL_FD_END)
+		return -EINVAL;
+	if (*fd == target)
+		return 0;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return -errno;
+	if (rl.rlim_cur < JAIL_FD_END || rl.rlim_max < JAIL_FD_END) {
+		if (rl.rlim_max < JAIL_FD_END)
+			rl.rlim_max = JAIL_FD_END;
+		if (rl.rlim_cur < JAIL_FD_END)
+			rl.rlim_cur = JAIL_FD_END;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			return -errno;
+	}
+	/* dup3 would close whatever is there: nothing must be. */
+	if (fcntl(target, F_GETFD) >= 0)
+		return -EBUSY;
+	if ((placed = dup3(*fd, target, O_CLOEXEC)) < 0)
+		return -errno;
+	close(*fd);
+	*fd = placed;
+	return 0;
 }
 
 int jail_pid_namespace(const struct jail_config *j)

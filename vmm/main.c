@@ -535,6 +535,7 @@ static int enter_jail(struct vm *vm, struct options *o, struct disk **disks)
 {
 	struct jail_config *j = &o->jail;
 	char msg[256];
+	int err;
 	const char *socks[] = {o->api_path, o->vsock_path};
 
 	for (unsigned i = 0; i < 2; i++) {
@@ -556,6 +557,11 @@ static int enter_jail(struct vm *vm, struct options *o, struct disk **disks)
 	for (unsigned i = 0; i < o->ndisks; i++)
 		if (disk_max_file_len(disks[i]) > j->fsize)
 			j->fsize = disk_max_file_len(disks[i]);
+	if ((err = vm_place_fds(vm)) < 0) {
+		log_error("--jail: cannot move KVM's fds to %d and on: %s", JAIL_FD_KVM,
+			  strerror(-err));
+		return VM_EXIT_VMM_ERROR;
+	}
 	if (mem_pagemap_open() < 0)
 		log_warn("--jail: no /proc/self/pagemap: snapshots will write all of RAM");
 	j->nofile = JAIL_NOFILE;
@@ -737,6 +743,13 @@ int main(int argc, char **argv)
 			log_error("--net: %s", msg);
 			return VM_EXIT_BAD_INPUT;
 		}
+		/* Where the filters name it (before the device adds it to the event loop). */
+		if (o.jail_arg && (err = jail_place_fd(&tap_fd, JAIL_FD_TAP)) < 0) {
+			log_error("--jail: cannot move the tap's fd to %d: %s", JAIL_FD_TAP,
+				  strerror(-err));
+			close(tap_fd);
+			return VM_EXIT_VMM_ERROR;
+		}
 	}
 	if (strlen(o.boot.cmdline) >= sizeof(cmdline)) {
 		log_error("kernel command line too long: %zu bytes", strlen(o.boot.cmdline));
@@ -792,6 +805,13 @@ int main(int argc, char **argv)
 	}
 	if (!o.restore_dir && (status = boot_guest(&vm, &o)) != 0)
 		goto out;
+	/* A restored VM's vCPUs are made before the jail, as a booted one's: KVM_CREATE_VCPU is
+	 * not among the filters' calls, and their fds go where the filters name them. */
+	if (o.restore_dir && vm_restore_vcpus(&vm, &img) < 0) {
+		log_error("--restore %s: %s", o.restore_dir, img.r.msg);
+		status = VM_EXIT_VMM_ERROR;
+		goto out;
+	}
 	if (o.api_path && api_create(&vm, o.api_path, &api) < 0) {
 		status = VM_EXIT_BAD_INPUT;
 		goto out;

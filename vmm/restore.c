@@ -108,10 +108,6 @@ static int snap_check_cpuid(struct vm *vm, struct snap_image *img)
 
 	if (!saved)
 		return -ENOENT;
-	vm->cpuid_nonce = img->cpuid_nonce;
-	if (cpuid_add_vmm_leaves(vm->cpuid->entries, &vm->cpuid->nent, vm->cpuid->nent,
-				 img->cpuid_nonce) < 0)
-		return snapr_fail(&img->r, -ENOSPC, "cannot set the VMM's CPUID leaves");
 	if (len != n)
 		goto differs;
 	a = malloc(n);
@@ -136,6 +132,27 @@ out:
 	return err;
 }
 
+int vm_restore_cpuid(struct vm *vm, struct snap_image *img)
+{
+	vm->cpuid_nonce = img->cpuid_nonce;
+	if (cpuid_add_vmm_leaves(vm->cpuid->entries, &vm->cpuid->nent, vm->cpuid->nent,
+				 img->cpuid_nonce) < 0)
+		return snapr_fail(&img->r, -ENOSPC, "cannot set the VMM's CPUID leaves");
+	return 0;
+}
+
+int vm_restore_vcpus(struct vm *vm, struct snap_image *img)
+{
+	int err;
+
+	if ((err = vm_restore_cpuid(vm, img)) < 0)
+		return err;
+	for (unsigned i = 0; i < vm->ncpus; i++)
+		if ((err = vcpu_create_restored(vm, i)) < 0)
+			return snapr_fail(&img->r, err, "cannot create vcpu%u", i);
+	return 0;
+}
+
 int vm_restore(struct vm *vm, struct snap_image *img)
 {
 	int err;
@@ -153,9 +170,8 @@ int vm_restore(struct vm *vm, struct snap_image *img)
 		if ((err = virtio_mmio_load(vm->virtio[i], i, &img->r, 0)) < 0)
 			return err;
 	for (unsigned i = 0; i < vm->ncpus; i++) {
-		/* (tests/fuzz makes its vCPUs itself) */
-		if (vm->vcpus[i].fd < 0 && (err = vcpu_create_restored(vm, i)) < 0)
-			return snapr_fail(&img->r, err, "cannot create vcpu%u", i);
+		if (vm->vcpus[i].fd < 0)
+			return snapr_fail(&img->r, -EBADF, "vcpu%u was not created", i);
 		if ((err = vcpu_load_state(&vm->vcpus[i], &img->r, 0)) < 0)
 			return err;
 	}

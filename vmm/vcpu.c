@@ -5,7 +5,6 @@
  * whether the vCPU continues or the VM stops (and with which status).
  */
 #include <errno.h>
-#include <linux/filter.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -482,26 +481,20 @@ static void *vcpu_thread(void *opaque)
 	sigaddset(&set, SIGUSR1);
 	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
 	if (vm->seccomp) {
-		struct sock_fprog prog;
-		int err = seccomp_prepare_vcpu(vm, vcpu, &prog);
+		int err;
 
-		/* Compiled while the main thread builds the base filter; that one goes onto this
-		 * thread too (TSYNC) before the main thread lets the vCPUs go. */
+		/* The main thread puts the base filter onto this thread too (TSYNC), then lets the
+		 * vCPUs go: this one's own narrows it before the guest runs. */
 		pthread_mutex_lock(&vm->lock);
 		while (!vm->vcpus_released)
 			pthread_cond_wait(&vm->release_cond, &vm->lock);
 		pthread_mutex_unlock(&vm->lock);
-		if (atomic_load(&vm->stopping)) {
-			free(prog.filter);
+		if (atomic_load(&vm->stopping))
 			return NULL;
-		}
-		if (!err)
-			err = seccomp_load_prepared(&prog);
-		if (err < 0) {
+		if ((err = seccomp_install_vcpu(vm, vcpu)) < 0) {
 			vm_request_stop(vm, VM_EXIT_VMM_ERROR,
-					"vcpu%u: cannot install its seccomp "
-					"filter: %s",
-					vcpu->index, strerror(-err));
+					"vcpu%u: cannot install its seccomp filter: %s", vcpu->index,
+					strerror(-err));
 			return NULL;
 		}
 	}

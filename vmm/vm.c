@@ -184,6 +184,19 @@ fail:
 	return err;
 }
 
+int vm_place_fds(struct vm *vm)
+{
+	int err;
+
+	if ((err = jail_place_fd(&vm->kvm_fd, JAIL_FD_KVM)) < 0 ||
+	    (err = jail_place_fd(&vm->vm_fd, JAIL_FD_VM)) < 0)
+		return err;
+	for (unsigned i = 0; i < vm->ncpus; i++)
+		if ((err = jail_place_fd(&vm->vcpus[i].fd, (int)(JAIL_FD_VCPU0 + i))) < 0)
+			return err;
+	return 0;
+}
+
 void vm_destroy(struct vm *vm)
 {
 	for (unsigned i = 0; i < vm->ncpus && i < VCPU_MAX; i++)

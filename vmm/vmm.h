@@ -52,6 +52,17 @@ uint64_t vmm_now_ns(void);
 #define JAIL_NOFILE 4096
 #define JAIL_NPROC  256
 
+/* Where a jailed VMM keeps KVM's fds and the tap's (vm_place_fds), at fixed numbers so that
+ * its seccomp filters, compiled at build time, can name them: at and above JAIL_NOFILE, where
+ * no fd it opens or receives once jailed can land. */
+#define JAIL_FD_KVM   JAIL_NOFILE
+#define JAIL_FD_VM    (JAIL_NOFILE + 1)
+#define JAIL_FD_TAP   (JAIL_NOFILE + 2)
+/* vCPU i's is JAIL_FD_VCPU0 + i: a block aligned to its size, VCPU_MAX (a power of 2), so that
+ * "any vCPU" is one masked comparison of all 64 bits of an fd (the kernel takes 32 of them). */
+#define JAIL_FD_VCPU0 (JAIL_NOFILE + VCPU_MAX)
+#define JAIL_FD_END   (JAIL_FD_VCPU0 + VCPU_MAX)
+
 struct jail_config {
 	const char *root; /* the sandbox's directory: the VMM's / from now on */
 	uid_t uid;	  /* the sandbox's own, never 0 */
@@ -82,6 +93,9 @@ int jail_enter(const struct jail_config *j, char *msg, size_t len) __must_check;
 /* Whether jail_enter succeeded, and the host path of the jail's root ("" if not). */
 bool jail_active(void);
 const char *jail_dir(void);
+/* Move *fd to `target` (a JAIL_FD_* number, which must be free), raising RLIMIT_NOFILE to
+ * JAIL_FD_END for it (the jail lowers it again). 0 or -errno; *fd is unchanged on failure. */
+int jail_place_fd(int *fd, int target) __must_check;
 /* `path` (a host path) as seen from inside the jail: itself when there is no jail, NULL
  * when it lies outside the jail's root. */
 const char *jail_path(const char *path);
@@ -93,21 +107,15 @@ const char *jail_path_in(const char *root, const char *path);
 struct vm;
 struct vcpu;
 
-/* The base filter (first, while the VMM has one thread: every thread inherits it), then the
- * I/O thread's (after the vCPU threads exist) and a vCPU thread's (before its first
- * KVM_RUN), each narrowing it. 0 or -errno (libseccomp's). */
+/* The base filter (first, onto every thread at once: the vCPU threads exist, waiting), then
+ * the I/O thread's and a vCPU thread's (before its first KVM_RUN), each narrowing it. The
+ * filters are compiled at build time (vmm/filters) and name the VM's fds by their fixed
+ * numbers: -EBADFD when vm_place_fds has not put them there. 0 or -errno. */
 int seccomp_install_base(const struct vm *vm) __must_check;
 int seccomp_install_io(const struct vm *vm) __must_check;
 int seccomp_install_vcpu(const struct vm *vm, const struct vcpu *vcpu) __must_check;
 /* The kill-or-log choice (SANDBOX_SECCOMP), made once, before any thread exists. */
 void seccomp_decide_action(void);
-/* A vCPU's filter compiled now, by its thread while the base is being built on the main
- * thread (off the path to the guest's first instruction), and loaded once the base is in.
- * The load frees the program. 0 or -errno. */
-struct sock_fprog;
-int seccomp_prepare_vcpu(const struct vm *vm, const struct vcpu *vcpu,
-			 struct sock_fprog *out) __must_check;
-int seccomp_load_prepared(struct sock_fprog *prog) __must_check;
 /* Limit a ring made with IORING_SETUP_R_DISABLED to the operations virtio-blk submits, and
  * enable it (a ring made without the flag is left as it is). 0 or -errno. */
 struct io_uring;
@@ -478,6 +486,9 @@ int vm_create(struct vm *vm, uint64_t ram_len, unsigned ncpus) __must_check;
 int vm_create_from(struct vm *vm, uint64_t ram_len, unsigned ncpus, const char *const *paths,
 		   unsigned npaths) __must_check;
 void vm_destroy(struct vm *vm);
+/* Move the VM's fds (KVM's, the VM's, every vCPU's) to their JAIL_FD_* numbers, as the seccomp
+ * filters name them; before the jail, with every vCPU created. 0 or -errno. */
+int vm_place_fds(struct vm *vm) __must_check;
 /* Ask every vCPU to stop; the first caller's status and reason are kept. Thread-safe. */
 void vm_request_stop(struct vm *vm, enum vm_exit_status status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -488,8 +499,8 @@ int vcpu_create(struct vm *vm, unsigned index, const struct boot_entry *entry) _
 int vcpu_create_restored(struct vm *vm, unsigned index) __must_check;
 /* Start every vCPU thread. */
 int vcpu_start_all(struct vm *vm) __must_check;
-/* Jailed (vm->seccomp): let the vCPU threads, waiting since they compiled their filters, load
- * them and run. Also what stops them waiting when the VM stops first. */
+/* Jailed (vm->seccomp): let the vCPU threads, waiting since they started, load their filters
+ * and run. Also what stops them waiting when the VM stops first. */
 void vcpu_release_all(struct vm *vm);
 /* Kick every running vCPU out of KVM_RUN and join its thread. */
 void vcpu_stop_all(struct vm *vm);
@@ -604,9 +615,13 @@ int snap_image_open(const char *dir, struct snap_image *img) __must_check;
  * machine's size. */
 int snap_image_parse(struct snap_image *img) __must_check;
 void snap_image_close(struct snap_image *img);
-/* Into a VM made by vm_create_from with the image's RAM and vCPU count and with the same
- * devices (serial, i8042, the virtio devices in order): check CPUID, load the VM's, the
- * devices' and every vCPU's state (creating the vCPUs). */
+/* Before the jail, into a VM made by vm_create_from with the image's RAM and vCPU count: the
+ * VMM's CPUID leaves with the snapshot's nonce (vm_restore_cpuid), then the vCPUs with that
+ * CPUID. 0 or -errno, with img->r.msg. */
+int vm_restore_cpuid(struct vm *vm, struct snap_image *img) __must_check;
+int vm_restore_vcpus(struct vm *vm, struct snap_image *img) __must_check;
+/* Into that VM, with the same devices (serial, i8042, the virtio devices in order), jailed:
+ * check CPUID, load the VM's, the devices' and every vCPU's state. */
 int vm_restore(struct vm *vm, struct snap_image *img) __must_check;
 /* Before the vCPUs run: reset vsock transports (their connections are gone) and let the other
  * devices look at their queues. I/O thread. */

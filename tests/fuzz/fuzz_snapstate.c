@@ -174,7 +174,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(img.buf, data, size);
 	img.len = size;
 	if (snap_image_parse(&img) == 0) {
-		if (fuzz_vm(&img, &ram) == 0)
+		/* The VMM's leaves as sandbox-vmm adds them before its jail (vm_restore_vcpus). */
+		if (fuzz_vm(&img, &ram) == 0 && vm_restore_cpuid(&vm, &img) == 0)
 			(void)vm_restore(&vm, &img);
 		fuzz_vm_free(ram, img.ram_len);
 	}
