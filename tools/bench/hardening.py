@@ -10,14 +10,18 @@ usage: hardening.py VMM PAYLOAD_HELLO PAYLOAD_SNAP BENCH_START [--runs N] [--exe
   the jailed one is its "ours").
 - exec: the round trip of a client's request through the VMM to payload-snap's vsock server
   and back, a new connection each time as `sandboxctl exec` makes one (connect, CONNECT
-  1234, "ping", its answer), jailed against unjailed, alternating batches of 5.
+  1234, "ping", its answer), jailed against unjailed, alternating batches of 5. payload-snap
+  polls its queues on its vCPU: the guest not being measured is paused (api.sock), so that
+  only one spinning vCPU shares the 2 CPUs with the client and the measured VMM.
 Per-run figures go to stderr; the last line on stdout is exactly
   hardening start_ratio=<jailed/unjailed> exec_ratio=<jailed/unjailed>
 """
 import os
 import re
 import shutil
+import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -58,12 +62,17 @@ def start(vmm, bench_start, hello, base, runs):
     return float(m.group(1)), float(m.group(2))
 
 
+API_MAGIC, API_VERSION, API_REPLY, API_PAUSE, API_RESUME = 0x41584253, 1, 0x8000, 2, 3
+
+
 class Guest:
     def __init__(self, vmm, snap, d, jailed):
         self.vsock = os.path.join(d, "v.sock")
+        self.api_path = os.path.join(d, "api.sock")
+        self.api = None
         console = os.path.join(d, "console.log")
         args = [vmm, "--payload", snap, "--memory", "577", "--vsock", self.vsock,
-                "--console", console, "--timeout", "600"]
+                "--api", self.api_path, "--console", console, "--timeout", "600"]
         if jailed:
             args += ["--jail", f"{d},uid={UID},gid={UID},netns={jail_netns()}"]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -76,6 +85,29 @@ class Guest:
             time.sleep(0.05)
         raise SystemExit("payload-snap not ready in 60 s")
 
+    def call(self, typ):
+        """A PAUSE or RESUME on api.sock (wire/api_proto.h), waiting for its answer."""
+        if self.api is None:
+            self.api = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.api.settimeout(10)
+            self.api.connect(self.api_path)
+        self.api.sendall(struct.pack("<IHHII", API_MAGIC, API_VERSION, typ, 1, 0))
+        hdr = b""
+        while len(hdr) < 16:
+            chunk = self.api.recv(16 - len(hdr))
+            if not chunk:
+                raise SystemExit("the VMM closed api.sock")
+            hdr += chunk
+        _, _, rtype, _, length = struct.unpack("<IHHII", hdr)
+        body = b""
+        while len(body) < length:
+            chunk = self.api.recv(length - len(body))
+            if not chunk:
+                raise SystemExit("the VMM closed api.sock")
+            body += chunk
+        if rtype != typ | API_REPLY or struct.unpack_from("<i", body)[0] != 0:
+            raise SystemExit(f"api.sock request {typ} failed: {body[:4].hex()}")
+
     def exec_once(self):
         t0 = time.perf_counter()
         sock, buf = snap_probe.connect(self.vsock, 1234, 5, 5)
@@ -87,6 +119,8 @@ class Guest:
         return (time.perf_counter() - t0) * 1000
 
     def stop(self):
+        if self.api is not None:
+            self.api.close()
         self.proc.terminate()
         self.proc.wait(10)
 
@@ -103,15 +137,20 @@ def main():
                   Guest(vmm, snap, os.path.join(base, "free"), False)] \
             if os.makedirs(os.path.join(base, "free")) is None else []
         times = ([], [])
-        for g in guests:  # warm up both
+        for g in guests:  # warm up both, then leave them paused
             for _ in range(20):
                 g.exec_once()
+            g.call(API_PAUSE)
         # Batches of 5, alternating and each pair in turn first: a round trip is ~0.2 ms, so
         # the machine's drifts (other work on its 2 CPUs) would otherwise outweigh the jail.
+        # A batch's guest is resumed and answers one uncounted round trip first.
         for batch in range(execs // 5):
             for i, g in enumerate(guests if batch % 2 == 0 else guests[::-1]):
                 k = i if batch % 2 == 0 else 1 - i
+                g.call(API_RESUME)
+                g.exec_once()
                 times[k].extend(g.exec_once() for _ in range(5))
+                g.call(API_PAUSE)
         e_j, e_u = statistics.median(times[0]), statistics.median(times[1])
         print(f"start: jailed median {s_j:.2f} ms, unjailed {s_u:.2f} ms ({runs} runs each)",
               file=sys.stderr)
