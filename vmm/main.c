@@ -828,9 +828,9 @@ int main(int argc, char **argv)
 		log_debug("restored %s: %u vCPU(s), %llu MiB", o.restore_dir, o.boot.ncpus,
 			  (unsigned long long)o.memory_mib);
 	}
-	/* Jailed, the vCPU threads start first and compile their own filters while this one
-	 * builds the base; the base then goes onto every thread at once, the devices resume and
-	 * the vCPUs are let go (docs/hardening.md, "What the jail costs"). */
+	/* Jailed, the vCPU threads start first and wait; the base filter goes onto every thread
+	 * at once, the devices resume and the vCPUs are let go to load their own (docs/
+	 * hardening.md, "What the jail costs"). */
 	started = 0;
 	if (o.jail_arg) {
 		seccomp_decide_action();
