@@ -273,12 +273,22 @@ void proxy_stop(const struct sandbox *sb)
 
 int proxy_forward(const struct sandbox *sb, unsigned guest_port, unsigned host_port)
 {
-	char ns[256], log[4200], listen[64], to[64], file[32];
+	char ns[256], log[4200], listen[64], to[64], file[32], jail[64];
 	/* Its command line names the namespace, and so the sandbox (proxy_pid_of). */
-	char *argv[] = {NULL,	"forward", "--netns",	 ns,   "--listen", listen,
-			"--to", to,	   "--ready-fd", NULL, NULL};
+	char *argv[] = {NULL, "forward",    "--netns", ns,   "--listen", listen, "--to",
+			to,   "--ready-fd", NULL,      NULL, NULL,	 NULL};
+	uid_t id = sandbox_proxy_uid(sb->id);
+	bool jailed = jail_enabled();
 	pid_t pid;
 	int err;
+
+	/* Jailed as the sandbox's proxy uid, PID 1 of its own namespace, as `run` is: it relays
+	 * what the guest sends. */
+	snprintf(jail, sizeof(jail), "uid=%u,gid=%u", (unsigned)id, (unsigned)id);
+	if (jailed) {
+		argv[10] = "--jail";
+		argv[11] = jail;
+	}
 
 	snprintf(listen, sizeof(listen), "127.0.0.1:%u", host_port);
 	snprintf(to, sizeof(to), NET_GUEST_IP ":%u", guest_port);
@@ -291,7 +301,7 @@ int proxy_forward(const struct sandbox *sb, unsigned guest_port, unsigned host_p
 	if ((err = net_forward_port(sb, guest_port, true)) < 0)
 		return err;
 	/* Listening before this returns: the caller may connect at once. */
-	if ((err = proxy_spawn_ready(argv, 9, log, false, sb, &pid)) < 0) {
+	if ((err = proxy_spawn_ready(argv, 9, log, jailed, sb, &pid)) < 0) {
 		if (net_forward_port(sb, guest_port, false) < 0) {
 			/* the port stays open to the namespace, with nothing listening */
 		}

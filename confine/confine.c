@@ -151,21 +151,10 @@ int confine_pid_namespace(uid_t uid, gid_t gid, int fail_status, const char *pro
 	reaper(child, uid, gid, fail_status, prog);
 }
 
-int confine_root(const char *root, int flags, const char *hostname, const char **step)
+/* Pivot into the directory that is the cwd: the old root ends up on top of the new one
+ * (pivot_root(".", ".")), then goes; then the uts namespace's hostname. */
+static int pivot_here(const char *hostname, const char **step)
 {
-	if (unshare(CLONE_NEWNS | flags) < 0)
-		return fail(step, "unshare (the namespaces)", errno);
-	/* Nothing done to mounts from here propagates back to the host. */
-	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-		return fail(step, "making the mounts private", errno);
-	if (mount(root, root, NULL, MS_BIND, NULL) < 0)
-		return fail(step, "binding the jail onto itself", errno);
-	if (mount(NULL, root, NULL, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) <
-	    0)
-		return fail(step, "remounting the jail nosuid,nodev,noexec", errno);
-	if (chdir(root) < 0)
-		return fail(step, "chdir into the jail", errno);
-	/* pivot_root(".", "."): the old root ends up on top of the new one, then goes. */
 	if (syscall(SYS_pivot_root, ".", ".") < 0)
 		return fail(step,
 			    errno == EINVAL ? "pivot_root (is / an initramfs? then run from a "
@@ -179,6 +168,47 @@ int confine_root(const char *root, int flags, const char *hostname, const char *
 	if (sethostname(hostname, strlen(hostname)) < 0)
 		return fail(step, "sethostname", errno);
 	return 0;
+}
+
+/* New namespaces, with nothing done to mounts from here propagating back to the host. */
+static int unshare_private(int flags, const char **step)
+{
+	if (unshare(CLONE_NEWNS | flags) < 0)
+		return fail(step, "unshare (the namespaces)", errno);
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return fail(step, "making the mounts private", errno);
+	return 0;
+}
+
+int confine_root(const char *root, int flags, const char *hostname, const char **step)
+{
+	int r;
+
+	if ((r = unshare_private(flags, step)) < 0)
+		return r;
+	if (mount(root, root, NULL, MS_BIND, NULL) < 0)
+		return fail(step, "binding the jail onto itself", errno);
+	if (mount(NULL, root, NULL, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) <
+	    0)
+		return fail(step, "remounting the jail nosuid,nodev,noexec", errno);
+	if (chdir(root) < 0)
+		return fail(step, "chdir into the jail", errno);
+	return pivot_here(hostname, step);
+}
+
+int confine_root_empty(int flags, const char *hostname, const char **step)
+{
+	const unsigned long ro = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
+	int r;
+
+	if ((r = unshare_private(flags, step)) < 0)
+		return r;
+	/* Over /tmp in this mount namespace only: the host's /tmp is not touched. */
+	if (mount("none", "/tmp", "tmpfs", ro, "size=4k,nr_inodes=1,mode=0555") < 0)
+		return fail(step, "mounting an empty tmpfs for the jail", errno);
+	if (chdir("/tmp") < 0)
+		return fail(step, "chdir into the jail", errno);
+	return pivot_here(hostname, step);
 }
 
 static int set_limit(int resource, uint64_t value, const char *name, const char **step)

@@ -27,6 +27,9 @@ int confine_pid_namespace(uid_t uid, gid_t gid, int fail_status, const char *pro
  * the cwd is the new /, nothing else is mounted. Then the uts namespace's hostname (`flags`
  * must hold CLONE_NEWUTS). */
 int confine_root(const char *root, int flags, const char *hostname, const char **step);
+/* The same into an empty, read-only tmpfs (mounted over /tmp in the new mount namespace):
+ * for a program that needs no file at all. */
+int confine_root_empty(int flags, const char *hostname, const char **step);
 
 /* No core dumps, and these limits of fds, file size and processes. SIGXFSZ is ignored, so a
  * write past the file-size limit fails with EFBIG in the code that made it. */

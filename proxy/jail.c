@@ -10,6 +10,10 @@
  * nothing else is mounted), sets its rlimits, drops to N with no capabilities and
  * no_new_privs, and installs its seccomp filter (proxy/seccomp.c).
  *
+ * `sandbox-proxy forward --jail` (sandboxctl port) takes the same steps, with an empty,
+ * read-only root (it needs no file) and in the sandbox's network namespace, which it entered
+ * after making its listener in the host's.
+ *
  * N is the sandbox's own proxy uid (SANDBOX_UID_BASE + 0x10000 + the id's 16 bits), never
  * the VMM's: a compromised VMM cannot write the proxy's files, nor the proxy the VMM's.
  */
@@ -105,7 +109,10 @@ int jail_enter(const struct proxy_jail *j, char *err, size_t errlen)
 	 * otherwise, it forks into one and the parent waits. The network namespace stays the
 	 * host's: upstream connections are made there. */
 	if ((e = confine_pid_namespace(j->uid, j->gid, 1, "sandbox-proxy", &step)) < 0 ||
-	    (e = confine_root(j->root, CLONE_NEWIPC | CLONE_NEWUTS, "sandbox-proxy", &step)) < 0 ||
+	    (e = j->root[0] ? confine_root(j->root, CLONE_NEWIPC | CLONE_NEWUTS, "sandbox-proxy",
+					   &step)
+			    : confine_root_empty(CLONE_NEWIPC | CLONE_NEWUTS, "sandbox-proxy",
+						 &step)) < 0 ||
 	    (e = confine_limits(PROXY_JAIL_NOFILE, PROXY_JAIL_FSIZE, PROXY_JAIL_NPROC, &step)) < 0)
 		return policy_errf(err, errlen, "%s: %s", step, strerror(-e));
 	if ((e = confine_drop_identity(j->uid, j->gid, &step)) < 0)

@@ -8,6 +8,7 @@
  *                 [--resolver IP[:PORT]] [--ca-file FILE]
  *   sandbox-proxy run DIR --netns PATH [--ready-fd N] [--jail uid=N,gid=N]
  *   sandbox-proxy forward --netns PATH --listen 127.0.0.1:HOSTPORT --to 10.0.2.2:GUESTPORT
+ *                 [--ready-fd N] [--jail uid=N,gid=N]
  *
  * Exit 2 on a bad command line or policy (one line, FILE:LINE: for the file), 1 on another
  * error; run ends with 0 on SIGTERM or SIGINT.
@@ -35,7 +36,8 @@ static const char usage[] =
 	"                     [--resolver IP[:PORT]] [--ca-file FILE]\n"
 	"       sandbox-proxy run DIR --netns PATH [--ready-fd N] [--jail uid=N,gid=N]\n"
 	"       sandbox-proxy forward --netns PATH --listen 127.0.0.1:HOSTPORT --to "
-	"10.0.2.2:GUESTPORT\n";
+	"10.0.2.2:GUESTPORT\n"
+	"                     [--ready-fd N] [--jail uid=N,gid=N]\n";
 
 static int main_usage(const char *why)
 {
@@ -399,6 +401,7 @@ static int cmd_run(int argc, char **argv)
 static int cmd_forward(int argc, char **argv)
 {
 	const char *netns = NULL, *listen_at = NULL, *to = NULL;
+	static struct proxy_jail jail;
 	int ready_fd = -1;
 
 	for (int i = 1; i < argc; i++) {
@@ -412,12 +415,22 @@ static int cmd_forward(int argc, char **argv)
 			listen_at = argv[++i];
 		else if (strcmp(argv[i], "--to") == 0)
 			to = argv[++i];
-		else
+		else if (strcmp(argv[i], "--jail") == 0) {
+			if (jail_parse(argv[++i], &jail) < 0)
+				return main_usage("forward: --jail takes uid=N,gid=N (not 0)");
+		} else
 			return main_usage("forward: unknown option");
 	}
 	if (!netns || !listen_at || !to)
 		return main_usage("forward: --netns, --listen and --to are needed");
-	return forward_run(netns, listen_at, to, ready_fd) < 0 ? PROXY_EXIT_ERR : 0;
+	/* What is open goes into the jail only if it is stdin, stdout, stderr or --ready-fd. */
+	if (jail.on && jail_close_inherited(ready_fd) < 0) {
+		proxy_log("forward: cannot close the inherited fds: %s", strerror(errno));
+		return PROXY_EXIT_ERR;
+	}
+	if (!jail.on)
+		proxy_log("forward: no --jail: running as root, unconfined");
+	return forward_run(netns, listen_at, to, ready_fd, &jail) < 0 ? PROXY_EXIT_ERR : 0;
 }
 
 int main(int argc, char **argv)

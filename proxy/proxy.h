@@ -210,7 +210,7 @@ struct proxy_jail {
 	bool on;   /* --jail given; else uid and gid are 0 */
 	uid_t uid; /* the proxy's own, never the VMM's */
 	gid_t gid;
-	char root[4200]; /* DIR/proxy, absolute (jail_state_dir) */
+	char root[4200]; /* DIR/proxy, absolute (jail_state_dir); "": an empty one (forward) */
 };
 
 /* Parse --jail's "uid=N,gid=N" (neither 0) into `j`, turned on. */
@@ -378,9 +378,10 @@ int conn_connect(const struct sockaddr *sa, socklen_t len, unsigned ms, int *out
 /* ---- forward.c ---- */
 
 /* `forward`: accept on `listen` (the host's loopback), connect to `to` from inside the
- * namespace `netns_path`, relay; "ready\n" on `ready_fd` (when >= 0) once it listens.
- * Returns only on a setup error (the message printed). */
-int forward_run(const char *netns_path, const char *listen, const char *to,
-		int ready_fd) __must_check;
+ * namespace `netns_path`, relay; "ready\n" on `ready_fd` (when >= 0) once it listens (and,
+ * with `jail`, is jailed: jail->root is ""). Returns only on a setup error (the message
+ * printed). */
+int forward_run(const char *netns_path, const char *listen, const char *to, int ready_fd,
+		const struct proxy_jail *jail) __must_check;
 
 #endif

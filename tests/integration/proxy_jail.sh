@@ -5,8 +5,10 @@
 # capability, its own uid), in pid, mount, ipc and uts namespaces of its own but the host's
 # network namespace, with DIR/proxy as its root and its limits; and under its filter it still
 # answers DNS, refuses and relays connections (a thread each), rotates and writes its audit
-# log, dns.map and egress.left as its uid, and ends with 0 on SIGTERM. 77 (skipped) when not root or
-# without iproute2.
+# log, dns.map and egress.left as its uid, and ends with 0 on SIGTERM. Then `forward --jail`
+# (sandboxctl port): the same jail in the sandbox's network namespace with an empty root,
+# relaying a connection from the host's loopback to the guest's address. 77 (skipped) when
+# not root or without iproute2.
 set -u
 proxy=$1
 fakenet=$2
@@ -147,9 +149,53 @@ wait "$pid"
 rc=$?
 pid=
 [ $rc = 0 ] || fail "exit status $rc after SIGTERM (159: killed by its filter)"
+
+# `forward --jail` (sandboxctl port): listening on the host's loopback, in the sandbox's
+# network namespace, the same jail with an empty read-only root; a connection relayed to
+# the guest's address under its filter, and SIGTERM ends it.
+ip -n "$ns" addr add 10.0.2.2/32 dev lo || fail "cannot add the guest's address"
+gport=$((hport + 1))
+fport=$((hport + 2))
+ip netns exec "$ns" "$fakenet" http --listen 10.0.2.2:$gport --pidfile "$tmp/ghttp.pid" &
+"$proxy" forward --netns /run/netns/$ns --listen 127.0.0.1:$fport --to 10.0.2.2:$gport \
+	--jail uid=$uid,gid=$uid 2>"$tmp/forward.log" &
+pid=$!
+child=
+for _ in $(seq 100); do
+	child=$(cat /proc/$pid/task/$pid/children 2>/dev/null | tr -d ' ')
+	[ -n "$child" ] && grep -q '^Seccomp:[[:space:]]*2' /proc/$child/status 2>/dev/null && break
+	sleep 0.1
+done
+[ -n "$child" ] || { cat "$tmp/forward.log"; echo "FAIL: no jailed forwarder"; exit 1; }
+st=/proc/$child/status
+[ "$(field Seccomp)" = 2 ] || fail "forward: Seccomp: $(field Seccomp)"
+[ "$(field NoNewPrivs)" = 1 ] || fail "forward: NoNewPrivs: $(field NoNewPrivs)"
+[ "$(field CapEff)" = 0000000000000000 ] || fail "forward: CapEff: $(field CapEff)"
+[ "$(field Uid)" = "$uid $uid $uid $uid" ] || fail "forward: Uid: $(field Uid)"
+[ "$(field NSpid | awk '{print $NF}')" = 1 ] || fail "forward: not PID 1: $(field NSpid)"
+[ "$(readlink /proc/$child/ns/net)" = "$(ip netns exec "$ns" readlink /proc/self/ns/net)" ] ||
+	fail "forward: not in the sandbox's network namespace"
+[ -z "$(ls -A /proc/$child/root)" ] || fail "forward: its root is not empty: $(ls /proc/$child/root)"
+for n in mnt ipc uts pid; do
+	[ "$(readlink /proc/$child/ns/$n)" != "$(readlink /proc/self/ns/$n)" ] ||
+		fail "forward: the host's $n namespace"
+done
+for _ in $(seq 50); do [ -f "$tmp/ghttp.pid" ] && break; sleep 0.1; done
+out=$("$fakenet" client --connect 127.0.0.1:$fport \
+	--send "GET /echo HTTP/1.1\r\nHost: guest\r\nConnection: close\r\n\r\n")
+echo "$out" | grep -q '^HTTP/1.1 200' || fail "forward: GET to the guest's port: $out"
+kill -0 "$child" 2>/dev/null || fail "forward: the jailed forwarder died: $(cat "$tmp/forward.log")"
+kill -TERM "$pid"
+wait "$pid"
+rc=$?
+pid=
+[ $rc = 0 ] || fail "forward: exit status $rc after SIGTERM (159: killed by its filter)"
+kill "$(cat "$tmp/ghttp.pid")" 2>/dev/null
 if [ $fails -gt 0 ]; then
+	echo "--- forward.log"
+	cat "$tmp/forward.log"
 	echo "--- proxy.log"
 	cat "$tmp/proxy.log"
 	exit 1
 fi
-echo "ok: the jailed proxy (uid $uid) as /proc shows it and at work"
+echo "ok: the jailed proxy and port forwarder (uid $uid) as /proc shows them and at work"
