@@ -21,7 +21,6 @@
 #include "options.h"
 #include "vmm.h"
 
-
 /* --check: one sentence about this host, and where there is a KVM, one on whether guest
  * `cpuid` traps (a probe VM asks); the status says whether Linux boots here (0 yes, 3 only
  * payloads, 1 nothing). */
@@ -234,7 +233,6 @@ static int enter_jail(struct vm *vm, struct options *o, struct disk **disks)
 			return VM_EXIT_VMM_ERROR;
 		}
 	log_debug("jailed in %s as uid %u", j->root, (unsigned)j->uid);
-	vm->seccomp = true;
 	return 0;
 }
 
@@ -370,6 +368,14 @@ int main(int argc, char **argv)
 			log_error("--jail: %s", msg);
 			return VM_EXIT_BAD_INPUT;
 		}
+		/* JAIL_FD_KVM and up are where the filters name KVM's fds (vm_place_fds). */
+		if (o.lifeline_fd >= JAIL_FD_KVM) {
+			log_error("--lifeline %d: under --jail, give an fd below %d", o.lifeline_fd,
+				  JAIL_FD_KVM);
+			return VM_EXIT_BAD_INPUT;
+		}
+		/* Kill or log (SANDBOX_SECCOMP), decided before anything runs. */
+		seccomp_decide_action();
 		/* Nothing inherited goes into the jail but stdin, stdout, stderr and the
 		 * lifeline. */
 		if (o.lifeline_fd < 0) {
@@ -432,6 +438,9 @@ int main(int argc, char **argv)
 		return console_fd < 0 || o.restore_dir ? VM_EXIT_BAD_INPUT : VM_EXIT_VMM_ERROR;
 	}
 	log_debug("VM created");
+	/* Jailed: the devices made from here know it (virtio-blk takes no io_uring it cannot
+	 * restrict), and each thread installs its filter. */
+	vm.seccomp = o.jail_arg != NULL;
 	if ((err = serial_create(&vm, console_fd, &vm.serial)) ||
 	    (err = i8042_create(&vm, &vm.i8042))) {
 		log_error("cannot create the legacy devices: %s", strerror(-err));
@@ -476,7 +485,16 @@ int main(int argc, char **argv)
 	}
 	if (o.jail_arg && (status = enter_jail(&vm, &o, disks)) != 0)
 		goto out;
-	/* A snapshot's state is applied jailed: a VMM that may have been compromised wrote it. */
+	/* The first filter, while this is the only thread: a snapshot's state is applied jailed
+	 * and filtered (a VMM that may have been compromised wrote it), under the base plus its
+	 * KVM_SET_* calls; then the base alone. */
+	if (o.jail_arg &&
+	    (err = o.restore_dir ? seccomp_install_restore(&vm) : seccomp_install_base(&vm)) < 0) {
+		log_error("--jail: cannot install the %s seccomp filter: %s",
+			  o.restore_dir ? "restore" : "base", strerror(-err));
+		status = VM_EXIT_VMM_ERROR;
+		goto out;
+	}
 	if (o.restore_dir) {
 		if (vm_restore(&vm, &img) < 0) {
 			log_error("--restore %s: %s", o.restore_dir, img.r.msg);
@@ -485,46 +503,30 @@ int main(int argc, char **argv)
 		}
 		log_debug("restored %s: %u vCPU(s), %llu MiB", o.restore_dir, o.boot.ncpus,
 			  (unsigned long long)o.memory_mib);
-	}
-	/* Jailed, the vCPU threads start first and wait; the base filter goes onto every thread
-	 * at once, the devices resume and the vCPUs are let go to load their own (docs/
-	 * hardening.md, "What the jail costs"). */
-	started = 0;
-	if (o.jail_arg) {
-		seccomp_decide_action();
-		started = vcpu_start_all(&vm);
-		err = started ? started : seccomp_install_base(&vm);
-		if (err == 0) {
-			log_debug("seccomp: the base filter is in");
-		} else {
-			if (!started)
-				log_error("--jail: cannot install the base seccomp filter: %s",
-					  strerror(-err));
-			vm_request_stop(&vm, VM_EXIT_VMM_ERROR, "no base seccomp filter");
-			vcpu_release_all(&vm);
-			vcpu_stop_all(&vm);
+		if (o.jail_arg && (err = seccomp_install_base(&vm)) < 0) {
+			log_error("--jail: cannot install the base seccomp filter: %s",
+				  strerror(-err));
 			status = VM_EXIT_VMM_ERROR;
 			goto out;
 		}
 	}
-	if (o.restore_dir)
-		vm_restore_devices_resume(&vm);
 	if (o.jail_arg)
-		vcpu_release_all(&vm);
-	else
-		started = vcpu_start_all(&vm);
-	if (started == 0) {
-		/* The vCPU threads install theirs as they start; then the I/O thread's. */
-		if (vm.seccomp && (err = seccomp_install_io(&vm)) < 0)
-			vm_request_stop(&vm, VM_EXIT_VMM_ERROR,
-					"cannot install the I/O thread's seccomp filter: %s",
-					strerror(-err));
-		else {
-			if (vm.seccomp)
-				log_debug("seccomp: the I/O thread's filter is in");
-			main_loop(&vm, o.timeout_s, o.lifeline_fd);
-		}
-	}
+		log_debug("seccomp: the base filter is in");
+	/* Jailed, each vCPU thread starts under the base, loads its own and waits; the I/O
+	 * thread's goes in before the devices serve guest input, then the vCPUs are let go
+	 * (docs/hardening.md, "What the jail costs"). */
+	started = vcpu_start_all(&vm);
+	if (started == 0 && vm.seccomp && (err = seccomp_install_io(&vm)) < 0)
+		vm_request_stop(&vm, VM_EXIT_VMM_ERROR,
+				"cannot install the I/O thread's seccomp filter: %s",
+				strerror(-err));
+	else if (started == 0 && vm.seccomp)
+		log_debug("seccomp: the I/O thread's filter is in");
+	if (started == 0 && o.restore_dir)
+		vm_restore_devices_resume(&vm);
+	vcpu_release_all(&vm);
+	if (started == 0 && !atomic_load(&vm.stopping))
+		main_loop(&vm, o.timeout_s, o.lifeline_fd);
 	vcpu_stop_all(&vm);
 	api_destroy(api);
 	api = NULL;

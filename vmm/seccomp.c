@@ -7,11 +7,13 @@
  * unless the VM's fds are there.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <liburing.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -57,6 +59,35 @@ static bool fds_placed(const struct vm *vm)
 }
 
 /*
+ * What the filters' fixed numbers rest on, checked before the first filter: RLIMIT_NOFILE
+ * (soft and hard) keeps every fd opened from now on below JAIL_FD_KVM, and the only fds at
+ * JAIL_FD_KVM and above are the VM's own. 0 or -EBADFD.
+ */
+static int fds_sealed(const struct vm *vm)
+{
+	/* Once checked, it holds: no filter allows raising the limit (nor getrlimit's
+	 * prlimit64, which is why the base after the restore filter does not look again). */
+	static bool sealed;
+	struct rlimit rl;
+
+	if (sealed)
+		return 0;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur > JAIL_FD_KVM ||
+	    rl.rlim_max > JAIL_FD_KVM)
+		return -EBADFD;
+	for (int fd = JAIL_FD_KVM; fd < (int)JAIL_FD_END; fd++) {
+		bool ours = fd == vm->kvm_fd || fd == vm->vm_fd ||
+			    (vm->tap_fd >= 0 && fd == vm->tap_fd) ||
+			    (fd >= (int)JAIL_FD_VCPU0 && fd < (int)(JAIL_FD_VCPU0 + vm->ncpus));
+
+		if (!ours && fcntl(fd, F_GETFD) >= 0)
+			return -EBADFD;
+	}
+	sealed = true;
+	return 0;
+}
+
+/*
  * Load `n` instructions of `insns` on this thread (TSYNC: on every thread), with the vCPU fd
  * `self` written at each of `at`, and the kill returns made log returns under
  * SANDBOX_SECCOMP=log.
@@ -78,7 +109,8 @@ static int load(const struct vm *vm, const struct sock_filter *insns, size_t n,
 		copy[at[i]].k = (uint32_t)self; /* seccomp-gen checked: each an equality jump */
 	if (act != SECCOMP_RET_KILL_PROCESS)
 		for (size_t i = 0; i < n; i++)
-			if (copy[i].code == (BPF_RET | BPF_K) && copy[i].k == SECCOMP_RET_KILL_PROCESS)
+			if (copy[i].code == (BPF_RET | BPF_K) &&
+			    copy[i].k == SECCOMP_RET_KILL_PROCESS)
 				copy[i].k = act;
 	prog.len = (unsigned short)n;
 	prog.filter = copy;
@@ -91,9 +123,22 @@ static int load(const struct vm *vm, const struct sock_filter *insns, size_t n,
 
 int seccomp_install_base(const struct vm *vm)
 {
-	/* Onto every thread at once: the vCPU threads exist already, waiting. */
-	return load(vm, seccomp_bpf_base, ARRAY_SIZE(seccomp_bpf_base), NULL, 0, -1,
-		    SECCOMP_FILTER_FLAG_TSYNC);
+	int err = fds_sealed(vm);
+
+	/* Onto every thread at once (TSYNC): there should be no other, but one must not be
+	 * left unfiltered. */
+	return err ? err
+		   : load(vm, seccomp_bpf_base, ARRAY_SIZE(seccomp_bpf_base), NULL, 0, -1,
+			  SECCOMP_FILTER_FLAG_TSYNC);
+}
+
+int seccomp_install_restore(const struct vm *vm)
+{
+	int err = fds_sealed(vm);
+
+	return err ? err
+		   : load(vm, seccomp_bpf_restore, ARRAY_SIZE(seccomp_bpf_restore), NULL, 0, -1,
+			  SECCOMP_FILTER_FLAG_TSYNC);
 }
 
 int seccomp_install_io(const struct vm *vm)

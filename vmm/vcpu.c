@@ -481,23 +481,23 @@ static void *vcpu_thread(void *opaque)
 	sigaddset(&set, SIGUSR1);
 	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
 	if (vm->seccomp) {
-		int err;
+		/* Started under the base filter; this one's own narrows it at once. */
+		int err = seccomp_install_vcpu(vm, vcpu);
 
-		/* The main thread puts the base filter onto this thread too (TSYNC), then lets the
-		 * vCPUs go: this one's own narrows it before the guest runs. */
-		pthread_mutex_lock(&vm->lock);
-		while (!vm->vcpus_released)
-			pthread_cond_wait(&vm->release_cond, &vm->lock);
-		pthread_mutex_unlock(&vm->lock);
-		if (atomic_load(&vm->stopping))
-			return NULL;
-		if ((err = seccomp_install_vcpu(vm, vcpu)) < 0) {
+		if (err < 0) {
 			vm_request_stop(vm, VM_EXIT_VMM_ERROR,
-					"vcpu%u: cannot install its seccomp filter: %s", vcpu->index,
-					strerror(-err));
+					"vcpu%u: cannot install its seccomp filter: %s",
+					vcpu->index, strerror(-err));
 			return NULL;
 		}
 	}
+	/* Until the I/O thread's filter is in and the devices have resumed. */
+	pthread_mutex_lock(&vm->lock);
+	while (!vm->vcpus_released)
+		pthread_cond_wait(&vm->release_cond, &vm->lock);
+	pthread_mutex_unlock(&vm->lock);
+	if (atomic_load(&vm->stopping))
+		return NULL;
 
 	while (!atomic_load(&vm->stopping)) {
 		if (atomic_load(&vm->pause_requested)) {

@@ -107,10 +107,14 @@ const char *jail_path_in(const char *root, const char *path);
 struct vm;
 struct vcpu;
 
-/* The base filter (first, onto every thread at once: the vCPU threads exist, waiting), then
- * the I/O thread's and a vCPU thread's (before its first KVM_RUN), each narrowing it. The
+/* The base filter (first, while the VMM has one thread; a VMM that restores loads the restore
+ * filter before it, to apply the snapshot's state under), then a vCPU thread's (as it starts)
+ * and the I/O thread's (before the devices serve guest input), each narrowing it. The
  * filters are compiled at build time (vmm/filters) and name the VM's fds by their fixed
- * numbers: -EBADFD when vm_place_fds has not put them there. 0 or -errno. */
+ * numbers: -EBADFD when vm_place_fds has not put them there, or (the base and the restore
+ * filter) when RLIMIT_NOFILE is above JAIL_FD_KVM or another fd sits among those numbers.
+ * 0 or -errno. */
+int seccomp_install_restore(const struct vm *vm) __must_check;
 int seccomp_install_base(const struct vm *vm) __must_check;
 int seccomp_install_io(const struct vm *vm) __must_check;
 int seccomp_install_vcpu(const struct vm *vm, const struct vcpu *vcpu) __must_check;
@@ -462,7 +466,7 @@ struct vm {
 	struct evloop loop;	  /* the I/O thread's; devices add their fds to it */
 	int stop_fd;		  /* eventfd: a vCPU asked the VM to stop */
 	int tap_fd;		  /* the NIC's tap (-1: none): its ioctls are allowed */
-	bool seccomp;		  /* jailed: each thread installs its filter (seccomp.c) */
+	bool seccomp;		  /* jailed (from creation on): each thread installs its filter */
 	/* Jailed: the vCPU threads start before the base filter and wait here (under lock)
 	 * until it is on every thread and the devices are resumed (vcpu_release_all). */
 	bool vcpus_released;
@@ -499,8 +503,8 @@ int vcpu_create(struct vm *vm, unsigned index, const struct boot_entry *entry) _
 int vcpu_create_restored(struct vm *vm, unsigned index) __must_check;
 /* Start every vCPU thread. */
 int vcpu_start_all(struct vm *vm) __must_check;
-/* Jailed (vm->seccomp): let the vCPU threads, waiting since they started, load their filters
- * and run. Also what stops them waiting when the VM stops first. */
+/* Let the vCPU threads, waiting since they started (jailed, under their filters), run. Also what
+ * stops them waiting when the VM stops first. */
 void vcpu_release_all(struct vm *vm);
 /* Kick every running vCPU out of KVM_RUN and join its thread. */
 void vcpu_stop_all(struct vm *vm);

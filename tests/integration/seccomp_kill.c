@@ -17,6 +17,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/ptrace.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -27,9 +28,9 @@
 static struct vm vm;
 static int other_fd;
 
-enum kind { BASE, IO, VCPU };
+enum kind { BASE, RESTORE, IO, VCPU };
 
-static const char *const kind_name[] = {"base", "I/O", "vCPU"};
+static const char *const kind_name[] = {"base", "restore", "I/O", "vCPU"};
 
 /* What a compromised VMM would do; each returns only if it was allowed. */
 static void try_execve(void)
@@ -85,6 +86,21 @@ static void try_kvm_vcpu_high_bits(void)
 	(void)syscall(SYS_ioctl, (1ul << 32) | (unsigned long)vm.vcpus[1].fd, KVM_GET_REGS, 0);
 }
 
+/* What the fixed numbers rest on: the limit cannot be raised, and no fd made at or above it. */
+static void try_raise_nofile(void)
+{
+	struct rlimit rl = {.rlim_cur = JAIL_FD_END, .rlim_max = JAIL_FD_END};
+
+	(void)setrlimit(RLIMIT_NOFILE, &rl);
+}
+
+static void try_dup_above_limit(void)
+{
+	if (fcntl(other_fd, F_DUPFD, JAIL_FD_KVM) >= 0 ||
+	    fcntl(other_fd, F_DUPFD_CLOEXEC, JAIL_FD_VCPU0 + 1) >= 0)
+		_exit(3); /* a new fd among the filters' numbers */
+}
+
 static void try_kvm_create_vm(void)
 {
 	(void)ioctl(vm.kvm_fd, KVM_CREATE_VM, 0);
@@ -118,9 +134,17 @@ static int run(enum kind kind, void (*fn)(void))
 	int status, err;
 
 	if (pid == 0) {
-		err = kind == BASE ? seccomp_install_base(&vm)
-		      : kind == IO ? seccomp_install_io(&vm)
-				   : seccomp_install_vcpu(&vm, &vm.vcpus[0]);
+		/* As the jail leaves it: no fd can be made at the filters' numbers. */
+		struct rlimit rl = {.rlim_cur = JAIL_NOFILE, .rlim_max = JAIL_NOFILE};
+
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+			perror("setrlimit");
+			_exit(2);
+		}
+		err = kind == BASE	? seccomp_install_base(&vm)
+		      : kind == RESTORE ? seccomp_install_restore(&vm)
+		      : kind == IO	? seccomp_install_io(&vm)
+					: seccomp_install_vcpu(&vm, &vm.vcpus[0]);
 		if (err < 0) {
 			fprintf(stderr, "cannot install the %s filter: %s\n", kind_name[kind],
 				strerror(-err));
@@ -142,20 +166,25 @@ int main(void)
 		const char *what;
 		void (*fn)(void);
 		bool vcpu_only; /* killed under the vCPU filter, allowed under the others */
+		bool allowed;	/* never killed: it must return (and fail, if it says so) */
 	} cases[] = {
-		{"execve", try_execve, false},
-		{"open of a host file", try_open, false},
-		{"open of a host file for writing", try_open_write, false},
-		{"an AF_INET socket", try_socket, false},
-		{"ptrace", try_ptrace, false},
-		{"KVM_RUN on another fd", try_kvm_other_fd, false},
-		{"KVM_RUN on another fd with its high 32 bits set", try_kvm_other_fd_high_bits, false},
-		{"KVM_GET_REGS on another vCPU's fd", try_kvm_other_vcpu, true},
+		{"execve", try_execve, false, false},
+		{"open of a host file", try_open, false, false},
+		{"open of a host file for writing", try_open_write, false, false},
+		{"an AF_INET socket", try_socket, false, false},
+		{"ptrace", try_ptrace, false, false},
+		{"KVM_RUN on another fd", try_kvm_other_fd, false, false},
+		{"KVM_RUN on another fd with its high 32 bits set", try_kvm_other_fd_high_bits,
+		 false, false},
+		{"KVM_GET_REGS on another vCPU's fd", try_kvm_other_vcpu, true, false},
 		{"KVM_GET_REGS on a vCPU's fd with its high 32 bits set", try_kvm_vcpu_high_bits,
-		 false},
-		{"KVM_CREATE_VM on /dev/kvm's fd", try_kvm_create_vm, false},
-		{"fork", try_fork, false},
-		{"an executable mapping", try_exec_mapping, false},
+		 false, false},
+		{"KVM_CREATE_VM on /dev/kvm's fd", try_kvm_create_vm, false, false},
+		{"raising RLIMIT_NOFILE", try_raise_nofile, false, false},
+		{"an fd made at the filters' numbers (must fail, not die)", try_dup_above_limit,
+		 false, true},
+		{"fork", try_fork, false, false},
+		{"an executable mapping", try_exec_mapping, false, false},
 	};
 	unsigned failed = 0, n = 0, killed_n = 0;
 	int err;
@@ -196,7 +225,7 @@ int main(void)
 			failed++;
 		}
 		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++, n++) {
-			bool killed, want = k == VCPU || !cases[i].vcpu_only;
+			bool killed, want = !cases[i].allowed && (k == VCPU || !cases[i].vcpu_only);
 
 			st = run(k, cases[i].fn);
 			killed = WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS;
@@ -210,7 +239,8 @@ int main(void)
 	}
 	if (failed)
 		return 1;
-	printf("ok: %u attempts under the base, I/O and vCPU filters, %u killed by SIGSYS; "
+	printf("ok: %u attempts under the base, restore, I/O and vCPU filters, %u killed by "
+	       "SIGSYS; "
 	       "allowed calls return\n",
 	       n, killed_n);
 	return 0;

@@ -14,7 +14,9 @@
 
 #include <seccomp.h>
 
-enum filter_kind { FILTER_BASE, FILTER_IO, FILTER_VCPU, FILTER_KINDS };
+/* FILTER_RESTORE is the base plus what applying a snapshot's state takes (its KVM_SET_*
+ * ioctls): the first filter of a VMM that restores, narrowed by the base once it is done. */
+enum filter_kind { FILTER_BASE, FILTER_IO, FILTER_VCPU, FILTER_RESTORE, FILTER_KINDS };
 
 /* The stand-in for a vCPU thread's own fd: no fd, syscall number or flag has this value,
  * and seccomp-gen checks it appears only as the operand of equality jumps. */

@@ -25,7 +25,7 @@
 
 #include "filters.h"
 
-static const char *const kind_name[FILTER_KINDS] = {"base", "io", "vcpu"};
+static const char *const kind_name[FILTER_KINDS] = {"base", "io", "vcpu", "restore"};
 
 static void die(const char *what, int err)
 {
@@ -43,6 +43,12 @@ static struct sock_filter *compile(enum filter_kind kind, size_t *n)
 
 	if (!ctx)
 		die("seccomp_init", ENOMEM);
+	/* The rules' syscall numbers and ioctls are x86_64's; so is the VMM. */
+	if (seccomp_arch_native() != SCMP_ARCH_X86_64) {
+		fprintf(stderr, "seccomp-gen: this build machine is not x86_64: the VMM's filters "
+				"are made for x86_64 only\n");
+		exit(1);
+	}
 	if ((err = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS)) < 0 ||
 	    (err = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2)) < 0)
 		die("seccomp_attr_set", -err);

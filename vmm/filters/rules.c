@@ -7,10 +7,12 @@
  * - vCPU threads: KVM_RUN on their own vCPU and what the exits they handle do (the serial
  *   port, the i8042, virtio-mmio registers: device activation, queue notification).
  * - The I/O thread: the event loop, its devices' I/O, api.sock, snapshots and forks.
- * - The base, installed first, while the VMM's vCPU threads wait: what both kinds need, and
+ * - The base, installed first, while the VMM has one thread: what both kinds need, and
  *   clone for a thread only. Every thread runs under it whatever becomes of the others
  *   (they share memory: a thread the guest took over could keep a later filter from being
  *   installed, never remove this one), and a thread of any other kind starts under it.
+ * - The restore filter, installed first instead by a VMM that restores: the base plus the
+ *   KVM_SET_* calls of applying the snapshot's state; the base goes on top once it is done.
  *
  * No filter allows clone, fork, execve, ptrace, mount or a socket other than AF_UNIX, and
  * the only opens allowed cannot open an existing file for reading or writing: a directory
@@ -237,6 +239,14 @@ static int allow_opens(scmp_filter_ctx ctx)
 				SCMP_A2(SCMP_CMP_MASKED_EQ, O_CREAT | O_EXCL, O_CREAT | O_EXCL));
 }
 
+/* Applying a snapshot (restore.c, snap_cpu.c), beyond the vCPU state vcpu_ioctls sets: the
+ * FPU, XSAVE, XCRs and debug registers, the irqchips, the PIT and the clock. Only before the
+ * base filter narrows the VMM: the state comes from a file a compromised VMM may have
+ * written, so it is parsed under a filter, but the running VMM never sets these. */
+static const unsigned long restore_vcpu_ioctls[] = {KVM_SET_FPU, KVM_SET_XSAVE, KVM_SET_XCRS,
+						    KVM_SET_DEBUGREGS};
+static const unsigned long restore_vm_ioctls[] = {KVM_SET_IRQCHIP, KVM_SET_PIT2, KVM_SET_CLOCK};
+
 int filter_rules(scmp_filter_ctx ctx, enum filter_kind kind)
 {
 	static const unsigned long tap_ioctls[] = {TUNSETOFFLOAD};
@@ -255,7 +265,13 @@ int filter_rules(scmp_filter_ctx ctx, enum filter_kind kind)
 			return err;
 		return allow_ioctls(ctx, FILTER_VCPU_SELF, vcpu_ioctls, ARRAY_SIZE(vcpu_ioctls));
 	}
-	if (kind == FILTER_BASE) {
+	if (kind == FILTER_RESTORE) {
+		err = allow_vcpu_ioctls(ctx, restore_vcpu_ioctls, ARRAY_SIZE(restore_vcpu_ioctls));
+		if (err < 0 || (err = allow_ioctls(ctx, JAIL_FD_VM, restore_vm_ioctls,
+						   ARRAY_SIZE(restore_vm_ioctls))) < 0)
+			return err;
+	}
+	if (kind == FILTER_BASE || kind == FILTER_RESTORE) {
 		if ((err = allow_calls(ctx, vcpu_calls, ARRAY_SIZE(vcpu_calls))) < 0 ||
 		    (err = allow_threads(ctx)) < 0 || (err = allow_vcpu_ioctls(ctx, run, 1)) < 0)
 			return err;

@@ -907,7 +907,9 @@ static bool blk_ring_setup(struct blk_dev *b)
 	/* Disabled until uring_restrict has limited it to what we submit (seccomp.c). */
 	int err = io_uring_queue_init(2 * b->depth, &b->ring, IORING_SETUP_R_DISABLED);
 
-	if (err == -EINVAL) /* a kernel before 5.10: no restrictions either */
+	/* A kernel before 5.10: no restrictions either. Jailed, seccomp cannot see what a ring
+	 * runs (IORING_OP_OPENAT, _CONNECT, ...): no ring at all then. */
+	if (err == -EINVAL && !b->vm->seccomp)
 		err = io_uring_queue_init(2 * b->depth, &b->ring, 0);
 	if (err < 0) {
 		log_warn("virtio-blk: no io_uring (%s): disk I/O is synchronous", strerror(-err));
