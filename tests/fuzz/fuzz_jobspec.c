@@ -35,8 +35,28 @@ static void fuzz_check_spec(const struct jobspec *js)
 	fuzz_check(js->nenv <= 256);
 	for (unsigned i = 0; i < js->nenv; i++)
 		fuzz_check(js->env[i] && strchr(js->env[i], '=') && js->env[i][0] != '=');
-	for (unsigned i = 0; i < js->nsteps; i++)
-		fuzz_check(js->steps[i].name && js->steps[i].run);
+	for (unsigned i = 0; i < js->nsteps; i++) {
+		const struct job_step *st = &js->steps[i];
+
+		fuzz_check(st->name && st->run);
+		fuzz_check(!st->workdir || st->workdir[0] == '/');
+		fuzz_check(st->nenv <= 256);
+		for (unsigned j = 0; j < st->nenv; j++)
+			fuzz_check(st->env[j] && strchr(st->env[j], '=') && st->env[j][0] != '=');
+	}
+	fuzz_check(js->disk_gib <= 1024);
+	fuzz_check(!js->no_network || js->nnet_opts == 0);
+	for (unsigned i = 0; i < js->nnet_opts; i++)
+		fuzz_check(js->net_opts[i]);
+	fuzz_check(js->nnet_opts == 0 || strncmp(js->net_opts[0], "--", 2) == 0);
+	{
+		FILE *f = fopen("/dev/null", "w");
+
+		if (f) {
+			jobspec_print(js, f); /* the golden files' printer, on anything parsed */
+			fclose(f);
+		}
+	}
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -16,6 +16,7 @@
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -23,16 +24,19 @@
 
 static const char run_usage[] =
 	"usage: sandboxctl run [--keep] JOB.yaml\n"
+	"       sandboxctl run --check JOB.yaml\n"
 	"\n"
 	"Create a sandbox for the job spec, run its steps in order (each as sh -c, stopping at\n"
 	"the first that fails), then remove the sandbox (--keep: leave it running). Without\n"
 	"--keep the sandbox's VM stops when this command ends, however it ends. SIGINT, SIGTERM\n"
 	"and SIGHUP go to the running step; a second one (or 5 s after a SIGTERM) ends the job\n"
 	"with 128+N and the sandbox is removed.\n"
-	"Spec keys: image, cpus, memory (MiB), timeout (s, the whole job), env (a mapping),\n"
-	"steps (a list of name, run, timeout). Exit status: the first failing step's, 0 when all\n"
-	"pass, 124 on a timeout, 2 for a spec error (FILE:LINE:COLUMN: what), 125 when the\n"
-	"sandbox cannot be created.\n";
+	"--check only parses the spec and prints it normalised (exit 0), or its error (exit 2).\n"
+	"Spec keys (docs/jobspec.md): image, cpus, memory (MiB), disk (GiB), timeout (s, the\n"
+	"whole job), env, network (none or a policy), secrets (credential rules), steps (name,\n"
+	"run, timeout, env, workdir, continue-on-error). Exit status: the first failing step's\n"
+	"(but for continue-on-error), 0 when all pass, 124 on a timeout, 2 for a spec error\n"
+	"(FILE:LINE:COLUMN: what), 125 when the sandbox cannot be created.\n";
 
 /* The lifeline: a pipe, both ends close-on-exec (no other child inherits them) and above
  * stdio (the VMM takes fds from 3 up). */
@@ -68,10 +72,31 @@ static void run_on_signal(int sig)
 	sandbox_interrupted = sig;
 }
 
+/* The job's env with the step's over it (a name the step sets is the step's): `buf` holds
+ * js->nenv + st->nenv entries. */
+static unsigned run_step_env(const struct jobspec *js, const struct job_step *st, char **buf)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < js->nenv; i++) {
+		size_t klen = strcspn(js->env[i], "=") + 1;
+		bool over = false;
+
+		for (unsigned j = 0; j < st->nenv && !over; j++)
+			over = strncmp(js->env[i], st->env[j], klen) == 0;
+		if (!over)
+			buf[n++] = js->env[i];
+	}
+	for (unsigned j = 0; j < st->nenv; j++)
+		buf[n++] = st->env[j];
+	return n;
+}
+
 int cmd_run(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"keep", no_argument, NULL, 'k'},
+		{"check", no_argument, NULL, 'c'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -79,7 +104,9 @@ int cmd_run(int argc, char **argv)
 	struct jobspec js;
 	struct sandbox sb;
 	char err[768], name[128];
-	bool keep = false;
+	bool keep = false, check = false;
+	unsigned step_env_max = 0;
+	char **env = NULL;
 	uint64_t t0, deadline = 0;
 	int c, status = EXIT_OK, lifeline[2] = {-1, -1}, err_no;
 	struct sigaction sa = {.sa_handler = run_on_signal, .sa_flags = SA_RESTART};
@@ -88,6 +115,9 @@ int cmd_run(int argc, char **argv)
 		switch (c) {
 		case 'k':
 			keep = true;
+			break;
+		case 'c':
+			check = true;
 			break;
 		case 'h':
 			fputs(run_usage, stdout);
@@ -106,6 +136,11 @@ int cmd_run(int argc, char **argv)
 		jobspec_free(&js);
 		return EXIT_USAGE;
 	}
+	if (check) {
+		jobspec_print(&js, stdout);
+		jobspec_free(&js);
+		return EXIT_OK;
+	}
 	if ((status = host_check_linux())) {
 		jobspec_free(&js);
 		return status;
@@ -113,9 +148,23 @@ int cmd_run(int argc, char **argv)
 	co.image = js.image;
 	co.cpus = js.cpus;
 	co.memory_mib = js.memory_mib;
+	co.disk_size_gib = js.disk_gib;
+	co.no_network = js.no_network;
+	co.net_opts = js.net_opts;
+	co.nnet_opts = js.nnet_opts;
+	for (unsigned i = 0; i < js.nsteps; i++)
+		if (js.steps[i].nenv > step_env_max)
+			step_env_max = js.steps[i].nenv;
+	env = calloc(js.nenv + step_env_max + 1, sizeof(*env));
+	if (!env) {
+		errmsg("out of memory");
+		jobspec_free(&js);
+		return EXIT_ERR;
+	}
 	if (!keep && (err_no = run_lifeline(lifeline)) < 0) {
 		errmsg("cannot make the VMM's lifeline: %s", strerror(-err_no));
 		jobspec_free(&js);
+		free(env);
 		return EXIT_ERR;
 	}
 	co.lifeline_fd = keep ? 0 : lifeline[0];
@@ -133,6 +182,7 @@ int cmd_run(int argc, char **argv)
 		close(lifeline[0]); /* the VMM has its own */
 	if (status != EXIT_OK) {
 		jobspec_free(&js);
+		free(env);
 		if (sandbox_interrupted)
 			return 128 + sandbox_interrupted;
 		return status == EXIT_SANDBOX ? EXIT_SANDBOX : status;
@@ -147,8 +197,9 @@ int cmd_run(int argc, char **argv)
 		struct exec_opts eo = {
 			.argv = argv_sh,
 			.argc = 3,
-			.env = js.env,
-			.nenv = js.nenv,
+			.env = env,
+			.nenv = run_step_env(&js, st, env),
+			.cwd = st->workdir,
 			.timeout_s = st->timeout_s,
 		};
 		uint64_t ts = now_ms();
@@ -178,10 +229,19 @@ int cmd_run(int argc, char **argv)
 		status = exec_run(&sb, &eo);
 		fflush(stdout);
 		fprintf(stderr, "<== [%u/%u] %s: %s", i + 1, js.nsteps, name,
-			status == 0 ? "ok" : "failed");
+			status == 0		? "ok"
+			: st->continue_on_error ? "failed, continuing (continue-on-error)"
+						: "failed");
 		if (status)
 			fprintf(stderr, " (status %d)", status);
 		fprintf(stderr, " in %.2f s\n", (double)(now_ms() - ts) / 1e3);
+		/* continue-on-error: the job goes on and is not failed by it, as in GitHub
+		 * Actions; a timeout of the whole job or a lost sandbox still stops it. */
+		if (status && st->continue_on_error && status != EXIT_SANDBOX &&
+		    !sandbox_interrupted && !(deadline && now_ms() >= deadline)) {
+			status = EXIT_OK;
+			continue;
+		}
 		if (status)
 			break;
 	}
@@ -199,5 +259,6 @@ int cmd_run(int argc, char **argv)
 		close(lifeline[1]);
 	}
 	jobspec_free(&js);
+	free(env);
 	return status;
 }

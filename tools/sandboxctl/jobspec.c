@@ -1,18 +1,24 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Job specs (sandboxctl run): the minimal part of DESIGN.md's "Job specs", parsed with
- * libyaml's document loader. A spec is hostile input: every node's type and every value is
- * checked, sizes are bounded, and every error names file:line:column.
+ * Job specs (sandboxctl run; docs/jobspec.md is the reference), parsed with libyaml's document
+ * loader. A spec is hostile input: every node's type and every value is checked, sizes are
+ * bounded, a key given twice is an error, and every error names FILE:LINE:COLUMN.
  *
  *   image: debian            # optional, "default" is the default image
  *   cpus: 2                  # optional
  *   memory: 1024             # MiB, optional
+ *   disk: 8                  # GiB, optional (the image's size)
  *   timeout: 600             # seconds for the whole job, optional
  *   env: {KEY: value, ...}   # optional
+ *   network: none | {...}    # optional (jobspec_net.c)
+ *   secrets: [...]           # optional (jobspec_net.c)
  *   steps:                   # at least one
  *     - name: build          # optional (default "step N")
  *       run: make -j2        # a sh -c script
  *       timeout: 60          # seconds, optional
+ *       env: {KEY: value}    # optional, over the job's
+ *       workdir: /src        # optional, absolute
+ *       continue-on-error: true
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -21,31 +27,17 @@
 #include <string.h>
 #include <yaml.h>
 
-#include "sandboxctl.h"
+#include "jobspec_yaml.h"
 
 #define SPEC_MAX_LEN   (1u << 20)
 #define SPEC_MAX_STEPS 1000
-#define SPEC_MAX_ENV   256
 /* What the spec's strings may add up to once copied out. Aliases are read by reference, so a
  * 1 MiB spec of `steps: [*big, *big, ...]` would otherwise copy its 1 MiB script per step
  * (~1 GiB for 1000 steps). */
 #define SPEC_MAX_COPY  (4u << 20)
+#define SPEC_MAX_WORDS (4 * SPEC_MAX_LIST + 8) /* prepare words: network lists and secrets */
 
-struct spec_parse {
-	const char *path;
-	yaml_document_t *doc;
-	char *err;
-	size_t err_len;
-	size_t copied; /* bytes of strings copied out of the document */
-};
-
-/* Charge `len` bytes of copied text to the spec: -E2BIG (after the error) past SPEC_MAX_COPY. */
-static int spec_charge(struct spec_parse *p, const yaml_node_t *n, size_t len);
-
-static int spec_fail(struct spec_parse *p, const yaml_node_t *n, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int spec_fail(struct spec_parse *p, const yaml_node_t *n, const char *fmt, ...)
+int spec_fail(struct spec_parse *p, const yaml_node_t *n, const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
@@ -58,7 +50,7 @@ static int spec_fail(struct spec_parse *p, const yaml_node_t *n, const char *fmt
 	return -EINVAL;
 }
 
-static int spec_charge(struct spec_parse *p, const yaml_node_t *n, size_t len)
+int spec_charge(struct spec_parse *p, const yaml_node_t *n, size_t len)
 {
 	if (len > SPEC_MAX_COPY - p->copied) {
 		spec_fail(p, n,
@@ -70,8 +62,7 @@ static int spec_charge(struct spec_parse *p, const yaml_node_t *n, size_t len)
 	return 0;
 }
 
-/* The scalar's text, or NULL (after the error) when `n` is not a scalar. */
-static const char *spec_scalar(struct spec_parse *p, const yaml_node_t *n, const char *what)
+const char *spec_scalar(struct spec_parse *p, const yaml_node_t *n, const char *what)
 {
 	if (!n || n->type != YAML_SCALAR_NODE) {
 		spec_fail(p, n, "%s: expected a single value", what);
@@ -84,8 +75,8 @@ static const char *spec_scalar(struct spec_parse *p, const yaml_node_t *n, const
 	return (const char *)n->data.scalar.value;
 }
 
-static int spec_uint(struct spec_parse *p, const yaml_node_t *n, const char *what, uint64_t min,
-		     uint64_t max, uint64_t *out)
+int spec_uint(struct spec_parse *p, const yaml_node_t *n, const char *what, uint64_t min,
+	      uint64_t max, uint64_t *out)
 {
 	const char *s = spec_scalar(p, n, what);
 
@@ -97,7 +88,24 @@ static int spec_uint(struct spec_parse *p, const yaml_node_t *n, const char *wha
 	return 0;
 }
 
-static int spec_string(struct spec_parse *p, const yaml_node_t *n, const char *what, char **out)
+int spec_bool(struct spec_parse *p, const yaml_node_t *n, const char *what, bool *out)
+{
+	static const char *const yes[] = {"true", "True", "TRUE", "yes", "Yes", "on", "On"};
+	static const char *const no[] = {"false", "False", "FALSE", "no", "No", "off", "Off"};
+	const char *s = spec_scalar(p, n, what);
+
+	if (!s)
+		return -EINVAL;
+	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+		if (strcmp(s, yes[i]) == 0)
+			return *out = true, 0;
+		if (strcmp(s, no[i]) == 0)
+			return *out = false, 0;
+	}
+	return spec_fail(p, n, "%s: expected true or false, got '%.40s'", what, s);
+}
+
+int spec_string(struct spec_parse *p, const yaml_node_t *n, const char *what, char **out)
 {
 	const char *s = spec_scalar(p, n, what);
 
@@ -110,28 +118,101 @@ static int spec_string(struct spec_parse *p, const yaml_node_t *n, const char *w
 	return *out ? 0 : -ENOMEM;
 }
 
-static int spec_env(struct spec_parse *p, const yaml_node_t *n, struct jobspec *js)
+int spec_mapping(struct spec_parse *p, const yaml_node_t *n, const char *what)
 {
-	if (n->type != YAML_MAPPING_NODE)
-		return spec_fail(p, n, "env: expected a mapping of NAME: value");
-	for (yaml_node_pair_t *kv = n->data.mapping.pairs.start; kv < n->data.mapping.pairs.top;
-	     kv++) {
-		yaml_node_t *k = yaml_document_get_node(p->doc, kv->key);
-		yaml_node_t *v = yaml_document_get_node(p->doc, kv->value);
-		const char *key = spec_scalar(p, k, "env name"), *val;
+	yaml_node_pair_t *start, *top;
+
+	if (!n || n->type != YAML_MAPPING_NODE)
+		return spec_fail(p, n, "%s: expected a mapping (key: value)", what);
+	start = n->data.mapping.pairs.start;
+	top = n->data.mapping.pairs.top;
+	if (top - start > SPEC_MAX_LIST)
+		return spec_fail(p, n, "%s: at most %d keys", what, SPEC_MAX_LIST);
+	for (yaml_node_pair_t *a = start; a < top; a++) {
+		yaml_node_t *ka = yaml_document_get_node(p->doc, a->key);
+		const char *sa = spec_scalar(p, ka, "key");
+
+		if (!sa)
+			return -EINVAL;
+		for (yaml_node_pair_t *b = start; b < a; b++) {
+			const char *sb = (const char *)yaml_document_get_node(p->doc, b->key)
+						 ->data.scalar.value;
+
+			if (strcmp(sa, sb) == 0)
+				return spec_fail(p, ka, "%s: '%.40s' is given twice", what, sa);
+		}
+	}
+	return 0;
+}
+
+int spec_sequence(struct spec_parse *p, const yaml_node_t *n, const char *what, size_t max)
+{
+	ptrdiff_t len;
+
+	if (!n || n->type != YAML_SEQUENCE_NODE)
+		return spec_fail(p, n, "%s: expected a list", what);
+	len = n->data.sequence.items.top - n->data.sequence.items.start;
+	if ((size_t)len > max)
+		return spec_fail(p, n, "%s: at most %zu items", what, max);
+	return (int)len;
+}
+
+yaml_node_t *spec_item(struct spec_parse *p, const yaml_node_t *n, size_t i)
+{
+	return yaml_document_get_node(p->doc, n->data.sequence.items.start[i]);
+}
+
+const char *spec_key(struct spec_parse *p, const yaml_node_t *n, size_t i, yaml_node_t **key,
+		     yaml_node_t **val)
+{
+	yaml_node_pair_t *kv = &n->data.mapping.pairs.start[i];
+
+	*key = yaml_document_get_node(p->doc, kv->key);
+	*val = yaml_document_get_node(p->doc, kv->value);
+	return (const char *)(*key)->data.scalar.value;
+}
+
+int spec_net_word(struct spec_parse *p, const yaml_node_t *n, struct jobspec *js, const char *word)
+{
+	if (js->nnet_opts == SPEC_MAX_WORDS)
+		return spec_fail(p, n, "network: too many rules (at most %d words)",
+				 SPEC_MAX_WORDS);
+	if (spec_charge(p, n, strlen(word) + 1) < 0)
+		return -EINVAL;
+	if (!(js->net_opts[js->nnet_opts] = strdup(word)))
+		return -ENOMEM;
+	js->nnet_opts++;
+	return 0;
+}
+
+static size_t mapping_len(const yaml_node_t *n)
+{
+	return (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start);
+}
+
+/* env: NAME: value pairs into (*env, *nenv), at most SPEC_MAX_LIST. */
+static int spec_env(struct spec_parse *p, const yaml_node_t *n, char ***env, unsigned *nenv)
+{
+	int err = spec_mapping(p, n, "env");
+
+	if (err < 0)
+		return err;
+	if (!(*env = calloc(mapping_len(n) + 1, sizeof(**env))))
+		return -ENOMEM;
+	for (size_t i = 0; i < mapping_len(n); i++) {
+		yaml_node_t *k, *v;
+		const char *key = spec_key(p, n, i, &k, &v), *val;
 		char *e;
 
-		if (!key || !(val = spec_scalar(p, v, key)))
+		if (!(val = spec_scalar(p, v, key)))
 			return -EINVAL;
 		if (!*key || strchr(key, '=') || strlen(key) > 255)
 			return spec_fail(p, k, "env: '%.40s' is not a variable name", key);
-		if (js->nenv == SPEC_MAX_ENV)
-			return spec_fail(p, k, "env: at most %d variables", SPEC_MAX_ENV);
 		if (spec_charge(p, v, strlen(key) + strlen(val) + 2) < 0)
 			return -EINVAL;
 		if (asprintf(&e, "%s=%s", key, val) < 0)
 			return -ENOMEM;
-		js->env[js->nenv++] = e;
+		(*env)[(*nenv)++] = e;
 	}
 	return 0;
 }
@@ -143,23 +224,35 @@ static int spec_step(struct spec_parse *p, const yaml_node_t *n, struct job_step
 
 	if (n->type != YAML_MAPPING_NODE)
 		return spec_fail(p, n, "steps: each step is a mapping with 'run:'");
-	for (yaml_node_pair_t *kv = n->data.mapping.pairs.start; kv < n->data.mapping.pairs.top;
-	     kv++) {
-		yaml_node_t *k = yaml_document_get_node(p->doc, kv->key);
-		yaml_node_t *val = yaml_document_get_node(p->doc, kv->value);
-		const char *key = spec_scalar(p, k, "step key");
+	if ((err = spec_mapping(p, n, "step")) < 0)
+		return err;
+	for (size_t i = 0; i < mapping_len(n); i++) {
+		yaml_node_t *k, *val;
+		const char *key = spec_key(p, n, i, &k, &val);
 
-		if (!key)
-			return -EINVAL;
-		if (strcmp(key, "name") == 0)
+		if (strcmp(key, "name") == 0) {
 			err = spec_string(p, val, "name", &st->name);
-		else if (strcmp(key, "run") == 0)
+		} else if (strcmp(key, "run") == 0) {
 			err = spec_string(p, val, "run", &st->run);
-		else if (strcmp(key, "timeout") == 0) {
+		} else if (strcmp(key, "timeout") == 0) {
 			err = spec_uint(p, val, "timeout", 1, 7 * 24 * 3600, &v);
 			st->timeout_s = (unsigned)v;
-		} else
-			err = spec_fail(p, k, "unknown step key '%.40s' (name, run, timeout)", key);
+		} else if (strcmp(key, "env") == 0) {
+			err = spec_env(p, val, &st->env, &st->nenv);
+		} else if (strcmp(key, "workdir") == 0) {
+			if (!(err = spec_string(p, val, "workdir", &st->workdir)) &&
+			    (st->workdir[0] != '/' || strlen(st->workdir) > 4095))
+				err = spec_fail(p, val,
+						"workdir: give an absolute path in the guest");
+		} else if (strcmp(key, "continue-on-error") == 0) {
+			err = spec_bool(p, val, "continue-on-error", &st->continue_on_error);
+		} else {
+			err = spec_fail(
+				p, k,
+				"unknown step key '%.40s' (name, run, timeout, env, workdir, "
+				"continue-on-error)",
+				key);
+		}
 		if (err < 0)
 			return err;
 	}
@@ -168,9 +261,30 @@ static int spec_step(struct spec_parse *p, const yaml_node_t *n, struct job_step
 	return 0;
 }
 
+static int spec_steps(struct spec_parse *p, const yaml_node_t *steps, struct jobspec *js)
+{
+	int n = spec_sequence(p, steps, "steps", SPEC_MAX_STEPS), err;
+
+	if (n < 0)
+		return n;
+	if (n == 0)
+		return spec_fail(p, steps, "steps: expected a non-empty list");
+	if (!(js->steps = calloc((size_t)n, sizeof(*js->steps))))
+		return -ENOMEM;
+	for (int i = 0; i < n; i++) {
+		struct job_step *st = &js->steps[js->nsteps++];
+
+		if ((err = spec_step(p, spec_item(p, steps, (size_t)i), st)) < 0)
+			return err;
+		if (!st->name && asprintf(&st->name, "step %u", js->nsteps) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
 static int spec_top(struct spec_parse *p, const yaml_node_t *root, struct jobspec *js)
 {
-	const yaml_node_t *steps = NULL;
+	const yaml_node_t *steps = NULL, *secrets = NULL;
 	uint64_t v;
 	int err = 0;
 
@@ -178,14 +292,12 @@ static int spec_top(struct spec_parse *p, const yaml_node_t *root, struct jobspe
 		return spec_fail(p, NULL, "empty job spec");
 	if (root->type != YAML_MAPPING_NODE)
 		return spec_fail(p, root, "a job spec is a mapping (image:, steps:, ...)");
-	for (yaml_node_pair_t *kv = root->data.mapping.pairs.start;
-	     kv < root->data.mapping.pairs.top && !err; kv++) {
-		yaml_node_t *k = yaml_document_get_node(p->doc, kv->key);
-		yaml_node_t *val = yaml_document_get_node(p->doc, kv->value);
-		const char *key = spec_scalar(p, k, "key"), *s;
+	if ((err = spec_mapping(p, root, "job spec")) < 0)
+		return err;
+	for (size_t i = 0; i < mapping_len(root) && !err; i++) {
+		yaml_node_t *k, *val;
+		const char *key = spec_key(p, root, i, &k, &val), *s;
 
-		if (!key)
-			return -EINVAL;
 		if (strcmp(key, "image") == 0) {
 			if (!(s = spec_scalar(p, val, "image")))
 				return -EINVAL;
@@ -198,44 +310,34 @@ static int spec_top(struct spec_parse *p, const yaml_node_t *root, struct jobspe
 			js->cpus = (unsigned)v;
 		} else if (strcmp(key, "memory") == 0) {
 			err = spec_uint(p, val, "memory", 64, 65536, &js->memory_mib);
+		} else if (strcmp(key, "disk") == 0) {
+			err = spec_uint(p, val, "disk", 1, 1024, &js->disk_gib);
 		} else if (strcmp(key, "timeout") == 0) {
 			err = spec_uint(p, val, "timeout", 1, 7 * 24 * 3600, &v);
 			js->timeout_s = (unsigned)v;
 		} else if (strcmp(key, "env") == 0) {
-			err = spec_env(p, val, js);
+			err = spec_env(p, val, &js->env, &js->nenv);
+		} else if (strcmp(key, "network") == 0) {
+			err = spec_network(p, val, js);
+		} else if (strcmp(key, "secrets") == 0) {
+			err = spec_secrets(p, val, js);
+			secrets = val;
 		} else if (strcmp(key, "steps") == 0) {
 			steps = val;
 		} else {
 			err = spec_fail(p, k,
-					"unknown key '%.40s' (image, cpus, memory, timeout, env, "
-					"steps)",
+					"unknown key '%.40s' (image, cpus, memory, disk, timeout, "
+					"env, network, secrets, steps)",
 					key);
 		}
 	}
 	if (err < 0)
 		return err;
+	if (js->no_network && secrets)
+		return spec_fail(p, secrets, "secrets: network: none has no proxy to add them");
 	if (!steps)
 		return spec_fail(p, root, "no 'steps:'");
-	if (steps->type != YAML_SEQUENCE_NODE ||
-	    steps->data.sequence.items.top == steps->data.sequence.items.start)
-		return spec_fail(p, steps, "steps: expected a non-empty list");
-	if (steps->data.sequence.items.top - steps->data.sequence.items.start > SPEC_MAX_STEPS)
-		return spec_fail(p, steps, "steps: at most %d", SPEC_MAX_STEPS);
-	js->steps =
-		calloc((size_t)(steps->data.sequence.items.top - steps->data.sequence.items.start),
-		       sizeof(*js->steps));
-	if (!js->steps)
-		return -ENOMEM;
-	for (yaml_node_item_t *it = steps->data.sequence.items.start;
-	     it < steps->data.sequence.items.top; it++) {
-		struct job_step *st = &js->steps[js->nsteps++];
-
-		if ((err = spec_step(p, yaml_document_get_node(p->doc, *it), st)) < 0)
-			return err;
-		if (!st->name && asprintf(&st->name, "step %u", js->nsteps) < 0)
-			return -ENOMEM;
-	}
-	return 0;
+	return spec_steps(p, steps, js);
 }
 
 int jobspec_parse(const char *name, const char *text, size_t len, struct jobspec *js, char *err,
@@ -250,8 +352,7 @@ int jobspec_parse(const char *name, const char *text, size_t len, struct jobspec
 	snprintf(js->image, sizeof(js->image), "%s", CREATE_DEFAULT_IMAGE);
 	js->cpus = 1;
 	js->memory_mib = 512;
-	js->env = calloc(SPEC_MAX_ENV, sizeof(*js->env));
-	if (!js->env)
+	if (!(js->net_opts = calloc(SPEC_MAX_WORDS + 1, sizeof(*js->net_opts))))
 		return -ENOMEM;
 	if (len > SPEC_MAX_LEN) {
 		snprintf(err, err_len, "%s: larger than 1 MiB", name);
@@ -293,15 +394,71 @@ int jobspec_load(const char *path, struct jobspec *js, char *err, size_t err_len
 	return r;
 }
 
+static void free_list(char **l, unsigned n)
+{
+	for (unsigned i = 0; l && i < n; i++)
+		free(l[i]);
+	free(l);
+}
+
 void jobspec_free(struct jobspec *js)
 {
-	for (unsigned i = 0; i < js->nenv; i++)
-		free(js->env[i]);
-	free(js->env);
-	for (unsigned i = 0; i < js->nsteps; i++) {
+	free_list(js->env, js->nenv);
+	free_list(js->net_opts, js->nnet_opts);
+	for (unsigned i = 0; js->steps && i < js->nsteps; i++) {
 		free(js->steps[i].name);
 		free(js->steps[i].run);
+		free(js->steps[i].workdir);
+		free_list(js->steps[i].env, js->steps[i].nenv);
 	}
 	free(js->steps);
 	memset(js, 0, sizeof(*js));
+}
+
+/* One line of text made printable (a spec may come with the code it tests). */
+static void print_text(FILE *f, const char *key, const char *s)
+{
+	char buf[512];
+
+	fprintf(f, "%s%s\n", key, printable_copy(s, buf, sizeof(buf)));
+}
+
+void jobspec_print(const struct jobspec *js, FILE *f)
+{
+	fprintf(f, "image: %s\ncpus: %u\nmemory: %llu MiB\n", js->image, js->cpus,
+		(unsigned long long)js->memory_mib);
+	if (js->disk_gib)
+		fprintf(f, "disk: %llu GiB\n", (unsigned long long)js->disk_gib);
+	else
+		fprintf(f, "disk: the image's\n");
+	fprintf(f, "timeout: %u s\n", js->timeout_s);
+	for (unsigned i = 0; i < js->nenv; i++)
+		print_text(f, "env: ", js->env[i]);
+	fprintf(f, "network: %s\n", js->no_network ? "none" : "proxy");
+	for (unsigned i = 0; i < js->nnet_opts; i++) {
+		char buf[512];
+
+		if (strcmp(js->net_opts[i], "--deny-all") == 0 || i + 1 == js->nnet_opts) {
+			fprintf(f, "  %s\n", js->net_opts[i]);
+			continue;
+		}
+		fprintf(f, "  %s %s\n", js->net_opts[i],
+			printable_copy(js->net_opts[i + 1], buf, sizeof(buf)));
+		i++;
+	}
+	for (unsigned i = 0; i < js->nsteps; i++) {
+		const struct job_step *st = &js->steps[i];
+
+		fprintf(f, "step %u:", i + 1);
+		print_text(f, " ", st->name);
+		if (st->timeout_s)
+			fprintf(f, "  timeout: %u s\n", st->timeout_s);
+		if (st->workdir)
+			print_text(f, "  workdir: ", st->workdir);
+		if (st->continue_on_error)
+			fprintf(f, "  continue-on-error\n");
+		for (unsigned j = 0; j < st->nenv; j++)
+			print_text(f, "  env: ", st->env[j]);
+		print_text(f, "  run: ", st->run);
+	}
 }

@@ -13,6 +13,7 @@
 #define SANDBOXCTL_H
 
 #include <signal.h>
+#include <stdio.h>
 
 #include "client.h"
 
@@ -128,14 +129,24 @@ struct job_step {
 	char *name;
 	char *run; /* a sh -c script */
 	unsigned timeout_s;
+	char **env; /* K=V, over the job's */
+	unsigned nenv;
+	char *workdir;		/* absolute, in the guest; NULL: / */
+	bool continue_on_error; /* a failure does not stop the job, nor fail it */
 };
 struct jobspec {
 	char image[NAME_MAX_LEN + 1];
 	unsigned cpus;
 	uint64_t memory_mib;
+	uint64_t disk_gib;  /* 0: the image's size */
 	unsigned timeout_s; /* the whole job; 0: none */
 	char **env;	    /* K=V */
 	unsigned nenv;
+	bool no_network; /* network: none */
+	/* network: {...} and secrets: as sandbox-proxy prepare's words (--allow D, --credential
+	 * HOST:HEADER=ENVVAR, ...); the secrets' values stay in sandboxctl's environment. */
+	char **net_opts;
+	unsigned nnet_opts;
 	struct job_step *steps;
 	unsigned nsteps;
 };
@@ -147,6 +158,8 @@ int jobspec_load(const char *path, struct jobspec *js, char *err, size_t err_len
 int jobspec_parse(const char *name, const char *text, size_t len, struct jobspec *js, char *err,
 		  size_t err_len) __must_check;
 void jobspec_free(struct jobspec *js);
+/* The parsed spec, normalised, on `f` (sandboxctl run --check): what a golden file holds. */
+void jobspec_print(const struct jobspec *js, FILE *f);
 
 /* ---- images (cmd_images.c) ---- */
 
