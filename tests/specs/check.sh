@@ -42,5 +42,8 @@ done
 for e in *.expected; do
 	[ -f "${e%.expected}.yaml" ] || { echo "FAIL: $e without its spec"; fails=$((fails + 1)); }
 done
+# What a CI's logs say it ran.
+"$ctl" --version | grep -Eq '^sandboxctl [0-9]+\.[0-9]+\.[0-9]+$' ||
+	{ echo "FAIL: sandboxctl --version: $("$ctl" --version 2>&1)"; fails=$((fails + 1)); }
 [ "$fails" = 0 ] || exit 1
 echo "ok: $n job specs, each answered as its .expected says within a second"

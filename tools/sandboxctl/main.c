@@ -38,7 +38,8 @@ static const struct {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: sandboxctl COMMAND [ARGS...]   (sandboxctl COMMAND --help)\n\n");
+	fprintf(f, "usage: sandboxctl COMMAND [ARGS...]   (sandboxctl COMMAND --help)\n"
+		   "       sandboxctl --version\n\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].what);
 	fprintf(f,
@@ -53,6 +54,10 @@ int main(int argc, char **argv)
 	if (argc < 2) {
 		usage(stderr);
 		return EXIT_USAGE;
+	}
+	if (strcmp(argv[1], "--version") == 0) {
+		printf("sandboxctl %s\n", SANDBOX_VERSION); /* meson's project version */
+		return EXIT_OK;
 	}
 	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
 	    strcmp(argv[1], "help") == 0) {
