@@ -121,24 +121,24 @@ static int load(const struct vm *vm, const struct sock_filter *insns, size_t n,
 	return r == 0 ? 0 : -EAGAIN; /* TSYNC: the id of a thread that could not take it */
 }
 
-int seccomp_install_base(const struct vm *vm)
+/* The first filter of a VMM (or the base over the restore filter): checked against what the
+ * fixed numbers rest on, and onto every thread at once (TSYNC): there should be no other,
+ * but one must not be left unfiltered. */
+static int load_first(const struct vm *vm, const struct sock_filter *insns, size_t n)
 {
 	int err = fds_sealed(vm);
 
-	/* Onto every thread at once (TSYNC): there should be no other, but one must not be
-	 * left unfiltered. */
-	return err ? err
-		   : load(vm, seccomp_bpf_base, ARRAY_SIZE(seccomp_bpf_base), NULL, 0, -1,
-			  SECCOMP_FILTER_FLAG_TSYNC);
+	return err ? err : load(vm, insns, n, NULL, 0, -1, SECCOMP_FILTER_FLAG_TSYNC);
+}
+
+int seccomp_install_base(const struct vm *vm)
+{
+	return load_first(vm, seccomp_bpf_base, ARRAY_SIZE(seccomp_bpf_base));
 }
 
 int seccomp_install_restore(const struct vm *vm)
 {
-	int err = fds_sealed(vm);
-
-	return err ? err
-		   : load(vm, seccomp_bpf_restore, ARRAY_SIZE(seccomp_bpf_restore), NULL, 0, -1,
-			  SECCOMP_FILTER_FLAG_TSYNC);
+	return load_first(vm, seccomp_bpf_restore, ARRAY_SIZE(seccomp_bpf_restore));
 }
 
 int seccomp_install_io(const struct vm *vm)

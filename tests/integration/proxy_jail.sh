@@ -35,6 +35,17 @@ cleanup() {
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
+# jailed_child LOG WHAT: $child, the filtered child of $pid (started by hand, the program
+# forks into its pid namespace), within 10 s; else LOG and "FAIL: WHAT", and the test ends.
+jailed_child() {
+	child=
+	for _ in $(seq 100); do
+		child=$(cat /proc/$pid/task/$pid/children 2>/dev/null | tr -d ' ')
+		[ -n "$child" ] && grep -q '^Seccomp:[[:space:]]*2' /proc/$child/status 2>/dev/null && break
+		sleep 0.1
+	done
+	[ -n "$child" ] || { cat "$1"; echo "FAIL: $2"; exit 1; }
+}
 
 # The sandbox's namespace with the gateway address, a resolver and a web server on the
 # host's loopback (the proxy's upstream side).
@@ -69,13 +80,7 @@ mkdir -m 700 "$sb/proxy" && truncate -s 32M "$sb/proxy/audit.log" && chmod 600 "
 	7>"$tmp/inherited" &
 pid=$!
 # Started by hand, it forks into a pid namespace: the jailed proxy is the child.
-child=
-for _ in $(seq 100); do
-	child=$(cat /proc/$pid/task/$pid/children 2>/dev/null | tr -d ' ')
-	[ -n "$child" ] && grep -q '^Seccomp:[[:space:]]*2' /proc/$child/status 2>/dev/null && break
-	sleep 0.1
-done
-[ -n "$child" ] || { cat "$tmp/proxy.log"; echo "FAIL: no jailed proxy"; exit 1; }
+jailed_child "$tmp/proxy.log" "no jailed proxy"
 sleep 0.5
 st=/proc/$child/status
 field() { awk -v k="$1:" '$1 == k { $1 = ""; sub(/^ /, ""); print }' "$st"; }
@@ -160,13 +165,7 @@ ip netns exec "$ns" "$fakenet" http --listen 10.0.2.2:$gport --pidfile "$tmp/ght
 "$proxy" forward --netns /run/netns/$ns --listen 127.0.0.1:$fport --to 10.0.2.2:$gport \
 	--jail uid=$uid,gid=$uid 2>"$tmp/forward.log" &
 pid=$!
-child=
-for _ in $(seq 100); do
-	child=$(cat /proc/$pid/task/$pid/children 2>/dev/null | tr -d ' ')
-	[ -n "$child" ] && grep -q '^Seccomp:[[:space:]]*2' /proc/$child/status 2>/dev/null && break
-	sleep 0.1
-done
-[ -n "$child" ] || { cat "$tmp/forward.log"; echo "FAIL: no jailed forwarder"; exit 1; }
+jailed_child "$tmp/forward.log" "no jailed forwarder"
 st=/proc/$child/status
 [ "$(field Seccomp)" = 2 ] || fail "forward: Seccomp: $(field Seccomp)"
 [ "$(field NoNewPrivs)" = 1 ] || fail "forward: NoNewPrivs: $(field NoNewPrivs)"

@@ -185,7 +185,7 @@ int spec_net_word(struct spec_parse *p, const yaml_node_t *n, struct jobspec *js
 	return 0;
 }
 
-static size_t mapping_len(const yaml_node_t *n)
+size_t spec_mapping_len(const yaml_node_t *n)
 {
 	return (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start);
 }
@@ -197,9 +197,9 @@ static int spec_env(struct spec_parse *p, const yaml_node_t *n, char ***env, uns
 
 	if (err < 0)
 		return err;
-	if (!(*env = calloc(mapping_len(n) + 1, sizeof(**env))))
+	if (!(*env = calloc(spec_mapping_len(n) + 1, sizeof(**env))))
 		return -ENOMEM;
-	for (size_t i = 0; i < mapping_len(n); i++) {
+	for (size_t i = 0; i < spec_mapping_len(n); i++) {
 		yaml_node_t *k, *v;
 		const char *key = spec_key(p, n, i, &k, &v), *val;
 		char *e;
@@ -226,7 +226,7 @@ static int spec_step(struct spec_parse *p, const yaml_node_t *n, struct job_step
 		return spec_fail(p, n, "steps: each step is a mapping with 'run:'");
 	if ((err = spec_mapping(p, n, "step")) < 0)
 		return err;
-	for (size_t i = 0; i < mapping_len(n); i++) {
+	for (size_t i = 0; i < spec_mapping_len(n); i++) {
 		yaml_node_t *k, *val;
 		const char *key = spec_key(p, n, i, &k, &val);
 
@@ -294,7 +294,7 @@ static int spec_top(struct spec_parse *p, const yaml_node_t *root, struct jobspe
 		return spec_fail(p, root, "a job spec is a mapping (image:, steps:, ...)");
 	if ((err = spec_mapping(p, root, "job spec")) < 0)
 		return err;
-	for (size_t i = 0; i < mapping_len(root) && !err; i++) {
+	for (size_t i = 0; i < spec_mapping_len(root) && !err; i++) {
 		yaml_node_t *k, *val;
 		const char *key = spec_key(p, root, i, &k, &val), *s;
 

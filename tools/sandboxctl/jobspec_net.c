@@ -157,8 +157,7 @@ int spec_network(struct spec_parse *p, const yaml_node_t *n, struct jobspec *js)
 	}
 	if ((err = spec_mapping(p, n, "network")) < 0)
 		return err;
-	for (size_t i = 0; i < (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start);
-	     i++) {
+	for (size_t i = 0; i < spec_mapping_len(n); i++) {
 		yaml_node_t *k, *val;
 		const char *key = spec_key(p, n, i, &k, &val), *s;
 		uint64_t v;
@@ -237,8 +236,7 @@ static int spec_secret(struct spec_parse *p, const yaml_node_t *n, struct jobspe
 
 	if ((err = spec_mapping(p, n, "secrets")) < 0)
 		return err;
-	for (size_t i = 0; i < (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start);
-	     i++) {
+	for (size_t i = 0; i < spec_mapping_len(n); i++) {
 		yaml_node_t *k, *val;
 		const char *key = spec_key(p, n, i, &k, &val), *s = NULL;
 

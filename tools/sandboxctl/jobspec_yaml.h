@@ -44,6 +44,8 @@ int spec_mapping(struct spec_parse *p, const yaml_node_t *n, const char *what);
 int spec_sequence(struct spec_parse *p, const yaml_node_t *n, const char *what, size_t max);
 /* The node of item `i` of a sequence checked by spec_sequence. */
 yaml_node_t *spec_item(struct spec_parse *p, const yaml_node_t *n, size_t i);
+/* The number of pairs of a mapping checked by spec_mapping. */
+size_t spec_mapping_len(const yaml_node_t *n);
 /* Key and value of pair `i` of a mapping checked by spec_mapping. */
 const char *spec_key(struct spec_parse *p, const yaml_node_t *n, size_t i, yaml_node_t **key,
 		     yaml_node_t **val);
