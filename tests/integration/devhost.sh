@@ -1,7 +1,7 @@
 #!/bin/sh
 # The emulated KVM host's contract: exit statuses come back, files written under $DEVHOST_OUT
 # come back (and the project's commands are on PATH there), a hung command is cut at the
-# timeout with a clear message.
+# timeout with a clear message, and an L1 that stops beating is cut short.
 # usage: devhost.sh CASE
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -32,6 +32,19 @@ timeout)
 	cat "$tmp/err"
 	[ "$st" = 124 ] || { echo "FAIL: exit status $st, expected 124"; exit 1; }
 	grep -q 'devhost: timed out after 25 s' "$tmp/err" || { echo "FAIL: no timeout message"; exit 1; } ;;
+heartbeat)
+	# L1 stopping (here: its heartbeat's loop stopped, as a hung kernel stops it) is cut
+	# after DEVHOST_HB_TIMEOUT, not the whole --timeout, as a failure of the emulated host.
+	DEVHOST_HB_TIMEOUT=8 "$run" --timeout 120 -- sh -c '
+		for s in /proc/[0-9]*/stat; do
+			set -- $(cat "$s" 2>/dev/null)
+			[ "${2-}" = "(sleep)" ] && [ "$4" != 1 ] && kill -STOP "$4"
+		done
+		sleep 100' 2>"$tmp/err"
+	st=$?
+	cat "$tmp/err"
+	[ "$st" = 124 ] || { echo "FAIL: exit status $st, expected 124"; exit 1; }
+	grep -q 'devhost: L1 gave no heartbeat for 8 s' "$tmp/err" || { echo "FAIL: no heartbeat message"; exit 1; } ;;
 *)
 	echo "devhost.sh: unknown case $1" >&2
 	exit 2 ;;
