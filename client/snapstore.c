@@ -523,8 +523,14 @@ int snap_foreach(int (*fn)(const char *name, void *opaque), void *opaque)
 	if (!d)
 		return errno == ENOENT ? 0 : -errno;
 	while ((e = readdir(d))) {
-		/* Names, and hidden ".name"s (a fork's); temporary "+tmp-" ones are not. */
+		struct stat st;
+
+		/* Names, and hidden ".name"s (a fork's); temporary "+tmp-" ones are not, nor
+		 * the lock files beside ready and job snapshots (".ready-X.lock"). */
 		if (!valid_name(e->d_name) && !(e->d_name[0] == '.' && valid_name(e->d_name + 1)))
+			continue;
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !S_ISDIR(st.st_mode))
 			continue;
 		if ((r = fn(e->d_name, opaque)) < 0) {
 			closedir(d);

@@ -2,7 +2,8 @@
 /*
  * libFuzzer target for tools/sandboxctl/jobspec.c: the input is a job spec (YAML through
  * libyaml's loader), hostile. A spec either parses into something sandboxctl run can use (at
- * least one step, each with a script, sizes in their bounds, every env entry NAME=value) or is
+ * least one step, each with a script, sizes in their bounds, every env entry NAME=value, every
+ * path normalised and inside its directory, the cache's step one of the steps) or is
  * refused with a message that names the spec; never a crash, a leak or a read past the text.
  *
  * Built and run by tests/fuzz/run.sh jobspec; seeds in tests/fuzz/corpus/jobspec/.
@@ -25,6 +26,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 			abort();                                                                   \
 		}                                                                                  \
 	} while (0)
+
+/* A ".." path component anywhere in s. */
+static int has_dotdot(const char *s)
+{
+	for (const char *p = s; (p = strstr(p, "..")); p++)
+		if ((p == s || p[-1] == '/') && (p[2] == '/' || p[2] == '\0'))
+			return 1;
+	return 0;
+}
 
 static void fuzz_check_spec(const struct jobspec *js)
 {
@@ -49,6 +59,17 @@ static void fuzz_check_spec(const struct jobspec *js)
 	for (unsigned i = 0; i < js->nnet_opts; i++)
 		fuzz_check(js->net_opts[i]);
 	fuzz_check(js->nnet_opts == 0 || strncmp(js->net_opts[0], "--", 2) == 0);
+	/* paths never leave their directory: normalised, no ".." component */
+	for (unsigned i = 0; i < js->nfiles; i++) {
+		fuzz_check(js->files[i].src[0] && js->files[i].src[0] != '/' &&
+			   !has_dotdot(js->files[i].src));
+		fuzz_check(js->files[i].dst[0] == '/' && js->files[i].dst[1] &&
+			   !has_dotdot(js->files[i].dst));
+	}
+	for (unsigned i = 0; i < js->nartifacts; i++)
+		fuzz_check(js->artifacts[i][0] == '/' && js->artifacts[i][1] &&
+			   !has_dotdot(js->artifacts[i]) && !strstr(js->artifacts[i], "//"));
+	fuzz_check(js->cache_step <= js->nsteps);
 	{
 		FILE *f = fopen("/dev/null", "w");
 

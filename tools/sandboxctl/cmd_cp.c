@@ -134,7 +134,7 @@ static bool remote_is_dir(struct agent_conn *c, const char *path)
 	       S_ISDIR(proto_get_le32(f.payload + offsetof(struct proto_stat, mode)));
 }
 
-static int cp_in(struct agent_conn *c, const char *src, const char *dst_in, unsigned timeout_s)
+int copy_in(struct agent_conn *c, const char *src, const char *dst_in, unsigned timeout_s)
 {
 	static uint8_t buf[sizeof(struct proto_file_write) + 4096 + CP_CHUNK];
 	char dst[4096], srccopy[4096];
@@ -278,7 +278,8 @@ static int cp_out_bound(struct agent_conn *c, const char *src, uint64_t *bound, 
 	return EXIT_OK;
 }
 
-static int cp_out(struct agent_conn *c, const char *src, const char *dst_in, unsigned timeout_s)
+int copy_out(struct agent_conn *c, const char *src, const char *dst_in, unsigned timeout_s,
+	     uint64_t *budget)
 {
 	char dst[4096], tmp[4200], srccopy[4096];
 	bool to_stdout = strcmp(dst_in, "-") == 0, sized;
@@ -297,6 +298,14 @@ static int cp_out(struct agent_conn *c, const char *src, const char *dst_in, uns
 	}
 	if ((status = cp_out_bound(c, src, &bound, &sized)) != EXIT_OK)
 		return status;
+	if (budget && bound > *budget) {
+		if (sized) {
+			errmsg("cp: %s: %llu bytes, more than the %llu left to copy", src,
+			       (unsigned long long)bound, (unsigned long long)*budget);
+			return EXIT_ERR;
+		}
+		bound = *budget;
+	}
 	status = EXIT_ERR;
 	b.bytes = bound;
 	if (to_stdout) {
@@ -368,6 +377,8 @@ static int cp_out(struct agent_conn *c, const char *src, const char *dst_in, uns
 		}
 	}
 	status = EXIT_OK;
+	if (budget)
+		*budget -= got;
 out:
 	if (!to_stdout) {
 		if (fd >= 0)
@@ -429,7 +440,8 @@ int cmd_cp(int argc, char **argv)
 		errmsg("%s: cannot reach the guest agent: %s", sb.id, strerror(-err));
 		return EXIT_SANDBOX;
 	}
-	status = in ? cp_in(&c, argv[1], rpath, timeout_s) : cp_out(&c, rpath, argv[2], timeout_s);
+	status = in ? copy_in(&c, argv[1], rpath, timeout_s)
+		    : copy_out(&c, rpath, argv[2], timeout_s, NULL);
 	agent_close(&c);
 	return status;
 }

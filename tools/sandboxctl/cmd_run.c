@@ -23,7 +23,8 @@
 #include "sandboxctl.h"
 
 static const char run_usage[] =
-	"usage: sandboxctl run [--keep] JOB.yaml\n"
+	"usage: sandboxctl run [--keep] [--json] [--junit FILE] [--artifacts DIR] [--no-cache]\n"
+	"                      [--cache-max GIB] JOB.yaml\n"
 	"       sandboxctl run --check JOB.yaml\n"
 	"\n"
 	"Create a sandbox for the job spec, run its steps in order (each as sh -c, stopping at\n"
@@ -32,11 +33,22 @@ static const char run_usage[] =
 	"and SIGHUP go to the running step; a second one (or 5 s after a SIGTERM) ends the job\n"
 	"with 128+N and the sandbox is removed.\n"
 	"--check only parses the spec and prints it normalised (exit 0), or its error (exit 2).\n"
+	"--json: events on stdout, one JSON object a line (job-started, step-started, output,\n"
+	"step-ended, cache, artifact, job-ended) instead of the steps' output. --junit FILE: a\n"
+	"JUnit report, a test case a step. Secrets' values are masked (***) in all output.\n"
 	"Spec keys (docs/jobspec.md): image, cpus, memory (MiB), disk (GiB), timeout (s, the\n"
-	"whole job), env, network (none or a policy), secrets (credential rules), steps (name,\n"
-	"run, timeout, env, workdir, continue-on-error). Exit status: the first failing step's\n"
+	"whole job), env, network (none or a policy), secrets (credential rules), files (copied\n"
+	"in first), steps (name, run, timeout, env, workdir, continue-on-error), artifacts\n"
+	"(copied out at the end, also after a failed step, under DIR at their guest paths;\n"
+	"default ./artifacts), cache (a step's name: the state after it is snapshotted, and the\n"
+	"next run of the same spec, files and image restores it and skips the steps up to it;\n"
+	"--no-cache runs them all and keeps nothing; the job snapshots take at most\n"
+	"--cache-max GiB, default 16, the least recently used evicted). Exit status: the first\n"
+	"failing step's\n"
 	"(but for continue-on-error), 0 when all pass, 124 on a timeout, 2 for a spec error\n"
 	"(FILE:LINE:COLUMN: what), 125 when the sandbox cannot be created.\n";
+
+#define RUN_CACHE_MAX_GIB 16 /* the job snapshots' budget without --cache-max */
 
 /* The lifeline: a pipe, both ends close-on-exec (no other child inherits them) and above
  * stdio (the VMM takes fds from 3 up). */
@@ -92,11 +104,74 @@ static unsigned run_step_env(const struct jobspec *js, const struct job_step *st
 	return n;
 }
 
+/*
+ * A cache hit: the job's sandbox restored from the state after its cache: step. Returns the
+ * number of steps it skips (js->cache_step), or 0 with `sb` untouched: a miss, the cache's
+ * name in `cache` for run_cache_keep (empty when there is none to be had).
+ */
+static unsigned run_cache_restore(const struct jobspec *js, const struct create_opts *co,
+				  struct sandbox *sb, char *cache, size_t len, struct job_report *r)
+{
+	char name[128];
+	uint64_t t0 = now_ms();
+	int err;
+
+	if (state_init() < 0 || job_cache_name(js, co, cache, len) < 0) {
+		cache[0] = '\0';
+		return 0;
+	}
+	printable_copy(js->steps[js->cache_step - 1].name, name, sizeof(name));
+	if ((err = ready_restore(co, cache, sb)) < 0) {
+		fprintf(stderr, "==> cache: no state after step %u (%s) for this spec yet\n",
+			js->cache_step, name);
+		memset(sb, 0, sizeof(*sb));
+		return 0;
+	}
+	job_cache_touch(cache);
+	report_event(r, "cache", ",\"action\":\"restored\",\"snapshot\":\"%s\",\"step\":%u", cache,
+		     js->cache_step);
+	fprintf(stderr,
+		"==> cache: restored the state after step %u (%s) in %.2f s: steps 1-%u "
+		"skipped\n",
+		js->cache_step, name, (double)(now_ms() - t0) / 1e3, js->cache_step);
+	return js->cache_step;
+}
+
+/* After the cache: step passed: keep the state as `cache`, then trim the cache to its
+ * budget. A failure is said, and the job goes on uncached. */
+static void run_cache_keep(struct sandbox *sb, const struct jobspec *js, const char *cache,
+			   uint64_t max_gib, struct job_report *r)
+{
+	uint64_t t0 = now_ms();
+	int status = snapshot_take_once(sb, cache);
+
+	if (status == -EBUSY) {
+		fprintf(stderr, "==> cache: another run is keeping this state\n");
+		return;
+	}
+	if (status != EXIT_OK) {
+		errmsg("cache: could not keep the state after step %u: the next run runs it too",
+		       js->cache_step);
+		return;
+	}
+	job_cache_touch(cache);
+	report_event(r, "cache", ",\"action\":\"kept\",\"snapshot\":\"%s\",\"step\":%u", cache,
+		     js->cache_step);
+	fprintf(stderr, "==> cache: kept the state after step %u as %s in %.2f s\n", js->cache_step,
+		cache, (double)(now_ms() - t0) / 1e3);
+	job_cache_trim(max_gib << 30, cache);
+}
+
 int cmd_run(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"keep", no_argument, NULL, 'k'},
 		{"check", no_argument, NULL, 'c'},
+		{"artifacts", required_argument, NULL, 'a'},
+		{"no-cache", no_argument, NULL, 'n'},
+		{"cache-max", required_argument, NULL, 'm'},
+		{"json", no_argument, NULL, 'j'},
+		{"junit", required_argument, NULL, 'u'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -104,7 +179,12 @@ int cmd_run(int argc, char **argv)
 	struct jobspec js;
 	struct sandbox sb;
 	char err[768], name[128];
-	bool keep = false, check = false;
+	bool keep = false, check = false, no_cache = false, json = false;
+	const char *artifacts = "artifacts", *junit = NULL;
+	struct job_report rep;
+	char cache[NAME_MAX_LEN + 2] = "";
+	uint64_t cache_max = RUN_CACHE_MAX_GIB;
+	unsigned first = 0; /* the first step to run: past the cached ones */
 	unsigned step_env_max = 0;
 	char **env = NULL;
 	uint64_t t0, deadline = 0;
@@ -118,6 +198,24 @@ int cmd_run(int argc, char **argv)
 			break;
 		case 'c':
 			check = true;
+			break;
+		case 'a':
+			artifacts = optarg;
+			break;
+		case 'n':
+			no_cache = true;
+			break;
+		case 'j':
+			json = true;
+			break;
+		case 'u':
+			junit = optarg;
+			break;
+		case 'm':
+			if (!parse_u64(optarg, 0, 1u << 20, &cache_max)) {
+				errmsg("--cache-max %s: give GiB, 0 to 1048576", optarg);
+				return EXIT_USAGE;
+			}
 			break;
 		case 'h':
 			fputs(run_usage, stdout);
@@ -145,6 +243,11 @@ int cmd_run(int argc, char **argv)
 		jobspec_free(&js);
 		return status;
 	}
+	if (report_init(&rep, &js, argv[optind], json, junit) < 0) {
+		errmsg("out of memory");
+		jobspec_free(&js);
+		return EXIT_ERR;
+	}
 	co.image = js.image;
 	co.cpus = js.cpus;
 	co.memory_mib = js.memory_mib;
@@ -158,11 +261,13 @@ int cmd_run(int argc, char **argv)
 	env = calloc(js.nenv + step_env_max + 1, sizeof(*env));
 	if (!env) {
 		errmsg("out of memory");
+		report_free(&rep);
 		jobspec_free(&js);
 		return EXIT_ERR;
 	}
 	if (!keep && (err_no = run_lifeline(lifeline)) < 0) {
 		errmsg("cannot make the VMM's lifeline: %s", strerror(-err_no));
+		report_free(&rep);
 		jobspec_free(&js);
 		free(env);
 		return EXIT_ERR;
@@ -177,21 +282,29 @@ int cmd_run(int argc, char **argv)
 	t0 = now_ms();
 	fprintf(stderr, "==> creating a sandbox (image %s, %u vCPU, %llu MiB)\n", js.image, js.cpus,
 		(unsigned long long)js.memory_mib);
-	status = sandbox_create(&co, &sb);
+	if (js.cache_step && !no_cache)
+		first = run_cache_restore(&js, &co, &sb, cache, sizeof(cache), &rep);
+	status = first ? EXIT_OK : sandbox_create(&co, &sb);
 	if (lifeline[0] >= 0)
 		close(lifeline[0]); /* the VMM has its own */
 	if (status != EXIT_OK) {
+		if (sandbox_interrupted)
+			status = 128 + sandbox_interrupted;
+		report_job_ended(&rep, status, (double)(now_ms() - t0) / 1e3);
+		report_free(&rep);
 		jobspec_free(&js);
 		free(env);
-		if (sandbox_interrupted)
-			return 128 + sandbox_interrupted;
-		return status == EXIT_SANDBOX ? EXIT_SANDBOX : status;
+		return status;
 	}
 	fprintf(stderr, "==> sandbox %s ready in %.2f s\n", sb.id, (double)(now_ms() - t0) / 1e3);
+	report_job_started(&rep, sb.id, js.image);
+	report_step_cached(&rep, first);
 
 	if (js.timeout_s)
 		deadline = t0 + js.timeout_s * 1000ull;
-	for (unsigned i = 0; i < js.nsteps; i++) {
+	if (!first)
+		status = job_files_in(&sb, &js);
+	for (unsigned i = first; i < js.nsteps && status == EXIT_OK; i++) {
 		struct job_step *st = &js.steps[i];
 		char *argv_sh[] = {"sh", "-c", st->run, NULL};
 		struct exec_opts eo = {
@@ -201,6 +314,8 @@ int cmd_run(int argc, char **argv)
 			.nenv = run_step_env(&js, st, env),
 			.cwd = st->workdir,
 			.timeout_s = st->timeout_s,
+			.on_output = report_output,
+			.output_arg = &rep,
 		};
 		uint64_t ts = now_ms();
 
@@ -226,7 +341,13 @@ int cmd_run(int argc, char **argv)
 		printable_copy(st->name, name, sizeof(name));
 		fprintf(stderr, "==> [%u/%u] %s\n", i + 1, js.nsteps, name);
 		fflush(stderr);
+		report_step_started(&rep, i);
 		status = exec_run(&sb, &eo);
+		report_step_ended(&rep, i, status,
+				  status == 0		  ? "passed"
+				  : st->continue_on_error ? "continued"
+							  : "failed",
+				  (double)(now_ms() - ts) / 1e3);
 		fflush(stdout);
 		fprintf(stderr, "<== [%u/%u] %s: %s", i + 1, js.nsteps, name,
 			status == 0		? "ok"
@@ -235,6 +356,8 @@ int cmd_run(int argc, char **argv)
 		if (status)
 			fprintf(stderr, " (status %d)", status);
 		fprintf(stderr, " in %.2f s\n", (double)(now_ms() - ts) / 1e3);
+		if (status == EXIT_OK && i + 1 == js.cache_step && cache[0])
+			run_cache_keep(&sb, &js, cache, cache_max, &rep);
 		/* continue-on-error: the job goes on and is not failed by it, as in GitHub
 		 * Actions; a timeout of the whole job or a lost sandbox still stops it. */
 		if (status && st->continue_on_error && status != EXIT_SANDBOX &&
@@ -244,6 +367,13 @@ int cmd_run(int argc, char **argv)
 		}
 		if (status)
 			break;
+	}
+	/* also after a failed step, as CI systems keep a failed job's logs and reports */
+	if (status != EXIT_SANDBOX && !sandbox_interrupted) {
+		int st = job_artifacts_out(&sb, &js, artifacts, &rep);
+
+		if (st != EXIT_OK && status == EXIT_OK)
+			status = st;
 	}
 	fprintf(stderr, "==> job %s in %.2f s\n", status ? "failed" : "passed",
 		(double)(now_ms() - t0) / 1e3);
@@ -258,6 +388,9 @@ int cmd_run(int argc, char **argv)
 			remove_flat_dir(sb.dir);
 		close(lifeline[1]);
 	}
+	if (report_job_ended(&rep, status, (double)(now_ms() - t0) / 1e3) < 0 && status == EXIT_OK)
+		status = EXIT_ERR;
+	report_free(&rep);
 	jobspec_free(&js);
 	free(env);
 	return status;

@@ -391,9 +391,10 @@ struct list_ctx {
 	unsigned n;
 	const char *rm; /* snapshot rm: who depends on this one */
 	unsigned users;
+	bool quiet; /* count them without saying who */
 };
 
-static uint64_t dir_bytes(const char *dir)
+uint64_t snapshot_dir_bytes(const char *dir)
 {
 	struct dirent *e;
 	struct stat st;
@@ -438,11 +439,11 @@ static int list_one(const char *name, void *opaque)
 		       "llu}",
 		       l->n ? "," : "", m.name, m.sandbox, m.parent, m.image, m.cpus,
 		       (unsigned long long)m.memory_mib, (unsigned long long)m.created,
-		       (unsigned long long)dir_bytes(dir));
+		       (unsigned long long)snapshot_dir_bytes(dir));
 	else
 		printf("%-24s %-12s %-10s %4u %7llu %9llu  %s\n", m.name, m.sandbox, m.image,
 		       m.cpus, (unsigned long long)m.memory_mib,
-		       (unsigned long long)(dir_bytes(dir) >> 20), when);
+		       (unsigned long long)(snapshot_dir_bytes(dir) >> 20), when);
 	l->n++;
 	return 0;
 }
@@ -452,7 +453,8 @@ static int count_sandbox_users(const struct sandbox *sb, void *opaque)
 	struct list_ctx *l = opaque;
 
 	if (strcmp(sb->base, l->rm) == 0) {
-		errmsg("sandbox %s (%s) runs from snapshot '%s'", sb->id, sb->name, l->rm);
+		if (!l->quiet)
+			errmsg("sandbox %s (%s) runs from snapshot '%s'", sb->id, sb->name, l->rm);
 		l->users++;
 	}
 	return 0;
@@ -466,10 +468,21 @@ static int count_snapshot_users(const char *name, void *opaque)
 
 	if (snap_dir(name, dir, sizeof(dir)) == 0 && snap_open(dir, &m, msg, sizeof(msg)) == 0 &&
 	    strcmp(m.parent, l->rm) == 0) {
-		errmsg("snapshot '%s' was taken of a sandbox restored from '%s'", name, l->rm);
+		if (!l->quiet)
+			errmsg("snapshot '%s' was taken of a sandbox restored from '%s'", name,
+			       l->rm);
 		l->users++;
 	}
 	return 0;
+}
+
+unsigned snapshot_users(const char *name)
+{
+	struct list_ctx l = {.rm = name, .quiet = true};
+
+	sandbox_foreach(count_sandbox_users, &l);
+	snap_foreach(count_snapshot_users, &l);
+	return l.users;
 }
 
 static int snapshot_rm(int argc, char **argv)

@@ -364,11 +364,15 @@ int exec_run(const struct sandbox *sb, const struct exec_opts *o)
 		}
 		switch (f.hdr.type) {
 		case PROTO_MSG_STDOUT:
-			if (stdout_ok && write_all(STDOUT_FILENO, f.payload, f.hdr.len) < 0)
+			if (o->on_output)
+				o->on_output(o->output_arg, 1, f.payload, f.hdr.len);
+			else if (stdout_ok && write_all(STDOUT_FILENO, f.payload, f.hdr.len) < 0)
 				stdout_ok = false; /* keep draining: the command decides */
 			break;
 		case PROTO_MSG_STDERR:
-			if (stderr_ok && write_all(STDERR_FILENO, f.payload, f.hdr.len) < 0)
+			if (o->on_output)
+				o->on_output(o->output_arg, 2, f.payload, f.hdr.len);
+			else if (stderr_ok && write_all(STDERR_FILENO, f.payload, f.hdr.len) < 0)
 				stderr_ok = false;
 			break;
 		case PROTO_MSG_EXIT: {

@@ -12,6 +12,7 @@
  *   env: {KEY: value, ...}   # optional
  *   network: none | {...}    # optional (jobspec_net.c)
  *   secrets: [...]           # optional (jobspec_net.c)
+ *   files: [{src:, dst:}]    # optional (jobspec_files.c), as artifacts: and cache:
  *   steps:                   # at least one
  *     - name: build          # optional (default "step N")
  *       run: make -j2        # a sh -c script
@@ -284,7 +285,7 @@ static int spec_steps(struct spec_parse *p, const yaml_node_t *steps, struct job
 
 static int spec_top(struct spec_parse *p, const yaml_node_t *root, struct jobspec *js)
 {
-	const yaml_node_t *steps = NULL, *secrets = NULL;
+	const yaml_node_t *steps = NULL, *secrets = NULL, *cache = NULL;
 	uint64_t v;
 	int err = 0;
 
@@ -322,12 +323,18 @@ static int spec_top(struct spec_parse *p, const yaml_node_t *root, struct jobspe
 		} else if (strcmp(key, "secrets") == 0) {
 			err = spec_secrets(p, val, js);
 			secrets = val;
+		} else if (strcmp(key, "files") == 0) {
+			err = spec_files(p, val, js);
+		} else if (strcmp(key, "artifacts") == 0) {
+			err = spec_artifacts(p, val, js);
+		} else if (strcmp(key, "cache") == 0) {
+			cache = val;
 		} else if (strcmp(key, "steps") == 0) {
 			steps = val;
 		} else {
 			err = spec_fail(p, k,
 					"unknown key '%.40s' (image, cpus, memory, disk, timeout, "
-					"env, network, secrets, steps)",
+					"env, network, secrets, files, steps, artifacts, cache)",
 					key);
 		}
 	}
@@ -337,7 +344,9 @@ static int spec_top(struct spec_parse *p, const yaml_node_t *root, struct jobspe
 		return spec_fail(p, secrets, "secrets: network: none has no proxy to add them");
 	if (!steps)
 		return spec_fail(p, root, "no 'steps:'");
-	return spec_steps(p, steps, js);
+	if ((err = spec_steps(p, steps, js)) < 0)
+		return err;
+	return cache ? spec_cache(p, cache, js) : 0;
 }
 
 int jobspec_parse(const char *name, const char *text, size_t len, struct jobspec *js, char *err,
@@ -377,6 +386,29 @@ int jobspec_parse(const char *name, const char *text, size_t len, struct jobspec
 	return r;
 }
 
+/* The absolute, symlink-free directory of the spec at `path`. */
+static int spec_dir_of(const char *path, char *out, size_t len)
+{
+	char copy[4096], *real;
+	const char *slash = strrchr(path, '/');
+	int r;
+
+	if (!slash)
+		snprintf(copy, sizeof(copy), ".");
+	else if (snprintf(copy, sizeof(copy), "%.*s", (int)(slash - path), path) >=
+		 (int)sizeof(copy)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	if (!(real = realpath(copy[0] ? copy : "/", NULL)))
+		return -1;
+	r = snprintf(out, len, "%s", real) >= (int)len ? -1 : 0;
+	free(real);
+	if (r < 0)
+		errno = ENAMETOOLONG;
+	return r;
+}
+
 int jobspec_load(const char *path, struct jobspec *js, char *err, size_t err_len)
 {
 	char *text = NULL;
@@ -391,6 +423,11 @@ int jobspec_load(const char *path, struct jobspec *js, char *err, size_t err_len
 	}
 	r = jobspec_parse(path, text, len, js, err, err_len);
 	free(text);
+	if (r == 0 && spec_dir_of(path, js->dir, sizeof(js->dir)) < 0) {
+		snprintf(err, err_len, "%s: cannot resolve its directory: %s", path,
+			 strerror(errno));
+		return -errno;
+	}
 	return r;
 }
 
@@ -412,6 +449,12 @@ void jobspec_free(struct jobspec *js)
 		free_list(js->steps[i].env, js->steps[i].nenv);
 	}
 	free(js->steps);
+	for (unsigned i = 0; js->files && i < js->nfiles; i++) {
+		free(js->files[i].src);
+		free(js->files[i].dst);
+	}
+	free(js->files);
+	free_list(js->artifacts, js->nartifacts);
 	memset(js, 0, sizeof(*js));
 }
 
@@ -446,6 +489,10 @@ void jobspec_print(const struct jobspec *js, FILE *f)
 			printable_copy(js->net_opts[i + 1], buf, sizeof(buf)));
 		i++;
 	}
+	for (unsigned i = 0; i < js->nfiles; i++) {
+		print_text(f, "file: ", js->files[i].src);
+		print_text(f, "  to: ", js->files[i].dst);
+	}
 	for (unsigned i = 0; i < js->nsteps; i++) {
 		const struct job_step *st = &js->steps[i];
 
@@ -460,5 +507,9 @@ void jobspec_print(const struct jobspec *js, FILE *f)
 		for (unsigned j = 0; j < st->nenv; j++)
 			print_text(f, "  env: ", st->env[j]);
 		print_text(f, "  run: ", st->run);
+		if (js->cache_step == i + 1)
+			fprintf(f, "  cached after\n");
 	}
+	for (unsigned i = 0; i < js->nartifacts; i++)
+		print_text(f, "artifact: ", js->artifacts[i]);
 }

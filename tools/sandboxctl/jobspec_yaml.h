@@ -56,4 +56,9 @@ int spec_net_word(struct spec_parse *p, const yaml_node_t *n, struct jobspec *js
 int spec_network(struct spec_parse *p, const yaml_node_t *n, struct jobspec *js);
 int spec_secrets(struct spec_parse *p, const yaml_node_t *n, struct jobspec *js);
 
+/* jobspec_files.c: files: and artifacts:, and cache: (after steps: is read). */
+int spec_files(struct spec_parse *p, const yaml_node_t *n, struct jobspec *js);
+int spec_artifacts(struct spec_parse *p, const yaml_node_t *n, struct jobspec *js);
+int spec_cache(struct spec_parse *p, const yaml_node_t *n, struct jobspec *js);
+
 #endif

@@ -110,24 +110,41 @@ int ready_restore(const struct create_opts *o, const char *name, struct sandbox 
 	return 0;
 }
 
-void ready_make(struct sandbox *sb, const char *name)
+int snapshot_take_once(struct sandbox *sb, const char *name)
 {
 	char lock[4200], dir[4200];
 	struct snap_take t = {.name = name};
-	int fd;
+	int fd, status = EXIT_OK;
 
 	if (path_fmt(lock, sizeof(lock), "%s/snapshots/%s.lock", state_home(), name) < 0 ||
-	    snap_dir(name, dir, sizeof(dir)) < 0)
-		return;
-	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	/* Another create is making it: this one has booted already and goes on without. */
-	if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		if (fd >= 0)
-			close(fd);
-		return;
+	    snap_dir(name, dir, sizeof(dir)) < 0) {
+		errmsg("%s: a snapshot name too long", name);
+		return EXIT_ERR;
 	}
-	if (access(dir, F_OK) < 0 && snapshot_take(sb, &t) != EXIT_OK)
+	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		errmsg("%s: %m", lock);
+		return EXIT_ERR;
+	}
+	/* Another sandboxctl is making it: this one goes on without. */
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		close(fd);
+		return -EBUSY;
+	}
+	if (access(dir, F_OK) < 0)
+		status = snapshot_take(sb, &t);
+	close(fd);
+	return status;
+}
+
+void ready_make(struct sandbox *sb, const char *name)
+{
+	char dir[4200];
+
+	int status;
+
+	if (snap_dir(name, dir, sizeof(dir)) == 0 && access(dir, F_OK) < 0 &&
+	    (status = snapshot_take_once(sb, name)) != EXIT_OK && status != -EBUSY)
 		errmsg("%s: could not make the ready snapshot %s (the next create boots too)",
 		       sb->id, name);
-	close(fd);
 }

@@ -103,6 +103,10 @@ int ready_restore(const struct create_opts *o, const char *name, struct sandbox 
 /* After a boot of the options `name` stands for: snapshot `sb` as that ready snapshot,
  * unless another create is making it; a failure is printed and otherwise ignored. */
 void ready_make(struct sandbox *sb, const char *name);
+/* Snapshot `sb` as `name` unless it exists or another sandboxctl is making it (a lock):
+ * EXIT_OK when it is there (made now or before), -EBUSY (not printed) while another makes
+ * it, else an exit status (printed). */
+int snapshot_take_once(struct sandbox *sb, const char *name);
 
 /* ---- exec.c: one command through the agent ---- */
 
@@ -115,6 +119,9 @@ struct exec_opts {
 	unsigned timeout_s; /* 0: none */
 	bool interactive;   /* forward our stdin */
 	bool tty;	    /* a pty in the guest; our terminal raw when interactive */
+	/* Not NULL: the command's output (stream 1 stdout, 2 stderr) goes here, not to ours. */
+	void (*on_output)(void *arg, int stream, const void *data, size_t len);
+	void *output_arg;
 };
 /* Run the command, streaming its output to ours. Returns its exit status (128+N for signal
  * N), EXIT_TIMEOUT, EXIT_CMD_EXEC when the agent could not start it (the message says why),
@@ -134,7 +141,16 @@ struct job_step {
 	char *workdir;		/* absolute, in the guest; NULL: / */
 	bool continue_on_error; /* a failure does not stop the job, nor fail it */
 };
+/* The longest path a spec's files: or artifacts: may give (the agent's paths are shorter). */
+#define JOB_PATH_MAX 4000
+/* files: one host path (relative to the spec's directory, normalised, no "..") copied to an
+ * absolute guest path; a directory is copied whole. */
+struct job_file {
+	char *src;
+	char *dst;
+};
 struct jobspec {
+	char dir[4096]; /* the spec's directory, where files: are found (jobspec_load) */
 	char image[NAME_MAX_LEN + 1];
 	unsigned cpus;
 	uint64_t memory_mib;
@@ -149,6 +165,11 @@ struct jobspec {
 	unsigned nnet_opts;
 	struct job_step *steps;
 	unsigned nsteps;
+	struct job_file *files; /* copied in before the first step */
+	unsigned nfiles;
+	char **artifacts; /* absolute guest paths, a component may be a glob: copied out */
+	unsigned nartifacts;
+	unsigned cache_step; /* cache: the state after this step (1-based) is kept; 0: none */
 };
 /* Parse the spec at `path`. On failure `err` says why as "FILE:LINE:COLUMN: what"; call
  * jobspec_free either way. */
@@ -184,6 +205,20 @@ int cmd_exec(int argc, char **argv);
 int cmd_net(int argc, char **argv);
 int cmd_port(int argc, char **argv);
 int cmd_cp(int argc, char **argv);
+/* cmd_cp.c: one file to the guest's `dst` (into it, when it is a directory) or from its `src`
+ * (into `dst`, or a directory of that name; "-" is stdin or stdout), as sandboxctl cp does,
+ * with its bounds (timeout_s 0: the default budget). copy_out takes at most *budget bytes
+ * (NULL: no such bound) and takes what it copied off it. Print their errors; return an exit
+ * status (EXIT_SANDBOX when the connection is lost). */
+int copy_in(struct agent_conn *c, const char *src, const char *dst, unsigned timeout_s);
+int copy_out(struct agent_conn *c, const char *src, const char *dst, unsigned timeout_s,
+	     uint64_t *budget);
+struct job_report;
+/* job_files.c: the job's files: into the guest, and its artifacts: out under `dir`. Print
+ * what they copy and their errors on stderr; return an exit status. */
+int job_files_in(const struct sandbox *sb, const struct jobspec *js);
+int job_artifacts_out(const struct sandbox *sb, const struct jobspec *js, const char *dir,
+		      struct job_report *r);
 int cmd_run(int argc, char **argv);
 /* cmd_snapshot.c: snapshot, restore, fork, suspend, snapshots, snapshot rm */
 int cmd_snapshot(int argc, char **argv);
@@ -227,5 +262,73 @@ int cmd_snapshots(int argc, char **argv);
 int sandbox_resume_suspended(struct sandbox *sb);
 /* After rm of a sandbox: remove the hidden snapshots (its suspend, unused forks) it held. */
 void snapshots_gc(const struct sandbox *removed);
+/* The bytes a snapshot's directory takes on disk (its files' blocks). */
+uint64_t snapshot_dir_bytes(const char *dir);
+/* How many sandboxes run from the snapshot `name`, and snapshots were taken of them. */
+unsigned snapshot_users(const char *name);
+
+/* ---- job_report.c: what run reports (--json events, --junit), secrets masked ---- */
+
+#define REPORT_SECRETS_MAX 64
+struct report_step {
+	const char *name;
+	bool ran;
+	int status;
+	double secs;
+	const char *outcome; /* passed, failed, continued; cached */
+	char *out;	     /* the end of its output, for --junit */
+	size_t outlen;
+	bool cut; /* out lost its beginning */
+};
+struct report_carry {
+	char buf[8192];
+	size_t len;
+};
+struct job_report {
+	bool json;	   /* events on stdout, not the steps' output */
+	const char *junit; /* the JUnit report's path, or NULL */
+	const char *spec;  /* its suite's name */
+	struct report_step *steps;
+	unsigned nsteps, cur;
+	const char *secrets[REPORT_SECRETS_MAX]; /* values masked in all output */
+	unsigned nsecrets;
+	size_t hold; /* the bytes held back for a value the next chunk may end */
+	struct report_carry carry[2];
+	int write_err, junit_err;
+};
+int report_init(struct job_report *r, const struct jobspec *js, const char *spec, bool json,
+		const char *junit) __must_check;
+void report_job_started(struct job_report *r, const char *id, const char *image);
+void report_step_started(struct job_report *r, unsigned i);
+/* The exec_opts.on_output of a step: masks, then writes or reports it. */
+void report_output(void *arg, int stream, const void *data, size_t len);
+void report_step_ended(struct job_report *r, unsigned i, int status, const char *outcome,
+		       double secs);
+/* The first `n` steps came from the job cache. */
+void report_step_cached(struct job_report *r, unsigned n);
+/* A JSON event (--json only; r may be NULL): fmt gives its fields after "event" and "time",
+ * each beginning with a comma. */
+void report_event(struct job_report *r, const char *event, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* An artifact copied out: guest path, host file, bytes. */
+void report_artifact(struct job_report *r, const char *path, const char *file, uint64_t bytes);
+/* The job's end: the JUnit report written, the last event. */
+int report_job_ended(struct job_report *r, int status, double secs);
+void report_free(struct job_report *r);
+/* `len` bytes as a JSON string on f (not UTF-8: U+FFFD). */
+void json_str(FILE *f, const void *data, size_t len);
+
+/* ---- job_cache.c: a job's state after its cache: step, kept as a snapshot ---- */
+
+/* The cache snapshot's name (".job-<key>") for the state after js->cache_step of a job
+ * created with `co`: a key of the image's content, the VMM, this CPU, cpus, memory, disk, the
+ * network policy, the job's env, its files' names, modes and contents, and every step up to
+ * it. -errno when there is none to be had (printed: the job runs uncached). */
+int job_cache_name(const struct jobspec *js, const struct create_opts *co, char *out, size_t len);
+/* The snapshot `name` was used now (restored or made): the last to be evicted. */
+void job_cache_touch(const char *name);
+/* Remove the least recently used job cache snapshots, none in use and never `keep`, until
+ * they take at most `budget` bytes; prints what it removed. */
+void job_cache_trim(uint64_t budget, const char *keep);
 
 #endif
