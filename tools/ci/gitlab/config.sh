@@ -1,0 +1,22 @@
+#!/bin/sh
+# GitLab Runner custom executor, config stage (config_exec): the job's settings as JSON on
+# stdout. usage: config.sh [--shell bash|sh]   (sh for images without bash, as busybox)
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/base.sh"
+
+shell=bash
+if [ "${1-}" = --shell ]; then
+	case ${2-} in bash | sh) shell=$2 ;; *) system_failure "config.sh: --shell bash or sh" ;; esac
+fi
+version=$("$ctl" --version 2>/dev/null | head -1 | sed 's/[^A-Za-z0-9 ._+-]//g')
+[ -n "$version" ] || system_failure "cannot run $ctl --version"
+cat <<JSON
+{
+  "builds_dir": "/builds",
+  "cache_dir": "/cache",
+  "builds_dir_is_shared": false,
+  "hostname": "$sandbox",
+  "shell": "$shell",
+  "driver": {"name": "sandbox microVM", "version": "$version"}
+}
+JSON
