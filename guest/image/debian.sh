@@ -1,6 +1,7 @@
 #!/bin/sh
 # The default image: Debian 12 (bookworm), debootstrap's minbase plus a shell, python3, a C
-# toolchain, make, git, curl and the CA certificates, in a 2 GiB sparse ext4 (~0.7 GB used).
+# toolchain (gcc and the C library's headers, libc6-dev), make, git, curl and the CA
+# certificates, in a 2 GiB sparse ext4 (~0.55 GB used).
 # The mirror is the one this machine's apt sources use for bookworm (or $DEBIAN_MIRROR).
 # Building takes about a minute; the result is cached.
 #
@@ -19,7 +20,7 @@ if [ "$#" -ne 0 ]; then
 fi
 
 suite=bookworm
-include=bash,coreutils,python3,gcc,make,git,ca-certificates,curl
+include=bash,coreutils,python3,gcc,libc6-dev,make,git,ca-certificates,curl
 size=2G
 
 # debian_mirror: the first http(s) URI that this machine's apt sources use for $suite, in the

@@ -245,6 +245,52 @@ for i in range(100):
 		[ ! -e '$SANDBOX_HOME/sandboxes/$n/proxy.pid' ]"
 	"$ctl" rm -f "$n" >/dev/null
 
+	# A job spec's network and secrets (docs/jobspec.md, issue 14): the upstream receives the
+	# secret, the guest cannot find it (env, disk), an echo of it comes back masked, and a
+	# denied host fails its step with curl's status.
+	JOB_SECRET="Bearer job-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
+	export JOB_SECRET
+	jtok=${JOB_SECRET#Bearer }
+	cat >"$fake/job.yaml" <<SPEC
+image: debian
+memory: 384
+network:
+  default: deny
+  allow: [api.example.test, example.test]
+  resolver: 203.0.113.53
+secrets:
+  - {host: api.example.test, header: Authorization, env: JOB_SECRET}
+steps:
+  - name: upstream gets it
+    run: curl -sS --max-time 15 https://api.example.test/bytes/4 >/dev/null && echo sent
+  - name: the guest cannot find it
+    run: |
+      t="job-\$(echo ${jtok#job-} | sed 's/^\(.\)/[\1]/')"
+      (env; cat /proc/*/environ 2>/dev/null) | tr '\\0' '\\n' | grep -c "\$t" || true
+      sync
+  - name: an echo of it
+    run: curl -sS --max-time 15 https://api.example.test/echo
+  - name: a denied host
+    run: curl -sSf --max-time 10 http://denied.test/echo
+  - run: echo never
+SPEC
+	SANDBOX_CA_FILE=$fake/ca.pem timeout 600 "$CTL_REAL" run --keep --junit "$fake/job.xml" \
+		"$fake/job.yaml" >"$fake/job.out" 2>&1
+	jst=$?
+	# Its disk, read on the host: every block the guest wrote is in its top layer.
+	jid=$(sed -n 's/^==> sandbox \([0-9a-f]*\) ready in .*/\1/p' "$fake/job.out")
+	jdisk=$(cat "$SANDBOX_HOME/sandboxes/$jid"/*.layer 2>/dev/null | grep -ac "$jtok")
+	check "a job's secret reaches the upstream" sh -c "grep -q '^sent\$' '$fake/job.out' &&
+		grep -q 'Authorization: $JOB_SECRET' '$weblogs'"
+	check "an upstream's echo of it is masked in the job's output and report" sh -c "
+		grep -qi '^authorization: \\*\\*\\*' '$fake/job.out' && ! grep -q '$jtok' '$fake/job.out' '$fake/job.xml'"
+	check "the job's guest cannot find its secret (env; its disk's layer: $jdisk)" sh -c "
+		grep -qx 0 '$fake/job.out' && [ -n '$jid' ] && [ '$jdisk' = 0 ]"
+	[ -z "$jid" ] || "$ctl" rm -f "$jid" >/dev/null
+	check "a denied host fails its step and the job (curl's status $jst)" sh -c "
+		[ $jst != 0 ] && grep -q '<== \\[4/5\\] a denied host: failed (status $jst)' '$fake/job.out' &&
+		! grep -qx never '$fake/job.out'"
+
 	# A dead proxy means no network, never an open one.
 	kill "$(cat "$SANDBOX_HOME/sandboxes/$id/proxy.pid")"
 	sleep 1

@@ -361,7 +361,8 @@ int jobspec_parse(const char *name, const char *text, size_t len, struct jobspec
 	snprintf(js->image, sizeof(js->image), "%s", CREATE_DEFAULT_IMAGE);
 	js->cpus = 1;
 	js->memory_mib = 512;
-	if (!(js->net_opts = calloc(SPEC_MAX_WORDS + 1, sizeof(*js->net_opts))))
+	/* +2: jobspec_load's --ca-file */
+	if (!(js->net_opts = calloc(SPEC_MAX_WORDS + 3, sizeof(*js->net_opts))))
 		return -ENOMEM;
 	if (len > SPEC_MAX_LEN) {
 		snprintf(err, err_len, "%s: larger than 1 MiB", name);
@@ -411,6 +412,7 @@ static int spec_dir_of(const char *path, char *out, size_t len)
 
 int jobspec_load(const char *path, struct jobspec *js, char *err, size_t err_len)
 {
+	const char *ca;
 	char *text = NULL;
 	size_t len;
 	int r;
@@ -427,6 +429,19 @@ int jobspec_load(const char *path, struct jobspec *js, char *err, size_t err_len
 		snprintf(err, err_len, "%s: cannot resolve its directory: %s", path,
 			 strerror(errno));
 		return -errno;
+	}
+	/* What the proxy trusts upstream, the host's to say (a company's TLS CA, a test's fake
+	 * internet), never the spec's: $SANDBOX_CA_FILE, else the host's trust store. */
+	ca = getenv("SANDBOX_CA_FILE");
+	if (r == 0 && !js->no_network && ca && *ca) {
+		const char *words[] = {"--ca-file", ca};
+
+		for (int i = 0; i < 2; i++)
+			if (!(js->net_opts[js->nnet_opts++] = strdup(words[i]))) {
+				js->nnet_opts--;
+				snprintf(err, err_len, "%s: out of memory", path);
+				return -ENOMEM;
+			}
 	}
 	return r;
 }
