@@ -285,7 +285,7 @@ int agent_call(struct agent_conn *c, uint16_t type, const void *payload, uint32_
 	       struct proto_frame *final)
 {
 	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : now_ms() + (uint64_t)timeout_ms;
-	uint64_t id = c->next_id++;
+	uint64_t id = ++c->next_id; /* as every caller takes one: never a number twice */
 	int err, r;
 
 	if ((err = agent_send(c, type, id, payload, len)) < 0)

@@ -40,9 +40,15 @@ void errmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * valid UTF-8 from U+00A0 up stay, and tab and newline when `keep_lines` (a log's lines).
  * Every program of ours prints such text through this (errmsg does for its messages). */
 void printable(char *buf, size_t len, bool keep_lines);
-/* `s` made printable into `out` (cut to out_len - 1 bytes, NUL-terminated; `out` may be `s`);
- * returns out. */
+/* The values no message of ours shows (secrets: errmsg and printable_copy write "***" for
+ * each), `n` strings that stay valid, longest first so a longer one is not half masked. */
+void output_mask(const char *const *values, unsigned n);
+/* `s` made printable into `out` (cut to out_len - 1 bytes, NUL-terminated; `out` may be `s`),
+ * output_mask's values masked; returns out. */
 const char *printable_copy(const char *s, char *out, size_t out_len);
+/* The environment a process that faces a guest starts with (the VMM, the proxy's daemon):
+ * PATH and SANDBOX_SECCOMP, nothing else of ours (no secret). Static; for execve. */
+char *const *child_env(void);
 /* Parse a decimal number in [min, max]; false on anything else. */
 bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 /* A duration: N seconds, or N followed by s, m, h or d; from 1 s to `max_s`. */

@@ -80,7 +80,11 @@ static int proxy_spawn(char **argv, const char *log, bool daemon, int keep_fd, b
 		}
 		if (keep_fd >= 0)
 			(void)fcntl(keep_fd, F_SETFD, 0);
-		execvp(bin, argv);
+		/* prepare reads the credentials' variables; the daemon needs none of them */
+		if (daemon)
+			execvpe(bin, argv, child_env());
+		else
+			execvp(bin, argv);
 		fprintf(stderr, "sandboxctl: cannot run %s: %m\n", bin);
 		_exit(127);
 	}

@@ -14,17 +14,54 @@
 
 #include "client.h"
 
+/* output_mask: the values no output of ours shows, longest first. */
+static const char *const *mask_values;
+static unsigned mask_count;
+
+void output_mask(const char *const *values, unsigned n)
+{
+	mask_values = values;
+	mask_count = n;
+}
+
+/* `s` into out (at most out_len - 1 bytes, NUL-terminated), each masked value as "***". */
+static void mask_copy(const char *s, char *out, size_t out_len)
+{
+	size_t o = 0;
+
+	while (*s && o + 1 < out_len) {
+		size_t hit = 0;
+
+		for (unsigned k = 0; k < mask_count && !hit; k++) {
+			size_t l = strlen(mask_values[k]);
+
+			if (l && strncmp(s, mask_values[k], l) == 0)
+				hit = l;
+		}
+		if (!hit) {
+			out[o++] = *s++;
+			continue;
+		}
+		for (int i = 0; i < 3 && o + 1 < out_len; i++)
+			out[o++] = '*';
+		s += hit;
+	}
+	out[o] = '\0';
+}
+
 void errmsg(const char *fmt, ...)
 {
-	char line[1024];
+	char line[1024], masked[1024];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	/* Messages quote guest output and file contents: nothing in them commands a terminal. */
-	printable(line, strlen(line), false);
-	fprintf(stderr, "sandboxctl: %s\n", line);
+	/* Messages quote guest output and file contents: nothing in them commands a terminal,
+	 * nor shows a secret. */
+	mask_copy(line, masked, sizeof(masked));
+	printable(masked, strlen(masked), false);
+	fprintf(stderr, "sandboxctl: %s\n", masked);
 }
 
 /* The length of the valid UTF-8 sequence at p[0, len) of a printable character (U+00A0 up:
@@ -76,6 +113,19 @@ const char *printable_copy(const char *s, char *out, size_t out_len)
 
 	if (out_len == 0)
 		return "";
+	if (mask_count) {
+		char *tmp = malloc(out_len);
+
+		if (tmp) {
+			mask_copy(s, tmp, out_len);
+			memcpy(out, tmp, strlen(tmp) + 1);
+			free(tmp);
+			printable(out, strlen(out), false);
+			return out;
+		}
+		out[0] = '\0'; /* rather nothing than a secret */
+		return out;
+	}
 	if (n > out_len - 1)
 		n = out_len - 1;
 	memmove(out, s, n); /* out may be s */
@@ -391,4 +441,24 @@ int program_find(const char *env, const char *build_dir, const char *name, char 
 		}
 	}
 	return path_fmt(out, len, "%s", name);
+}
+
+char *const *child_env(void)
+{
+	/* The VMM and the proxy's daemon read nothing of ours from their environment but
+	 * SANDBOX_SECCOMP; sandboxctl's may hold a job's secrets (the variables its credential
+	 * rules name, a runner's job token): neither is handed on to a process that faces a
+	 * guest. PATH stays for the sanitizer and the loader's messages. */
+	static char path[4200], seccomp[256];
+	static char *env[3];
+	const char *p = getenv("PATH"), *sc = getenv("SANDBOX_SECCOMP");
+	unsigned n = 0;
+
+	snprintf(path, sizeof(path), "PATH=%s", p ? p : "/usr/sbin:/usr/bin:/sbin:/bin");
+	env[n++] = path;
+	if (sc &&
+	    snprintf(seccomp, sizeof(seccomp), "SANDBOX_SECCOMP=%s", sc) < (int)sizeof(seccomp))
+		env[n++] = seccomp;
+	env[n] = NULL;
+	return env;
 }

@@ -4,7 +4,10 @@
 # (CUSTOM_ENV_* job variables, BUILD_FAILURE_EXIT_CODE, SYSTEM_FAILURE_EXIT_CODE,
 # BUILD_EXIT_CODE_FILE), on the busybox image. There is no gitlab-runner package here, so this
 # holds the scripts to the contract:
-# - config prints the JSON the runner reads (builds_dir, cache_dir, hostname, driver, shell);
+# - config prints the JSON the runner reads (builds_dir, cache_dir, hostname, driver, shell,
+#   and a random sandbox name in job_env for the later stages);
+# - a job that names another GitLab host than the runner's --gitlab is refused (the token
+#   would go there);
 # - prepare makes the job's sandbox (its image from `image:`), run runs each stage's script in
 #   it in order, and what one stage leaves the next sees;
 # - the job token is in the scripts the runner writes but never in the guest (not in its
@@ -34,16 +37,29 @@ inner() {
 	export CUSTOM_ENV_CI_JOB_IMAGE BUILD_FAILURE_EXIT_CODE SYSTEM_FAILURE_EXIT_CODE BUILD_EXIT_CODE_FILE
 
 	json=$("$gl/config.sh" --shell sh) || fail "config: status $?"
+	# job_env: what the runner hands every later stage in their environment
+	SANDBOX_NAME=$(printf '%s' "$json" | sed -n 's/.*"job_env": {"SANDBOX_NAME": "\([^"]*\)"}.*/\1/p')
+	export SANDBOX_NAME
 	for k in '"builds_dir": "/builds"' '"cache_dir": "/cache"' '"builds_dir_is_shared": false' \
-		'"hostname": "gitlab-job-4242"' '"shell": "sh"' '"driver": {"name": "sandbox microVM", "version": "sandboxctl '; do
+		"\"hostname\": \"$SANDBOX_NAME\"" '"shell": "sh"' '"driver": {"name": "sandbox microVM", "version": "sandboxctl '; do
 		printf '%s' "$json" | grep -qF "$k" || fail "config: no $k in $json"
 	done
-	echo "ok: config prints the runner's JSON"
+	case $SANDBOX_NAME in gitlab-????????????????) ;; *) fail "config: job_env's SANDBOX_NAME '$SANDBOX_NAME'" ;; esac
+	[ "$("$gl/config.sh" | sed -n 's/.*"SANDBOX_NAME": "\([^"]*\)".*/\1/p')" != "$SANDBOX_NAME" ] ||
+		fail "config: the same sandbox name twice"
+	echo "ok: config prints the runner's JSON, a random sandbox name in job_env ($SANDBOX_NAME)"
 
-	timeout 300 "$gl/prepare.sh" --memory 256 >"$SANDBOX_HOME/prepare.out" 2>&1 ||
+	# A job that names another GitLab (its .gitlab-ci.yml may set CI_SERVER_HOST): refused.
+	CUSTOM_ENV_CI_SERVER_HOST=evil.example.test "$gl/prepare.sh" --gitlab gitlab.example.test \
+		--memory 256 >"$SANDBOX_HOME/prepare.out" 2>&1
+	st=$?
+	[ "$st" = 72 ] && grep -q "its GitLab is 'evil.example.test'" "$SANDBOX_HOME/prepare.out" ||
+		fail "prepare with another CI_SERVER_HOST: status $st: $(cat "$SANDBOX_HOME/prepare.out")"
+	[ -z "$(ls "$SANDBOX_HOME/sandboxes")" ] || fail "a refused prepare made a sandbox"
+	timeout 300 "$gl/prepare.sh" --gitlab gitlab.example.test --memory 256 >"$SANDBOX_HOME/prepare.out" 2>&1 ||
 		fail "prepare: status $?: $(cat "$SANDBOX_HOME/prepare.out")"
-	"$CTL_REAL" ls | grep -q ' gitlab-job-4242 .*running.*busybox' || fail "prepare: no sandbox: $("$CTL_REAL" ls)"
-	echo "ok: prepare made the job's sandbox (busybox, from image:)"
+	"$CTL_REAL" ls | grep -q " $SANDBOX_NAME .*running.*busybox" || fail "prepare: no sandbox: $("$CTL_REAL" ls)"
+	echo "ok: prepare made the job's sandbox (busybox, from image:); a job naming another GitLab is refused (72)"
 
 	# The runner's scripts: the job's variables exported, the token among them.
 	stage() { # NAME BODY: the script run.sh gets for stage NAME; its status in st
@@ -80,13 +96,13 @@ echo "found=$(grep -rl "$a$b" /tmp /builds /root /etc 2>/dev/null | wc -l) env=$
 	[ "$(cat "$BUILD_EXIT_CODE_FILE" 2>/dev/null)" = 3 ] || fail "BUILD_EXIT_CODE_FILE: '$(cat "$BUILD_EXIT_CODE_FILE" 2>&1)'"
 	echo "ok: a failing script exits BUILD_FAILURE_EXIT_CODE (71), its status 3 in BUILD_EXIT_CODE_FILE"
 
-	"$CTL_REAL" stop gitlab-job-4242 >/dev/null 2>&1
+	"$CTL_REAL" stop "$SANDBOX_NAME" >/dev/null 2>&1
 	stage upload_artifacts_on_failure 'echo never'
 	[ "$st" = 72 ] || fail "a stopped sandbox: status $st, not SYSTEM_FAILURE_EXIT_CODE 72: $(cat "$SANDBOX_HOME/upload_artifacts_on_failure.out")"
 	echo "ok: a stage whose sandbox is gone exits SYSTEM_FAILURE_EXIT_CODE (72)"
 
 	"$gl/cleanup.sh" || fail "cleanup: status $?"
-	"$CTL_REAL" ls | grep -q gitlab-job-4242 && fail "cleanup left the sandbox: $("$CTL_REAL" ls)"
+	"$CTL_REAL" ls | grep -q "$SANDBOX_NAME" && fail "cleanup left the sandbox: $("$CTL_REAL" ls)"
 	CUSTOM_ENV_CI_JOB_IMAGE=no-such-image "$gl/prepare.sh" >"$SANDBOX_HOME/prepare.out" 2>&1
 	st=$?
 	[ "$st" = 72 ] && grep -q "image 'no-such-image' is not installed" "$SANDBOX_HOME/prepare.out" ||

@@ -111,10 +111,13 @@ network: none
 timeout: 8
 steps:
   - name: slow "one"
-    run: echo started; echo late >/late.txt; sleep 300
+    run: echo started; echo late >/late.txt; echo late2 >/late2.txt; sleep 300
   - run: echo never
-artifacts: [/late.txt]
+artifacts: [/late.txt, /late2.txt]
 SPEC
+	# a symlink already where an artifact goes (as one committed in a checkout): refused,
+	# not written through
+	ln -sf "$SANDBOX_HOME/victim" "$arts/late2.txt"
 	t0=$(date +%s)
 	timeout 600 "$CTL_REAL" run --json --junit "$SANDBOX_HOME/junit.xml" --artifacts "$arts" "$job" \
 		>"$out" 2>"$out.err"
@@ -122,7 +125,10 @@ SPEC
 	t=$(($(date +%s) - t0))
 	[ "$st" = 124 ] || fail "a job timeout: exit $st, not 124: $(cat "$out" "$out.err")"
 	[ "$(cat "$arts/late.txt" 2>&1)" = late ] || fail "no artifact after a timeout: $(cat "$out.err")"
-	echo "ok: the job's timeout stops it with 124 ($t s, from the create), its artifacts taken"
+	[ -e "$SANDBOX_HOME/victim" ] && fail "an artifact was written through a symlink"
+	grep -q "late2.txt is there already and not a file (a symlink?): not written" "$out.err" ||
+		fail "no word of the symlink refused: $(cat "$out.err")"
+	echo "ok: the job's timeout stops it with 124 ($t s, from the create), its artifacts taken (not through a symlink)"
 	# --json: every stdout line an event; --junit: the report.
 	grep -qv '^{"event":"[a-z-]*","time":[0-9.]*,.*}$' "$out" && fail "--json: a line that is no event: $(cat "$out")"
 	for want in '"event":"job-started",.*"image":"busybox","steps":2' \

@@ -139,11 +139,21 @@ static unsigned run_cache_restore(const struct jobspec *js, const struct create_
 
 /* After the cache: step passed: keep the state as `cache`, then trim the cache to its
  * budget. A failure is said, and the job goes on uncached. */
-static void run_cache_keep(struct sandbox *sb, const struct jobspec *js, const char *cache,
-			   uint64_t max_gib, struct job_report *r)
+static void run_cache_keep(struct sandbox *sb, const struct jobspec *js,
+			   const struct create_opts *co, const char *cache, uint64_t max_gib,
+			   struct job_report *r)
 {
+	char again[NAME_MAX_LEN + 2];
 	uint64_t t0 = now_ms();
-	int status = snapshot_take_once(sb, cache);
+	int status;
+
+	/* Keyed again now: a file that changed since the key was made (while it was copied in,
+	 * or the steps ran) would have the state stored under a key it does not match. */
+	if (job_cache_name(js, co, again, sizeof(again)) < 0 || strcmp(again, cache) != 0) {
+		errmsg("cache: the job's files changed while it ran: the state is not kept");
+		return;
+	}
+	status = snapshot_take_once(sb, cache);
 
 	if (status == -EBUSY) {
 		fprintf(stderr, "==> cache: another run is keeping this state\n");
@@ -184,7 +194,8 @@ int cmd_run(int argc, char **argv)
 	struct job_report rep;
 	char cache[NAME_MAX_LEN + 2] = "";
 	uint64_t cache_max = RUN_CACHE_MAX_GIB;
-	unsigned first = 0; /* the first step to run: past the cached ones */
+	unsigned first = 0;	  /* the first step to run: past the cached ones */
+	bool soft_failed = false; /* a step failed under continue-on-error */
 	unsigned step_env_max = 0;
 	char **env = NULL;
 	uint64_t t0, deadline = 0;
@@ -356,8 +367,11 @@ int cmd_run(int argc, char **argv)
 		if (status)
 			fprintf(stderr, " (status %d)", status);
 		fprintf(stderr, " in %.2f s\n", (double)(now_ms() - ts) / 1e3);
-		if (status == EXIT_OK && i + 1 == js.cache_step && cache[0])
-			run_cache_keep(&sb, &js, cache, cache_max, &rep);
+		if (status)
+			soft_failed = true;
+		/* only a state every step up to it passed: a soft failure's is not kept */
+		if (!soft_failed && i + 1 == js.cache_step && cache[0])
+			run_cache_keep(&sb, &js, &co, cache, cache_max, &rep);
 		/* continue-on-error: the job goes on and is not failed by it, as in GitHub
 		 * Actions; a timeout of the whole job or a lost sandbox still stops it. */
 		if (status && st->continue_on_error && status != EXIT_SANDBOX &&

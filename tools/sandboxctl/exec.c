@@ -261,7 +261,7 @@ int exec_run(const struct sandbox *sb, const struct exec_opts *o)
 		errmsg("%s: cannot reach the guest agent: %s", sb->id, strerror(-err));
 		return EXIT_SANDBOX;
 	}
-	id = c.next_id;
+	id = ++c.next_id;
 	if ((err = agent_send(&c, PROTO_MSG_EXEC, id, buf, (uint32_t)len)) < 0) {
 		errmsg("%s: cannot send the command to the agent: %s", sb->id, strerror(-err));
 		goto out;

@@ -68,17 +68,24 @@ static void key_file(struct key *k, int dfd, const char *name, const struct stat
 	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	ssize_t n;
 
+	uint64_t got = 0;
+
 	key_num(k, "mode", st->st_mode & 07777);
 	key_num(k, "size", (uint64_t)st->st_size);
 	if (fd < 0) {
 		k->err = -errno;
 		return;
 	}
-	while ((n = read(fd, buf, sizeof(buf))) > 0)
+	while ((n = read(fd, buf, sizeof(buf))) > 0) {
 		EVP_DigestUpdate(k->ctx, buf, (size_t)n);
+		got += (uint64_t)n;
+	}
 	if (n < 0)
 		k->err = -errno;
 	close(fd);
+	/* what was read, not what stat said: a file that grew or shrank meanwhile is framed by
+	 * its real length (and differs from its size, so it is keyed apart) */
+	key_num(k, "read", got);
 }
 
 static int name_cmp(const void *a, const void *b)

@@ -38,6 +38,8 @@
 #define ART_DEPTH      32u		  /* directory levels below a match */
 #define ART_WAIT_MS    60000		  /* a listing's or a STAT's answer */
 #define ART_FRAMES_MAX (2 * ART_LIST_MAX) /* frames one listing may read, its own or not */
+#define ART_HELD_MAX   (16u << 20)	  /* bytes of names the listings being walked may hold */
+#define ART_TIME_MS    600000		  /* the whole of the artifacts' copy */
 
 /* ---- in ---- */
 
@@ -217,7 +219,9 @@ struct art_out {
 	struct job_report *r;
 	const char *dir; /* the host directory they go under */
 	unsigned files, lists;
-	uint64_t left; /* bytes they may still add up to */
+	uint64_t left;	   /* bytes they may still add up to */
+	size_t held;	   /* bytes of names held by the listings being walked */
+	uint64_t deadline; /* now_ms() when the copy gives up */
 	int status;
 };
 
@@ -227,11 +231,34 @@ struct art_ent {
 	uint32_t mode;
 };
 
-static void ents_free(struct art_ent *e, unsigned n)
+static void ents_free(struct art_out *w, struct art_ent *e, unsigned n)
 {
-	for (unsigned i = 0; i < n; i++)
+	for (unsigned i = 0; i < n; i++) {
+		w->held -= strlen(e[i].name) + 1;
 		free(e[i].name);
+	}
 	free(e);
+}
+
+/* The time the next wait for the guest may take (at most `cap` ms), 0 (after the error,
+ * w->status set) when the copy's time is up or we were interrupted. */
+static int art_wait(struct art_out *w, int cap)
+{
+	uint64_t t = now_ms();
+
+	if (w->status != EXIT_OK)
+		return 0;
+	if (sandbox_interrupted) {
+		errmsg("artifacts: interrupted (%s): stopped", strsignal(sandbox_interrupted));
+		w->status = 128 + sandbox_interrupted;
+		return 0;
+	}
+	if (t >= w->deadline) {
+		errmsg("artifacts: still copying after %d s: stopped", ART_TIME_MS / 1000);
+		w->status = EXIT_ERR;
+		return 0;
+	}
+	return w->deadline - t < (uint64_t)cap ? (int)(w->deadline - t) : cap;
 }
 
 static bool art_name_ok(const char *name, size_t len)
@@ -262,8 +289,14 @@ static int art_list(struct art_out *w, const char *path, struct art_ent **out)
 	if (agent_send(w->c, PROTO_MSG_LIST, id, path, (uint32_t)strlen(path) + 1) < 0)
 		goto lost;
 	for (;;) {
-		if ((r = agent_recv(w->c, ART_WAIT_MS, &f)) <= 0)
+		int wait = art_wait(w, ART_WAIT_MS);
+
+		if (wait == 0)
+			goto stopped;
+		if ((r = agent_recv(w->c, wait, &f)) < 0 || (r == 0 && art_wait(w, 1) > 0))
 			goto lost;
+		if (r == 0)
+			goto stopped;
 		if (++frames > ART_FRAMES_MAX) {
 			errmsg("artifacts: the guest sent more than %u frames listing %s: stopped",
 			       ART_FRAMES_MAX, path);
@@ -298,8 +331,14 @@ static int art_list(struct art_out *w, const char *path, struct art_ent **out)
 				goto oom;
 			e = g;
 		}
+		if (w->held + len + 1 > ART_HELD_MAX) {
+			errmsg("artifacts: the listings hold more than %u MiB of names: stopped",
+			       ART_HELD_MAX >> 20);
+			goto bad;
+		}
 		if (!(e[n].name = strndup(name, len)))
 			goto oom;
+		w->held += len + 1;
 		e[n].mode = proto_get_le32(f.payload + offsetof(struct proto_stat, mode));
 		n++;
 	}
@@ -307,13 +346,16 @@ static int art_list(struct art_out *w, const char *path, struct art_ent **out)
 	return (int)n;
 lost:
 	errmsg("artifacts: lost the connection to the agent listing %s", path);
-	ents_free(e, n);
+	ents_free(w, e, n);
 	w->status = EXIT_SANDBOX;
+	return -1;
+stopped: /* said by art_wait */
+	ents_free(w, e, n);
 	return -1;
 oom:
 	errmsg("artifacts: out of memory");
 bad:
-	ents_free(e, n);
+	ents_free(w, e, n);
 	w->status = EXIT_ERR;
 	return -1;
 }
@@ -326,7 +368,7 @@ static int art_host_path(struct art_out *w, const char *gpath, char *out, size_t
 {
 	char *slash;
 
-	if (path_fmt(out, len, "%s%s", w->dir, gpath) < 0) {
+	if (path_fmt(out, len, "%s%s", w->dir, gpath) < 0 || strlen(out) >= 4096) {
 		errmsg("artifacts: %s: the host path is too long", gpath);
 		return -1;
 	}
@@ -372,23 +414,31 @@ static void art_copy_dir(struct art_out *w, const char *gpath, unsigned depth)
 		}
 		art_copy(w, sub, e[i].mode, depth + 1);
 	}
-	ents_free(e, (unsigned)(n > 0 ? n : 0));
+	ents_free(w, e, (unsigned)(n > 0 ? n : 0));
 }
 
 static void art_copy(struct art_out *w, const char *gpath, uint32_t mode, unsigned depth)
 {
-	char host[8200];
+	char host[8200], shown[4200];
+	struct stat st;
 	uint64_t before;
-	int status;
+	int status, wait;
 
 	if ((S_ISDIR(mode) || S_ISREG(mode)) && ++w->files > ART_FILES_MAX) {
 		errmsg("artifacts: more than %u files and directories: stopped", ART_FILES_MAX);
 		w->status = EXIT_ERR;
 		return;
 	}
+	if (art_wait(w, 1) == 0)
+		return;
 	if (S_ISDIR(mode)) {
 		if (art_host_path(w, gpath, host, sizeof(host)) < 0 ||
 		    (mkdir(host, 0755) < 0 && errno != EEXIST)) {
+			w->status = EXIT_ERR;
+			return;
+		}
+		if (lstat(host, &st) < 0 || !S_ISDIR(st.st_mode)) {
+			errmsg("artifacts: %s is not a directory of ours (a symlink?)", host);
 			w->status = EXIT_ERR;
 			return;
 		}
@@ -396,7 +446,8 @@ static void art_copy(struct art_out *w, const char *gpath, uint32_t mode, unsign
 		return;
 	}
 	if (!S_ISREG(mode)) {
-		fprintf(stderr, "    artifacts: skipped %s (%s)\n", gpath,
+		fprintf(stderr, "    artifacts: skipped %s (%s)\n",
+			printable_copy(gpath, shown, sizeof(shown)),
 			S_ISLNK(mode) ? "a symlink" : "not a file or directory");
 		return;
 	}
@@ -404,13 +455,24 @@ static void art_copy(struct art_out *w, const char *gpath, uint32_t mode, unsign
 		w->status = EXIT_ERR;
 		return;
 	}
+	/* Only a new file, or one that is a file: a symlink or a directory there (one committed
+	 * in the checkout the directory is in) would take the copy elsewhere. */
+	if (lstat(host, &st) == 0 && !S_ISREG(st.st_mode)) {
+		errmsg("artifacts: %s is there already and not a file (a symlink?): not written",
+		       host);
+		w->status = EXIT_ERR;
+		return;
+	}
+	if ((wait = art_wait(w, ART_TIME_MS)) == 0)
+		return;
 	before = w->left;
-	status = copy_out(w->c, gpath, host, 0, &w->left);
+	status = copy_out(w->c, gpath, host, (unsigned)((wait + 999) / 1000), &w->left);
 	if (status != EXIT_OK) {
 		w->status = status;
 		return;
 	}
-	fprintf(stderr, "==> artifact %s (%llu bytes)\n", gpath,
+	fprintf(stderr, "==> artifact %s (%llu bytes)\n",
+		printable_copy(gpath, shown, sizeof(shown)),
 		(unsigned long long)(before - w->left));
 	if (w->r)
 		report_artifact(w->r, gpath, host, before - w->left);
@@ -450,8 +512,10 @@ static unsigned art_expand(struct art_out *w, const char *dir, const char *rest,
 			return 0;
 		if (next)
 			return art_expand(w, path, next, depth + 1);
+		if ((err = art_wait(w, ART_WAIT_MS)) == 0)
+			return 0;
 		err = agent_call(w->c, PROTO_MSG_STAT, path, (uint32_t)strlen(path) + 1,
-				 ART_WAIT_MS, NULL, NULL, &f);
+				 (unsigned)err, NULL, NULL, &f);
 		if (err < 0) {
 			errmsg("artifacts: lost the connection to the agent (STAT %s)", path);
 			w->status = EXIT_SANDBOX;
@@ -478,7 +542,7 @@ static unsigned art_expand(struct art_out *w, const char *dir, const char *rest,
 			found += art_expand(w, path, next, depth + 1);
 		}
 	}
-	ents_free(e, (unsigned)n);
+	ents_free(w, e, (unsigned)n);
 	return found;
 }
 
@@ -488,6 +552,7 @@ int job_artifacts_out(const struct sandbox *sb, const struct jobspec *js, const 
 	struct agent_conn c;
 	struct art_out w = {.c = &c, .r = r, .left = ART_BYTES_MAX, .status = EXIT_OK};
 	char real[PATH_MAX];
+	struct stat st;
 	uint64_t t0 = now_ms();
 	int err;
 
@@ -497,11 +562,16 @@ int job_artifacts_out(const struct sandbox *sb, const struct jobspec *js, const 
 		errmsg("artifacts: %s: %m", dir);
 		return EXIT_ERR;
 	}
+	if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		errmsg("artifacts: %s is not a directory (a symlink is not taken)", dir);
+		return EXIT_ERR;
+	}
 	if (!realpath(dir, real)) {
 		errmsg("artifacts: %s: %m", dir);
 		return EXIT_ERR;
 	}
 	w.dir = real;
+	w.deadline = now_ms() + ART_TIME_MS;
 	if ((err = agent_connect(sb, 10000, &c)) < 0) {
 		errmsg("%s: cannot reach the guest agent for the artifacts: %s", sb->id,
 		       strerror(-err));

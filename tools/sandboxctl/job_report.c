@@ -152,6 +152,17 @@ int report_init(struct job_report *r, const struct jobspec *js, const char *spec
 		if (strlen(val) > r->hold)
 			r->hold = strlen(val);
 	}
+	/* Longest first: with "abc" and "abcdef" both secrets, "abcdef" is masked whole. */
+	for (unsigned i = 1; i < r->nsecrets; i++)
+		for (unsigned j = i; j > 0 && strlen(r->secrets[j]) > strlen(r->secrets[j - 1]);
+		     j--) {
+			const char *t = r->secrets[j];
+
+			r->secrets[j] = r->secrets[j - 1];
+			r->secrets[j - 1] = t;
+		}
+	/* and in every message and name we print (errmsg, printable_copy) */
+	output_mask(r->secrets, r->nsecrets);
 	if (r->hold)
 		r->hold--; /* bytes that may begin a value the next chunk ends */
 	return 0;
@@ -339,13 +350,18 @@ void report_event(struct job_report *r, const char *event, const char *fmt, ...)
 
 void report_artifact(struct job_report *r, const char *path, const char *file, uint64_t bytes)
 {
+	char p[4200], f[8400];
+
 	if (!r->json)
 		return;
+	/* the names are the guest's: masked (a guest may name a file for a secret it saw) */
+	printable_copy(path, p, sizeof(p));
+	printable_copy(file, f, sizeof(f));
 	json_head(r, "artifact");
 	fputs(",\"path\":", stdout);
-	json_str(stdout, path, strlen(path));
+	json_str(stdout, p, strlen(p));
 	fputs(",\"file\":", stdout);
-	json_str(stdout, file, strlen(file));
+	json_str(stdout, f, strlen(f));
 	printf(",\"bytes\":%llu", (unsigned long long)bytes);
 	json_end();
 }
@@ -432,6 +448,7 @@ int report_job_ended(struct job_report *r, int status, double secs)
 
 void report_free(struct job_report *r)
 {
+	output_mask(NULL, 0);
 	for (unsigned i = 0; r->steps && i < r->nsteps; i++)
 		free(r->steps[i].out);
 	free(r->steps);

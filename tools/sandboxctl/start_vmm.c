@@ -185,7 +185,7 @@ static int spawn_vmm(const struct sandbox *sb, const char *console_opt, const st
 			close(fd);
 		if (sb->lifeline_fd > 0)
 			fcntl(sb->lifeline_fd, F_SETFD, 0); /* the one fd of ours it inherits */
-		execvp(vmm, argv);
+		execvpe(vmm, argv, child_env());
 		fprintf(stderr, "sandboxctl: cannot run %s: %m\n", vmm);
 		_exit(127);
 	}

@@ -1,8 +1,11 @@
 #!/bin/sh
 # GitLab Runner custom executor, config stage (config_exec): the job's settings as JSON on
-# stdout. usage: config.sh [--shell bash|sh]   (sh for images without bash, as busybox)
+# stdout, with the job's sandbox name (random) in job_env for the later stages.
+# usage: config.sh [--shell bash|sh]   (sh for images without bash, as busybox)
 here=$(cd "$(dirname "$0")" && pwd)
+SANDBOX_STAGE=config
 . "$here/base.sh"
+sandbox=gitlab-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
 
 shell=bash
 if [ "${1-}" = --shell ]; then
@@ -17,6 +20,7 @@ cat <<JSON
   "builds_dir_is_shared": false,
   "hostname": "$sandbox",
   "shell": "$shell",
-  "driver": {"name": "sandbox microVM", "version": "$version"}
+  "driver": {"name": "sandbox microVM", "version": "$version"},
+  "job_env": {"SANDBOX_NAME": "$sandbox"}
 }
 JSON

@@ -15,16 +15,16 @@ script=${1-} stage=${2-}
 case $stage in '' | *[!a-z0-9_]*) system_failure "run.sh: a stage name '$stage'" ;; esac
 work=$(mktemp -d "${TMPDIR:-/tmp}/sandbox-gitlab.XXXXXX") || system_failure "mktemp"
 trap 'rm -rf "$work"' EXIT
-token=${CUSTOM_ENV_CI_JOB_TOKEN:-}
-case $token in *\\*) system_failure "a job token with a backslash" ;; esac
-# every occurrence of the token, wherever it is (CI_JOB_TOKEN, CI_REPOSITORY_URL, ...)
-awk -v t="$token" -v r="$token_placeholder" '
+# Every occurrence of the token, wherever it is (CI_JOB_TOKEN, CI_REPOSITORY_URL, ...). The
+# token goes to awk through its environment, not its arguments (/proc/PID/cmdline is anyone's
+# to read); awk exits 3 if any is left.
+T=${CUSTOM_ENV_CI_JOB_TOKEN:-} R=$token_placeholder awk '
+	BEGIN { t = ENVIRON["T"]; r = ENVIRON["R"] }
 	t == "" { print; next }
 	{ out = ""; while ((i = index($0, t)) > 0) { out = out substr($0, 1, i - 1) r; $0 = substr($0, i + length(t)) }; print out $0 }
 ' "$script" >"$work/script" || system_failure "cannot prepare the $stage script"
-if [ -n "$token" ] && grep -qF "$token" "$work/script"; then
-	system_failure "the job token is still in the $stage script"
-fi
+T=${CUSTOM_ENV_CI_JOB_TOKEN:-} awk 'BEGIN { t = ENVIRON["T"] } t != "" && index($0, t) { exit 3 }' \
+	"$work/script" || system_failure "the job token is still in the $stage script"
 "$ctl" cp "$work/script" "$sandbox:/tmp/gitlab-$stage.sh" >/dev/null ||
 	system_failure "cannot copy the $stage script into $sandbox (status $?)"
 "$ctl" exec "$sandbox" -- sh -c \
