@@ -47,7 +47,8 @@ void output_mask(const char *const *values, unsigned n);
  * output_mask's values masked; returns out. */
 const char *printable_copy(const char *s, char *out, size_t out_len);
 /* The environment a process that faces a guest starts with (the VMM, the proxy's daemon):
- * PATH and SANDBOX_SECCOMP, nothing else of ours (no secret). Static; for execve. */
+ * PATH, SANDBOX_SECCOMP, the sanitizers' options and the emulated host's DEVHOST_*, nothing
+ * else of ours (no secret). Static, pointing into environ; for execve in a child. */
 char *const *child_env(void);
 /* Parse a decimal number in [min, max]; false on anything else. */
 bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);

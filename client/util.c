@@ -443,22 +443,32 @@ int program_find(const char *env, const char *build_dir, const char *name, char 
 	return path_fmt(out, len, "%s", name);
 }
 
+/* The variables a process that faces a guest keeps: PATH (the loader's and sanitizers'
+ * messages), SANDBOX_SECCOMP (the VMM's and the proxy's filter mode), the sanitizers' own
+ * options, and DEVHOST_* (the emulated host's VMM wrapper, tools/devhost/vmm-pinned). */
+static bool child_env_keeps(const char *kv)
+{
+	static const char *const keep[] = {"PATH=",	     "SANDBOX_SECCOMP=", "ASAN_OPTIONS=",
+					   "UBSAN_OPTIONS=", "LSAN_OPTIONS=",	 "DEVHOST_"};
+
+	for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
+		if (strncmp(kv, keep[i], strlen(keep[i])) == 0)
+			return true;
+	return false;
+}
+
 char *const *child_env(void)
 {
-	/* The VMM and the proxy's daemon read nothing of ours from their environment but
-	 * SANDBOX_SECCOMP; sandboxctl's may hold a job's secrets (the variables its credential
-	 * rules name, a runner's job token): neither is handed on to a process that faces a
-	 * guest. PATH stays for the sanitizer and the loader's messages. */
-	static char path[4200], seccomp[256];
-	static char *env[3];
-	const char *p = getenv("PATH"), *sc = getenv("SANDBOX_SECCOMP");
+	/* sandboxctl's environment may hold a job's secrets (the variables its credential
+	 * rules name, a runner's job token): none of it is handed on to a process that faces a
+	 * guest, but what child_env_keeps names. */
+	extern char **environ;
+	static char *env[64];
 	unsigned n = 0;
 
-	snprintf(path, sizeof(path), "PATH=%s", p ? p : "/usr/sbin:/usr/bin:/sbin:/bin");
-	env[n++] = path;
-	if (sc &&
-	    snprintf(seccomp, sizeof(seccomp), "SANDBOX_SECCOMP=%s", sc) < (int)sizeof(seccomp))
-		env[n++] = seccomp;
+	for (char **e = environ; e && *e && n + 1 < sizeof(env) / sizeof(env[0]); e++)
+		if (child_env_keeps(*e))
+			env[n++] = *e;
 	env[n] = NULL;
 	return env;
 }
