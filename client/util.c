@@ -445,11 +445,13 @@ int program_find(const char *env, const char *build_dir, const char *name, char 
 
 /* The variables a process that faces a guest keeps: PATH (the loader's and sanitizers'
  * messages), SANDBOX_SECCOMP (the VMM's and the proxy's filter mode), the sanitizers' own
- * options, and DEVHOST_* (the emulated host's VMM wrapper, tools/devhost/vmm-pinned). */
+ * options, DEVHOST_* (the emulated host's VMM wrapper, tools/devhost/vmm-pinned) and FAKE_VMM_*
+ * (the tests' stand-in VMM, tests/integration/fake_vmm.py). */
 static bool child_env_keeps(const char *kv)
 {
 	static const char *const keep[] = {"PATH=",	     "SANDBOX_SECCOMP=", "ASAN_OPTIONS=",
-					   "UBSAN_OPTIONS=", "LSAN_OPTIONS=",	 "DEVHOST_"};
+					   "UBSAN_OPTIONS=", "LSAN_OPTIONS=",	 "DEVHOST_",
+					   "FAKE_VMM_"};
 
 	for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
 		if (strncmp(kv, keep[i], strlen(keep[i])) == 0)
