@@ -1,9 +1,9 @@
 #!/bin/sh
-# The default image: Debian 12 (bookworm), debootstrap's minbase plus a shell, python3, a C
-# toolchain (gcc and the C library's headers, libc6-dev), make, git, curl and the CA
-# certificates, in a 2 GiB sparse ext4 (~0.55 GB used).
-# The mirror is the one this machine's apt sources use for bookworm (or $DEBIAN_MIRROR).
-# Building takes about a minute; the result is cached.
+# The default image: Debian 12 (bookworm), debootstrap's minbase, then apt-get install of the
+# packages listed in debian.packages (a C and C++ toolchain, Python with pip and venv, Node.js
+# with npm, git, curl and the usual tools; docs/images.md), in a 4 GiB sparse ext4 (~1.3 GB
+# used). The mirror is the one this machine's apt sources use for bookworm (or $DEBIAN_MIRROR).
+# Building takes a few minutes; the result is cached.
 #
 # usage: guest/image/debian.sh
 # Prints the path of rootfs.ext4 (under $SANDBOX_CACHE/images, see lib.sh and docs/images.md).
@@ -20,8 +20,9 @@ if [ "$#" -ne 0 ]; then
 fi
 
 suite=bookworm
-include=bash,coreutils,python3,gcc,libc6-dev,make,git,ca-certificates,curl
-size=2G
+# the list, without its comments: one line of package names
+packages=$(sed 's/#.*//' "$here/debian.packages" | tr -s ' \t\n' '  ' | sed 's/^ //; s/ $//')
+size=4G
 
 # debian_mirror: the first http(s) URI that this machine's apt sources use for $suite, in the
 # one-line format (sources.list, *.list) or deb822 (*.sources). apt reads no other files.
@@ -64,30 +65,91 @@ image_need_pkg debootstrap e2fsprogs debian-archive-keyring
 mirror=${DEBIAN_MIRROR:-$(debian_mirror | head -n 1)}
 [ -n "$mirror" ] || image_die "no $suite mirror in /etc/apt/sources.list{,.d/*}; set DEBIAN_MIRROR"
 
-# The key: what debootstrap will install is what the mirror has today, unknowable before the
-# download; the versions this machine's apt lists give for the packages asked for stand in
-# for it (they change when the mirror does, after an apt-get update). The mirror itself is
-# not part of the key: any mirror of $suite serves the same packages.
-versions=$(
-	# shellcheck disable=SC2046 # split the list into package names
-	apt-cache policy $(echo "$include" | tr , ' ') 2>/dev/null |
-		awk '/^[^ ]/ { p = $1 } /Candidate:/ { print p, $2 }'
-)
+# The key: what will be installed is what the mirror's $suite has today, unknowable before
+# the download. Its release file in this machine's apt lists (InRelease, signed, with the
+# hash of every package index) stands in for it: it changes when the suite does, which the
+# machine sees after an apt-get update. Without it, the versions apt-cache gives for the
+# packages asked for stand in (a package from another repository can show there). The
+# mirror's name is not in the key: any mirror of $suite serves the same packages.
+suite_release() {
+	_l=/var/lib/apt/lists/$(echo "$mirror" | sed 's|^[a-z]*://||; s|/*$||; s|/|_|g')_dists_$suite
+	for _f in "${_l}_InRelease" "${_l}_Release"; do
+		[ -f "$_f" ] && { echo "release $(sha256sum < "$_f" | cut -c1-64)"; return 0; }
+	done
+	# shellcheck disable=SC2086 # split the list into package names
+	apt-cache policy $packages 2>/dev/null | awk '/^[^ ]/ { p = $1 } /Candidate:/ { print p, $2 }'
+}
 image_begin "suite $suite
-include $include
+packages $packages
 size $size
 debootstrap $(image_pkg_version debootstrap)
 e2fsprogs $(image_pkg_version e2fsprogs)
-$versions"
+$(suite_release)"
 
 r=$image_root
 image_log "debootstrap $suite from $mirror"
-if ! debootstrap --variant=minbase --include="$include" "$suite" "$r" "$mirror" \
-	> "$image_work/debootstrap.log" 2>&1; then
+if ! debootstrap --variant=minbase "$suite" "$r" "$mirror" > "$image_work/debootstrap.log" 2>&1; then
 	tail -n 20 "$image_work/debootstrap.log" >&2
 	image_die "debootstrap failed (the last lines are above)"
 fi
 image_log "debootstrap done at $(image_elapsed) s"
+
+# The packages, by the image's own apt (debootstrap's resolver takes the first of a choice
+# and cannot place virtual packages: npm's dependencies defeat it). For the build only: the
+# host's resolver, /proc (dpkg's scripts read it), and no service started (no init runs).
+# debootstrap left sources.list naming the mirror and $suite, the one suite installed from.
+cat /etc/resolv.conf > "$r/etc/resolv.conf"
+printf '#!/bin/sh\nexit 101\n' > "$r/usr/sbin/policy-rc.d"
+chmod 0755 "$r/usr/sbin/policy-rc.d"
+mount -t proc proc "$r/proc"
+# Translations, manual pages (no man-db) and documentation but the licences: ~110 MB of a
+# ~1 GB image that a sandbox working in C.UTF-8 never reads. In dpkg's own configuration, so
+# a package installed later in a sandbox is trimmed the same; what debootstrap unpacked
+# before it is removed by hand.
+mkdir -p "$r/etc/dpkg/dpkg.cfg.d"
+cat > "$r/etc/dpkg/dpkg.cfg.d/sandbox-excludes" <<'EXCL'
+# The sandbox image keeps no translations, manual pages or documentation but the licences
+# (guest/image/debian.sh, docs/images.md).
+path-exclude=/usr/share/locale/*
+path-include=/usr/share/locale/locale.alias
+path-exclude=/usr/share/man/*
+path-exclude=/usr/share/doc/*
+path-include=/usr/share/doc/*/copyright
+EXCL
+find "$r/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name locale.alias -exec rm -rf {} +
+find "$r/usr/share/man" -mindepth 1 -maxdepth 1 -exec rm -rf {} +
+find "$r/usr/share/doc" -mindepth 1 ! -type d ! -name copyright -delete
+in_root() {
+	chroot "$r" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive \
+		LANG=C.UTF-8 "$@" >> "$image_work/apt.log" 2>&1 || {
+		tail -n 20 "$image_work/apt.log" >&2
+		image_die "in the image: $* failed (the last lines are above)"
+	}
+}
+in_root apt-get update -q
+# shellcheck disable=SC2086 # split the list into package names
+in_root apt-get install -y -q --no-install-recommends $packages
+in_root apt-get clean
+umount "$r/proc"
+rm -f "$r/usr/sbin/policy-rc.d"
+image_log "packages installed at $(image_elapsed) s"
+
+# Locale and time: C.UTF-8 (glibc's built-in UTF-8 locale, no locales package needed) and UTC.
+echo 'LANG=C.UTF-8' > "$r/etc/default/locale"
+ln -sf /usr/share/zoneinfo/Etc/UTC "$r/etc/localtime"
+echo Etc/UTC > "$r/etc/timezone"
+# A sandbox is disposable: `pip install` outside a venv installs into /usr/local, as in the
+# python images agents know, instead of refusing (PEP 668's marker; Debian's own packages
+# stay in /usr/lib/python3/dist-packages, apart from what pip installs).
+rm -f "$r"/usr/lib/python3*/EXTERNALLY-MANAGED
+# pip, in a venv too, finds setuptools and wheel for a build (an isolated one included) among
+# Debian's wheels when there is no index (no network, or --no-index), and does not warn that
+# it runs as root, which every command in a sandbox does.
+cat > "$r/etc/pip.conf" <<'PIP'
+[global]
+find-links = /usr/share/python-wheels
+root-user-action = ignore
+PIP
 
 # What debootstrap copied from this machine, or that must differ per sandbox.
 echo sandbox > "$r/etc/hostname"

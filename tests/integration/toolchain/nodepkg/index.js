@@ -1,0 +1,2 @@
+// A local npm package, installed offline into nodeapp.
+module.exports = (s) => s.toUpperCase() + '!';
