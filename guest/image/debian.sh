@@ -24,12 +24,12 @@ suite=bookworm
 packages=$(sed 's/#.*//' "$here/debian.packages" | tr -s ' \t\n' '  ' | sed 's/^ //; s/ $//')
 size=4G
 
-# debian_mirror: the first http(s) URI that this machine's apt sources use for $suite, in the
-# one-line format (sources.list, *.list) or deb822 (*.sources). apt reads no other files.
+# debian_mirror SUITE: the first http(s) URI that this machine's apt sources use for SUITE, in
+# the one-line format (sources.list, *.list) or deb822 (*.sources). apt reads no other files.
 debian_mirror() {
 	for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
 		[ -f "$f" ] || continue
-		awk -v suite="$suite" '
+		awk -v suite="$1" '
 			$1 == "deb" {
 				i = 2
 				if ($i ~ /^\[/) { while (i <= NF && $i !~ /\]$/) i++; i++ }
@@ -39,7 +39,7 @@ debian_mirror() {
 	for f in /etc/apt/sources.list.d/*.sources; do
 		[ -f "$f" ] || continue
 		# one paragraph per blank-line-separated block; fields are case-insensitive
-		awk -v suite="$suite" '
+		awk -v suite="$1" '
 			function flush() {
 				if (done) return
 				if (types ~ /(^| )deb( |$)/ && enabled != "no" && (" " suites " ") ~ (" " suite " "))
@@ -62,29 +62,49 @@ debian_mirror() {
 
 image_need_root
 image_need_pkg debootstrap e2fsprogs debian-archive-keyring
-mirror=${DEBIAN_MIRROR:-$(debian_mirror | head -n 1)}
+mirror=${DEBIAN_MIRROR:-$(debian_mirror "$suite" | head -n 1)}
 [ -n "$mirror" ] || image_die "no $suite mirror in /etc/apt/sources.list{,.d/*}; set DEBIAN_MIRROR"
+# The image's apt sources: the release, and its point-release and security updates where this
+# machine's sources name them (a fresh computer is patched). "URI SUITE" lines.
+sources="$mirror $suite"
+for _s in "$suite-updates" "$suite-security"; do
+	_u=$(debian_mirror "$_s" | head -n 1)
+	[ "$_s" = "$suite-updates" ] && [ -n "${DEBIAN_MIRROR:-}" ] && _u=$DEBIAN_MIRROR
+	if [ -n "$_u" ]; then
+		sources="$sources
+$_u $_s"
+	else
+		image_log "warning: no $_s in this machine's apt sources: the image goes without it"
+	fi
+done
 
-# The key: what will be installed is what the mirror's $suite has today, unknowable before
-# the download. Its release file in this machine's apt lists (InRelease, signed, with the
+# The key: what will be installed is what the suites have today, unknowable before the
+# download. Each suite's release file in this machine's apt lists (InRelease, signed, with the
 # hash of every package index) stands in for it: it changes when the suite does, which the
-# machine sees after an apt-get update. Without it, the versions apt-cache gives for the
-# packages asked for stand in (a package from another repository can show there). The
-# mirror's name is not in the key: any mirror of $suite serves the same packages.
-suite_release() {
-	_l=/var/lib/apt/lists/$(echo "$mirror" | sed 's|^[a-z]*://||; s|/*$||; s|/|_|g')_dists_$suite
-	for _f in "${_l}_InRelease" "${_l}_Release"; do
-		[ -f "$_f" ] && { echo "release $(sha256sum < "$_f" | cut -c1-64)"; return 0; }
+# machine sees after an apt-get update. Without the release's, the versions apt-cache gives
+# for the packages asked for stand in (a package from another repository can show there).
+# The mirrors' names are not in the key: any mirror of a suite serves the same packages.
+suite_releases() {
+	echo "$sources" | while read -r _u _s; do
+		_l=/var/lib/apt/lists/$(echo "$_u" | sed 's|^[a-z]*://||; s|/*$||; s|/|_|g')_dists_$_s
+		if [ -f "${_l}_InRelease" ]; then
+			echo "release $_s $(sha256sum < "${_l}_InRelease" | cut -c1-64)"
+		elif [ -f "${_l}_Release" ]; then
+			echo "release $_s $(sha256sum < "${_l}_Release" | cut -c1-64)"
+		elif [ "$_s" = "$suite" ]; then
+			# shellcheck disable=SC2086 # split the list into package names
+			apt-cache policy $packages 2>/dev/null |
+				awk '/^[^ ]/ { p = $1 } /Candidate:/ { print p, $2 }'
+		fi
 	done
-	# shellcheck disable=SC2086 # split the list into package names
-	apt-cache policy $packages 2>/dev/null | awk '/^[^ ]/ { p = $1 } /Candidate:/ { print p, $2 }'
 }
 image_begin "suite $suite
+sources $(echo "$sources" | awk '{ printf "%s ", $2 }')
 packages $packages
 size $size
 debootstrap $(image_pkg_version debootstrap)
 e2fsprogs $(image_pkg_version e2fsprogs)
-$(suite_release)"
+$(suite_releases)"
 
 r=$image_root
 image_log "debootstrap $suite from $mirror"
@@ -97,7 +117,8 @@ image_log "debootstrap done at $(image_elapsed) s"
 # The packages, by the image's own apt (debootstrap's resolver takes the first of a choice
 # and cannot place virtual packages: npm's dependencies defeat it). For the build only: the
 # host's resolver, /proc (dpkg's scripts read it), and no service started (no init runs).
-# debootstrap left sources.list naming the mirror and $suite, the one suite installed from.
+# sources.list names the suites, for the build and for an apt-get in a sandbox.
+echo "$sources" | awk '{ print "deb " $1 " " $2 " main" }' > "$r/etc/apt/sources.list"
 cat /etc/resolv.conf > "$r/etc/resolv.conf"
 printf '#!/bin/sh\nexit 101\n' > "$r/usr/sbin/policy-rc.d"
 chmod 0755 "$r/usr/sbin/policy-rc.d"
@@ -127,6 +148,7 @@ in_root() {
 	}
 }
 in_root apt-get update -q
+in_root apt-get upgrade -y -q
 # shellcheck disable=SC2086 # split the list into package names
 in_root apt-get install -y -q --no-install-recommends $packages
 in_root apt-get clean

@@ -37,6 +37,7 @@ inner() {
 		'c: hello sandbox, strlen=7 sqrt2=1.4142' \
 		'c++: sum=55 upper=TOOLCHAIN' \
 		'make: gcd(84, 36) = 12' \
+		'python: ensurepip 23.0.1' \
 		'python: hello from greet in /tmp/venv' \
 		'python: system-wide in /usr/local/lib/python3.11/dist-packages/greet/__init__.py' \
 		'node: HELLO! sum=10 major=18 platform=linux' \
