@@ -1,9 +1,9 @@
 #!/bin/sh
 # The default image: Debian 12 (bookworm), debootstrap's minbase, then apt-get install of the
 # packages listed in debian.packages (a C and C++ toolchain, Python with pip and venv, Node.js
-# with npm, git, curl and the usual tools; docs/images.md), in a 4 GiB sparse ext4 (~1.3 GB
+# with npm, git, curl and the usual tools; docs/images.md), in a 4 GiB sparse ext4 (~874 MiB
 # used). The mirror is the one this machine's apt sources use for bookworm (or $DEBIAN_MIRROR).
-# Building takes a few minutes; the result is cached.
+# Building takes about 1.5 minutes; the result is cached.
 #
 # usage: guest/image/debian.sh
 # Prints the path of rootfs.ext4 (under $SANDBOX_CACHE/images, see lib.sh and docs/images.md).
