@@ -1,7 +1,8 @@
 #!/bin/sh
 # The emulated KVM host's contract: exit statuses come back, files written under $DEVHOST_OUT
-# come back (and the project's commands are on PATH there), a hung command is cut at the
-# timeout with a clear message, and an L1 that stops beating is cut short.
+# come back (and the project's commands are on PATH there, with python3 and pytest), a hung
+# command is cut at the timeout with a clear message, and an L1 that stops beating is cut
+# short.
 # usage: devhost.sh CASE
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -21,11 +22,14 @@ output-files)
 	st=$?
 	[ "$st" = 0 ] || { echo "FAIL: exit status $st"; exit 1; }
 	[ "$(cat "$tmp/out/d/f" 2>/dev/null)" = hi ] || { echo "FAIL: $tmp/out/d/f did not come back"; ls -lR "$tmp"; exit 1; }
-	# The project's commands are on PATH there, from the shared build dir.
-	where=$("$run" --timeout 120 -- sh -c 'command -v sandboxctl; command -v sandbox-vmm') ||
-		{ echo "FAIL: sandboxctl or sandbox-vmm not on PATH in the emulated host"; exit 1; }
+	# The project's commands are on PATH there, from the shared build dir; and python3 with
+	# what sdk/python's tests use, and pytest (python.ext4), in the same boot.
+	where=$("$run" --timeout 120 -- sh -c 'command -v sandboxctl; command -v sandbox-vmm
+		python3 -c "import ssl, json, asyncio, socket, subprocess, sqlite3, pytest; print(\"pytest\", pytest.__version__)"') ||
+		{ echo "FAIL: sandboxctl or sandbox-vmm not on PATH, or python3 failed, in the emulated host: '$where'"; exit 1; }
 	echo "$where" | grep -q '/tools/sandboxctl/sandboxctl$' && echo "$where" | grep -q '/vmm/sandbox-vmm$' ||
-		{ echo "FAIL: PATH gives '$where'"; exit 1; } ;;
+		{ echo "FAIL: PATH gives '$where'"; exit 1; }
+	echo "$where" | grep -q '^pytest [0-9]' || { echo "FAIL: no python3 with pytest: '$where'"; exit 1; } ;;
 timeout)
 	"$run" --timeout 25 -- sleep 1000 2>"$tmp/err"
 	st=$?

@@ -4,7 +4,7 @@
  * "l1-helper probe": the health check, run right after kvm/kvm_amd load. It
  * creates a VM with one page of real-mode code
  * ("mov al,42; out 0x10,al; hlt"), runs it and expects an I/O exit and then
- * a HLT exit. About 2 L1 boots in 90 hang in their first VM (KVM-HOSTS.md):
+ * a HLT exit. About 2 L1 boots in 90 hang in their first VM (docs/hosts.md):
  * doing the first VM here, before the user's command, turns that hang into a
  * missing "ready" marker that tools/devhost/run detects and retries.
  *
