@@ -1,0 +1,17 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The sandbox SDK: microVM sandboxes from Python, standard library only (docs/sdk.md)."""
+
+from ._calls import CommandResult, EntryInfo
+from .aio import AsyncCommandHandle, AsyncSandbox
+from .errors import (AgentError, CommandExitError, CommandNotFoundError, CommandTimeoutError,
+                     ConnectionLostError, FileNotFoundInSandboxError, SandboxError,
+                     SandboxNotFoundError, SandboxStateError)
+from .sandbox import CommandHandle, Files, Sandbox, wait_all
+
+__version__ = "0.1.0"
+__all__ = [
+    "Sandbox", "AsyncSandbox", "CommandHandle", "AsyncCommandHandle", "CommandResult",
+    "EntryInfo", "Files", "wait_all", "SandboxError", "SandboxNotFoundError",
+    "SandboxStateError", "ConnectionLostError", "AgentError", "FileNotFoundInSandboxError",
+    "CommandExitError", "CommandNotFoundError", "CommandTimeoutError",
+]

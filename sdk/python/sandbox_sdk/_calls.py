@@ -1,0 +1,321 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The calls on an agent connection, apart from how frames travel: what a call sends, and
+the state machine that takes the agent's frames for it until the final one. The threaded
+client (sandbox.py) and the asyncio one (aio.py) share these, so both read the protocol the
+same way.
+
+Everything the guest sends is bounded here: the output a command's result keeps
+(`max_output`, the rest still goes to the callbacks), the bytes a file read takes (the size
+the guest's STAT gave, or READ_UNSIZED_MAX for files whose size reads 0), the entries of a
+listing (LIST_MAX).
+"""
+
+import codecs
+import errno
+import shlex
+import time
+
+from . import _wire as w
+from .errors import (CommandExitError, CommandNotFoundError, CommandTimeoutError,
+                     SandboxError, agent_error, printable)
+
+OUTPUT_MAX = 64 << 20        # bytes of each stream a CommandResult keeps by default
+READ_UNSIZED_MAX = 64 << 20  # as sandboxctl cp's CP_UNSIZED_MAX
+LIST_MAX = 1 << 20           # entries of one directory listing
+WRITE_CHUNK = 256 << 10      # DATA frames of a file write, as sandboxctl cp's
+
+
+class CommandResult:
+    """A finished command: exit_code, stdout and stderr (str; *_bytes raw), signal (the one
+    that killed it, 0 if none), timed_out, truncated (output beyond max_output was not kept),
+    duration (seconds)."""
+
+    def __init__(self, command, exit_code, stdout, stderr, signal=0, timed_out=False,
+                 truncated=False, duration=0.0):
+        self.command = command
+        self.exit_code = exit_code
+        self.stdout_bytes = bytes(stdout)
+        self.stderr_bytes = bytes(stderr)
+        self.signal = signal
+        self.timed_out = timed_out
+        self.truncated = truncated
+        self.duration = duration
+
+    @property
+    def stdout(self):
+        return self.stdout_bytes.decode("utf-8", "replace")
+
+    @property
+    def stderr(self):
+        return self.stderr_bytes.decode("utf-8", "replace")
+
+    @property
+    def ok(self):
+        return self.exit_code == 0
+
+    def __repr__(self):
+        return "CommandResult(%r, exit_code=%d)" % (self.command, self.exit_code)
+
+
+class EntryInfo:
+    """A file in the guest: name, path, size, mode, uid, gid, mtime; is_dir, is_file,
+    is_symlink."""
+
+    def __init__(self, path, name, size, mtime, mode, uid, gid):
+        self.path, self.name = path, name
+        self.size, self.mtime, self.mode, self.uid, self.gid = size, mtime, mode, uid, gid
+
+    is_dir = property(lambda self: self.mode & 0o170000 == 0o040000)
+    is_file = property(lambda self: self.mode & 0o170000 == 0o100000)
+    is_symlink = property(lambda self: self.mode & 0o170000 == 0o120000)
+
+    def __repr__(self):
+        return "EntryInfo(%r, size=%d, mode=%o)" % (self.path, self.size, self.mode)
+
+
+class Call:
+    """One call: `feed` takes each of its frames and says when the final one came; then
+    `error` is an exception or None."""
+
+    def __init__(self):
+        self.id = 0
+        self.error = None
+        self.done = False
+        self.overrun = False  # the agent sent beyond this call's bounds
+
+    def feed(self, msg_type, payload):
+        if msg_type == w.MSG_ERROR:
+            self.error = agent_error(*w.parse_error(payload))
+        else:
+            self.take(msg_type, payload)
+        # A call whose frames broke its bounds ends now, and so does the connection: an agent
+        # that sends beyond what it said may go on sending (sandboxctl cp stops so too).
+        self.done = w.is_final(msg_type) or self.overrun
+        return self.done
+
+    def take(self, msg_type, payload):
+        pass
+
+    def fail(self, exc):
+        if not self.done:
+            self.error, self.done = exc, True
+
+
+class SimpleCall(Call):
+    """A call answered by one final frame (OK, PONG, STAT_REPLY)."""
+
+    def take(self, msg_type, payload):
+        self.reply = (msg_type, payload)
+
+
+class ReadCall(Call):
+    """FILE_READ: DATA frames up to `limit` bytes, then END."""
+
+    def __init__(self, path, limit):
+        super().__init__()
+        self.path, self.limit, self.data = path, limit, bytearray()
+
+    def take(self, msg_type, payload):
+        if msg_type == w.MSG_DATA and self.error is None:
+            if len(self.data) + len(payload) > self.limit:
+                self.error = SandboxError("%s: the guest sent more than the %d bytes its size "
+                                          "said: stopped" % (self.path, self.limit))
+                self.overrun = True
+                return
+            self.data += payload
+
+
+class ListCall(Call):
+    def __init__(self, path):
+        super().__init__()
+        self.path, self.entries = path.rstrip("/") or "/", []
+
+    def take(self, msg_type, payload):
+        if msg_type != w.MSG_DIRENT or self.error is not None:
+            return
+        if len(self.entries) >= LIST_MAX:
+            self.error = SandboxError("%s: more than %d entries" % (self.path, LIST_MAX))
+            self.overrun = True
+            return
+        size, mtime, mode, uid, gid, name = w.parse_stat(payload)
+        name = name.decode("utf-8", "replace")
+        full = self.path + "/" + name if self.path != "/" else "/" + name
+        self.entries.append(EntryInfo(full, name, size, mtime, mode, uid, gid))
+
+
+def entry_from_stat(path, payload):
+    size, mtime, mode, uid, gid, _ = w.parse_stat(payload)
+    return EntryInfo(path, path.rstrip("/").rsplit("/", 1)[-1] or "/", size, mtime, mode, uid,
+                     gid)
+
+
+class _Stream:
+    """One output stream: kept up to `cap` bytes, decoded incrementally for the callback."""
+
+    def __init__(self, callback, cap):
+        self.callback, self.cap = callback, cap
+        self.buf = bytearray()
+        self.truncated = False
+        self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def add(self, data):
+        room = self.cap - len(self.buf)
+        if room >= len(data):
+            self.buf += data
+        else:
+            self.buf += data[:max(room, 0)]
+            self.truncated = True
+        if self.callback is not None:
+            text = self.decoder.decode(data)
+            if text:
+                self.callback(text)
+
+
+class ExecCall(Call):
+    """EXEC: STARTED, STDOUT/STDERR as produced (to the callbacks, and kept up to
+    max_output), EXIT."""
+
+    def __init__(self, command, on_stdout, on_stderr, max_output):
+        super().__init__()
+        self.command = command
+        self.out = _Stream(on_stdout, max_output)
+        self.err = _Stream(on_stderr, max_output)
+        self.pid = None
+        self.exit = None
+        self.started_at = time.monotonic()
+        self.callback_error = None
+
+    def take(self, msg_type, payload):
+        try:
+            if msg_type == w.MSG_STDOUT:
+                self.out.add(payload)
+            elif msg_type == w.MSG_STDERR:
+                self.err.add(payload)
+        except Exception as e:  # a callback's: kept for wait(), the stream goes on
+            if self.callback_error is None:
+                self.callback_error = e
+        if msg_type == w.MSG_STARTED:
+            self.pid = w.parse_started(payload)
+        elif msg_type == w.MSG_EXIT:
+            self.exit = w.parse_exit(payload)
+
+    def result(self, check, timed_out=False):
+        """The CommandResult, or the exception to raise for it."""
+        if self.callback_error is not None:
+            raise self.callback_error
+        if self.error is not None:
+            raise self.error
+        code, signo, flags = self.exit if self.exit else (137, 9, 0)
+        timed_out = timed_out or bool(flags & w.EXIT_TIMED_OUT)
+        res = CommandResult(self.command, code, self.out.buf, self.err.buf, signo, timed_out,
+                            self.out.truncated or self.err.truncated,
+                            time.monotonic() - self.started_at)
+        if timed_out:
+            raise CommandTimeoutError(res, "%s: timed out after %.1f s and was killed" %
+                                      (self.command, res.duration))
+        if check and code == 127:
+            why = printable(res.stderr.strip()[:200])
+            raise CommandNotFoundError(res, "%s: command not found%s" % (
+                printable(self.command), ": " + why if why else ""))
+        if check and code != 0:
+            raise CommandExitError(res)
+        return res
+
+
+def parse_user(user, passwd=None, group=None):
+    """(uid, gid, home or None) for user=: an int uid, "UID[:GID]", "root", or a name looked
+    up in the guest's /etc/passwd text (and a ":GROUP" in /etc/group)."""
+    if user is None:
+        return None
+    if isinstance(user, int):
+        return user, user, None
+    name, _, grp = str(user).partition(":")
+    uid = gid = home = None
+    if name.isdigit():
+        uid = int(name)
+    elif name == "root":
+        uid, gid, home = 0, 0, "/root"
+    else:
+        for line in (passwd or "").splitlines():
+            f = line.split(":")
+            if len(f) >= 6 and f[0] == name and f[2].isdigit() and f[3].isdigit():
+                uid, gid, home = int(f[2]), int(f[3]), f[5]
+                break
+        else:
+            raise SandboxError("user %r: not in the guest's /etc/passwd" % name)
+    if grp.isdigit():
+        gid = int(grp)
+    elif grp:
+        for line in (group or "").splitlines():
+            f = line.split(":")
+            if len(f) >= 3 and f[0] == grp and f[2].isdigit():
+                gid = int(f[2])
+                break
+        else:
+            raise SandboxError("group %r: not in the guest's /etc/group" % grp)
+    if gid is None:
+        gid = uid
+    if not (0 <= uid < 0xFFFFFFFF and 0 <= gid < 0xFFFFFFFF):
+        raise ValueError("user %r: uid and gid must be below 4294967295" % (user,))
+    return uid, gid, home
+
+
+def needs_passwd(user):
+    if user is None or isinstance(user, int):
+        return False
+    name, _, grp = str(user).partition(":")
+    return not (name.isdigit() or name == "root") or (grp and not grp.isdigit())
+
+
+def exec_request(defaults, cmd, env, cwd, user, timeout, stdin, pty):
+    """(command text, EXEC payload) for run()'s arguments over the sandbox's defaults. cmd is
+    a shell command line (run by sh -c) or an argv list; None runs the image's
+    entrypoint + cmd."""
+    if cmd is None:
+        argv = defaults.entrypoint + defaults.cmd
+        if not argv:
+            raise ValueError("this sandbox's image has no entrypoint or cmd: give a command")
+    elif isinstance(cmd, str):
+        argv = ["/bin/sh", "-c", cmd]
+    else:
+        argv = [str(a) for a in cmd]
+    text = cmd if isinstance(cmd, str) else shlex.join(argv)
+    envd = dict(defaults.env)
+    uid = gid = w.PROTO_ID_KEEP
+    if user is not None:
+        uid, gid, home = user
+        if home and "HOME" not in (env or {}):
+            envd["HOME"] = home
+    elif defaults.uid is not None:
+        uid, gid = defaults.uid, defaults.gid
+    if pty:
+        envd.setdefault("TERM", "xterm")
+    for k, v in (env or {}).items():
+        if not k or "=" in k:
+            raise ValueError("env: %r is not a variable name" % (k,))
+        envd[k] = str(v)
+    timeout_ms = 0
+    if timeout is not None:
+        if timeout <= 0:
+            raise ValueError("timeout: give seconds > 0")
+        timeout_ms = max(1, int(timeout * 1000))
+    payload = w.exec_payload(argv, ["%s=%s" % kv for kv in envd.items()],
+                             cwd if cwd is not None else defaults.cwd, uid, gid, timeout_ms,
+                             stdin=stdin, pty=pty)
+    return text, payload
+
+
+# Beyond the agent's own timeout, how long a run waits for its EXIT (as exec.c's grace).
+TIMEOUT_GRACE = 15.0
+
+
+def signal_number(sig):
+    import signal as _signal
+    if isinstance(sig, str):
+        name = sig.upper()
+        return int(getattr(_signal, name if name.startswith("SIG") else "SIG" + name))
+    return int(sig)
+
+
+def no_such_errno(exc):
+    return getattr(exc, "errno", None) == errno.ESRCH
