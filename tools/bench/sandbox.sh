@@ -4,8 +4,10 @@
 # live in a fresh $SANDBOX_HOME whose images/ is the installed one (tools/dev setup imports
 # busybox there), and are all removed at the end.
 #
-# usage: sandbox.sh exec|create|snapshot BUILD_DIR IMAGES_DIR
+# usage: sandbox.sh exec|sdk|create|snapshot BUILD_DIR IMAGES_DIR
 #   exec    one busybox sandbox, then bench-exec: 50 round trips of `exec -- true`
+#   sdk     one busybox sandbox, then tools/bench/sdk.py: the Python SDK's run of `true`
+#           beside bench-exec's conn and a whole sandboxctl exec, in the same run
 #   create  bench-create: 10 x (sandboxctl create + first exec) against QEMU microvm booting
 #           the image's kernel, initramfs and root disk to sandbox-init's banner
 #   snapshot  bench-snapshot-linux: 10 x restore, fork -n 1, warm and cold create, each to
@@ -38,6 +40,12 @@ exec)
 		--socket "$SANDBOX_HOME/sandboxes/$id/vsock.sock" --ctl "$ctl" --id "$id"
 	"$ctl" rm -f "$id"
 	;;
+sdk)
+	id=$("$ctl" create --image busybox --memory 256 --network none)
+	python3 "$(dirname "$0")/sdk.py" --runs 50 --id "$id" --ctl "$ctl" \
+		--bench-exec "$build/tools/bench/bench-exec"
+	"$ctl" rm -f "$id"
+	;;
 create)
 	# The command line sandboxctl create gives its guests (GUEST_CMDLINE in cmd_create.c);
 	# QEMU microvm appends its virtio_mmio.device= words (auto-kernel-cmdline). Its root
@@ -57,7 +65,7 @@ snapshot)
 		--memory 256
 	;;
 *)
-	echo "usage: sandbox.sh exec|create|snapshot BUILD_DIR IMAGES_DIR" >&2
+	echo "usage: sandbox.sh exec|sdk|create|snapshot BUILD_DIR IMAGES_DIR" >&2
 	exit 2
 	;;
 esac
