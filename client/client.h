@@ -449,4 +449,32 @@ int agent_file_get(struct agent_conn *c, const char *path, size_t max, char **ou
  * -ETIMEDOUT; -EPROTO for another answer; or the connection's -errno. */
 int agent_refresh(struct agent_conn *c, unsigned timeout_ms) __must_check;
 
+/* ---- image_conf.c: an imported image's exec.conf (docs/images.md) ---- */
+
+/* What an imported OCI or Docker image's config says its commands run with: exec and run
+ * take it as their defaults (over the built-in PATH, HOME and LANG, under --env and --cwd). */
+#define IMAGE_CONF_MAX (64u << 10)
+struct image_conf {
+	char **env; /* K=V, in the image's order */
+	unsigned nenv;
+	const char *workdir; /* absolute; NULL: not set */
+	bool has_user;
+	uint32_t uid, gid;
+	char **entrypoint;
+	unsigned nentrypoint;
+	char **cmd;
+	unsigned ncmd;
+	char *text; /* what the pointers above point into (image_conf_parse's) */
+};
+/* Parse exec.conf's `len` bytes into `c` (its own copy); -EBADMSG when it does not parse. */
+int image_conf_parse(const char *text, size_t len, struct image_conf *c) __must_check;
+/* $SANDBOX_HOME/images/<image>/exec.conf into `c`: an image without one gives 0 and nothing
+ * set. The one reader exec and run share. */
+int image_conf_load(const char *image, struct image_conf *c) __must_check;
+/* Free what image_conf_parse or image_conf_load made. */
+void image_conf_free(struct image_conf *c);
+/* `c` (any pointers, not freed) as exec.conf's text, malloc'ed: -EINVAL for a value holding a
+ * newline, an env entry without '=', a relative workdir; -E2BIG past IMAGE_CONF_MAX. */
+int image_conf_format(const struct image_conf *c, char **out, size_t *len) __must_check;
+
 #endif

@@ -5,12 +5,15 @@
  * read-only: sandboxes stack an overlay on it) and `hash` (sha256 of the kernel, the initrd
  * and the rootfs's size and first and last MiB, the samples disk layers identify a raw base
  * by). An import builds the directory beside its place and renames it in, so a reader never
- * sees half an image; importing the same files again changes nothing.
+ * sees half an image; importing the same files again changes nothing. images import --oci
+ * builds the rootfs (and exec.conf) from an OCI layout or a docker save archive (oci.h) in
+ * that same directory beside the image's place, the staging tree inside it.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <signal.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "oci.h"
 #include "sandboxctl.h"
 
 #define SAMPLE_LEN (1u << 20)
@@ -25,11 +29,17 @@
 static const char images_usage[] =
 	"usage: sandboxctl images [ls]\n"
 	"       sandboxctl images import NAME --kernel PATH --initrd PATH --rootfs PATH\n"
+	"       sandboxctl images import NAME --oci ARCHIVE [--kernel PATH --initrd PATH]\n"
 	"\n"
 	"ls       list the installed images (the default)\n"
 	"import   install (or update) image NAME from a guest kernel, an initramfs holding\n"
 	"         sandbox-init, and a raw ext4 root image; a rootfs on the same file system is\n"
-	"         hard-linked, others are copied sparsely\n";
+	"         hard-linked, others are copied sparsely\n"
+	"  --oci  the root file system from an OCI image layout (a directory or a tar of one) or\n"
+	"         a docker save archive: its linux/amd64 image's layers, checked by their\n"
+	"         digests; its Env, WorkingDir, User, Entrypoint and Cmd become exec's and run's\n"
+	"         defaults (exec.conf). The kernel and initrd default to the debian image's, else\n"
+	"         busybox's. Everything in the archive is checked: see docs/images.md\n";
 
 int image_path(const char *name, const char *file, char *out, size_t len)
 {
@@ -176,17 +186,160 @@ out:
 	return err;
 }
 
+/* Remove what imports of `name` killed before they could clean up left: .NAME.PID whose
+ * process is gone. */
+static void remove_stale_tmp(const char *name)
+{
+	char dir[4096], prefix[NAME_MAX_LEN + 3];
+	struct dirent *e;
+	DIR *d;
+
+	if (path_fmt(dir, sizeof(dir), "%s/images", state_home()) < 0 || !(d = opendir(dir)))
+		return;
+	snprintf(prefix, sizeof(prefix), ".%s.", name);
+	while ((e = readdir(d))) {
+		uint64_t pid;
+
+		if (strncmp(e->d_name, prefix, strlen(prefix)) != 0 ||
+		    !parse_u64(e->d_name + strlen(prefix), 1, 0x7fffffff, &pid))
+			continue;
+		if (kill((pid_t)pid, 0) < 0 && errno == ESRCH)
+			oci_rmtree(dirfd(d), e->d_name);
+	}
+	closedir(d);
+}
+
+static void import_signal(int sig)
+{
+	oci_interrupted = sig;
+}
+
+/* Copy the kernel and initrd into `tmp` and link or copy `rootfs` there (have_rootfs: tmp has
+ * its rootfs already, and its hash is computed here), write the hash, swap tmp in as `dst`. */
+static int image_install(const char *tmp, const char *dst, const char *kernel, const char *initrd,
+			 bool have_rootfs, const char *rootfs, char hash[65])
+{
+	char p[4200];
+	int err;
+
+	if ((err = path_fmt(p, sizeof(p), "%s/kernel", tmp)) < 0 ||
+	    (err = copy_sparse(kernel, p, 0444)) < 0)
+		return err;
+	if ((err = path_fmt(p, sizeof(p), "%s/initrd", tmp)) < 0 ||
+	    (err = copy_sparse(initrd, p, 0444)) < 0)
+		return err;
+	if ((err = path_fmt(p, sizeof(p), "%s/rootfs", tmp)) < 0)
+		return err;
+	if (!have_rootfs && link(rootfs, p) < 0 && (err = copy_sparse(rootfs, p, 0444)) < 0)
+		return err;
+	if (have_rootfs) {
+		char k[4200], i[4200];
+
+		if ((err = path_fmt(k, sizeof(k), "%s/kernel", tmp)) < 0 ||
+		    (err = path_fmt(i, sizeof(i), "%s/initrd", tmp)) < 0 ||
+		    (err = image_hash(k, i, p, hash)) < 0)
+			return err;
+	}
+	if ((err = path_fmt(p, sizeof(p), "%s/hash", tmp)) < 0)
+		return err;
+	hash[64] = '\n';
+	err = write_file_atomic(p, hash, 65, 0444);
+	hash[64] = '\0';
+	if (err < 0)
+		return err;
+	/* Swap the new directory in; the old one (if any) ends up at tmp and is removed. */
+	if (renameat2(AT_FDCWD, tmp, AT_FDCWD, dst, RENAME_EXCHANGE) < 0) {
+		if (errno != ENOENT || rename(tmp, dst) < 0)
+			return -errno;
+	}
+	return 0;
+}
+
+/* images import NAME --oci ARCHIVE: the rootfs made from the archive in the new image's
+ * directory (beside its place), then installed as any import. */
+static int images_import_oci(const char *name, const char *archive, const char *kernel,
+			     const char *initrd)
+{
+	struct sigaction sa = {.sa_handler = import_signal}, old_sa[3];
+	static const int sigs[3] = {SIGINT, SIGTERM, SIGHUP};
+	struct oci_msg *m = calloc(1, sizeof(*m));
+	char tmp[4096], dst[4096], hash[65];
+	uint64_t t0 = now_ms();
+	struct stat st;
+	int dirfd = -1, err, status = EXIT_ERR;
+
+	if (!m)
+		return EXIT_ERR;
+	if (stat(kernel, &st) < 0 || !S_ISREG(st.st_mode) || stat(initrd, &st) < 0 ||
+	    !S_ISREG(st.st_mode)) {
+		errmsg("images import %s: cannot read the kernel %s or the initrd %s", name, kernel,
+		       initrd);
+		free(m);
+		return EXIT_ERR;
+	}
+	if ((err = state_init()) < 0) {
+		errmsg("cannot create %s: %s", state_home(), strerror(-err));
+		free(m);
+		return EXIT_ERR;
+	}
+	if ((err = path_fmt(dst, sizeof(dst), "%s/images/%s", state_home(), name)) < 0 ||
+	    (err = path_fmt(tmp, sizeof(tmp), "%s/images/.%s.%d", state_home(), name,
+			    (int)getpid())) < 0) {
+		errmsg("images import %s: %s", name, strerror(-err));
+		free(m);
+		return EXIT_ERR;
+	}
+	remove_stale_tmp(name);
+	oci_rmtree(AT_FDCWD, tmp);
+	sigemptyset(&sa.sa_mask);
+	for (int i = 0; i < 3; i++)
+		sigaction(sigs[i], &sa, &old_sa[i]);
+	if (mkdir(tmp, 0755) < 0 ||
+	    (dirfd = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		errmsg("images import %s: %s: %s", name, tmp, strerror(errno));
+		goto out;
+	}
+	if (oci_build(archive, name, dirfd, tmp, m) < 0) {
+		errmsg("%s: %s", archive, m->text[0] ? m->text : "failed");
+		goto out;
+	}
+	if ((err = image_install(tmp, dst, kernel, initrd, true, NULL, hash)) < 0) {
+		errmsg("images import %s: %s", name, strerror(-err));
+		goto out;
+	}
+	if (stat(dst, &st) == 0) {
+		char p[4200];
+
+		if (path_fmt(p, sizeof(p), "%s/rootfs", dst) == 0 && stat(p, &st) == 0)
+			printf("image %s: installed (%.12s) from %s in %.1f s: rootfs %lluM, %lluM "
+			       "used\n",
+			       name, hash, archive, (double)(now_ms() - t0) / 1e3,
+			       (unsigned long long)st.st_size >> 20,
+			       (unsigned long long)st.st_blocks * 512 >> 20);
+	}
+	status = EXIT_OK;
+out:
+	if (dirfd >= 0)
+		close(dirfd);
+	oci_rmtree(AT_FDCWD, tmp); /* the old image after a swap, else what we made */
+	for (int i = 0; i < 3; i++)
+		sigaction(sigs[i], &old_sa[i], NULL);
+	if (status != EXIT_OK && oci_interrupted)
+		status = 128 + oci_interrupted;
+	free(m);
+	return status;
+}
+
 static int images_import(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"kernel", required_argument, NULL, 'k'},
-		{"initrd", required_argument, NULL, 'i'},
-		{"rootfs", required_argument, NULL, 'r'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+		{"kernel", required_argument, NULL, 'k'}, {"initrd", required_argument, NULL, 'i'},
+		{"rootfs", required_argument, NULL, 'r'}, {"oci", required_argument, NULL, 'o'},
+		{"help", no_argument, NULL, 'h'},	  {NULL, 0, NULL, 0},
 	};
-	const char *kernel = NULL, *initrd = NULL, *rootfs = NULL, *name;
+	const char *kernel = NULL, *initrd = NULL, *rootfs = NULL, *oci = NULL, *name;
 	char tmp[4096], dst[4096], p[4200], hash[65], *old = NULL;
+	char def_kernel[4200], def_initrd[4200];
 	int c, err;
 
 	optind = 1;
@@ -201,6 +354,9 @@ static int images_import(int argc, char **argv)
 		case 'r':
 			rootfs = optarg;
 			break;
+		case 'o':
+			oci = optarg;
+			break;
 		case 'h':
 			fputs(images_usage, stdout);
 			return EXIT_OK;
@@ -209,8 +365,12 @@ static int images_import(int argc, char **argv)
 			return EXIT_USAGE;
 		}
 	}
-	if (optind + 1 != argc || !kernel || !initrd || !rootfs) {
-		errmsg("images import: give NAME, --kernel, --initrd and --rootfs");
+	if (oci && optind + 1 == argc && !rootfs && !kernel != !initrd) {
+		errmsg("images import --oci: give both --kernel and --initrd, or neither");
+		return EXIT_USAGE;
+	}
+	if (optind + 1 != argc || (!oci && (!kernel || !initrd || !rootfs)) || (oci && rootfs)) {
+		errmsg("images import: give NAME and --kernel, --initrd and --rootfs, or --oci");
 		return EXIT_USAGE;
 	}
 	name = argv[optind];
@@ -219,6 +379,26 @@ static int images_import(int argc, char **argv)
 		       name);
 		return EXIT_USAGE;
 	}
+	if (oci && !kernel) {
+		const char *from = "debian";
+
+		if (image_path(from, "kernel", def_kernel, sizeof(def_kernel)) < 0 ||
+		    image_path(from, "initrd", def_initrd, sizeof(def_initrd)) < 0) {
+			from = "busybox";
+			if (image_path(from, "kernel", def_kernel, sizeof(def_kernel)) < 0 ||
+			    image_path(from, "initrd", def_initrd, sizeof(def_initrd)) < 0) {
+				errmsg("images import %s: no debian or busybox image to take the "
+				       "kernel "
+				       "and initrd from: give --kernel and --initrd",
+				       name);
+				return EXIT_USAGE;
+			}
+		}
+		kernel = def_kernel;
+		initrd = def_initrd;
+	}
+	if (oci)
+		return images_import_oci(name, oci, kernel, initrd);
 	if ((err = image_hash(kernel, initrd, rootfs, hash)) < 0) {
 		errmsg("images import %s: cannot read the kernel, initrd or rootfs: %s", name,
 		       strerror(-err));
@@ -246,30 +426,8 @@ static int images_import(int argc, char **argv)
 		err = -errno;
 		goto fail;
 	}
-	if ((err = path_fmt(p, sizeof(p), "%s/kernel", tmp)) < 0 ||
-	    (err = copy_sparse(kernel, p, 0444)) < 0)
+	if ((err = image_install(tmp, dst, kernel, initrd, false, rootfs, hash)) < 0)
 		goto fail_tmp;
-	if ((err = path_fmt(p, sizeof(p), "%s/initrd", tmp)) < 0 ||
-	    (err = copy_sparse(initrd, p, 0444)) < 0)
-		goto fail_tmp;
-	if ((err = path_fmt(p, sizeof(p), "%s/rootfs", tmp)) < 0)
-		goto fail_tmp;
-	if (link(rootfs, p) < 0 && (err = copy_sparse(rootfs, p, 0444)) < 0)
-		goto fail_tmp;
-	if ((err = path_fmt(p, sizeof(p), "%s/hash", tmp)) < 0)
-		goto fail_tmp;
-	hash[64] = '\n';
-	err = write_file_atomic(p, hash, 65, 0444);
-	hash[64] = '\0';
-	if (err < 0)
-		goto fail_tmp;
-	/* Swap the new directory in; the old one (if any) ends up at tmp and is removed. */
-	if (renameat2(AT_FDCWD, tmp, AT_FDCWD, dst, RENAME_EXCHANGE) < 0) {
-		if (errno != ENOENT || rename(tmp, dst) < 0) {
-			err = -errno;
-			goto fail_tmp;
-		}
-	}
 	remove_flat_dir(tmp);
 	printf("image %s: installed (%.12s)\n", name, hash);
 	return EXIT_OK;

@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * An image's exec.conf: what an imported OCI or Docker image says its commands run with
+ * (docs/images.md, "Importing an OCI or Docker image"). Lines of "KEY VALUE", the value being
+ * the rest of the line after the first space:
+ *
+ *   env KEY=VALUE     one per variable, in the image's order
+ *   workdir /abs/path
+ *   user UID:GID      numeric
+ *   entrypoint ARG    one per argument, in order
+ *   cmd ARG           one per argument, in order
+ *
+ * At most IMAGE_CONF_MAX bytes; a line absent means "not set"; a key we do not know is
+ * skipped (a newer importer may add one). The format is shared with the Python SDK
+ * (sdk/python), which reads the same file: it must not change. sandboxctl's import writes it
+ * (image_conf_format), exec and run read it (image_conf_load); the file lives in the state
+ * directory, which only root writes, but it is parsed as strictly as anything else.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+
+void image_conf_free(struct image_conf *c)
+{
+	free(c->env);
+	free(c->entrypoint);
+	free(c->cmd);
+	free(c->text);
+	memset(c, 0, sizeof(*c));
+}
+
+static bool parse_id(const char *s, size_t len, uint32_t *out)
+{
+	uint64_t v = 0;
+
+	if (len == 0 || len > 10)
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+		v = v * 10 + (uint64_t)(s[i] - '0');
+	}
+	if (v > 0xfffffffeu) /* 0xffffffff is the agent's "keep" (PROTO_ID_KEEP) */
+		return false;
+	*out = (uint32_t)v;
+	return true;
+}
+
+int image_conf_parse(const char *text, size_t len, struct image_conf *c)
+{
+	size_t lines = 1;
+	char *p, *end;
+
+	memset(c, 0, sizeof(*c));
+	if (len > IMAGE_CONF_MAX || memchr(text, '\0', len))
+		return -EBADMSG;
+	for (size_t i = 0; i < len; i++)
+		lines += text[i] == '\n';
+	if (!(c->text = malloc(len + 1)) || !(c->env = calloc(lines, sizeof(char *))) ||
+	    !(c->entrypoint = calloc(lines, sizeof(char *))) ||
+	    !(c->cmd = calloc(lines, sizeof(char *)))) {
+		image_conf_free(c);
+		return -ENOMEM;
+	}
+	memcpy(c->text, text, len);
+	c->text[len] = '\0';
+	for (p = c->text, end = c->text + len; p < end;) {
+		char *nl = memchr(p, '\n', (size_t)(end - p)), *sp, *val;
+		size_t klen;
+
+		if (nl)
+			*nl = '\0';
+		sp = strchr(p, ' ');
+		if (!sp)
+			goto bad;
+		klen = (size_t)(sp - p);
+		val = sp + 1;
+#define KEY_IS(k) (klen == sizeof(k) - 1 && memcmp(p, k, klen) == 0)
+		if (KEY_IS("env")) {
+			if (val[0] == '=' || !strchr(val, '='))
+				goto bad;
+			c->env[c->nenv++] = val;
+		} else if (KEY_IS("workdir")) {
+			if (c->workdir || val[0] != '/')
+				goto bad;
+			c->workdir = val;
+		} else if (KEY_IS("user")) {
+			char *colon = strchr(val, ':');
+
+			if (c->has_user || !colon ||
+			    !parse_id(val, (size_t)(colon - val), &c->uid) ||
+			    !parse_id(colon + 1, strlen(colon + 1), &c->gid))
+				goto bad;
+			c->has_user = true;
+		} else if (KEY_IS("entrypoint")) {
+			c->entrypoint[c->nentrypoint++] = val;
+		} else if (KEY_IS("cmd")) {
+			c->cmd[c->ncmd++] = val;
+		}
+#undef KEY_IS
+		if (!nl)
+			break;
+		p = nl + 1;
+	}
+	return 0;
+bad:
+	image_conf_free(c);
+	return -EBADMSG;
+}
+
+int image_conf_load(const char *image, struct image_conf *c)
+{
+	char path[4200], *text;
+	size_t len;
+	int err;
+
+	memset(c, 0, sizeof(*c));
+	if (!valid_name(image))
+		return -EINVAL;
+	if ((err = path_fmt(path, sizeof(path), "%s/images/%s/exec.conf", state_home(), image)) < 0)
+		return err;
+	err = read_file(path, IMAGE_CONF_MAX, &text, &len);
+	if (err == -ENOENT)
+		return 0; /* an image without one (busybox, debian): nothing set */
+	if (err < 0)
+		return err;
+	err = image_conf_parse(text, len, c);
+	free(text);
+	return err;
+}
+
+/* Append "key value\n"; -EINVAL for a value with a newline (or NUL: C strings have none). */
+static int put_line(char **buf, size_t *len, const char *key, const char *val)
+{
+	size_t n = strlen(key) + 1 + strlen(val) + 1;
+	char *b;
+
+	if (strchr(val, '\n'))
+		return -EINVAL;
+	if (*len + n > IMAGE_CONF_MAX)
+		return -E2BIG;
+	if (!(b = realloc(*buf, *len + n + 1)))
+		return -ENOMEM;
+	*buf = b;
+	snprintf(b + *len, n + 1, "%s %s\n", key, val);
+	*len += n;
+	return 0;
+}
+
+int image_conf_format(const struct image_conf *c, char **out, size_t *out_len)
+{
+	char *buf = NULL, user[32];
+	size_t len = 0;
+	int err = 0;
+
+	for (unsigned i = 0; !err && i < c->nenv; i++)
+		err = c->env[i][0] == '=' || !strchr(c->env[i], '=')
+			      ? -EINVAL
+			      : put_line(&buf, &len, "env", c->env[i]);
+	if (!err && c->workdir)
+		err = c->workdir[0] != '/' ? -EINVAL : put_line(&buf, &len, "workdir", c->workdir);
+	if (!err && c->has_user) {
+		snprintf(user, sizeof(user), "%u:%u", c->uid, c->gid);
+		err = c->uid == 0xffffffffu || c->gid == 0xffffffffu
+			      ? -EINVAL
+			      : put_line(&buf, &len, "user", user);
+	}
+	for (unsigned i = 0; !err && i < c->nentrypoint; i++)
+		err = put_line(&buf, &len, "entrypoint", c->entrypoint[i]);
+	for (unsigned i = 0; !err && i < c->ncmd; i++)
+		err = put_line(&buf, &len, "cmd", c->cmd[i]);
+	if (err < 0) {
+		free(buf);
+		return err;
+	}
+	if (!buf && !(buf = strdup("")))
+		return -ENOMEM;
+	*out = buf;
+	*out_len = len;
+	return 0;
+}

@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+# Writes the OCI and Docker archives the oci-import tests import, by hand (tarfile, json,
+# hashlib, gzip; no registry, no network):
+#   good-oci.tar      an OCI image layout in a tar (index.json naming an arm64 image too)
+#   good-oci/         the same layout as a directory
+#   good-docker.tar   a docker save archive (manifest.json, HEX.json, ID/layer.tar)
+#   bad-*.tar         one hostile thing each (see BAD below)
+# The image: 3 layers (gzip, plain tar, gzip); /bin/busybox (the host's, or a script) with
+# applet links; /etc/passwd naming app = 1000:1000; /gone.txt deleted by a whiteout in layer 2;
+# /opq/ made opaque in layer 2 (old1, old2 gone, new kept); /app/suid owned by 1000:1000 mode
+# 4755; /app/link a symlink; /app/hard a hard link to /app/suid; Env, WorkingDir /app/work,
+# User app, Entrypoint and Cmd.
+#
+# usage: oci_make.py OUTDIR [BUSYBOX]
+import gzip
+import hashlib
+import io
+import json
+import os
+import sys
+import tarfile
+
+out = sys.argv[1]
+busybox = sys.argv[2] if len(sys.argv) > 2 else None
+MTIME = 1700000000
+
+
+def entry(name, kind="file", data=b"", mode=0o644, uid=0, gid=0, link=""):
+    return (name, kind, data, mode, uid, gid, link)
+
+
+def make_tar(entries, fmt=tarfile.PAX_FORMAT):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=fmt) as t:
+        for name, kind, data, mode, uid, gid, link in entries:
+            ti = tarfile.TarInfo(name)
+            ti.mode, ti.uid, ti.gid, ti.mtime = mode, uid, gid, MTIME
+            if kind == "dir":
+                ti.type = tarfile.DIRTYPE
+            elif kind == "symlink":
+                ti.type, ti.linkname = tarfile.SYMTYPE, link
+            elif kind == "hardlink":
+                ti.type, ti.linkname = tarfile.LNKTYPE, link
+            elif kind == "chardev":
+                ti.type, ti.devmajor, ti.devminor = tarfile.CHRTYPE, 1, 3
+            else:
+                ti.size = len(data)
+            t.addfile(ti, io.BytesIO(data) if kind == "file" else None)
+    return buf.getvalue()
+
+
+def sha(b):
+    return "sha256:" + hashlib.sha256(b).hexdigest()
+
+
+APPLETS = ["sh", "env", "pwd", "id", "cat", "ls", "echo", "sleep", "stat", "test", "true"]
+
+
+def base_layers():
+    bb = open(busybox, "rb").read() if busybox else b"#!/bin/sh\necho not a busybox\n"
+    l1 = [entry("bin", "dir", mode=0o755), entry("etc", "dir", mode=0o755),
+          entry("bin/busybox", data=bb, mode=0o755)]
+    l1 += [entry("bin/" + a, "symlink", link="busybox") for a in APPLETS]
+    l1 += [entry("etc/passwd", data=b"root:x:0:0:root:/root:/bin/sh\n"
+                 b"app:x:1000:1000:app:/home/app:/bin/sh\n"),
+           entry("etc/group", data=b"root:x:0:\napp:x:1000:\n"),
+           entry("gone.txt", data=b"deleted by layer 2\n"),
+           entry("opq", "dir", mode=0o755),
+           entry("opq/old1", data=b"old\n"), entry("opq/old2", data=b"old\n"),
+           entry("keep.txt", data=b"kept\n")]
+    l2 = [entry(".wh.gone.txt"), entry("opq/new", data=b"new\n"), entry("opq/.wh..wh..opq"),
+          entry("app", "dir", mode=0o755),
+          entry("app/suid", data=b"#!/bin/sh\necho suid\n", mode=0o4755, uid=1000, gid=1000)]
+    l3 = [entry("app/link", "symlink", link="../etc/hostname"),
+          entry("app/hard", "hardlink", link="app/suid"),
+          entry("etc/hostname", data=b"oci-test\n"),
+          entry("dev", "dir", mode=0o755), entry("dev/null", "chardev", mode=0o666)]
+    return [make_tar(l1), make_tar(l2, tarfile.GNU_FORMAT), make_tar(l3)]
+
+
+CONFIG = {
+    "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "GREETING=hello world", "APP_MODE=test"],
+    "WorkingDir": "/app/work",
+    "User": "app",
+    "Entrypoint": ["/bin/sh", "-c"],
+    "Cmd": ["echo entrypoint ran as $(id -u) in $(pwd)"],
+}
+
+
+def image_config(diff_ids, arch="amd64", cfg=CONFIG):
+    return json.dumps({"architecture": arch, "os": "linux", "config": cfg,
+                       "rootfs": {"type": "layers", "diff_ids": diff_ids}}).encode()
+
+
+def oci_files(layers, gz=(True, False, True), extra_arm=True, config=None, index=None,
+              corrupt=None):
+    """The files of an OCI layout: {path: bytes}."""
+    files = {"oci-layout": b'{"imageLayoutVersion": "1.0.0"}'}
+    descs, diff_ids = [], []
+    for i, raw in enumerate(layers):
+        blob = gzip.compress(raw, mtime=0) if gz[i] else raw
+        diff_ids.append(sha(raw))
+        digest = sha(blob)
+        if corrupt == i:  # the same size, one byte changed, under the old digest
+            blob = blob[:-1] + bytes([blob[-1] ^ 1])
+        files["blobs/sha256/" + digest[7:]] = blob
+        descs.append({"mediaType": "application/vnd.oci.image.layer.v1.tar" +
+                      ("+gzip" if gz[i] else ""), "digest": digest, "size": len(blob)})
+    cfg = config if config is not None else image_config(diff_ids)
+    files["blobs/sha256/" + sha(cfg)[7:]] = cfg
+    man = json.dumps({"schemaVersion": 2,
+                      "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                      "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
+                                 "digest": sha(cfg), "size": len(cfg)},
+                      "layers": descs}).encode()
+    files["blobs/sha256/" + sha(man)[7:]] = man
+    mans = [{"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": sha(man),
+             "size": len(man), "platform": {"os": "linux", "architecture": "amd64"},
+             "annotations": {"org.opencontainers.image.ref.name": "test:latest"}}]
+    if extra_arm:  # a second platform, which the import must pass over
+        acfg = image_config(diff_ids, "arm64")
+        aman = json.dumps({"schemaVersion": 2, "config": {
+            "mediaType": "application/vnd.oci.image.config.v1+json", "digest": sha(acfg),
+            "size": len(acfg)}, "layers": descs}).encode()
+        files["blobs/sha256/" + sha(acfg)[7:]] = acfg
+        files["blobs/sha256/" + sha(aman)[7:]] = aman
+        mans.append({"mediaType": "application/vnd.oci.image.manifest.v1+json",
+                     "digest": sha(aman), "size": len(aman),
+                     "platform": {"os": "linux", "architecture": "arm64"}})
+    files["index.json"] = index if index is not None else json.dumps(
+        {"schemaVersion": 2, "manifests": mans}).encode()
+    return files
+
+
+def write_tar(path, files):
+    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as t:
+        for name in sorted(files):
+            ti = tarfile.TarInfo(name)
+            ti.size, ti.mtime, ti.mode = len(files[name]), MTIME, 0o644
+            t.addfile(ti, io.BytesIO(files[name]))
+
+
+def write_dir(path, files):
+    for name, data in files.items():
+        p = os.path.join(path, name)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "wb") as f:
+            f.write(data)
+
+
+def docker_files(layers):
+    files, names, diff_ids = {}, [], []
+    for i, raw in enumerate(layers):
+        lid = hashlib.sha256(b"layer-id-%d" % i).hexdigest()
+        files[lid + "/layer.tar"] = raw
+        files[lid + "/VERSION"] = b"1.0"
+        names.append(lid + "/layer.tar")
+        diff_ids.append(sha(raw))
+    cfg = image_config(diff_ids)
+    files[sha(cfg)[7:] + ".json"] = cfg
+    files["manifest.json"] = json.dumps([{"Config": sha(cfg)[7:] + ".json",
+                                          "RepoTags": ["test:docker"],
+                                          "Layers": names}]).encode()
+    return files
+
+
+os.makedirs(out, exist_ok=True)
+good = base_layers()
+write_tar(os.path.join(out, "good-oci.tar"), oci_files(good))
+write_dir(os.path.join(out, "good-oci"), oci_files(good))
+write_tar(os.path.join(out, "good-docker.tar"), docker_files(good))
+
+one = [entry("bin", "dir", mode=0o755), entry("etc", "dir", mode=0o755)]
+BAD = {
+    # the archive cut in the middle
+    "truncated": None,
+    "bad-json": oci_files(good, index=b'{"schemaVersion": 2, "manifests": [}'),
+    "digest": oci_files(good, corrupt=1),
+    "dotdot": oci_files([make_tar(one + [entry("../../x", data=b"escaped\n")])],
+                        gz=(True,), extra_arm=False),
+    "symlink": oci_files([make_tar(one + [entry("evil", "symlink", link="../../../../tmp/CANARY"),
+                                          entry("evil/file", data=b"through the link\n")])],
+                         gz=(True,), extra_arm=False),
+    "hardlink": oci_files([make_tar(one + [entry("passwd", "hardlink",
+                                                 link="../../../../etc/passwd")])],
+                          gz=(False,), extra_arm=False),
+    "arm-only": oci_files([make_tar(one)], gz=(False,), extra_arm=False,
+                          config=image_config([sha(make_tar(one))], "arm64")),
+}
+for name, files in BAD.items():
+    path = os.path.join(out, "bad-%s.tar" % name)
+    if files is None:
+        with open(os.path.join(out, "good-oci.tar"), "rb") as f:
+            data = f.read()
+        with open(path, "wb") as f:
+            f.write(data[:len(data) * 2 // 3 // 512 * 512 + 100])
+    else:
+        write_tar(path, files)

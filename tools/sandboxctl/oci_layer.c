@@ -1,0 +1,674 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * One layer of an imported image applied under the staging root (oci.h). The layer is
+ * hostile and so is everything earlier layers left in the tree (a symlink planted to point
+ * out of it), so no path is ever resolved by the host's rules:
+ *
+ * - an entry's path is normalised lexically first (oci_path_norm): ".." above the root is
+ *   refused; names beginning ".wh." are whiteouts, refused anywhere but the last component;
+ * - its parent directory is opened with openat2(RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS |
+ *   RESOLVE_NO_XDEV) from a descriptor of the staging root: a symlink on the way is followed
+ *   as the image's own root would follow it, inside the root (an absolute target starts at
+ *   the root, ".." stops there), never out of it; missing parents are made (0755, root's);
+ * - everything on the entry itself is one name relative to that parent: unlinkat, mkdirat,
+ *   openat(O_CREAT | O_EXCL | O_NOFOLLOW), symlinkat, linkat (without AT_SYMLINK_FOLLOW),
+ *   mknodat (FIFOs), fchownat/utimensat with AT_SYMLINK_NOFOLLOW; an existing entry is
+ *   removed first (a directory over a directory is kept), so nothing is written through an
+ *   existing file, symlink or hard link;
+ * - a symlink whose relative target climbs above the root from its own directory is refused
+ *   (an absolute one stays inside the image: it is the guest's root that resolves it); a hard
+ *   link's target must be a non-directory already in the tree, by a path inside it;
+ * - device nodes are skipped with a warning (sandbox-init mounts devtmpfs on /dev); xattrs
+ *   are kept for user.* and security.capability only (others would mean something to the
+ *   host: trusted.*, security.selinux), the rest skipped with a warning.
+ *
+ * Whiteouts (the OCI image spec, "Whiteouts"): .wh.NAME removes NAME of the lower layers,
+ * .wh..wh..opq removes every entry of the lower layers in its directory. "Lower" is told
+ * apart by a set of the paths this layer made (and their parents), so the order of the
+ * entries within a layer does not matter. Directory times are set at the layer's end, after
+ * their contents were written.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "oci.h"
+
+#define WARN_MAX   5		       /* warnings of each kind printed per layer */
+#define REAL_DEPTH (2 * OCI_DEPTH_MAX) /* a directory's depth in the tree, symlinks followed */
+
+int oci_openat_in_root(int rootfd, const char *path, int flags, unsigned mode)
+{
+	struct open_how how = {
+		.flags = (uint64_t)(flags | O_CLOEXEC),
+		.mode = (flags & O_CREAT) ? mode : 0,
+		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
+	};
+
+	for (int tries = 0;; tries++) {
+		long fd = syscall(SYS_openat2, rootfd, path[0] ? path : ".", &how, sizeof(how));
+
+		if (fd >= 0)
+			return (int)fd;
+		/* EAGAIN: a rename raced the resolution; nobody else writes here, but retry */
+		if (errno != EAGAIN || tries == 8)
+			return -errno;
+	}
+}
+
+int oci_open_dir(int rootfd, const char *path, bool create)
+{
+	char prefix[OCI_PATH_MAX + 1];
+	const char *s = path;
+	int cur, fd;
+
+	fd = oci_openat_in_root(rootfd, path, O_DIRECTORY | O_RDONLY, 0);
+	if (fd >= 0 || fd != -ENOENT || !create)
+		return fd;
+	if ((cur = oci_openat_in_root(rootfd, "", O_DIRECTORY | O_RDONLY, 0)) < 0)
+		return cur;
+	prefix[0] = '\0';
+	while (*s) {
+		size_t n = strcspn(s, "/"), plen = strlen(prefix);
+		char comp[OCI_NAME_MAX + 1];
+
+		if (n > OCI_NAME_MAX || plen + n + 2 > sizeof(prefix)) {
+			close(cur);
+			return -ENAMETOOLONG;
+		}
+		memcpy(comp, s, n);
+		comp[n] = '\0';
+		snprintf(prefix + plen, sizeof(prefix) - plen, "%s%s", plen ? "/" : "", comp);
+		fd = oci_openat_in_root(rootfd, prefix, O_DIRECTORY | O_RDONLY, 0);
+		if (fd == -ENOENT) {
+			/* one name in the directory we hold: a symlink there is not followed */
+			if (mkdirat(cur, comp, 0755) < 0 && errno != EEXIST) {
+				fd = -errno;
+				close(cur);
+				return fd;
+			}
+			fd = oci_openat_in_root(rootfd, prefix, O_DIRECTORY | O_RDONLY, 0);
+		}
+		close(cur);
+		if (fd < 0)
+			return fd;
+		cur = fd;
+		s += n;
+		while (*s == '/')
+			s++;
+	}
+	return cur;
+}
+
+static int rmtree_at(int dirfd, const char *name, unsigned depth)
+{
+	int fd, err = 0;
+	DIR *d;
+	struct dirent *ent;
+
+	if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
+		return 0;
+	if (errno != EISDIR && errno != EPERM)
+		return -errno;
+	if (depth > REAL_DEPTH + 8)
+		return -ELOOP;
+	fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (!(d = fdopendir(fd))) {
+		close(fd);
+		return -errno;
+	}
+	for (int pass = 0; pass < 3; pass++) {
+		bool any = false;
+
+		rewinddir(d);
+		while (!err && (ent = readdir(d))) {
+			if (strcmp(ent->d_name, ".") == 0 || strcmp(ent->d_name, "..") == 0)
+				continue;
+			any = true;
+			err = rmtree_at(fd, ent->d_name, depth + 1);
+		}
+		if (err || !any)
+			break;
+	}
+	closedir(d);
+	if (err)
+		return err;
+	return unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT ? -errno : 0;
+}
+
+int oci_rmtree(int dirfd, const char *name)
+{
+	return rmtree_at(dirfd, name, 0);
+}
+
+/* The paths a layer made, and their parents: a set of strings, open addressing. */
+struct pathset {
+	char **slot;
+	size_t cap, n;
+};
+
+static uint64_t path_hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	while (*s)
+		h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+	return h;
+}
+
+static bool pathset_has(const struct pathset *ps, const char *s)
+{
+	if (!ps->cap)
+		return false;
+	for (size_t i = path_hash(s) & (ps->cap - 1);; i = (i + 1) & (ps->cap - 1)) {
+		if (!ps->slot[i])
+			return false;
+		if (strcmp(ps->slot[i], s) == 0)
+			return true;
+	}
+}
+
+static int pathset_put(struct pathset *ps, char *owned)
+{
+	size_t i;
+
+	if (2 * (ps->n + 1) > ps->cap) {
+		size_t cap = ps->cap ? ps->cap * 2 : 1024;
+		char **slot = calloc(cap, sizeof(*slot));
+
+		if (!slot)
+			return -ENOMEM;
+		for (size_t j = 0; j < ps->cap; j++) {
+			if (!ps->slot[j])
+				continue;
+			for (i = path_hash(ps->slot[j]) & (cap - 1); slot[i];
+			     i = (i + 1) & (cap - 1))
+				;
+			slot[i] = ps->slot[j];
+		}
+		free(ps->slot);
+		ps->slot = slot;
+		ps->cap = cap;
+	}
+	for (i = path_hash(owned) & (ps->cap - 1); ps->slot[i]; i = (i + 1) & (ps->cap - 1))
+		;
+	ps->slot[i] = owned;
+	ps->n++;
+	return 0;
+}
+
+/* Add `path` and each of its parents not in the set yet. */
+static int pathset_add(struct pathset *ps, const char *path)
+{
+	char buf[OCI_PATH_MAX + 1];
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	while (buf[0] && !pathset_has(ps, buf)) {
+		char *c = strdup(buf), *slash;
+		int err;
+
+		if (!c)
+			return -ENOMEM;
+		if ((err = pathset_put(ps, c)) < 0) {
+			free(c);
+			return err;
+		}
+		slash = strrchr(buf, '/');
+		if (!slash)
+			break;
+		*slash = '\0';
+	}
+	return 0;
+}
+
+static void pathset_free(struct pathset *ps)
+{
+	for (size_t i = 0; i < ps->cap; i++)
+		free(ps->slot[i]);
+	free(ps->slot);
+}
+
+/* A directory's times, set at the layer's end. */
+struct dirtime {
+	char *path;
+	struct timespec ts;
+};
+
+struct apply {
+	int rootfd;
+	const char *what;
+	struct oci_msg *m;
+	struct oci_layer_stats *st;
+	struct pathset made;
+	struct dirtime *dirs;
+	size_t ndirs, dirs_cap;
+	unsigned warned_dev, warned_xattr;
+	char root_real[OCI_PATH_MAX];
+	size_t root_real_len;
+};
+
+/* Does the relative symlink target `target`, read from the directory `dir` (normalised),
+ * stay inside the root? */
+static bool link_inside(const char *dir, const char *target)
+{
+	size_t depth = 0;
+	const char *s;
+
+	if (target[0] == '/')
+		return true;
+	for (s = dir; *s; s++)
+		if (*s == '/')
+			depth++;
+	if (dir[0])
+		depth++;
+	for (s = target; *s;) {
+		size_t n = strcspn(s, "/");
+
+		if (n == 2 && s[0] == '.' && s[1] == '.') {
+			if (depth == 0)
+				return false;
+			depth--;
+		} else if (n && !(n == 1 && s[0] == '.')) {
+			depth++;
+		}
+		s += n;
+		while (*s == '/')
+			s++;
+	}
+	return true;
+}
+
+/* The real depth of the directory `fd` under the root, symlinks followed: bounded, so that
+ * neither our removal nor mke2fs's walk of the tree goes deeper than that. */
+static int real_depth_ok(struct apply *a, int fd)
+{
+	char proc[64], real[OCI_PATH_MAX * 2];
+	ssize_t n;
+	unsigned depth = 0;
+
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	n = readlink(proc, real, sizeof(real) - 1);
+	if (n < 0)
+		return 0; /* no /proc: the path bounds stand alone */
+	if ((size_t)n >= sizeof(real) - 1)
+		return -ENAMETOOLONG;
+	real[n] = '\0';
+	if ((size_t)n < a->root_real_len || memcmp(real, a->root_real, a->root_real_len) != 0)
+		return -EXDEV; /* cannot happen: openat2 resolved it beneath the root */
+	for (const char *s = real + a->root_real_len; *s; s++)
+		if (*s == '/')
+			depth++;
+	return depth > REAL_DEPTH ? -ENAMETOOLONG : 0;
+}
+
+static int set_xattrs(struct apply *a, int fd, const struct oci_tar_entry *e, const char *path)
+{
+	for (unsigned i = 0; i < e->nxattrs; i++) {
+		const struct oci_xattr *x = &e->xattrs[i];
+
+		if (strncmp(x->name, "user.", 5) != 0 &&
+		    strcmp(x->name, "security.capability") != 0) {
+			if (a->warned_xattr++ < WARN_MAX)
+				errmsg("warning: %s: %s: xattr %s skipped (only user.* and "
+				       "security.capability are kept)",
+				       a->what, path, x->name);
+			continue;
+		}
+		if (fsetxattr(fd, x->name, x->value, x->len, 0) < 0)
+			return oci_fail(a->m, -errno, "%s: %s: cannot set xattr %s: %s", a->what,
+					path, x->name, strerror(errno));
+	}
+	return 0;
+}
+
+/* Owner, mode, xattrs and times of what `fd` is (a file or a directory we made). */
+static int set_meta_fd(struct apply *a, int fd, const struct oci_tar_entry *e, const char *path,
+		       bool times)
+{
+	struct timespec ts[2] = {{e->mtime, e->mtime_nsec}, {e->mtime, e->mtime_nsec}};
+	int err;
+
+	/* the owner first: chown clears setuid and setgid */
+	if (fchown(fd, e->uid, e->gid) < 0 || fchmod(fd, e->mode) < 0)
+		return oci_fail(a->m, -errno, "%s: %s: %s", a->what, path, strerror(errno));
+	if ((err = set_xattrs(a, fd, e, path)) < 0)
+		return err;
+	if (times && futimens(fd, ts) < 0)
+		return oci_fail(a->m, -errno, "%s: %s: %s", a->what, path, strerror(errno));
+	return 0;
+}
+
+static int defer_dirtime(struct apply *a, const char *path, const struct oci_tar_entry *e)
+{
+	if (a->ndirs == a->dirs_cap) {
+		size_t cap = a->dirs_cap ? a->dirs_cap * 2 : 256;
+		struct dirtime *d = realloc(a->dirs, cap * sizeof(*d));
+
+		if (!d)
+			return -ENOMEM;
+		a->dirs = d;
+		a->dirs_cap = cap;
+	}
+	if (!(a->dirs[a->ndirs].path = strdup(path)))
+		return -ENOMEM;
+	a->dirs[a->ndirs].ts = (struct timespec){e->mtime, e->mtime_nsec};
+	a->ndirs++;
+	return 0;
+}
+
+/* A file's data into the new file `fd`, leaving holes where whole 4 KiB blocks are zero. */
+static int write_data(struct apply *a, struct oci_tar *t, int fd, const struct oci_tar_entry *e)
+{
+	static uint8_t buf[1 << 16];
+	static const uint8_t zero[4096];
+	uint64_t off = 0;
+	size_t got;
+	int err;
+
+	for (;;) {
+		if (oci_interrupted)
+			return oci_fail(a->m, -EINTR, "interrupted");
+		if ((err = oci_tar_data(t, buf, sizeof(buf), &got)) < 0)
+			return err;
+		if (got == 0)
+			break;
+		for (size_t i = 0; i < got; i += sizeof(zero)) {
+			size_t n = got - i < sizeof(zero) ? got - i : sizeof(zero);
+
+			if (n == sizeof(zero) && memcmp(buf + i, zero, n) == 0)
+				continue;
+			if (pwrite(fd, buf + i, n, (off_t)(off + i)) != (ssize_t)n)
+				return oci_fail(a->m, errno ? -errno : -EIO,
+						"%s: %s: cannot write: %s", a->what, e->path,
+						strerror(errno ? errno : EIO));
+		}
+		off += got;
+	}
+	if (ftruncate(fd, (off_t)off) < 0)
+		return oci_fail(a->m, -errno, "%s: %s: %s", a->what, e->path, strerror(errno));
+	a->st->bytes += off;
+	return 0;
+}
+
+/* The whiteouts: `base` (".wh.NAME") in the directory `dir`. */
+static int whiteout(struct apply *a, const char *dir, const char *base, const char *path)
+{
+	char full[OCI_PATH_MAX + 1];
+	const char *name = base + 4;
+	int dfd, err = 0;
+
+	if (strcmp(base, ".wh..wh..opq") == 0) {
+		DIR *d;
+		struct dirent *ent;
+
+		if ((dfd = oci_open_dir(a->rootfd, dir, true)) < 0)
+			return oci_fail(a->m, dfd, "%s: %s: cannot open its directory: %s", a->what,
+					path, strerror(-dfd));
+		if (!(d = fdopendir(dfd))) {
+			close(dfd);
+			return -ENOMEM;
+		}
+		while (!err && (ent = readdir(d))) {
+			if (strcmp(ent->d_name, ".") == 0 || strcmp(ent->d_name, "..") == 0)
+				continue;
+			if (path_fmt(full, sizeof(full), "%s%s%s", dir, dir[0] ? "/" : "",
+				     ent->d_name) < 0)
+				continue; /* longer than any path this layer can have made */
+			if (!pathset_has(&a->made, full))
+				err = oci_rmtree(dfd, ent->d_name);
+		}
+		closedir(d);
+		return err < 0 ? oci_fail(a->m, err, "%s: %s: %s", a->what, path, strerror(-err))
+			       : 0;
+	}
+	if (strncmp(base, ".wh..wh.", 8) == 0)
+		return 0; /* aufs' own (.wh..wh.plnk, .wh..wh.aufs): nothing to apply */
+	if (!name[0] || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+		return oci_fail(a->m, -EBADMSG, "%s: %s: a whiteout of nothing", a->what, path);
+	if (path_fmt(full, sizeof(full), "%s%s%s", dir, dir[0] ? "/" : "", name) < 0)
+		return oci_fail(a->m, -ENAMETOOLONG, "%s: %s: too long", a->what, path);
+	if (pathset_has(&a->made, full))
+		return 0; /* only the lower layers' */
+	dfd = oci_open_dir(a->rootfd, dir, false);
+	if (dfd == -ENOENT || dfd == -ENOTDIR)
+		return 0;
+	if (dfd < 0)
+		return oci_fail(a->m, dfd, "%s: %s: cannot open its directory: %s", a->what, path,
+				strerror(-dfd));
+	err = oci_rmtree(dfd, name);
+	close(dfd);
+	return err < 0 ? oci_fail(a->m, err, "%s: %s: %s", a->what, path, strerror(-err)) : 0;
+}
+
+static int hard_link(struct apply *a, int dfd, const char *base, const struct oci_tar_entry *e)
+{
+	char target[OCI_PATH_MAX + 1], *tbase, tdir[OCI_PATH_MAX + 1];
+	struct stat st;
+	int tfd, err;
+
+	err = oci_path_norm(e->link, target, sizeof(target));
+	if (err == -EPERM)
+		return oci_fail(a->m, -EPERM, "%s: %s: a hard link to %s, outside the root",
+				a->what, e->path, e->link);
+	if (err < 0 || !target[0])
+		return oci_fail(a->m, -EBADMSG, "%s: %s: a hard link to %s: a bad target", a->what,
+				e->path, e->link);
+	snprintf(tdir, sizeof(tdir), "%s", target);
+	tbase = strrchr(tdir, '/');
+	if (tbase) {
+		*tbase++ = '\0';
+	} else {
+		tbase = target;
+		tdir[0] = '\0';
+	}
+	tfd = oci_open_dir(a->rootfd, tdir, false);
+	if (tfd < 0 || fstatat(tfd, tbase, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (tfd >= 0)
+			close(tfd);
+		return oci_fail(a->m, -ENOENT,
+				"%s: %s: a hard link to %s, which is not in the image", a->what,
+				e->path, e->link);
+	}
+	if (S_ISDIR(st.st_mode)) {
+		close(tfd);
+		return oci_fail(a->m, -EPERM, "%s: %s: a hard link to the directory %s", a->what,
+				e->path, e->link);
+	}
+	err = linkat(tfd, tbase, dfd, base, 0) < 0 ? -errno : 0;
+	close(tfd);
+	if (err < 0)
+		return oci_fail(a->m, err, "%s: %s: cannot link to %s: %s", a->what, e->path,
+				e->link, strerror(-err));
+	return 0;
+}
+
+static int apply_entry(struct apply *a, struct oci_tar *t, const struct oci_tar_entry *e)
+{
+	char path[OCI_PATH_MAX + 1], dir[OCI_PATH_MAX + 1], *base;
+	struct timespec ts[2] = {{e->mtime, e->mtime_nsec}, {e->mtime, e->mtime_nsec}};
+	struct stat st;
+	int dfd, fd, err;
+
+	err = oci_path_norm(e->path, path, sizeof(path));
+	if (err == -EPERM)
+		return oci_fail(a->m, -EPERM, "%s: %s: the path leaves the root (..)", a->what,
+				e->path);
+	if (err < 0)
+		return oci_fail(
+			a->m, -ENAMETOOLONG,
+			"%s: %.200s...: a path too long (at most %u components of %u bytes)",
+			a->what, e->path, OCI_DEPTH_MAX, OCI_NAME_MAX);
+	if (!path[0]) { /* the root itself */
+		if (e->type != '5')
+			return oci_fail(a->m, -EBADMSG, "%s: %s: the root is not a directory",
+					a->what, e->path);
+		if ((err = set_meta_fd(a, a->rootfd, e, "/", false)) < 0)
+			return err;
+		return defer_dirtime(a, "", e);
+	}
+	snprintf(dir, sizeof(dir), "%s", path);
+	base = strrchr(dir, '/');
+	if (base) {
+		*base++ = '\0';
+	} else {
+		base = path;
+		dir[0] = '\0';
+	}
+	if (strstr(dir, ".wh.") && (strncmp(dir, ".wh.", 4) == 0 || strstr(dir, "/.wh.")))
+		return oci_fail(a->m, -EBADMSG, "%s: %s: a whiteout in the middle of a path",
+				a->what, e->path);
+	if (strncmp(base, ".wh.", 4) == 0)
+		return whiteout(a, dir, base, e->path);
+
+	dfd = oci_open_dir(a->rootfd, dir, true);
+	if (dfd < 0)
+		return oci_fail(a->m, dfd, "%s: %s: cannot open its directory inside the root: %s",
+				a->what, e->path,
+				dfd == -ENOTDIR ? "a parent is not a directory" : strerror(-dfd));
+	if ((err = real_depth_ok(a, dfd)) < 0) {
+		close(dfd);
+		return oci_fail(a->m, err, "%s: %s: lies too deep in the tree (symlinks followed)",
+				a->what, e->path);
+	}
+	if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    !(e->type == '5' && S_ISDIR(st.st_mode)) && (err = oci_rmtree(dfd, base)) < 0) {
+		close(dfd);
+		return oci_fail(a->m, err, "%s: %s: cannot replace what a lower layer left: %s",
+				a->what, e->path, strerror(-err));
+	}
+	err = 0;
+	switch (e->type) {
+	case '0':
+		fd = openat(dfd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0) {
+			err = oci_fail(a->m, -errno, "%s: %s: %s", a->what, e->path,
+				       strerror(errno));
+			break;
+		}
+		err = write_data(a, t, fd, e);
+		if (!err)
+			err = set_meta_fd(a, fd, e, e->path, true);
+		close(fd);
+		a->st->files++;
+		break;
+	case '5':
+		if (mkdirat(dfd, base, 0700) < 0 && errno != EEXIST) {
+			err = oci_fail(a->m, -errno, "%s: %s: %s", a->what, e->path,
+				       strerror(errno));
+			break;
+		}
+		fd = openat(dfd, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0) {
+			err = oci_fail(a->m, -errno, "%s: %s: %s", a->what, e->path,
+				       strerror(errno));
+			break;
+		}
+		err = set_meta_fd(a, fd, e, e->path, false);
+		close(fd);
+		if (!err)
+			err = defer_dirtime(a, path, e);
+		break;
+	case '2':
+		if (!link_inside(dir, e->link)) {
+			err = oci_fail(a->m, -EPERM,
+				       "%s: %s: a symlink to %s, which leaves the root from %s/",
+				       a->what, e->path, e->link, dir[0] ? dir : "");
+			break;
+		}
+		if (symlinkat(e->link, dfd, base) < 0 ||
+		    fchownat(dfd, base, e->uid, e->gid, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    utimensat(dfd, base, ts, AT_SYMLINK_NOFOLLOW) < 0)
+			err = oci_fail(a->m, -errno, "%s: %s: %s", a->what, e->path,
+				       strerror(errno));
+		break;
+	case '1':
+		err = hard_link(a, dfd, base, e);
+		break;
+	case '6':
+		/* we just made it and nobody else writes here: fchmodat follows nothing */
+		if (mknodat(dfd, base, S_IFIFO | 0600, 0) < 0 ||
+		    fchownat(dfd, base, e->uid, e->gid, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    fchmodat(dfd, base, e->mode, 0) < 0 ||
+		    utimensat(dfd, base, ts, AT_SYMLINK_NOFOLLOW) < 0)
+			err = oci_fail(a->m, -errno, "%s: %s: %s", a->what, e->path,
+				       strerror(errno));
+		break;
+	case '3':
+	case '4':
+		a->st->skipped_devices++;
+		if (a->warned_dev++ < WARN_MAX)
+			errmsg("warning: %s: %s: a %s device (%u, %u): skipped (the guest's /dev "
+			       "is devtmpfs)",
+			       a->what, e->path, e->type == '3' ? "character" : "block",
+			       e->devmajor, e->devminor);
+		close(dfd);
+		return 0;
+	}
+	close(dfd);
+	if (err < 0)
+		return err;
+	return pathset_add(&a->made, path);
+}
+
+int oci_layer_apply(int rootfd, struct oci_tar *t, const char *what, struct oci_layer_stats *st,
+		    struct oci_msg *m)
+{
+	struct apply a = {.rootfd = rootfd, .what = what, .m = m, .st = st};
+	struct oci_tar_entry *e = calloc(1, sizeof(*e));
+	char proc[64];
+	ssize_t n;
+	int err;
+
+	if (!e)
+		return -ENOMEM;
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", rootfd);
+	n = readlink(proc, a.root_real, sizeof(a.root_real) - 1);
+	a.root_real_len = n > 0 ? (size_t)n : 0;
+	while ((err = oci_tar_next(t, e)) > 0) {
+		st->entries++;
+		err = apply_entry(&a, t, e);
+		oci_tar_entry_clear(e);
+		if (err == -ENOMEM)
+			err = oci_fail(m, err, "%s: out of memory", what);
+		if (err < 0)
+			break;
+	}
+	if (err < 0 && !m->text[0])
+		oci_fail(m, err, "%s: %s", what, strerror(-err));
+	else if (err < 0 && strncmp(m->text, what, strlen(what)) != 0) {
+		/* the tar reader's message: say which layer */
+		char text[sizeof(m->text)];
+
+		memcpy(text, m->text, sizeof(text));
+		snprintf(m->text, sizeof(m->text), "%.200s: %.800s", what, text);
+	}
+	for (size_t i = 0; i < a.ndirs; i++) {
+		if (err == 0) {
+			struct timespec ts[2] = {a.dirs[i].ts, a.dirs[i].ts};
+			int fd = oci_openat_in_root(rootfd, a.dirs[i].path,
+						    O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+
+			if (fd >= 0) {
+				(void)futimens(fd, ts); /* a time is not worth failing for */
+				close(fd);
+			}
+		}
+		free(a.dirs[i].path);
+	}
+	if (a.warned_dev > WARN_MAX)
+		errmsg("warning: %s: %u more device nodes skipped", what, a.warned_dev - WARN_MAX);
+	free(a.dirs);
+	pathset_free(&a.made);
+	free(e);
+	return err < 0 ? err : 0;
+}
