@@ -1,5 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* sandboxctl exec ID [options] -- CMD...: run a command in a sandbox (exec.c does the work). */
+/*
+ * sandboxctl exec ID [options] [-- CMD...]: run a command in a sandbox (exec.c does the work),
+ * with the defaults of an imported image's exec.conf (client/image_conf.c): its Env under
+ * --env, its WorkingDir under --cwd, its User under --user; without CMD, its Entrypoint and
+ * Cmd.
+ */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,15 +16,20 @@
 #define ENV_MAX 1024
 
 static const char exec_usage[] =
-	"usage: sandboxctl exec ID [-i] [-t] [--env K=V]... [--cwd DIR] [--timeout SEC] -- CMD...\n"
+	"usage: sandboxctl exec ID [-i] [-t] [--env K=V]... [--cwd DIR] [--user UID[:GID]]\n"
+	"                          [--timeout SEC] [-- CMD...]\n"
 	"\n"
 	"Run CMD in the sandbox ID (id, unique id prefix or name), streaming its stdout and\n"
-	"stderr to ours as it runs, and exit with its status.\n"
+	"stderr to ours as it runs, and exit with its status. Without CMD, the image's\n"
+	"Entrypoint and Cmd (an image imported with images import --oci).\n"
 	"  -i, --interactive  forward our stdin to the command (EOF closes its stdin)\n"
 	"  -t, --tty          run it on a pseudo-terminal (stdout carries both streams); with -i\n"
 	"                     and a terminal on our stdin, ours goes raw and its size follows\n"
-	"  -e, --env K=V      set a variable (repeatable); PATH, HOME and LANG have defaults\n"
-	"  -w, --cwd DIR      its working directory (default /)\n"
+	"  -e, --env K=V      set a variable (repeatable); PATH, HOME and LANG have defaults,\n"
+	"                     an imported image's Env comes between\n"
+	"  -w, --cwd DIR      its working directory (default the image's WorkingDir, else /)\n"
+	"  -u, --user UID[:GID]  run as these numeric ids (root: 0:0; GID defaults to UID);\n"
+	"                     default the image's User, else root\n"
 	"  --timeout SEC      kill it (its whole process group) after SEC seconds: status 124\n"
 	"SIGINT, SIGTERM, SIGHUP and SIGQUIT go to the command. A second SIGINT, SIGTERM or\n"
 	"SIGHUP, or 5 s after a SIGTERM or SIGHUP the command did not end on, ends exec at once\n"
@@ -42,24 +53,44 @@ int sandbox_resolve_running(const char *ref, struct sandbox *sb)
 	return 0;
 }
 
+/* --user: "root", "UID" (GID the same) or "UID:GID", numbers below the agent's "keep". */
+static int parse_user(const char *s, uint32_t *uid, uint32_t *gid)
+{
+	char u[32];
+	const char *colon = strchr(s, ':');
+	uint64_t a, b;
+
+	if (strcmp(s, "root") == 0) {
+		*uid = *gid = 0;
+		return 0;
+	}
+	if (strlen(s) >= sizeof(u))
+		return -EINVAL;
+	snprintf(u, sizeof(u), "%.*s", colon ? (int)(colon - s) : (int)strlen(s), s);
+	if (!parse_u64(u, 0, 0xfffffffe, &a) || (colon && !parse_u64(colon + 1, 0, 0xfffffffe, &b)))
+		return -EINVAL;
+	*uid = (uint32_t)a;
+	*gid = colon ? (uint32_t)b : (uint32_t)a;
+	return 0;
+}
+
 int cmd_exec(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"interactive", no_argument, NULL, 'i'},
-		{"tty", no_argument, NULL, 't'},
-		{"env", required_argument, NULL, 'e'},
-		{"cwd", required_argument, NULL, 'w'},
-		{"timeout", required_argument, NULL, 'T'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+		{"interactive", no_argument, NULL, 'i'},   {"tty", no_argument, NULL, 't'},
+		{"env", required_argument, NULL, 'e'},	   {"cwd", required_argument, NULL, 'w'},
+		{"timeout", required_argument, NULL, 'T'}, {"user", required_argument, NULL, 'u'},
+		{"help", no_argument, NULL, 'h'},	   {NULL, 0, NULL, 0},
 	};
 	static char *env[ENV_MAX];
 	struct exec_opts o = {.env = env};
+	struct image_conf conf;
 	struct sandbox sb;
+	char **args = NULL;
 	uint64_t v;
-	int c, status;
+	int c, status, err;
 
-	while ((c = getopt_long(argc, argv, "ite:w:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "ite:w:u:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'i':
 			o.interactive = true;
@@ -81,6 +112,13 @@ int cmd_exec(int argc, char **argv)
 		case 'w':
 			o.cwd = optarg;
 			break;
+		case 'u':
+			if (parse_user(optarg, &o.uid, &o.gid) < 0) {
+				errmsg("--user %s: give UID[:GID] (numbers) or root", optarg);
+				return EXIT_USAGE;
+			}
+			o.user_set = true;
+			break;
 		case 'T':
 			if (!parse_u64(optarg, 1, 7 * 24 * 3600, &v)) {
 				errmsg("--timeout %s: give seconds, at least 1", optarg);
@@ -96,13 +134,41 @@ int cmd_exec(int argc, char **argv)
 			return EXIT_USAGE;
 		}
 	}
-	if (argc - optind < 2) {
+	if (argc - optind < 1) {
 		errmsg("exec: give a sandbox and a command (sandboxctl exec ID -- CMD...)");
 		return EXIT_USAGE;
 	}
 	if ((status = sandbox_resolve_running(argv[optind], &sb)))
 		return status;
+	if ((err = image_conf_load(sb.image, &conf)) < 0) {
+		errmsg("image %s: cannot read its exec.conf: %s", sb.image,
+		       err == -EBADMSG ? "it does not parse" : strerror(-err));
+		return EXIT_ERR;
+	}
+	o.image = &conf;
 	o.argv = argv + optind + 1;
 	o.argc = argc - optind - 1;
-	return exec_run(&sb, &o);
+	if (o.argc == 0) {
+		/* as docker run with no command: the entrypoint, then the cmd */
+		if (conf.nentrypoint + conf.ncmd == 0) {
+			errmsg("exec: give a command: the image %s has no Entrypoint or Cmd "
+			       "(sandboxctl exec ID -- CMD...)",
+			       sb.image);
+			image_conf_free(&conf);
+			return EXIT_USAGE;
+		}
+		if (!(args = calloc(conf.nentrypoint + conf.ncmd + 1, sizeof(*args)))) {
+			image_conf_free(&conf);
+			return EXIT_ERR;
+		}
+		for (unsigned i = 0; i < conf.nentrypoint; i++)
+			args[o.argc++] = conf.entrypoint[i];
+		for (unsigned i = 0; i < conf.ncmd; i++)
+			args[o.argc++] = conf.cmd[i];
+		o.argv = args;
+	}
+	status = exec_run(&sb, &o);
+	free(args);
+	image_conf_free(&conf);
+	return status;
 }

@@ -198,6 +198,7 @@ int cmd_run(int argc, char **argv)
 	bool soft_failed = false; /* a step failed under continue-on-error */
 	unsigned step_env_max = 0;
 	char **env = NULL;
+	struct image_conf conf; /* the image's defaults for every step (exec.conf) */
 	uint64_t t0, deadline = 0;
 	int c, status = EXIT_OK, lifeline[2] = {-1, -1}, err_no;
 	struct sigaction sa = {.sa_handler = run_on_signal, .sa_flags = SA_RESTART};
@@ -254,7 +255,14 @@ int cmd_run(int argc, char **argv)
 		jobspec_free(&js);
 		return status;
 	}
+	if ((err_no = image_conf_load(js.image, &conf)) < 0) {
+		errmsg("image %s: cannot read its exec.conf: %s", js.image,
+		       err_no == -EBADMSG ? "it does not parse" : strerror(-err_no));
+		jobspec_free(&js);
+		return EXIT_ERR;
+	}
 	if (report_init(&rep, &js, argv[optind], json, junit) < 0) {
+		image_conf_free(&conf);
 		errmsg("out of memory");
 		jobspec_free(&js);
 		return EXIT_ERR;
@@ -272,12 +280,14 @@ int cmd_run(int argc, char **argv)
 	env = calloc(js.nenv + step_env_max + 1, sizeof(*env));
 	if (!env) {
 		errmsg("out of memory");
+		image_conf_free(&conf);
 		report_free(&rep);
 		jobspec_free(&js);
 		return EXIT_ERR;
 	}
 	if (!keep && (err_no = run_lifeline(lifeline)) < 0) {
 		errmsg("cannot make the VMM's lifeline: %s", strerror(-err_no));
+		image_conf_free(&conf);
 		report_free(&rep);
 		jobspec_free(&js);
 		free(env);
@@ -302,6 +312,7 @@ int cmd_run(int argc, char **argv)
 		if (sandbox_interrupted)
 			status = 128 + sandbox_interrupted;
 		report_job_ended(&rep, status, (double)(now_ms() - t0) / 1e3);
+		image_conf_free(&conf);
 		report_free(&rep);
 		jobspec_free(&js);
 		free(env);
@@ -324,6 +335,7 @@ int cmd_run(int argc, char **argv)
 			.env = env,
 			.nenv = run_step_env(&js, st, env),
 			.cwd = st->workdir,
+			.image = &conf,
 			.timeout_s = st->timeout_s,
 			.on_output = report_output,
 			.output_arg = &rep,
@@ -404,6 +416,7 @@ int cmd_run(int argc, char **argv)
 	}
 	if (report_job_ended(&rep, status, (double)(now_ms() - t0) / 1e3) < 0 && status == EXIT_OK)
 		status = EXIT_ERR;
+	image_conf_free(&conf);
 	report_free(&rep);
 	jobspec_free(&js);
 	free(env);

@@ -58,45 +58,84 @@ static const char *const net_env[] = {
 	"NODE_EXTRA_CA_CERTS=/etc/sandbox/ca.pem",
 };
 
-/* Is `kv` (K=V) overridden by a later user --env of the same key? */
-static bool env_overridden(const struct exec_opts *o, const char *kv)
+/* Is the key of `kv` (K=V) set by one of the `n` entries of `env`? */
+static bool env_has(char *const *env, unsigned n, const char *kv)
 {
 	size_t klen = strcspn(kv, "=");
 
-	for (unsigned i = 0; i < o->nenv; i++)
-		if (strncmp(o->env[i], kv, klen) == 0 && o->env[i][klen] == '=')
+	for (unsigned i = 0; i < n; i++)
+		if (strncmp(env[i], kv, klen) == 0 && env[i][klen] == '=')
 			return true;
 	return false;
 }
 
-/* The EXEC payload: proto_exec, cwd, argv, env. */
+/* Is `kv` overridden by a later user --env of the same key (or, for the built-in defaults,
+ * by the image's exec.conf)? */
+static bool env_overridden(const struct exec_opts *o, const char *kv, bool by_image)
+{
+	return env_has(o->env, o->nenv, kv) ||
+	       (by_image && o->image && env_has(o->image->env, o->image->nenv, kv));
+}
+
+/* The uid and gid the command runs as: --user, else the image's user, else the agent's. */
+static void exec_ids(const struct exec_opts *o, uint32_t *uid, uint32_t *gid)
+{
+	*uid = *gid = PROTO_ID_KEEP;
+	if (o->user_set) {
+		*uid = o->uid;
+		*gid = o->gid;
+	} else if (o->image && o->image->has_user) {
+		*uid = o->image->uid;
+		*gid = o->image->gid;
+	}
+}
+
+/* The EXEC payload: proto_exec, cwd, argv, env. The environment, each later layer over the
+ * earlier: PATH, HOME, LANG; the image's Env (exec.conf); the network's CA variables; TERM;
+ * the caller's --env. */
 static int build_exec(const struct exec_opts *o, const struct winsize *ws, bool network,
 		      uint8_t *buf, size_t cap, size_t *len)
 {
 	const char *term = getenv("TERM");
+	const char *cwd = o->cwd ? o->cwd : o->image && o->image->workdir ? o->image->workdir : "";
 	char termbuf[128];
 	uint8_t *h = buf;
 	unsigned envc = 0;
+	uint32_t uid, gid;
 	int err = 0;
 
-	if (o->argc < 1 || o->argc > 0xffff || o->nenv > 0xfff0)
+	if (o->argc < 1 || o->argc > 0xffff || o->nenv > 0xfff0 ||
+	    (o->image && o->image->nenv > 0xfff0 - o->nenv))
 		return -E2BIG;
+	exec_ids(o, &uid, &gid);
 	memset(h, 0, sizeof(struct proto_exec));
 	*len = sizeof(struct proto_exec);
-	if ((err = put_str(buf, cap, len, o->cwd ? o->cwd : "")) < 0)
+	if ((err = put_str(buf, cap, len, cwd)) < 0)
 		return err;
 	for (int i = 0; i < o->argc; i++)
 		if ((err = put_str(buf, cap, len, o->argv[i])) < 0)
 			return err;
 	for (size_t i = 0; i < sizeof(default_env) / sizeof(default_env[0]); i++) {
-		if (env_overridden(o, default_env[i]))
+		const char *kv = default_env[i];
+
+		if (env_overridden(o, kv, true))
 			continue;
-		if ((err = put_str(buf, cap, len, default_env[i])) < 0)
+		/* root's home is not another user's: "/" as Docker gives a user without one */
+		if (strncmp(kv, "HOME=", 5) == 0 && uid != PROTO_ID_KEEP && uid != 0)
+			kv = "HOME=/";
+		if ((err = put_str(buf, cap, len, kv)) < 0)
+			return err;
+		envc++;
+	}
+	for (unsigned i = 0; o->image && i < o->image->nenv; i++) {
+		if (env_overridden(o, o->image->env[i], false))
+			continue;
+		if ((err = put_str(buf, cap, len, o->image->env[i])) < 0)
 			return err;
 		envc++;
 	}
 	for (size_t i = 0; network && i < sizeof(net_env) / sizeof(net_env[0]); i++) {
-		if (env_overridden(o, net_env[i]))
+		if (env_overridden(o, net_env[i], false))
 			continue;
 		if ((err = put_str(buf, cap, len, net_env[i])) < 0)
 			return err;
@@ -105,7 +144,7 @@ static int build_exec(const struct exec_opts *o, const struct winsize *ws, bool 
 	if (o->tty) {
 		snprintf(termbuf, sizeof(termbuf), "TERM=%s",
 			 term && *term && strlen(term) < 64 ? term : "xterm");
-		if (!env_overridden(o, termbuf)) {
+		if (!env_overridden(o, termbuf, true)) {
 			if ((err = put_str(buf, cap, len, termbuf)) < 0)
 				return err;
 			envc++;
@@ -118,8 +157,8 @@ static int build_exec(const struct exec_opts *o, const struct winsize *ws, bool 
 	}
 	proto_put_le32(h + offsetof(struct proto_exec, flags),
 		       (o->interactive ? PROTO_EXEC_STDIN : 0) | (o->tty ? PROTO_EXEC_PTY : 0));
-	proto_put_le32(h + offsetof(struct proto_exec, uid), PROTO_ID_KEEP);
-	proto_put_le32(h + offsetof(struct proto_exec, gid), PROTO_ID_KEEP);
+	proto_put_le32(h + offsetof(struct proto_exec, uid), uid);
+	proto_put_le32(h + offsetof(struct proto_exec, gid), gid);
 	proto_put_le32(h + offsetof(struct proto_exec, timeout_ms), o->timeout_s * 1000);
 	proto_put_le16(h + offsetof(struct proto_exec, rows), ws ? ws->ws_row : 0);
 	proto_put_le16(h + offsetof(struct proto_exec, cols), ws ? ws->ws_col : 0);

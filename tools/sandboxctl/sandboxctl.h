@@ -113,9 +113,13 @@ int snapshot_take_once(struct sandbox *sb, const char *name);
 struct exec_opts {
 	char **argv;
 	int argc;
-	char **env; /* K=V, after (and overriding) PATH, HOME, LANG and, with tty, TERM */
+	char **env; /* K=V, after (and overriding) PATH, HOME, LANG, the image's Env, TERM */
 	unsigned nenv;
-	const char *cwd;    /* NULL: / */
+	const char *cwd; /* NULL: the image's workdir, else / */
+	/* The image's defaults (exec.conf: Env under env, the workdir, the user), or NULL. */
+	const struct image_conf *image;
+	bool user_set; /* exec --user: uid and gid over the image's */
+	uint32_t uid, gid;
 	unsigned timeout_s; /* 0: none */
 	bool interactive;   /* forward our stdin */
 	bool tty;	    /* a pty in the guest; our terminal raw when interactive */

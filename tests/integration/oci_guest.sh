@@ -1,0 +1,86 @@
+#!/bin/sh
+# An image imported from an OCI archive (oci_make.py: 3 layers, the host's static busybox, a
+# whiteout, an opaque directory, a setuid file of uid 1000, Env, WorkingDir, User, Entrypoint,
+# Cmd) boots and runs with its config (in the emulated host on kvm-pvm):
+# - images import --oci without --kernel/--initrd takes the busybox image's;
+# - create --image NAME --network none boots it; exec sees its files (the whiteout's file
+#   absent, the opaque directory's lower entries gone, the setuid file 4755 1000);
+# - exec's env holds the image's Env, pwd is its WorkingDir, id -u its User; --env, --cwd and
+#   --user 0 override them; exec ID with no command runs Entrypoint + Cmd;
+# - a job spec of that image runs its steps with the same defaults.
+#
+# usage: oci_guest.sh SANDBOXCTL VMM KERNEL INITRD (sandbox_guest.sh runs it with --inner)
+# shellcheck disable=SC2016 # the guest's shell expands what the commands hold, not ours
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+
+. "$here/guest_lib.sh"
+
+# want WHAT EXPECTED COMMAND...: COMMAND's output is EXPECTED.
+want() {
+	what=$1 expected=$2
+	shift 2
+	got=$("$@" 2>&1) || fail "$what: status $?: $got"
+	[ "$got" = "$expected" ] || fail "$what: '$got', not '$expected'"
+	echo "ok: $what: $got"
+}
+
+inner() {
+	CTL_REAL=$1 kernel=$2 initrd=$3 rootfs=$4
+	export CTL_REAL
+	ctl=$here/ctl_bounded.sh # a hung step fails with status 137 instead of stalling
+	guest_home "$CTL_REAL" "$kernel" "$initrd" "$rootfs"
+	[ -f "${OCI_ARCH:-}/good-oci.tar" ] || fail "no archive in OCI_ARCH=${OCI_ARCH:-}"
+	t0=$(date +%s)
+	"$CTL_REAL" images import ocitest --oci "$OCI_ARCH/good-oci.tar" >"$SANDBOX_HOME/import.out" 2>&1 ||
+		fail "import: $(cat "$SANDBOX_HOME/import.out")"
+	echo "ok: imported in $(($(date +%s) - t0)) s: $(grep '^image ocitest: installed' "$SANDBOX_HOME/import.out")"
+	cmp -s "$SANDBOX_HOME/images/ocitest/kernel" "$kernel" || fail "the kernel is not busybox's"
+	id=$("$ctl" create --image ocitest --memory 256 --timeout 120 --network none) ||
+		fail "create (status $?)"
+
+	want "the image's file" kept "$ctl" exec "$id" -- cat /keep.txt
+	want "the whiteout" absent "$ctl" exec "$id" -- sh -c 'test -e /gone.txt && echo present || echo absent'
+	want "the opaque directory" new "$ctl" exec "$id" -- ls /opq
+	want "the setuid file" "4755 1000 1000" "$ctl" exec "$id" -- stat -c '%a %u %g' /app/suid
+	want "the hard link" "2" "$ctl" exec "$id" -- stat -c '%h' /app/hard
+	want "the symlink" oci-test "$ctl" exec "$id" -- cat /app/link
+	want "the image's Env" "hello world test" "$ctl" exec "$id" -- sh -c 'echo "$GREETING $APP_MODE"'
+	"$ctl" exec "$id" -- env >"$SANDBOX_HOME/env.out" 2>&1 || fail "env: $(cat "$SANDBOX_HOME/env.out")"
+	for line in 'GREETING=hello world' 'APP_MODE=test' 'HOME=/' 'LANG=C.UTF-8'; do
+		grep -qx "$line" "$SANDBOX_HOME/env.out" || fail "env has no $line: $(cat "$SANDBOX_HOME/env.out")"
+	done
+	echo "ok: env: $(tr '\n' ' ' <"$SANDBOX_HOME/env.out")"
+	want "--env over the image's Env" bye "$ctl" exec -e GREETING=bye "$id" -- sh -c 'echo $GREETING'
+	want "the WorkingDir" /app/work "$ctl" exec "$id" -- pwd
+	want "--cwd over it" /tmp "$ctl" exec -w /tmp "$id" -- pwd
+	want "the User" "1000 1000" "$ctl" exec "$id" -- sh -c 'echo $(id -u) $(id -g)'
+	want "--user 0" "0 0 /root" "$ctl" exec --user 0 "$id" -- sh -c 'echo $(id -u) $(id -g) $HOME'
+	want "--user 5:7" "5 7" "$ctl" exec -u 5:7 "$id" -- sh -c 'echo $(id -u) $(id -g)'
+	want "exec with no command: Entrypoint + Cmd" "entrypoint ran as 1000 in /app/work" \
+		"$ctl" exec "$id"
+	"$ctl" rm -f "$id" >/dev/null || fail "rm -f"
+
+	printf 'image: ocitest\nmemory: 256\nnetwork: none\nsteps:\n  - name: defaults\n    run: echo "$(id -u) $(pwd) $GREETING"\n  - name: workdir\n    workdir: /tmp\n    env: {GREETING: step}\n    run: echo "$(pwd) $GREETING"\n' \
+		>"$SANDBOX_HOME/job.yaml"
+	"$ctl" run "$SANDBOX_HOME/job.yaml" >"$SANDBOX_HOME/run.out" 2>&1 ||
+		fail "run: $(cat "$SANDBOX_HOME/run.out")"
+	for line in '1000 /app/work hello world' '/tmp step'; do
+		grep -qx "$line" "$SANDBOX_HOME/run.out" || fail "run: no '$line': $(cat "$SANDBOX_HOME/run.out")"
+	done
+	echo "ok: a job's steps run with the image's user, workdir and Env, under the step's own"
+	exit 0
+}
+
+if [ "${1-}" = --inner ]; then
+	shift
+	inner "$@"
+fi
+# The archive is made here, where python3 is, and handed to the emulated host.
+arch=$(mktemp -d /tmp/oci-guest.XXXXXX)
+trap 'rm -rf "$arch"' EXIT
+python3 "$here/oci_make.py" "$arch" /bin/busybox || { echo "FAIL: oci_make.py"; exit 1; }
+OCI_ARCH=$arch
+SANDBOX_GUEST_DEVHOST="${SANDBOX_GUEST_DEVHOST:-} --add $arch -e OCI_ARCH=$arch"
+export OCI_ARCH SANDBOX_GUEST_DEVHOST
+"$here/sandbox_guest.sh" "$here/oci_guest.sh" "$@"

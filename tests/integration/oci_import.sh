@@ -1,0 +1,122 @@
+#!/bin/sh
+# sandboxctl images import --oci, natively (no guest): archives written by oci_make.py (an OCI
+# layout as a tar and as a directory, a docker save tar; 3 layers) are imported and the root
+# file system is read back with debugfs, without a mount: the whiteout and the opaque directory
+# applied, the setuid file's owner and mode, the symlink, the hard link, the skipped device,
+# the mount points, exec.conf's exact text. Then the hostile archives are refused, each with
+# its message, exit status 1, nothing installed, no staging directory left, nothing written in
+# the canary directory their links point at.
+#
+# usage: oci_import.sh SANDBOXCTL
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+ctl=$1
+
+fail() {
+	echo "FAIL: $*"
+	exit 1
+}
+
+command -v debugfs >/dev/null || { echo "SKIP: no debugfs (e2fsprogs)"; exit 77; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# the staging tree is $SANDBOX_HOME/images/.NAME.PID/staging: ../../../../ from its root is
+# $work, so the hostile symlink's ../../../../tmp/CANARY lands in $work/tmp
+SANDBOX_HOME=$work/home
+export SANDBOX_HOME
+mkdir -p "$work/tmp" "$SANDBOX_HOME"
+bb=/bin/busybox
+[ -x "$bb" ] || bb=
+python3 "$here/oci_make.py" "$work/arch" $bb || fail "oci_make.py"
+echo kernel >"$work/kernel"
+echo initrd >"$work/initrd"
+kargs="--kernel $work/kernel --initrd $work/initrd"
+
+# no debian or busybox image to take a kernel from
+"$ctl" images import x --oci "$work/arch/good-oci.tar" >"$work/out" 2>&1
+st=$?
+if [ "$st" != 2 ] || ! grep -q 'give --kernel and --initrd' "$work/out"; then
+	fail "import without a kernel: status $st, $(cat "$work/out")"
+fi
+
+# stat FS PATH: debugfs's stat of PATH
+dstat() {
+	debugfs -R "stat $2" "$1" 2>/dev/null
+}
+
+# shellcheck disable=SC2016 # the image's Cmd, as it is
+expect_conf='env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+env GREETING=hello world
+env APP_MODE=test
+workdir /app/work
+user 1000:1000
+entrypoint /bin/sh
+entrypoint -c
+cmd echo entrypoint ran as $(id -u) in $(pwd)'
+
+for a in good-oci.tar good-oci good-docker.tar; do
+	name=img-$(echo "$a" | tr -c 'a-z\n' '-')
+	t0=$(date +%s%N)
+	# shellcheck disable=SC2086 # the options are words
+	"$ctl" images import "$name" --oci "$work/arch/$a" $kargs >"$work/out" 2>&1 ||
+		fail "import $a: $(cat "$work/out")"
+	ms=$((($(date +%s%N) - t0) / 1000000))
+	grep -q 'dev/null: a character device (1, 3): skipped' "$work/out" ||
+		fail "import $a: no warning for the device: $(cat "$work/out")"
+	fs=$SANDBOX_HOME/images/$name/rootfs
+	[ -f "$fs" ] || fail "$a: no rootfs"
+	[ -f "$SANDBOX_HOME/images/$name/hash" ] || fail "$a: no hash"
+	root=$(debugfs -R 'ls -p /' "$fs" 2>/dev/null)
+	for d in bin etc dev proc sys run tmp app opq; do
+		echo "$root" | grep -q "/$d/" || fail "$a: no /$d in the image: $root"
+	done
+	echo "$root" | grep -q '/keep.txt/' || fail "$a: keep.txt missing"
+	echo "$root" | grep -q '/gone.txt/' && fail "$a: gone.txt survived its whiteout"
+	opq=$(debugfs -R 'ls -p /opq' "$fs" 2>/dev/null | awk -F/ 'NF > 5 && $6 != "." && $6 != ".." { print $6 }')
+	[ "$opq" = new ] || fail "$a: /opq holds '$opq', not only the upper layer's new"
+	s=$(dstat "$fs" /app/suid)
+	for want in 'Mode:  04755' 'User:  1000   Group:  1000' 'Links: 2'; do
+		echo "$s" | grep -q "$want" || fail "$a: /app/suid is not '$want': $s"
+	done
+	h=$(dstat "$fs" /app/hard | head -n 1)
+	[ "$h" = "$(echo "$s" | head -n 1)" ] || fail "$a: /app/hard is not /app/suid's inode: $h"
+	dstat "$fs" /app/link | grep -q 'Fast link dest: "../etc/hostname"' ||
+		fail "$a: /app/link: $(dstat "$fs" /app/link)"
+	dstat "$fs" /bin/sh | grep -q 'Fast link dest: "busybox"' || fail "$a: /bin/sh"
+	dstat "$fs" /tmp | grep -q 'Mode:  01777' || fail "$a: /tmp's mode"
+	dstat "$fs" /app/work | grep -q 'Type: directory' || fail "$a: no WorkingDir /app/work"
+	debugfs -R 'ls /dev' "$fs" 2>/dev/null | grep -q null && fail "$a: /dev/null was made"
+	[ "$(debugfs -R 'cat /etc/hostname' "$fs" 2>/dev/null)" = oci-test ] || fail "$a: hostname"
+	conf=$(cat "$SANDBOX_HOME/images/$name/exec.conf")
+	[ "$conf" = "$expect_conf" ] || fail "$a: exec.conf is
+$conf"
+	for f in "$SANDBOX_HOME"/images/.*; do
+		case "$f" in */. | */..) ;; *) [ -e "$f" ] && fail "$a: left $f" ;; esac
+	done
+	echo "ok: $a imported in $ms ms ($(du -k "$fs" | cut -f1) KiB used of $(($(stat -c %s "$fs") >> 20)) MiB): whiteout, opaque dir, 04755 1000:1000, links, exec.conf"
+done
+"$ctl" images ls | grep -q '^img-good-oci-tar ' || fail "images ls: $("$ctl" images ls)"
+
+# refused: ARCHIVE MESSAGE
+refuse() {
+	# shellcheck disable=SC2086
+	"$ctl" images import bad --oci "$work/arch/$1" $kargs >"$work/out" 2>&1
+	st=$?
+	[ "$st" = 1 ] || fail "$1: status $st, $(cat "$work/out")"
+	grep -q "^sandboxctl: $work/arch/$1: .*$2" "$work/out" ||
+		fail "$1: not the message '$2': $(cat "$work/out")"
+	[ -e "$SANDBOX_HOME/images/bad" ] && fail "$1: an image was installed"
+	for f in "$SANDBOX_HOME"/images/* "$SANDBOX_HOME"/images/.*; do
+		case "$f" in */. | */.. | */img-*) ;; *) [ -e "$f" ] && fail "$1: left $f" ;; esac
+	done
+	[ -z "$(ls -A "$work/tmp")" ] || fail "$1: wrote $(ls -A "$work/tmp") outside"
+	echo "ok: $1 refused: $(grep "^sandboxctl: $work" "$work/out" | sed "s|$work/arch/||")"
+}
+refuse bad-truncated.tar 'truncated'
+refuse bad-bad-json.tar 'index.json: bad JSON at byte'
+refuse bad-digest.tar 'layer 2 of 3 (sha256:[0-9a-f]*): digest mismatch'
+refuse bad-dotdot.tar '\.\./\.\./x: the path leaves the root'
+refuse bad-symlink.tar 'evil: a symlink to \.\./\.\./\.\./\.\./tmp/CANARY, which leaves the root'
+refuse bad-hardlink.tar 'passwd: a hard link to \.\./\.\./\.\./\.\./etc/passwd, outside the root'
+refuse bad-arm-only.tar 'no linux/amd64 image.*linux/arm64'
+exit 0
