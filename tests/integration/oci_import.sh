@@ -39,6 +39,16 @@ if [ "$st" != 2 ] || ! grep -q 'give --kernel and --initrd' "$work/out"; then
 	fail "import without a kernel: status $st, $(cat "$work/out")"
 fi
 
+# with a busybox image installed, its kernel and initrd are the default
+echo rootfs >"$work/rootfs"
+"$ctl" images import busybox --kernel "$work/kernel" --initrd "$work/initrd" --rootfs "$work/rootfs" \
+	>/dev/null || fail "import of a stand-in busybox image"
+"$ctl" images import dflt --oci "$work/arch/good-oci.tar" >"$work/out" 2>&1 ||
+	fail "import with the default kernel: $(cat "$work/out")"
+cmp -s "$SANDBOX_HOME/images/dflt/initrd" "$work/initrd" || fail "the initrd is not busybox's"
+rm -rf "$SANDBOX_HOME/images/busybox" "$SANDBOX_HOME/images/dflt"
+echo "ok: the kernel and initrd default to the busybox image's"
+
 # stat FS PATH: debugfs's stat of PATH
 dstat() {
 	debugfs -R "stat $2" "$1" 2>/dev/null
