@@ -471,6 +471,8 @@ int image_conf_parse(const char *text, size_t len, struct image_conf *c) __must_
 /* $SANDBOX_HOME/images/<image>/exec.conf into `c`: an image without one gives 0 and nothing
  * set. The one reader exec and run share. */
 int image_conf_load(const char *image, struct image_conf *c) __must_check;
+/* A uid or gid as exec.conf and --user give it: decimal, at most 0xfffffffe. */
+bool image_conf_id(const char *s, uint32_t *out);
 /* Free what image_conf_parse or image_conf_load made. */
 void image_conf_free(struct image_conf *c);
 /* `c` (any pointers, not freed) as exec.conf's text, malloc'ed: -EINVAL for a value holding a

@@ -32,18 +32,12 @@ void image_conf_free(struct image_conf *c)
 	memset(c, 0, sizeof(*c));
 }
 
-static bool parse_id(const char *s, size_t len, uint32_t *out)
+bool image_conf_id(const char *s, uint32_t *out)
 {
-	uint64_t v = 0;
+	uint64_t v;
 
-	if (len == 0 || len > 10)
-		return false;
-	for (size_t i = 0; i < len; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return false;
-		v = v * 10 + (uint64_t)(s[i] - '0');
-	}
-	if (v > 0xfffffffeu) /* 0xffffffff is the agent's "keep" (PROTO_ID_KEEP) */
+	/* 0xffffffff is the agent's "keep" (PROTO_ID_KEEP), and -1 to chown */
+	if (!parse_u64(s, 0, 0xfffffffeu, &v))
 		return false;
 	*out = (uint32_t)v;
 	return true;
@@ -89,10 +83,14 @@ int image_conf_parse(const char *text, size_t len, struct image_conf *c)
 			c->workdir = val;
 		} else if (KEY_IS("user")) {
 			char *colon = strchr(val, ':');
+			bool ok;
 
-			if (c->has_user || !colon ||
-			    !parse_id(val, (size_t)(colon - val), &c->uid) ||
-			    !parse_id(colon + 1, strlen(colon + 1), &c->gid))
+			if (c->has_user || !colon)
+				goto bad;
+			*colon = '\0';
+			ok = image_conf_id(val, &c->uid) && image_conf_id(colon + 1, &c->gid);
+			*colon = ':';
+			if (!ok)
 				goto bad;
 			c->has_user = true;
 		} else if (KEY_IS("entrypoint")) {

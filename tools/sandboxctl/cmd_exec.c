@@ -56,9 +56,7 @@ int sandbox_resolve_running(const char *ref, struct sandbox *sb)
 /* --user: "root", "UID" (GID the same) or "UID:GID", numbers below the agent's "keep". */
 static int parse_user(const char *s, uint32_t *uid, uint32_t *gid)
 {
-	char u[32];
-	const char *colon = strchr(s, ':');
-	uint64_t a, b;
+	char u[32], *colon;
 
 	if (strcmp(s, "root") == 0) {
 		*uid = *gid = 0;
@@ -66,11 +64,11 @@ static int parse_user(const char *s, uint32_t *uid, uint32_t *gid)
 	}
 	if (strlen(s) >= sizeof(u))
 		return -EINVAL;
-	snprintf(u, sizeof(u), "%.*s", colon ? (int)(colon - s) : (int)strlen(s), s);
-	if (!parse_u64(u, 0, 0xfffffffe, &a) || (colon && !parse_u64(colon + 1, 0, 0xfffffffe, &b)))
+	snprintf(u, sizeof(u), "%s", s);
+	if ((colon = strchr(u, ':')))
+		*colon++ = '\0';
+	if (!image_conf_id(u, uid) || !image_conf_id(colon ? colon : u, gid))
 		return -EINVAL;
-	*uid = (uint32_t)a;
-	*gid = colon ? (uint32_t)b : (uint32_t)a;
 	return 0;
 }
 

@@ -294,13 +294,19 @@ static int images_import_oci(const char *name, const char *archive, const char *
 	sigemptyset(&sa.sa_mask);
 	for (int i = 0; i < 3; i++)
 		sigaction(sigs[i], &sa, &old_sa[i]);
-	if (mkdir(tmp, 0755) < 0 ||
+	/* 0700 while the staging tree is in it: the image's setuid-root files must not be
+	 * reachable by this host's users (to run, or to hard-link away) even for a moment */
+	if (mkdir(tmp, 0700) < 0 ||
 	    (dirfd = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
 		errmsg("images import %s: %s: %s", name, tmp, strerror(errno));
 		goto out;
 	}
 	if (oci_build(archive, name, dirfd, tmp, m) < 0) {
 		errmsg("%s: %s", archive, m->text[0] ? m->text : "failed");
+		goto out;
+	}
+	if (fchmod(dirfd, 0755) < 0) {
+		errmsg("images import %s: %s: %s", name, tmp, strerror(errno));
 		goto out;
 	}
 	if ((err = image_install(tmp, dst, kernel, initrd, true, NULL, hash)) < 0) {

@@ -10,8 +10,9 @@
  *   oci_tar.c    a tar reader: ustar, pax extended headers, GNU long names
  *   oci_layer.c  a layer's tar applied under a staging root: whiteouts, owners, modes, links,
  *                every path operation beneath the root (openat2 RESOLVE_IN_ROOT)
- *   oci_image.c  the archive: a directory or a tar, its index or manifest, the one image for
- *                linux/amd64, its blobs' digests, its config
+ *   oci_archive.c  the archive's files: a tar indexed in place, or a layout's directory
+ *   oci_image.c  the archive's index or manifest, the one image for linux/amd64, its blobs'
+ *                digests, its config, each layer's stream (gzip, digests)
  *   oci_build.c  the whole import: layers in order, the image's user and exec.conf, mke2fs -d
  */
 #ifndef SANDBOXCTL_OCI_H
@@ -28,7 +29,7 @@
 #define OCI_JSON_DEPTH	   64		 /* nested arrays and objects */
 #define OCI_JSON_ITEMS	   65536	 /* elements of one array */
 #define OCI_JSON_KEYS	   4096		 /* members of one object */
-#define OCI_JSON_NODES	   (1u << 20)	 /* values in one document */
+#define OCI_JSON_NODES	   (1u << 18)	 /* values in one document */
 #define OCI_PATH_MAX	   4096		 /* an entry's path or link target */
 #define OCI_NAME_MAX	   255		 /* one path component */
 #define OCI_DEPTH_MAX	   128		 /* components of a path in the image */
@@ -40,6 +41,7 @@
 #define OCI_OUTER_ENTRIES  65536u	 /* files of an archive (docker save's tar) */
 #define OCI_UNPACKED_MAX   (64ull << 30) /* the layers' tars together, uncompressed */
 #define OCI_CANDIDATES_MAX 64		 /* images an index may list */
+#define OCI_JSON_READS_MAX 256		 /* nested indexes read to find them */
 
 /* What went wrong, one line: the first failure's message is kept. */
 struct oci_msg {
@@ -143,8 +145,39 @@ int oci_open_dir(int rootfd, const char *path, bool create) __must_check;
 /* openat2 with RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV. */
 int oci_openat_in_root(int rootfd, const char *path, int flags, unsigned mode) __must_check;
 
+/* ---- oci_archive.c: the archive's files ---- */
+
+struct oci_image;
+/* Where a file's bytes are: fd (ours to close when `own`), off, size. */
+struct oci_blob_at {
+	int fd;
+	bool own;
+	uint64_t off, size;
+};
+/* Index the tar img->fd into img->outer. */
+int oci_archive_index(struct oci_image *img, struct oci_msg *m) __must_check;
+void oci_archive_free(struct oci_image *img);
+/* Find the file `name` (normalised) of the archive; -ENOENT when it has none, -EPERM for a
+ * symlink in a directory layout. */
+int oci_archive_open(const struct oci_image *img, const char *name,
+		     struct oci_blob_at *b) __must_check;
+void oci_blob_close(struct oci_blob_at *b);
+/* "sha256:" and 64 lowercase hex digits. */
+bool oci_valid_digest(const char *d);
+void oci_sha256_hex(const uint8_t md[32], char out[72]);
+/* Read the JSON file `name`, its size `want_size` (UINT64_MAX: any) and digest (NULL:
+ * unchecked) checked before it is parsed. */
+int oci_read_json(const struct oci_image *img, const char *name, const char *digest,
+		  uint64_t want_size, struct oci_json **out, struct oci_msg *m) __must_check;
+
 /* ---- oci_image.c ---- */
 
+/* A file of a docker save or OCI layout tar: where its data is. */
+struct oci_outer_file {
+	char *name; /* normalised */
+	char *link; /* a symlink's target (normalised from the root) or a hard link's, or NULL */
+	uint64_t off, size;
+};
 /* The image an archive holds, its blobs located and not yet read. */
 struct oci_blob {
 	uint64_t off, size;
@@ -160,6 +193,10 @@ struct oci_image {
 	struct oci_blob layers[OCI_LAYERS_MAX];
 	unsigned nlayers;
 	char what[256]; /* "OCI layout" or "docker save archive", and the image's name */
+	struct oci_outer_file *outer; /* a tar's files, sorted by name */
+	size_t nouter;
+	uint64_t unpacked;   /* the layers' tars so far, uncompressed */
+	unsigned json_reads; /* indexes and manifests read to find the image */
 };
 /* Open `path` (a directory or a tar), pick its one linux/amd64 image, read and check its
  * manifest and config. */

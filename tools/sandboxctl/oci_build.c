@@ -107,23 +107,6 @@ static int read_etc(int rootfd, const char *path, char **out)
 	return 0;
 }
 
-static bool parse_u32(const char *s, size_t len, uint32_t *out)
-{
-	uint64_t v = 0;
-
-	if (len == 0 || len > 10)
-		return false;
-	for (size_t i = 0; i < len; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return false;
-		v = v * 10 + (uint64_t)(s[i] - '0');
-	}
-	if (v > 0xfffffffeu)
-		return false;
-	*out = (uint32_t)v;
-	return true;
-}
-
 /* In the passwd or group text `db`, the line whose field 0 is `name` (or, with name NULL,
  * whose field 2 is `id`): its fields 2 and, when f3 is not NULL, 3 (passwd's gid). */
 static bool etc_find(const char *db, const char *name, uint32_t id, uint32_t *f2, uint32_t *f3)
@@ -148,9 +131,9 @@ static bool etc_find(const char *db, const char *name, uint32_t id, uint32_t *f2
 				break;
 			*c = '\0';
 		}
-		if (nf < 3 || !parse_u32(f[2], strlen(f[2]), &v2))
+		if (nf < 3 || !image_conf_id(f[2], &v2))
 			continue;
-		if (f3 && (nf < 4 || !parse_u32(f[3], strlen(f[3]), &v3)))
+		if (f3 && (nf < 4 || !image_conf_id(f[3], &v3)))
 			continue;
 		if (name ? strcmp(f[0], name) == 0 : v2 == id) {
 			*f2 = v2;
@@ -181,7 +164,7 @@ static int resolve_user(int rootfd, const char *user, uint32_t *uid, uint32_t *g
 		*g++ = '\0';
 	(void)read_etc(rootfd, "etc/passwd", &passwd);
 	(void)read_etc(rootfd, "etc/group", &group);
-	if (parse_u32(u, strlen(u), uid)) {
+	if (image_conf_id(u, uid)) {
 		uint32_t x;
 
 		have_pgid = passwd && etc_find(passwd, NULL, *uid, &x, &pgid);
@@ -192,7 +175,7 @@ static int resolve_user(int rootfd, const char *user, uint32_t *uid, uint32_t *g
 	} else {
 		have_pgid = true;
 	}
-	if (g && parse_u32(g, strlen(g), gid)) {
+	if (g && image_conf_id(g, gid)) {
 		/* numeric */
 	} else if (g) {
 		if (!group || !etc_find(group, g, 0, gid, NULL)) {
@@ -369,8 +352,17 @@ static int build(struct oci_image *img, const char *name, int dirfd, const char 
 	for (size_t i = 0; i < sizeof(mount_points) / sizeof(mount_points[0]); i++) {
 		struct stat s;
 
-		if (fstatat(rootfd, mount_points[i].name, &s, AT_SYMLINK_NOFOLLOW) == 0)
-			continue; /* whatever the image has there (a symlink is its business) */
+		if (fstatat(rootfd, mount_points[i].name, &s, AT_SYMLINK_NOFOLLOW) == 0) {
+			if (S_ISDIR(s.st_mode))
+				continue;
+			/* sandbox-init mounts there before the switch: a symlink would lead its
+			 * mount into the initramfs */
+			errmsg("warning: /%s is not a directory in the image: made one",
+			       mount_points[i].name);
+			if ((err = oci_rmtree(rootfd, mount_points[i].name)) < 0)
+				return oci_fail(m, err, "cannot replace /%s: %s",
+						mount_points[i].name, strerror(-err));
+		}
 		if (mkdirat(rootfd, mount_points[i].name, 0700) < 0 ||
 		    fchmodat(rootfd, mount_points[i].name, mount_points[i].mode, 0) < 0)
 			return oci_fail(m, -errno, "cannot make /%s: %s", mount_points[i].name,

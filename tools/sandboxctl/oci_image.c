@@ -29,269 +29,6 @@
 
 #include "oci.h"
 
-#define LINK_HOPS 8 /* symlinks and hard links followed in a tar archive's index */
-
-/* ---- the archive's files ---- */
-
-struct outer_file {
-	char *name; /* normalised */
-	char *link; /* a symlink's target (normalised from the root) or a hard link's, or NULL */
-	uint64_t off, size;
-};
-
-static struct outer_file *outer;
-static size_t nouter;
-
-static int file_read(void *arg, void *buf, size_t len, size_t *got)
-{
-	int fd = *(int *)arg;
-	ssize_t n;
-
-	do
-		n = read(fd, buf, len);
-	while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return -errno;
-	*got = (size_t)n;
-	return 0;
-}
-
-static int file_skip(void *arg, uint64_t len)
-{
-	int fd = *(int *)arg;
-	struct stat st;
-	off_t cur = lseek(fd, 0, SEEK_CUR);
-
-	if (cur < 0 || fstat(fd, &st) < 0)
-		return -errno;
-	if ((uint64_t)st.st_size - (uint64_t)cur < len)
-		return -EBADMSG;
-	return lseek(fd, (off_t)len, SEEK_CUR) < 0 ? -errno : 0;
-}
-
-static void outer_free(void)
-{
-	for (size_t i = 0; i < nouter; i++) {
-		free(outer[i].name);
-		free(outer[i].link);
-	}
-	free(outer);
-	outer = NULL;
-	nouter = 0;
-}
-
-/* Index the tar `fd`: its regular files and links by name. */
-static int outer_index(int fd, struct oci_msg *m)
-{
-	struct oci_tar t;
-	struct oci_tar_entry *e = calloc(1, sizeof(*e));
-	size_t cap = 0;
-	int err;
-
-	if (!e)
-		return -ENOMEM;
-	oci_tar_init(&t, file_read, file_skip, &fd, m);
-	while ((err = oci_tar_next(&t, e)) > 0) {
-		char name[OCI_PATH_MAX + 1], link[OCI_PATH_MAX + 1] = "";
-		struct outer_file *f;
-
-		if (e->type == '5')
-			continue;
-		if (e->type != '0' && e->type != '1' && e->type != '2') {
-			err = oci_fail(m, -EBADMSG, "%s: a special file in the archive", e->path);
-			break;
-		}
-		if (oci_path_norm(e->path, name, sizeof(name)) < 0 || !name[0]) {
-			err = oci_fail(m, -EPERM, "%s: a path outside the archive", e->path);
-			break;
-		}
-		if (e->type == '2') {
-			char rel[2 * OCI_PATH_MAX + 2], *slash = strrchr(name, '/');
-
-			/* relative to its directory; an absolute target means nothing here */
-			snprintf(rel, sizeof(rel), "%.*s%s%s", slash ? (int)(slash - name) : 0,
-				 name, slash ? "/" : "", e->link);
-			if (e->link[0] == '/' || oci_path_norm(rel, link, sizeof(link)) < 0 ||
-			    !link[0]) {
-				err = oci_fail(m, -EPERM,
-					       "%s: a symlink to %s, outside the archive", e->path,
-					       e->link);
-				break;
-			}
-		} else if (e->type == '1' &&
-			   (oci_path_norm(e->link, link, sizeof(link)) < 0 || !link[0])) {
-			err = oci_fail(m, -EPERM, "%s: a hard link to %s, outside the archive",
-				       e->path, e->link);
-			break;
-		}
-		for (size_t i = 0; i < nouter; i++)
-			if (strcmp(outer[i].name, name) == 0) {
-				err = oci_fail(m, -EBADMSG, "%s: in the archive twice", e->path);
-				goto out;
-			}
-		if (nouter == OCI_OUTER_ENTRIES) {
-			err = oci_fail(m, -EFBIG, "more than %u files", OCI_OUTER_ENTRIES);
-			break;
-		}
-		if (nouter == cap) {
-			size_t c = cap ? cap * 2 : 64;
-			struct outer_file *o = realloc(outer, c * sizeof(*o));
-
-			if (!o) {
-				err = -ENOMEM;
-				break;
-			}
-			outer = o;
-			cap = c;
-		}
-		f = &outer[nouter];
-		f->off = e->offset;
-		f->size = e->size;
-		f->name = strdup(name);
-		f->link = link[0] ? strdup(link) : NULL;
-		nouter++;
-		if (!f->name || (link[0] && !f->link)) {
-			err = -ENOMEM;
-			break;
-		}
-	}
-out:
-	oci_tar_entry_clear(e);
-	free(e);
-	return err < 0 ? err : 0;
-}
-
-/* Where a blob's bytes are: fd (ours to close when `own`), off, size. */
-struct blob_at {
-	int fd;
-	bool own;
-	uint64_t off, size;
-};
-
-/* Find the file `name` (normalised) of the archive. -ENOENT when it has none. */
-static int archive_open(const struct oci_image *img, const char *name, struct blob_at *b)
-{
-	if (img->dirfd >= 0) {
-		struct open_how how = {
-			.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
-			.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-		};
-		struct stat st;
-		long fd = syscall(SYS_openat2, img->dirfd, name, &how, sizeof(how));
-
-		if (fd < 0)
-			return errno == ELOOP ? -EPERM : -errno;
-		if (fstat((int)fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-			close((int)fd);
-			return -EINVAL;
-		}
-		*b = (struct blob_at){.fd = (int)fd, .own = true, .size = (uint64_t)st.st_size};
-		return 0;
-	}
-	for (int hop = 0; hop <= LINK_HOPS; hop++) {
-		const struct outer_file *f = NULL;
-
-		for (size_t i = 0; i < nouter && !f; i++)
-			if (strcmp(outer[i].name, name) == 0)
-				f = &outer[i];
-		if (!f)
-			return -ENOENT;
-		if (!f->link) {
-			*b = (struct blob_at){.fd = img->fd, .off = f->off, .size = f->size};
-			return 0;
-		}
-		name = f->link;
-	}
-	return -ELOOP;
-}
-
-static void blob_close(struct blob_at *b)
-{
-	if (b->own && b->fd >= 0)
-		close(b->fd);
-	b->fd = -1;
-}
-
-static bool valid_digest(const char *d)
-{
-	if (!d || strncmp(d, "sha256:", 7) != 0 || strlen(d) != 71)
-		return false;
-	for (int i = 7; i < 71; i++)
-		if (!((d[i] >= '0' && d[i] <= '9') || (d[i] >= 'a' && d[i] <= 'f')))
-			return false;
-	return true;
-}
-
-static void sha256_hex(const uint8_t md[32], char out[72])
-{
-	memcpy(out, "sha256:", 7);
-	for (int i = 0; i < 32; i++)
-		snprintf(out + 7 + 2 * i, 3, "%02x", md[i]);
-}
-
-/* Read the JSON file `name`: its size `want_size` (UINT64_MAX: any) and digest `digest`
- * (NULL: unchecked) checked before it is parsed. */
-static int read_json(const struct oci_image *img, const char *name, const char *digest,
-		     uint64_t want_size, struct oci_json **out, struct oci_msg *m)
-{
-	struct blob_at b;
-	char *buf, got[72];
-	uint8_t md[32];
-	int err;
-
-	*out = NULL;
-	if ((err = archive_open(img, name, &b)) < 0)
-		return oci_fail(m, err, "%s: %s", name,
-				err == -ENOENT	? "missing from the archive"
-				: err == -EPERM ? "a symlink (not followed)"
-						: strerror(-err));
-	if (b.size > OCI_JSON_MAX) {
-		blob_close(&b);
-		return oci_fail(m, -EFBIG, "%s: %llu bytes, more than the %u a JSON file may have",
-				name, (unsigned long long)b.size, OCI_JSON_MAX);
-	}
-	if (want_size != UINT64_MAX && b.size != want_size) {
-		blob_close(&b);
-		return oci_fail(m, -EBADMSG, "%s: %llu bytes, its descriptor says %llu", name,
-				(unsigned long long)b.size, (unsigned long long)want_size);
-	}
-	if (!(buf = malloc(b.size + 1))) {
-		blob_close(&b);
-		return -ENOMEM;
-	}
-	for (uint64_t have = 0; have < b.size;) {
-		ssize_t n = pread(b.fd, buf + have, b.size - have, (off_t)(b.off + have));
-
-		if (n <= 0) {
-			err = n < 0 ? -errno : -EBADMSG;
-			blob_close(&b);
-			free(buf);
-			return oci_fail(m, err, "%s: cannot read: %s", name,
-					n < 0 ? strerror(errno) : "truncated");
-		}
-		have += (uint64_t)n;
-	}
-	blob_close(&b);
-	if (digest) {
-		SHA256((const unsigned char *)buf, b.size, md);
-		sha256_hex(md, got);
-		if (strcmp(got, digest) != 0) {
-			free(buf);
-			return oci_fail(m, -EBADMSG, "%s: digest mismatch: %s expected, %s read",
-					name, digest, got);
-		}
-	}
-	err = oci_json_parse(buf, b.size, out, m);
-	free(buf);
-	if (err < 0 && m->text[0] && strncmp(m->text, "bad JSON", 8) == 0) {
-		char text[sizeof(m->text)];
-
-		memcpy(text, m->text, sizeof(text));
-		snprintf(m->text, sizeof(m->text), "%.300s: %.700s", name, text);
-	}
-	return err;
-}
-
 /* blobs/sha256/HEX for a digest. */
 static void blob_name(const char *digest, char *out, size_t len)
 {
@@ -321,7 +58,7 @@ static bool is_manifest_type(const char *t)
 }
 
 /* Collect the image manifests an index lists, following nested indexes. */
-static int walk_index(const struct oci_image *img, const struct oci_json *idx, const char *where,
+static int walk_index(struct oci_image *img, const struct oci_json *idx, const char *where,
 		      unsigned depth, struct candidate *c, unsigned *nc, struct oci_msg *m)
 {
 	const struct oci_json *mans = oci_json_get(idx, "manifests"), *sv;
@@ -343,7 +80,7 @@ static int walk_index(const struct oci_image *img, const struct oci_json *idx, c
 			oci_json_cstr(oci_json_get(ann, "org.opencontainers.image.ref.name"));
 		uint64_t size;
 
-		if (!valid_digest(digest) ||
+		if (!oci_valid_digest(digest) ||
 		    !oci_json_u64(oci_json_get(d, "size"), OCI_JSON_MAX, &size))
 			return oci_fail(
 				m, -EBADMSG,
@@ -358,8 +95,11 @@ static int walk_index(const struct oci_image *img, const struct oci_json *idx, c
 
 			if (depth >= 2)
 				return oci_fail(m, -EBADMSG, "%s: indexes nested too deep", where);
+			if (++img->json_reads > OCI_JSON_READS_MAX)
+				return oci_fail(m, -EFBIG, "%s: more than %u nested indexes", where,
+						OCI_JSON_READS_MAX);
 			blob_name(digest, name, sizeof(name));
-			if ((err = read_json(img, name, digest, size, &sub, m)) < 0)
+			if ((err = oci_read_json(img, name, digest, size, &sub, m)) < 0)
 				return err;
 			err = walk_index(img, sub, name, depth + 1, c, nc, m);
 			oci_json_free(sub);
@@ -423,7 +163,7 @@ static int take_diff_ids(struct oci_image *img, const char *where, struct oci_ms
 	for (unsigned i = 0; i < img->nlayers; i++) {
 		const char *d = oci_json_cstr(&ids->items[i]);
 
-		if (!valid_digest(d))
+		if (!oci_valid_digest(d))
 			return oci_fail(m, -EBADMSG, "%s: diff_ids[%u] is not a sha256 digest",
 					where, i);
 		snprintf(img->layers[i].diff_id, sizeof(img->layers[i].diff_id), "%s", d);
@@ -442,13 +182,13 @@ static int load_manifest(struct oci_image *img, const struct candidate *c, struc
 	int err;
 
 	blob_name(c->manifest, name, sizeof(name));
-	if ((err = read_json(img, name, c->manifest, c->manifest_size, &man, m)) < 0)
+	if ((err = oci_read_json(img, name, c->manifest, c->manifest_size, &man, m)) < 0)
 		return err;
 	cfg = oci_json_get(man, "config");
 	layers = oci_json_get(man, "layers");
 	cdigest = oci_json_cstr(oci_json_get(cfg, "digest"));
 	if (!oci_json_u64(oci_json_get(man, "schemaVersion"), 10, &v) || v != 2 ||
-	    !valid_digest(cdigest) ||
+	    !oci_valid_digest(cdigest) ||
 	    !oci_json_u64(oci_json_get(cfg, "size"), OCI_JSON_MAX, &csize) || !layers ||
 	    layers->type != OJ_ARRAY) {
 		err = oci_fail(m, -EBADMSG,
@@ -476,7 +216,7 @@ static int load_manifest(struct oci_image *img, const struct candidate *c, struc
 					    : ": not a layer type we take (tar, tar+gzip)");
 			goto out;
 		}
-		if (!valid_digest(digest) ||
+		if (!oci_valid_digest(digest) ||
 		    !oci_json_u64(oci_json_get(d, "size"), OCI_UNPACKED_MAX, &b->size)) {
 			err = oci_fail(m, -EBADMSG, "%s: layer %zu: no sha256 digest or no size",
 				       name, i + 1);
@@ -488,7 +228,7 @@ static int load_manifest(struct oci_image *img, const struct candidate *c, struc
 	img->nlayers = (unsigned)layers->n;
 	snprintf(img->config_digest, sizeof(img->config_digest), "%s", cdigest);
 	blob_name(cdigest, name, sizeof(name));
-	if ((err = read_json(img, name, cdigest, csize, &img->config, m)) < 0)
+	if ((err = oci_read_json(img, name, cdigest, csize, &img->config, m)) < 0)
 		goto out;
 	err = take_diff_ids(img, name, m);
 out:
@@ -512,7 +252,7 @@ static int load_docker(struct oci_image *img, const struct oci_json *list, unsig
 	/* the config's name is its digest: HEX.json (old) or blobs/sha256/HEX (new) */
 	base = strrchr(name, '/') ? strrchr(name, '/') + 1 : name;
 	snprintf(digest, sizeof(digest), "sha256:%.64s", base);
-	if (!valid_digest(digest) ||
+	if (!oci_valid_digest(digest) ||
 	    !(strcmp(base + 64, ".json") == 0 ||
 	      (base[64] == '\0' && strncmp(name, "blobs/sha256/", 13) == 0)))
 		return oci_fail(
@@ -536,14 +276,14 @@ static int load_docker(struct oci_image *img, const struct oci_json *list, unsig
 		lb = b->name + 13;
 		if (strncmp(b->name, "blobs/sha256/", 13) == 0 && strlen(lb) == 64) {
 			snprintf(b->digest, sizeof(b->digest), "sha256:%s", lb);
-			if (!valid_digest(b->digest))
+			if (!oci_valid_digest(b->digest))
 				b->digest[0] = '\0';
 		}
 		b->size = UINT64_MAX; /* whatever the archive holds */
 	}
 	img->nlayers = (unsigned)layers->n;
 	snprintf(img->config_digest, sizeof(img->config_digest), "%s", digest);
-	if ((err = read_json(img, name, digest, UINT64_MAX, &img->config, m)) < 0)
+	if ((err = oci_read_json(img, name, digest, UINT64_MAX, &img->config, m)) < 0)
 		return err;
 	return take_diff_ids(img, name, m);
 }
@@ -592,17 +332,18 @@ static int open_oci(struct oci_image *img, struct oci_msg *m)
 
 	if (!c)
 		return -ENOMEM;
-	if ((err = read_json(img, "oci-layout", NULL, UINT64_MAX, &layout, m)) < 0)
+	if ((err = oci_read_json(img, "oci-layout", NULL, UINT64_MAX, &layout, m)) < 0)
 		goto out;
 	ver = oci_json_cstr(oci_json_get(layout, "imageLayoutVersion"));
 	if (!ver || strncmp(ver, "1.", 2) != 0) {
-		oci_json_free(layout);
-		err = oci_fail(m, -ENOTSUP, "oci-layout: imageLayoutVersion %s, not 1.x",
+		/* the message before the tree it quotes is freed (the fuzz target found it) */
+		err = oci_fail(m, -ENOTSUP, "oci-layout: imageLayoutVersion %.40s, not 1.x",
 			       ver ? ver : "missing");
+		oci_json_free(layout);
 		goto out;
 	}
 	oci_json_free(layout);
-	if ((err = read_json(img, "index.json", NULL, UINT64_MAX, &idx, m)) < 0)
+	if ((err = oci_read_json(img, "index.json", NULL, UINT64_MAX, &idx, m)) < 0)
 		goto out;
 	err = walk_index(img, idx, "index.json", 0, c, &nc, m);
 	oci_json_free(idx);
@@ -610,7 +351,10 @@ static int open_oci(struct oci_image *img, struct oci_msg *m)
 		goto out;
 	/* the platform from each config, which its digest covers */
 	for (unsigned i = 0; i < nc; i++) {
-		struct oci_image probe = {.fd = img->fd, .dirfd = img->dirfd};
+		struct oci_image probe = {.fd = img->fd,
+					  .dirfd = img->dirfd,
+					  .outer = img->outer,
+					  .nouter = img->nouter};
 
 		if ((err = load_manifest(&probe, &c[i], m)) < 0) {
 			oci_json_free(probe.config);
@@ -636,7 +380,7 @@ static int open_docker(struct oci_image *img, struct oci_msg *m)
 	unsigned pick;
 	int err;
 
-	if ((err = read_json(img, "manifest.json", NULL, UINT64_MAX, &list, m)) < 0)
+	if ((err = oci_read_json(img, "manifest.json", NULL, UINT64_MAX, &list, m)) < 0)
 		return err;
 	if (list->type != OJ_ARRAY || list->n > OCI_CANDIDATES_MAX) {
 		err = oci_fail(m, -EBADMSG, "manifest.json: not an array of at most %u images",
@@ -648,7 +392,10 @@ static int open_docker(struct oci_image *img, struct oci_msg *m)
 		goto out;
 	}
 	for (unsigned i = 0; i < list->n; i++) {
-		struct oci_image probe = {.fd = img->fd, .dirfd = img->dirfd};
+		struct oci_image probe = {.fd = img->fd,
+					  .dirfd = img->dirfd,
+					  .outer = img->outer,
+					  .nouter = img->nouter};
 		const struct oci_json *tags = oci_json_get(&list->items[i], "RepoTags");
 		const char *tag = tags && tags->type == OJ_ARRAY && tags->n
 					  ? oci_json_cstr(&tags->items[0])
@@ -674,7 +421,7 @@ out:
 
 int oci_image_open(const char *path, struct oci_image *img, struct oci_msg *m)
 {
-	struct blob_at b;
+	struct oci_blob_at b;
 	struct stat st;
 	unsigned char magic[4] = {0};
 	int err;
@@ -693,17 +440,17 @@ int oci_image_open(const char *path, struct oci_image *img, struct oci_msg *m)
 		    magic[1] == 0x8b)
 			return oci_fail(m, -ENOTSUP,
 					"a gzip-compressed archive: decompress it first (gunzip)");
-		if ((err = outer_index(img->fd, m)) < 0)
+		if ((err = oci_archive_index(img, m)) < 0)
 			return err;
 	} else {
 		return oci_fail(m, -EINVAL, "neither a directory nor a tar file");
 	}
-	if (archive_open(img, "index.json", &b) == 0) {
-		blob_close(&b);
+	if (oci_archive_open(img, "index.json", &b) == 0) {
+		oci_blob_close(&b);
 		return open_oci(img, m);
 	}
-	if (archive_open(img, "manifest.json", &b) == 0) {
-		blob_close(&b);
+	if (oci_archive_open(img, "manifest.json", &b) == 0) {
+		oci_blob_close(&b);
 		return open_docker(img, m);
 	}
 	return oci_fail(m, -EBADMSG,
@@ -720,19 +467,19 @@ void oci_image_close(struct oci_image *img)
 	oci_json_free(img->config);
 	img->config = NULL;
 	img->fd = img->dirfd = -1;
-	outer_free();
+	oci_archive_free(img);
 }
 
 /* ---- a layer's stream: the blob, its digest, gzip, the diff id ---- */
 
 struct layer_stream {
-	struct blob_at b;
+	struct oci_blob_at b;
 	uint64_t pos; /* of the blob read so far */
 	EVP_MD_CTX *blob_md, *diff_md;
 	bool gz, gz_end;
 	z_stream z;
 	uint8_t in[1 << 16];
-	uint64_t out_total;
+	uint64_t out_total, before; /* unpacked: of this layer, of those before it */
 	struct oci_msg *m;
 	const char *what;
 };
@@ -826,9 +573,9 @@ static int stream_read(void *arg, void *buf, size_t len, size_t *got)
 		}
 	}
 	s->out_total += *got;
-	if (s->out_total > OCI_UNPACKED_MAX)
-		return oci_fail(s->m, -EFBIG, "%s: more than %llu GiB unpacked", s->what,
-				(unsigned long long)(OCI_UNPACKED_MAX >> 30));
+	if (s->out_total > OCI_UNPACKED_MAX - s->before)
+		return oci_fail(s->m, -EFBIG, "%s: the layers unpack to more than %llu GiB",
+				s->what, (unsigned long long)(OCI_UNPACKED_MAX >> 30));
 	EVP_DigestUpdate(s->diff_md, buf, *got);
 	return 0;
 }
@@ -854,8 +601,9 @@ int oci_image_apply_layer(struct oci_image *img, unsigned i, int rootfd, struct 
 			 l->name);
 	s->m = m;
 	s->what = what;
+	s->before = img->unpacked;
 	s->b.fd = -1;
-	if ((err = archive_open(img, l->name, &s->b)) < 0) {
+	if ((err = oci_archive_open(img, l->name, &s->b)) < 0) {
 		err = oci_fail(m, err, "%s: %s", what,
 			       err == -ENOENT ? "missing from the archive" : strerror(-err));
 		goto out;
@@ -911,7 +659,7 @@ int oci_image_apply_layer(struct oci_image *img, unsigned i, int rootfd, struct 
 	}
 	if (l->digest[0]) {
 		EVP_DigestFinal_ex(s->blob_md, md, &mdlen);
-		sha256_hex(md, got);
+		oci_sha256_hex(md, got);
 		if (strcmp(got, l->digest) != 0) {
 			err = oci_fail(m, -EBADMSG, "%s: digest mismatch: %s expected, %s read",
 				       what, l->digest, got);
@@ -919,17 +667,18 @@ int oci_image_apply_layer(struct oci_image *img, unsigned i, int rootfd, struct 
 		}
 	}
 	EVP_DigestFinal_ex(s->diff_md, md, &mdlen);
-	sha256_hex(md, got);
+	oci_sha256_hex(md, got);
 	if (strcmp(got, l->diff_id) != 0)
 		err = oci_fail(m, -EBADMSG,
 			       "%s: digest mismatch: the config's diff_id %s expected, %s unpacked",
 			       what, l->diff_id, got);
+	img->unpacked += s->out_total;
 out:
 	if (s->gz)
 		inflateEnd(&s->z);
 	EVP_MD_CTX_free(s->blob_md);
 	EVP_MD_CTX_free(s->diff_md);
-	blob_close(&s->b);
+	oci_blob_close(&s->b);
 	free(s);
 	return err;
 }
