@@ -27,7 +27,7 @@ export SANDBOX_HOME
 mkdir -p "$work/tmp" "$SANDBOX_HOME"
 bb=/bin/busybox
 [ -x "$bb" ] || bb=
-python3 "$here/oci_make.py" "$work/arch" $bb || fail "oci_make.py"
+CANARY=$work/tmp python3 "$here/oci_make.py" "$work/arch" $bb || fail "oci_make.py"
 echo kernel >"$work/kernel"
 echo initrd >"$work/initrd"
 kargs="--kernel $work/kernel --initrd $work/initrd"
@@ -122,6 +122,17 @@ refuse() {
 	[ -z "$(ls -A "$work/tmp")" ] || fail "$1: wrote $(ls -A "$work/tmp") outside"
 	echo "ok: $1 refused: $(grep "^sandboxctl: $work" "$work/out" | sed "s|$work/arch/||")"
 }
+# an absolute symlink an earlier layer planted, aimed at a host directory: what a later layer
+# writes through it stays inside the image
+# shellcheck disable=SC2086
+"$ctl" images import planted --oci "$work/arch/planted-abs.tar" $kargs >"$work/out" 2>&1 ||
+	fail "planted-abs.tar: $(cat "$work/out")"
+[ -z "$(ls -A "$work/tmp")" ] || fail "planted-abs.tar: wrote $(ls -A "$work/tmp") on the host"
+debugfs -R "cat $work/tmp/owned" "$SANDBOX_HOME/images/planted/rootfs" 2>/dev/null |
+	grep -q 'through a planted link' || fail "planted-abs.tar: the file is not inside the image"
+rm -rf "$SANDBOX_HOME/images/planted"
+echo "ok: a symlink to $work/tmp planted by layer 1, written through by layer 2: inside the image, not on the host"
+
 refuse bad-truncated.tar 'truncated'
 refuse bad-bad-json.tar 'index.json: bad JSON at byte'
 refuse bad-digest.tar 'layer 2 of 3 (sha256:[0-9a-f]*): digest mismatch'

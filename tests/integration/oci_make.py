@@ -5,6 +5,7 @@
 #   good-oci/         the same layout as a directory
 #   good-docker.tar   a docker save archive (manifest.json, HEX.json, ID/layer.tar)
 #   bad-*.tar         one hostile thing each (see BAD below)
+#   planted-abs.tar   a symlink to $CANARY planted by one layer, written through by the next
 # The image: 3 layers (gzip, plain tar, gzip); /bin/busybox (the host's, or a script) with
 # applet links; /etc/passwd naming app = 1000:1000; /gone.txt deleted by a whiteout in layer 2;
 # /opq/ made opaque in layer 2 (old1, old2 gone, new kept); /app/suid owned by 1000:1000 mode
@@ -188,6 +189,17 @@ BAD = {
     "arm-only": oci_files([make_tar(one)], gz=(False,), extra_arm=False,
                           config=image_config([sha(make_tar(one))], "arm64")),
 }
+# planted-abs.tar (with CANARY in the environment: a host directory): layer 1 makes that path's
+# directories in the image and plants an absolute symlink to it, layer 2 writes a file through it. Not refused: an absolute
+# target is inside the image, so the file lands at that path inside the image, never on the host.
+if os.environ.get("CANARY"):
+    dirs = os.environ["CANARY"].strip("/").split("/")
+    mk = [entry("/".join(dirs[:i + 1]), "dir", mode=0o755) for i in range(len(dirs))]
+    planted = [make_tar(one + mk + [entry("planted", "symlink", link=os.environ["CANARY"])]),
+               make_tar([entry("planted/owned", data=b"through a planted link\n")])]
+    pcfg = image_config([sha(t) for t in planted], cfg={"Cmd": ["/bin/sh"]})
+    write_tar(os.path.join(out, "planted-abs.tar"), oci_files(planted, gz=(False, True),
+                                                             extra_arm=False, config=pcfg))
 for name, files in BAD.items():
     path = os.path.join(out, "bad-%s.tar" % name)
     if files is None:
