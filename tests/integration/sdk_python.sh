@@ -18,7 +18,7 @@ if [ "${1-}" = --inner ]; then
 	# emulated host fails the run (and devhost_retry.sh retries it) instead of stalling it.
 	CTL_REAL=$2 CTL_DEADLINE=180 SANDBOXCTL=$here/ctl_bounded.sh SANDBOX_SDK_IMAGE=busybox \
 		PYTHONDONTWRITEBYTECODE=1 python3 -m pytest -v --color=no -p no:cacheprovider -rs \
-		"$top/sdk/python/tests" || fail "the SDK's tests (status $?)"
+		"$top/sdk/python/tests/test_live.py" || fail "the SDK's tests (status $?)"
 	exit 0
 fi
 exec "$here/sandbox_guest.sh" "$0" "$@"

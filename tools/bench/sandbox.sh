@@ -42,7 +42,7 @@ exec)
 	;;
 sdk)
 	id=$("$ctl" create --image busybox --memory 256 --network none)
-	python3 "$(dirname "$0")/sdk.py" --runs 50 --id "$id" --ctl "$ctl" \
+	python3 "$(dirname "$0")/sdk.py" --id "$id" --ctl "$ctl" \
 		--bench-exec "$build/tools/bench/bench-exec"
 	"$ctl" rm -f "$id"
 	;;

@@ -32,7 +32,7 @@ class CommandResult:
 
     def __init__(self, command, exit_code, stdout, stderr, signal=0, timed_out=False,
                  truncated=False, duration=0.0):
-        self.command = command
+        self._command = command
         self.exit_code = exit_code
         self.stdout_bytes = bytes(stdout)
         self.stderr_bytes = bytes(stderr)
@@ -40,6 +40,11 @@ class CommandResult:
         self.timed_out = timed_out
         self.truncated = truncated
         self.duration = duration
+
+    @property
+    def command(self):
+        """The command as given: its shell line, or its argv quoted as a shell would."""
+        return command_text(self._command)
 
     @property
     def stdout(self):
@@ -55,6 +60,10 @@ class CommandResult:
 
     def __repr__(self):
         return "CommandResult(%r, exit_code=%d)" % (self.command, self.exit_code)
+
+
+def command_text(cmd):
+    return cmd if isinstance(cmd, str) else shlex.join(cmd)
 
 
 class EntryInfo:
@@ -156,7 +165,7 @@ class _Stream:
         self.callback, self.cap = callback, cap
         self.buf = bytearray()
         self.truncated = False
-        self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self.decoder = codecs.getincrementaldecoder("utf-8")("replace") if callback else None
 
     def add(self, data):
         room = self.cap - len(self.buf)
@@ -177,7 +186,7 @@ class ExecCall(Call):
 
     def __init__(self, command, on_stdout, on_stderr, max_output):
         super().__init__()
-        self.command = command
+        self._command = command  # a shell line or an argv list (command_text renders it)
         self.out = _Stream(on_stdout, max_output)
         self.err = _Stream(on_stderr, max_output)
         self.pid = None
@@ -207,16 +216,16 @@ class ExecCall(Call):
             raise self.error
         code, signo, flags = self.exit if self.exit else (137, 9, 0)
         timed_out = timed_out or bool(flags & w.EXIT_TIMED_OUT)
-        res = CommandResult(self.command, code, self.out.buf, self.err.buf, signo, timed_out,
+        res = CommandResult(self._command, code, self.out.buf, self.err.buf, signo, timed_out,
                             self.out.truncated or self.err.truncated,
                             time.monotonic() - self.started_at)
         if timed_out:
             raise CommandTimeoutError(res, "%s: timed out after %.1f s and was killed" %
-                                      (self.command, res.duration))
+                                      (printable(res.command), res.duration))
         if check and code == 127:
             why = printable(res.stderr.strip()[:200])
             raise CommandNotFoundError(res, "%s: command not found%s" % (
-                printable(self.command), ": " + why if why else ""))
+                printable(res.command), ": " + why if why else ""))
         if check and code != 0:
             raise CommandExitError(res)
         return res
@@ -268,9 +277,9 @@ def needs_passwd(user):
 
 
 def exec_request(defaults, cmd, env, cwd, user, timeout, stdin, pty):
-    """(command text, EXEC payload) for run()'s arguments over the sandbox's defaults. cmd is
-    a shell command line (run by sh -c) or an argv list; None runs the image's
-    entrypoint + cmd."""
+    """(the command for messages, EXEC payload) for run()'s arguments over the sandbox's
+    defaults. cmd is a shell command line (run by sh -c) or an argv list; None runs the
+    image's entrypoint + cmd."""
     if cmd is None:
         argv = defaults.entrypoint + defaults.cmd
         if not argv:
@@ -279,7 +288,7 @@ def exec_request(defaults, cmd, env, cwd, user, timeout, stdin, pty):
         argv = ["/bin/sh", "-c", cmd]
     else:
         argv = [str(a) for a in cmd]
-    text = cmd if isinstance(cmd, str) else shlex.join(argv)
+    text = cmd if isinstance(cmd, str) else argv
     envd = dict(defaults.env)
     uid = gid = w.PROTO_ID_KEEP
     if user is not None:

@@ -1,15 +1,20 @@
 # SPDX-License-Identifier: Apache-2.0
 """A connection to a sandbox's agent, kept open for the sandbox's calls, and one-shot
-requests to its VMM's api.sock; blocking sockets and one reader thread.
+requests to its VMM's api.sock; blocking sockets, no thread of our own in the common case.
 
-The agent connection: connect to the sandbox's vsock.sock, `CONNECT 52\\n`, the VMM's
-`OK <port>\\n`, HELLO both ways (docs/agent-protocol.md). Then calls run at once on it, each
-with its own id: any thread sends its frames (a lock keeps a frame whole), and one reader
-thread decodes what the agent sends and hands each frame to its call, waking the caller at
-the call's final frame. So a call costs one frame out, the agent's frames in, and one wake-up;
-output callbacks run on the reader thread as the bytes arrive.
+The agent connection: connect to the sandbox's vsock.sock, `CONNECT 52\n`, the VMM's
+`OK <port>\n`, HELLO both ways (docs/agent-protocol.md). Then calls run at once on it, each
+with its own id: any thread sends its frames (a lock keeps a frame whole), and the agent's
+frames are read by whichever thread is waiting for a call (the "leader"; others wait for
+their call's end or for the leader to leave, then one of them leads). Each frame goes to its
+call's state machine; a frame may end another thread's call. So a foreground command costs
+one frame out and the agent's frames in, read by the thread that wants them: a hand-off to a
+reader thread and back cost 0.1 ms natively and over 1 ms in the emulated host (measured,
+docs/sdk.md). While background commands run and nobody waits, a pump thread leads, so their
+output callbacks fire and the agent is never left blocked on us.
 """
 
+import select
 import socket
 import threading
 import time
@@ -18,6 +23,9 @@ from . import _wire as w
 from .errors import ConnectionLostError, SandboxError
 
 CONNECT_REPLY_MAX = 64
+# Reads go into one buffer per connection: a fresh 256 KiB bytes object per recv is a
+# malloc above glibc's mmap threshold, i.e. an mmap, page faults and a munmap every read
+# (in the emulated host that alone cost ~0.5 ms a command; docs/sdk.md).
 RECV_CHUNK = 256 << 10
 
 
@@ -70,25 +78,37 @@ class AgentConnection:
         self._sock.settimeout(None)
         self._send_lock = threading.Lock()
         self._lock = threading.Lock()
+        self._cv = threading.Condition(self._lock)  # a call ended, or the leader left
+        self._reading = False  # a thread leads (reads the socket); under _lock
+        self._followers = 0  # threads waiting on _cv; under _lock
+        self._rbuf = memoryview(bytearray(RECV_CHUNK))  # the leader's read buffer
         self._calls = {}
         self._next_id = 1
         self._dead = None
-        self._early = early
-        self._reader = threading.Thread(target=self._read_loop, name="sandbox-agent",
-                                        daemon=True)
-        self._reader.start()
+        self._pump = None  # the background pump thread, while it runs
+        self._idle = _Never()
+        try:
+            self._dispatch(early)
+        except (w.ProtocolError, ConnectionLostError) as e:
+            self._die(ConnectionLostError("the agent broke the protocol: %s" % e))
+            raise self._dead from e
 
     # ---- calls ----
 
-    def start(self, call, msg_type, payload=b""):
-        """Register `call` under a new id and send its first frame."""
-        call.event = threading.Event()
+    def start(self, call, msg_type, payload=b"", background=False):
+        """Register `call` under a new id and send its first frame. A background call keeps
+        the pump thread going until it ends."""
+        call.background = background
         with self._lock:
             if self._dead is not None:
                 raise self._dead
             call.id = self._next_id
             self._next_id += 1
             self._calls[call.id] = call
+            if background and self._pump is None:
+                self._pump = threading.Thread(target=self._pump_loop, name="sandbox-pump",
+                                              daemon=True)
+                self._pump.start()
         self.send(msg_type, call.id, payload)
         return call
 
@@ -102,8 +122,30 @@ class AgentConnection:
             raise self._dead from e
 
     def wait(self, call, timeout=None):
-        """True once the call ended (its final frame, or the connection's end)."""
-        return call.event.wait(timeout)
+        """True once the call ended (its final frame, or the connection's end); False when
+        `timeout` seconds passed first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not call.done:
+            left = None if deadline is None else deadline - time.monotonic()
+            if self._dead is not None or (left is not None and left <= 0):
+                return call.done
+            with self._lock:
+                lead = not self._reading
+                if lead:
+                    self._reading = True
+                elif not call.done:
+                    self._followers += 1
+                    self._cv.wait(left)
+                    self._followers -= 1
+                    continue
+            try:
+                self._lead(call, deadline)
+            finally:
+                with self._lock:
+                    self._reading = False
+                    if self._followers:
+                        self._cv.notify_all()
+        return True
 
     def call(self, call, msg_type, payload=b"", timeout=60.0):
         """Start a call and wait for its end; raises its error."""
@@ -119,7 +161,38 @@ class AgentConnection:
         with self._lock:
             self._calls.pop(call.id, None)
 
-    # ---- the reader ----
+    # ---- reading ----
+
+    def _lead(self, call, deadline):
+        """Read and dispatch frames until `call` ends or the deadline passes. Without a
+        deadline a plain blocking recv (one system call a read: in the emulated host each
+        costs tens of microseconds); with one, poll first. _die's shutdown ends either."""
+        poller = None
+        while not call.done and self._dead is None:
+            flags = 0
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                if poller is None:
+                    poller = select.poll()
+                    poller.register(self._sock, select.POLLIN)
+                if not poller.poll(max(1, int(left * 1000))):
+                    continue
+                flags = socket.MSG_DONTWAIT
+            try:
+                n = self._sock.recv_into(self._rbuf, RECV_CHUNK, flags)
+                if not n:
+                    raise ConnectionLostError("the agent closed the connection")
+                self._dispatch(self._dec.feed(self._rbuf[:n]))
+            except BlockingIOError:
+                continue
+            except w.ProtocolError as e:
+                self._die(ConnectionLostError("the agent broke the protocol: %s" % e))
+            except ConnectionLostError as e:
+                self._die(e)
+            except OSError as e:
+                self._die(ConnectionLostError("the agent connection broke: %s" % e))
 
     def _dispatch(self, frames):
         for msg_type, call_id, payload in frames:
@@ -128,40 +201,35 @@ class AgentConnection:
                     err, msg = w.parse_error(payload)
                     raise w.ProtocolError("the agent closed the connection: %s" % msg)
                 continue
-            with self._lock:
-                call = self._calls.get(call_id)
+            call = self._calls.get(call_id)  # one dict operation: atomic, no lock needed
             if call is None:  # a call we gave up on; its late frames are dropped
                 continue
             if call.feed(msg_type, payload):
-                with self._lock:
-                    self._calls.pop(call_id, None)
-                call.event.set()
+                self._calls.pop(call_id, None)
+                with self._lock:  # under the lock: a follower checks done, then waits
+                    if self._followers:
+                        self._cv.notify_all()
                 if call.overrun:
                     raise ConnectionLostError("the agent overran a call: connection dropped")
 
-    def _read_loop(self):
-        try:
-            self._dispatch(self._early)
-            while True:
-                data = self._sock.recv(RECV_CHUNK)
-                if not data:
-                    raise ConnectionLostError("the agent closed the connection")
-                self._dispatch(self._dec.feed(data))
-        except w.ProtocolError as e:
-            self._die(ConnectionLostError("the agent broke the protocol: %s" % e))
-        except ConnectionLostError as e:
-            self._die(e)
-        except OSError as e:
-            self._die(ConnectionLostError("the agent connection broke: %s" % e))
+    def _pump_loop(self):
+        """Lead while background calls run, so their output flows with nobody waiting."""
+        while True:
+            with self._lock:
+                if self._dead is not None or not any(
+                        getattr(c, "background", False) for c in self._calls.values()):
+                    self._pump = None
+                    return
+            self.wait(self._idle, 0.2)
 
     def _die(self, exc):
         with self._lock:
             if self._dead is None:
                 self._dead = exc
             calls, self._calls = list(self._calls.values()), {}
-        for call in calls:
-            call.fail(self._dead)
-            call.event.set()
+            for call in calls:
+                call.fail(self._dead)
+            self._cv.notify_all()
         try:  # the agent sees the end too (and kills what this connection ran)
             self._sock.shutdown(socket.SHUT_RDWR)
         except OSError:
@@ -173,13 +241,16 @@ class AgentConnection:
 
     def close(self):
         self._die(ConnectionLostError("the connection was closed"))
-        try:
-            self._sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
+        pump = self._pump
+        if pump is not None and pump is not threading.current_thread():
+            pump.join(5)
         self._sock.close()
-        if self._reader is not threading.current_thread():
-            self._reader.join(5)
+
+
+class _Never:
+    """A call that never ends: what the pump thread waits for."""
+
+    done = False
 
 
 def api_call(api_path, req_type, timeout=5.0):

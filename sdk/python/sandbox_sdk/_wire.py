@@ -66,9 +66,9 @@ def hello():
     return frame(MSG_HELLO, 0, struct.pack("<II", PROTO_VERSION, PROTO_MAX_PAYLOAD))
 
 
-def check_header(hdr):
-    """(len, type, id) of a 16-byte header, checked as proto_hdr_check does."""
-    length, msg_type, flags, call_id = _HDR.unpack(hdr)
+def check_header(hdr, off=0):
+    """(len, type, id) of the 16-byte header at hdr[off:], checked as proto_hdr_check does."""
+    length, msg_type, flags, call_id = _HDR.unpack_from(hdr, off)
     if length > PROTO_MAX_PAYLOAD:
         raise ProtocolError("frame of %d bytes (at most %d)" % (length, PROTO_MAX_PAYLOAD))
     if msg_type not in _MIN_LEN:
@@ -86,20 +86,23 @@ class Decoder:
         self._need = None  # (len, type, id) of the frame whose payload is awaited
 
     def feed(self, data):
-        self._buf += data
-        out = []
+        buf = self._buf
+        buf += data
+        out, off, end = [], 0, len(buf)
         while True:
             if self._need is None:
-                if len(self._buf) < PROTO_HDR_LEN:
-                    return out
-                self._need = check_header(bytes(self._buf[:PROTO_HDR_LEN]))
-                del self._buf[:PROTO_HDR_LEN]
+                if end - off < PROTO_HDR_LEN:
+                    break
+                self._need = check_header(buf, off)
+                off += PROTO_HDR_LEN
             length, msg_type, call_id = self._need
-            if len(self._buf) < length:
-                return out
-            out.append((msg_type, call_id, bytes(self._buf[:length])))
-            del self._buf[:length]
+            if end - off < length:
+                break
+            out.append((msg_type, call_id, bytes(buf[off:off + length])))
+            off += length
             self._need = None
+        del buf[:off]
+        return out
 
 
 def check_hello(msg_type, payload):

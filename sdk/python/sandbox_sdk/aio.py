@@ -207,7 +207,7 @@ class AsyncCommandHandle:
             await asyncio.wait_for(asyncio.shield(self._call.event.wait()), timeout)
         except asyncio.TimeoutError:
             raise TimeoutError("%s: still running after %s s" %
-                               (self._call.command, timeout)) from None
+                               (c.command_text(self._call._command), timeout)) from None
         return self._call.result(self._check)
 
     async def kill(self, sig=_signal.SIGKILL):

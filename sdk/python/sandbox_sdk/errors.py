@@ -56,7 +56,7 @@ class CommandExitError(SandboxError):
 
     def __init__(self, result, message=None):
         super().__init__(message or "%s exited with status %d%s" % (
-            result.command, result.exit_code, _tail(result.stderr)))
+            printable(result.command), result.exit_code, _tail(result.stderr)))
         self.result = result
 
     @property
@@ -73,7 +73,7 @@ class CommandTimeoutError(CommandExitError, TimeoutError):
 
 
 def _tail(stderr):
-    text = stderr.decode("utf-8", "replace").strip() if stderr else ""
+    text = stderr.strip() if stderr else ""
     if not text:
         return ""
     return ": " + printable(text.splitlines()[-1][:200])

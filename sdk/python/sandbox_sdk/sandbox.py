@@ -25,8 +25,8 @@ from .errors import SandboxError, SandboxStateError
 class CommandHandle:
     """A command started with run(..., background=True)."""
 
-    def __init__(self, sandbox, call, check):
-        self._sb, self._call, self._check = sandbox, call, check
+    def __init__(self, sandbox, conn, call, check):
+        self._sb, self._conn, self._call, self._check = sandbox, conn, call, check
 
     @property
     def pid(self):
@@ -43,13 +43,14 @@ class CommandHandle:
 
     @property
     def done(self):
-        return self._call.event.is_set()
+        return self._call.done
 
     def wait(self, timeout=None):
         """Its CommandResult once it ends (raises as run() does); TimeoutError if it runs on
         past `timeout` seconds (it keeps running)."""
-        if not self._call.event.wait(timeout):
-            raise TimeoutError("%s: still running after %s s" % (self._call.command, timeout))
+        if not self._conn.wait(self._call, timeout):
+            raise TimeoutError("%s: still running after %s s" %
+                               (c.command_text(self._call._command), timeout))
         return self._call.result(self._check)
 
     def kill(self, sig=_signal.SIGKILL):
@@ -89,10 +90,10 @@ class Files:
         else:
             chunks = iter(lambda: data.read(c.WRITE_CHUNK), b"")
         for chunk in chunks:
-            if call.event.is_set():  # refused at once: later frames would be ignored
+            if call.done:  # refused at once: later frames would be ignored
                 break
             conn.send(w.MSG_DATA, call.id, bytes(chunk))
-        if not call.event.is_set():
+        if not call.done:
             conn.send(w.MSG_END, call.id)
         self._sb._finish(call, 60.0)
 
@@ -250,7 +251,8 @@ class Sandbox:
             user=None, stdin=None, background=False, check=True, max_output=c.OUTPUT_MAX):
         """Run `cmd` (a shell command line for sh -c, or an argv list; None: the image's
         entrypoint) and return its CommandResult. Output goes to on_stdout/on_stderr (str
-        chunks, called on the connection's reader thread) as it is produced. timeout
+        chunks) as it is produced, on the thread that waits (for a background command nobody
+        waits for, on the connection's pump thread). timeout
         (seconds) kills its process group: CommandTimeoutError. check: a non-zero status
         raises CommandExitError (127: CommandNotFoundError). stdin: bytes/str to feed it
         (then EOF), or True with background=True to use send_stdin. background=True returns
@@ -260,8 +262,8 @@ class Sandbox:
                                        stdin is not None, False)
         call = c.ExecCall(text, on_stdout, on_stderr, max_output)
         conn = self._conn_ok()
-        conn.start(call, w.MSG_EXEC, payload)
-        handle = CommandHandle(self, call, check)
+        conn.start(call, w.MSG_EXEC, payload, background=background)
+        handle = CommandHandle(self, conn, call, check)
         if stdin is not None and stdin is not True:
             handle.send_stdin(stdin)
             handle.close_stdin()
@@ -275,7 +277,7 @@ class Sandbox:
                 conn.forget(call)
                 return call.result(check, timed_out=True)
         except BaseException:  # KeyboardInterrupt and friends: the command goes too
-            if not call.event.is_set():
+            if not call.done:
                 self._signal(call, _signal.SIGKILL)
             raise
         return call.result(check)
@@ -328,7 +330,7 @@ class Sandbox:
             raise call.error
 
     def _signal(self, call, sig):
-        if call.event.is_set():
+        if call.done:
             return False
         try:
             self._conn_ok().call(c.SimpleCall(), w.MSG_SIGNAL,
