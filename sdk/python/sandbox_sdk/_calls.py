@@ -291,12 +291,15 @@ def exec_request(defaults, cmd, env, cwd, user, timeout, stdin, pty):
     text = cmd if isinstance(cmd, str) else argv
     envd = dict(defaults.env)
     uid = gid = w.PROTO_ID_KEEP
+    home = None
     if user is not None:
         uid, gid, home = user
-        if home and "HOME" not in (env or {}):
-            envd["HOME"] = home
     elif defaults.uid is not None:
         uid, gid = defaults.uid, defaults.gid
+    if home:  # a user named in /etc/passwd: its home
+        envd["HOME"] = home
+    elif uid not in (0, w.PROTO_ID_KEEP) and not defaults.image_home:
+        envd["HOME"] = "/"  # root's home is not another user's (as sandboxctl exec, Docker)
     if pty:
         envd.setdefault("TERM", "xterm")
     for k, v in (env or {}).items():

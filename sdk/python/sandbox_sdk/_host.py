@@ -129,6 +129,7 @@ class ExecDefaults:
         self.cwd = ""
         self.uid = self.gid = None
         self.entrypoint, self.cmd = [], []
+        self.image_home = False  # the image's env sets HOME
         path = os.path.join(home(), "images", info.image, "exec.conf")
         try:
             text = _read_small(path, EXEC_CONF_MAX)
@@ -139,6 +140,7 @@ class ExecDefaults:
             if key == "env" and "=" in value:
                 k, _, v = value.partition("=")
                 self.env[k] = v
+                self.image_home = self.image_home or k == "HOME"
             elif key == "workdir":
                 self.cwd = value
             elif key == "user":
