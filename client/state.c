@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The state under $SANDBOX_HOME (DESIGN.md, "Host state"): sandboxes/<id>/ holds `config`
+ * The state under $SANDBOX_HOME (docs/design.md, "Host state"): sandboxes/<id>/ holds `config`
  * (key value lines, written atomically), `pid`, `api.sock`, `vsock.sock`, `console.log`,
  * `root.layer` and, once stopped on purpose, `stopped`. Every file read here is checked as
  * hostile input: a bad one makes that sandbox unusable, never a crash.

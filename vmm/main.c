@@ -358,7 +358,7 @@ int main(int argc, char **argv)
 	if (o.check)
 		return run_check();
 
-	/* STYLE.md rule 10: a VMM without its sandbox says so at every start. */
+	/* docs/style.md rule 10: a VMM without its sandbox says so at every start. */
 	if (!o.jail_arg)
 		log_warn("no --jail: this VMM runs with its full privileges");
 	if (o.jail_arg) {

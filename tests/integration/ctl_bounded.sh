@@ -4,7 +4,7 @@
 # the emulated host's timeout says nothing about where.
 #
 # Inside the emulated host ($DEVHOST set), whose nested guests hang now and then on their own
-# (KVM-HOSTS.md), a call that hit its deadline also leaves $SANDBOX_HOME/.hung: the test's
+# (docs/hosts.md), a call that hit its deadline also leaves $SANDBOX_HOME/.hung: the test's
 # fail() then exits 75, which devhost_retry.sh retries once like an emulated-host timeout.
 #
 # usage: CTL_REAL=PATH [CTL_DEADLINE=SEC] ctl_bounded.sh ARGS...   (default 120 s)

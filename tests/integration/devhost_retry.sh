@@ -3,7 +3,7 @@
 #
 # usage: devhost_retry.sh BUILD_DIR [devhost run options] -- CMD ARGS...
 # Skips (77) with the reason when the emulated host's image is not built. The emulated host
-# itself hangs now and then (KVM-HOSTS.md: ~2 boots in 90, not always before its own health
+# itself hangs now and then (docs/hosts.md: ~2 boots in 90, not always before its own health
 # check), so a run cut by devhost's timeout (124) is retried once, as is one whose command
 # says it failed in the emulated host (75: a nested guest hung, see ctl_bounded.sh, or any
 # failure of the guest tests there, see guest_lib.sh); any other status is CMD's, and a second

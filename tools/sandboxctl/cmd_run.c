@@ -2,7 +2,7 @@
 /*
  * sandboxctl run JOB.yaml: a fresh sandbox for the job, each step run as `sh -c` through the
  * agent with its output streamed under a header, the timings, then the sandbox removed. The
- * exit status is the first failing step's (DESIGN.md, "Job specs").
+ * exit status is the first failing step's (docs/design.md, "Job specs").
  *
  * The sandbox lives no longer than the run (unless --keep): its VMM holds the read end of a
  * pipe whose write end only we hold (--lifeline), so it stops however we end, SIGKILL

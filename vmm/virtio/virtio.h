@@ -3,7 +3,7 @@
  * The virtio device interface: every device (blk, net, vsock, rng) is one const ops table and
  * an opaque pointer; the virtio-mmio transport (mmio.c) owns the register file, feature
  * negotiation, device status, the virtqueues and the interrupt, and only calls through the
- * table. Registration rejects a table with a missing slot (STYLE.md rule 5).
+ * table. Registration rejects a table with a missing slot (docs/style.md rule 5).
  */
 #ifndef SANDBOX_VIRTIO_H
 #define SANDBOX_VIRTIO_H
