@@ -2,7 +2,8 @@
 # sandboxctl images import --oci, natively (no guest): archives written by oci_make.py (an OCI
 # layout as a tar and as a directory, a docker save tar; 3 layers) are imported and the root
 # file system is read back with debugfs, without a mount: the whiteout and the opaque directory
-# applied, the setuid file's owner and mode, the symlink, the hard link, the skipped device,
+# applied, the setuid file's owner and mode, the symlink, the hard link, the xattrs (user.*
+# kept, trusted.* skipped), the skipped device,
 # the mount points, exec.conf's exact text. Then the hostile archives are refused, each with
 # its message, exit status 1, nothing installed, no staging directory left, nothing written in
 # the canary directory their links point at.
@@ -93,6 +94,10 @@ for a in good-oci.tar good-oci good-docker.tar; do
 	dstat "$fs" /app/link | grep -q 'Fast link dest: "../etc/hostname"' ||
 		fail "$a: /app/link: $(dstat "$fs" /app/link)"
 	dstat "$fs" /bin/sh | grep -q 'Fast link dest: "busybox"' || fail "$a: /bin/sh"
+	x=$(debugfs -R 'ea_list /app/xattr' "$fs" 2>/dev/null)
+	echo "$x" | grep -q 'user.note.*hello' || fail "$a: /app/xattr lost user.note: $x"
+	echo "$x" | grep -q trusted && fail "$a: /app/xattr has trusted.evil: $x"
+	grep -q 'xattr trusted.evil skipped' "$work/out" || fail "$a: no warning for trusted.evil"
 	dstat "$fs" /tmp | grep -q 'Mode:  01777' || fail "$a: /tmp's mode"
 	dstat "$fs" /app/work | grep -q 'Type: directory' || fail "$a: no WorkingDir /app/work"
 	debugfs -R 'ls /dev' "$fs" 2>/dev/null | grep -q null && fail "$a: /dev/null was made"
@@ -103,7 +108,7 @@ $conf"
 	for f in "$SANDBOX_HOME"/images/.*; do
 		case "$f" in */. | */..) ;; *) [ -e "$f" ] && fail "$a: left $f" ;; esac
 	done
-	echo "ok: $a imported in $ms ms ($(du -k "$fs" | cut -f1) KiB used of $(($(stat -c %s "$fs") >> 20)) MiB): whiteout, opaque dir, 04755 1000:1000, links, exec.conf"
+	echo "ok: $a imported in $ms ms ($(du -k "$fs" | cut -f1) KiB used of $(($(stat -c %s "$fs") >> 20)) MiB): whiteout, opaque dir, 04755 1000:1000, links, xattrs, exec.conf"
 done
 "$ctl" images ls | grep -q '^img-good-oci-tar ' || fail "images ls: $("$ctl" images ls)"
 

@@ -9,7 +9,8 @@
 # The image: 3 layers (gzip, plain tar, gzip); /bin/busybox (the host's, or a script) with
 # applet links; /etc/passwd naming app = 1000:1000; /gone.txt deleted by a whiteout in layer 2;
 # /opq/ made opaque in layer 2 (old1, old2 gone, new kept); /app/suid owned by 1000:1000 mode
-# 4755; /app/link a symlink; /app/hard a hard link to /app/suid; Env, WorkingDir /app/work,
+# 4755; /app/link a symlink; /app/hard a hard link to /app/suid; /app/xattr with the pax xattrs
+# user.note (kept) and trusted.evil (skipped); Env, WorkingDir /app/work,
 # User app, Entrypoint and Cmd.
 #
 # usage: oci_make.py OUTDIR [BUSYBOX]
@@ -26,15 +27,17 @@ busybox = sys.argv[2] if len(sys.argv) > 2 else None
 MTIME = 1700000000
 
 
-def entry(name, kind="file", data=b"", mode=0o644, uid=0, gid=0, link=""):
-    return (name, kind, data, mode, uid, gid, link)
+def entry(name, kind="file", data=b"", mode=0o644, uid=0, gid=0, link="", pax=None):
+    return (name, kind, data, mode, uid, gid, link, pax)
 
 
 def make_tar(entries, fmt=tarfile.PAX_FORMAT):
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=fmt) as t:
-        for name, kind, data, mode, uid, gid, link in entries:
+        for name, kind, data, mode, uid, gid, link, pax in entries:
             ti = tarfile.TarInfo(name)
+            if pax:
+                ti.pax_headers = pax
             ti.mode, ti.uid, ti.gid, ti.mtime = mode, uid, gid, MTIME
             if kind == "dir":
                 ti.type = tarfile.DIRTYPE
@@ -75,6 +78,8 @@ def base_layers():
     l3 = [entry("app/link", "symlink", link="../etc/hostname"),
           entry("app/hard", "hardlink", link="app/suid"),
           entry("etc/hostname", data=b"oci-test\n"),
+          entry("app/xattr", data=b"x\n", pax={"SCHILY.xattr.user.note": "hello",
+                                               "SCHILY.xattr.trusted.evil": "1"}),
           entry("dev", "dir", mode=0o755), entry("dev/null", "chardev", mode=0o666)]
     return [make_tar(l1), make_tar(l2, tarfile.GNU_FORMAT), make_tar(l3)]
 

@@ -324,9 +324,15 @@ static int set_xattrs(struct apply *a, int fd, const struct oci_tar_entry *e, co
 				       a->what, path, x->name);
 			continue;
 		}
-		if (fsetxattr(fd, x->name, x->value, x->len, 0) < 0)
-			return oci_fail(a->m, -errno, "%s: %s: cannot set xattr %s: %s", a->what,
-					path, x->name, strerror(errno));
+		if (fsetxattr(fd, x->name, x->value, x->len, 0) < 0) {
+			if (errno != EOPNOTSUPP)
+				return oci_fail(a->m, -errno, "%s: %s: cannot set xattr %s: %s",
+						a->what, path, x->name, strerror(errno));
+			/* $SANDBOX_HOME's file system keeps none: the image goes without */
+			if (a->warned_xattr++ < WARN_MAX)
+				errmsg("warning: %s: %s: xattr %s skipped (%s)", a->what, path,
+				       x->name, strerror(errno));
+		}
 	}
 	return 0;
 }
