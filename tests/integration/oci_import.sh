@@ -145,4 +145,6 @@ refuse bad-dotdot.tar '\.\./\.\./x: the path leaves the root'
 refuse bad-symlink.tar 'evil: a symlink to \.\./\.\./\.\./\.\./tmp/CANARY, which leaves the root'
 refuse bad-hardlink.tar 'passwd: a hard link to \.\./\.\./\.\./\.\./etc/passwd, outside the root'
 refuse bad-arm-only.tar 'no linux/amd64 image.*linux/arm64'
+refuse bad-two-amd64.tar 'index.json has 2 linux/amd64 images, import one at a time: linux/amd64 test:latest.*linux/amd64 other:latest'
+refuse bad-checksum.tar 'a bad header checksum at byte 0'
 exit 0

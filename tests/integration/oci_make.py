@@ -181,6 +181,8 @@ one = [entry("bin", "dir", mode=0o755), entry("etc", "dir", mode=0o755)]
 BAD = {
     # the archive cut in the middle
     "truncated": None,
+    # a header's byte changed (written below)
+    "checksum": None,
     "bad-json": oci_files(good, index=b'{"schemaVersion": 2, "manifests": [}'),
     "digest": oci_files(good, corrupt=1),
     "dotdot": oci_files([make_tar(one + [entry("../../x", data=b"escaped\n")])],
@@ -205,8 +207,29 @@ if os.environ.get("CANARY"):
     pcfg = image_config([sha(t) for t in planted], cfg={"Cmd": ["/bin/sh"]})
     write_tar(os.path.join(out, "planted-abs.tar"), oci_files(planted, gz=(False, True),
                                                              extra_arm=False, config=pcfg))
+# two linux/amd64 images in one index: which one is meant cannot be told
+two = oci_files(good)
+idx = json.loads(two["index.json"])
+idx["manifests"][1]["platform"]["architecture"] = "amd64"
+idx["manifests"][1]["annotations"] = {"org.opencontainers.image.ref.name": "other:latest"}
+amd = image_config([sha(t) for t in good])
+aman = json.loads(two["blobs/sha256/" + idx["manifests"][1]["digest"][7:]])
+aman["config"] = {"mediaType": "application/vnd.oci.image.config.v1+json",
+                  "digest": sha(amd), "size": len(amd)}
+aman = json.dumps(aman).encode()
+two["blobs/sha256/" + sha(aman)[7:]] = aman
+idx["manifests"][1]["digest"], idx["manifests"][1]["size"] = sha(aman), len(aman)
+two["index.json"] = json.dumps(idx).encode()
+BAD["two-amd64"] = two
 for name, files in BAD.items():
     path = os.path.join(out, "bad-%s.tar" % name)
+    if name == "checksum":
+        with open(os.path.join(out, "good-oci.tar"), "rb") as f:
+            data = bytearray(f.read())
+        data[5] ^= 0x20  # the first header's name: its checksum no longer holds
+        with open(path, "wb") as f:
+            f.write(data)
+        continue
     if files is None:
         with open(os.path.join(out, "good-oci.tar"), "rb") as f:
             data = f.read()
