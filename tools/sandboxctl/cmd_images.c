@@ -292,8 +292,11 @@ static int images_import_oci(const char *name, const char *archive, const char *
 	remove_stale_tmp(name);
 	oci_rmtree(AT_FDCWD, tmp);
 	sigemptyset(&sa.sa_mask);
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 3; i++) {
 		sigaction(sigs[i], &sa, &old_sa[i]);
+		if (old_sa[i].sa_handler == SIG_IGN) /* nohup, a background job: stays ignored */
+			sigaction(sigs[i], &old_sa[i], NULL);
+	}
 	/* 0700 while the staging tree is in it: the image's setuid-root files must not be
 	 * reachable by this host's users (to run, or to hard-link away) even for a moment */
 	if (mkdir(tmp, 0700) < 0 ||
