@@ -3,6 +3,7 @@
 
 from ._calls import CommandResult, EntryInfo
 from .aio import AsyncCommandHandle, AsyncSandbox
+from .aio import wait_all as async_wait_all
 from .errors import (AgentError, CommandExitError, CommandNotFoundError, CommandTimeoutError,
                      ConnectionLostError, FileNotFoundInSandboxError, SandboxError,
                      SandboxNotFoundError, SandboxStateError)
@@ -11,7 +12,7 @@ from .sandbox import CommandHandle, Files, Sandbox, wait_all
 __version__ = "0.1.0"
 __all__ = [
     "Sandbox", "AsyncSandbox", "CommandHandle", "AsyncCommandHandle", "CommandResult",
-    "EntryInfo", "Files", "wait_all", "SandboxError", "SandboxNotFoundError",
+    "EntryInfo", "Files", "wait_all", "async_wait_all", "SandboxError", "SandboxNotFoundError",
     "SandboxStateError", "ConnectionLostError", "AgentError", "FileNotFoundInSandboxError",
     "CommandExitError", "CommandNotFoundError", "CommandTimeoutError",
 ]

@@ -12,6 +12,7 @@ listing (LIST_MAX).
 
 import codecs
 import errno
+import re
 import shlex
 import time
 
@@ -22,6 +23,9 @@ from .errors import (CommandExitError, CommandNotFoundError, CommandTimeoutError
 OUTPUT_MAX = 64 << 20        # bytes of each stream a CommandResult keeps by default
 READ_UNSIZED_MAX = 64 << 20  # as sandboxctl cp's CP_UNSIZED_MAX
 LIST_MAX = 1 << 20           # entries of one directory listing
+LIST_BYTES = 64 << 20        # bytes of names in one listing
+NAME_MAX = 255               # bytes of one name (Linux's NAME_MAX)
+READ_MAX = 256 << 20         # bytes a read keeps in memory unless max_bytes says otherwise
 WRITE_CHUNK = 256 << 10      # DATA frames of a file write, as sandboxctl cp's
 
 
@@ -92,9 +96,15 @@ class Call:
         self.done = False
         self.overrun = False  # the agent sent beyond this call's bounds
 
+    final = (w.MSG_OK,)  # the frame that ends this call when it succeeds
+
     def feed(self, msg_type, payload):
         if msg_type == w.MSG_ERROR:
             self.error = agent_error(*w.parse_error(payload))
+        elif w.is_final(msg_type) and msg_type not in self.final:
+            # another call's answer: the agent is confused or hostile; this stream is over
+            self.error = SandboxError("the agent ended a call with frame type %d" % msg_type)
+            self.overrun = True
         else:
             self.take(msg_type, payload)
         # A call whose frames broke its bounds ends now, and so does the connection: an agent
@@ -111,7 +121,11 @@ class Call:
 
 
 class SimpleCall(Call):
-    """A call answered by one final frame (OK, PONG, STAT_REPLY)."""
+    """A call answered by one final frame: OK, or `final` (PONG, STAT_REPLY)."""
+
+    def __init__(self, final=w.MSG_OK):
+        super().__init__()
+        self.final = (final,)
 
     def take(self, msg_type, payload):
         self.reply = (msg_type, payload)
@@ -119,6 +133,8 @@ class SimpleCall(Call):
 
 class ReadCall(Call):
     """FILE_READ: DATA frames up to `limit` bytes, then END."""
+
+    final = (w.MSG_END,)
 
     def __init__(self, path, limit):
         super().__init__()
@@ -135,21 +151,52 @@ class ReadCall(Call):
 
 
 class ListCall(Call):
+    """LIST: DIRENT frames, then END. At most LIST_MAX entries and LIST_BYTES of names, each
+    a plain name (no "/", NUL, "", "." or ".."; at most NAME_MAX bytes): a name from the
+    guest that could climb out of a directory a caller copies into is refused."""
+
+    final = (w.MSG_END,)
+
     def __init__(self, path):
         super().__init__()
-        self.path, self.entries = path.rstrip("/") or "/", []
+        self.path, self.entries, self.bytes = path.rstrip("/") or "/", [], 0
+
+    def _refuse(self, why):
+        self.error = SandboxError("%s: %s" % (self.path, why))
+        self.overrun = True
 
     def take(self, msg_type, payload):
         if msg_type != w.MSG_DIRENT or self.error is not None:
             return
-        if len(self.entries) >= LIST_MAX:
-            self.error = SandboxError("%s: more than %d entries" % (self.path, LIST_MAX))
-            self.overrun = True
-            return
-        size, mtime, mode, uid, gid, name = w.parse_stat(payload)
-        name = name.decode("utf-8", "replace")
+        size, mtime, mode, uid, gid, raw = w.parse_stat(payload)
+        self.bytes += len(raw)
+        if len(self.entries) >= LIST_MAX or self.bytes > LIST_BYTES:
+            return self._refuse("more than %d entries or %d bytes of names" %
+                                (LIST_MAX, LIST_BYTES))
+        if (not raw or len(raw) > NAME_MAX or b"/" in raw or b"\0" in raw or
+                raw in (b".", b"..")):
+            return self._refuse("the guest listed an entry named %r" % printable(
+                raw[:64].decode("utf-8", "replace")))
+        name = raw.decode("utf-8", "replace")
         full = self.path + "/" + name if self.path != "/" else "/" + name
         self.entries.append(EntryInfo(full, name, size, mtime, mode, uid, gid))
+
+
+def read_plan(path, st, max_bytes):
+    """(byte limit, timeout) of a read of `path` whose lstat is `st`, as sandboxctl cp takes
+    it: a regular file up to its size; a symlink (its size is its target's name) or a file
+    whose size reads 0 (/proc's) up to READ_UNSIZED_MAX; anything else refused. And never
+    more than max_bytes (default READ_MAX): what the guest says is a claim, not a bound."""
+    cap = READ_MAX if max_bytes is None else max_bytes
+    if st.is_file and st.size:
+        if st.size > cap:
+            raise SandboxError("%s: %d bytes, more than max_bytes=%d" % (path, st.size, cap))
+        limit = st.size
+    elif st.is_file or st.is_symlink:
+        limit = min(READ_UNSIZED_MAX, cap)
+    else:
+        raise SandboxError("%s is not a regular file (mode %o)" % (path, st.mode))
+    return limit, min(60.0 + limit / (1 << 20), 3600.0)
 
 
 def entry_from_stat(path, payload):
@@ -183,6 +230,8 @@ class _Stream:
 class ExecCall(Call):
     """EXEC: STARTED, STDOUT/STDERR as produced (to the callbacks, and kept up to
     max_output), EXIT."""
+
+    final = (w.MSG_EXIT,)
 
     def __init__(self, command, on_stdout, on_stderr, max_output):
         super().__init__()
@@ -240,24 +289,25 @@ def parse_user(user, passwd=None, group=None):
         return user, user, None
     name, _, grp = str(user).partition(":")
     uid = gid = home = None
-    if name.isdigit():
+    if _DIGITS.match(name):
         uid = int(name)
     elif name == "root":
         uid, gid, home = 0, 0, "/root"
     else:
         for line in (passwd or "").splitlines():
             f = line.split(":")
-            if len(f) >= 6 and f[0] == name and f[2].isdigit() and f[3].isdigit():
-                uid, gid, home = int(f[2]), int(f[3]), f[5]
+            if len(f) >= 6 and f[0] == name and _DIGITS.match(f[2]) and _DIGITS.match(f[3]):
+                uid, gid = int(f[2]), int(f[3])
+                home = f[5] if f[5].startswith("/") and "\0" not in f[5] else None
                 break
         else:
             raise SandboxError("user %r: not in the guest's /etc/passwd" % name)
-    if grp.isdigit():
+    if _DIGITS.match(grp):
         gid = int(grp)
     elif grp:
         for line in (group or "").splitlines():
             f = line.split(":")
-            if len(f) >= 3 and f[0] == grp and f[2].isdigit():
+            if len(f) >= 3 and f[0] == grp and _DIGITS.match(f[2]):
                 gid = int(f[2])
                 break
         else:
@@ -273,7 +323,7 @@ def needs_passwd(user):
     if user is None or isinstance(user, int):
         return False
     name, _, grp = str(user).partition(":")
-    return not (name.isdigit() or name == "root") or (grp and not grp.isdigit())
+    return not (_DIGITS.match(name) or name == "root") or bool(grp and not _DIGITS.match(grp))
 
 
 def exec_request(defaults, cmd, env, cwd, user, timeout, stdin, pty):
@@ -316,6 +366,8 @@ def exec_request(defaults, cmd, env, cwd, user, timeout, stdin, pty):
                              stdin=stdin, pty=pty)
     return text, payload
 
+
+_DIGITS = re.compile(r"[0-9]{1,10}\Z")
 
 # Beyond the agent's own timeout, how long a run waits for its EXIT (as exec.c's grace).
 TIMEOUT_GRACE = 15.0

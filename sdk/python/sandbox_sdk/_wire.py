@@ -10,6 +10,8 @@ never make us size a buffer. Nothing here does I/O.
 
 import struct
 
+from .errors import printable
+
 PROTO_VERSION = 2
 PROTO_VSOCK_PORT = 52
 PROTO_HDR_LEN = 16
@@ -108,7 +110,7 @@ class Decoder:
 def check_hello(msg_type, payload):
     if msg_type == MSG_ERROR:
         err, msg = parse_error(payload)
-        raise ProtocolError("the agent refused our HELLO: %s (errno %d)" % (msg, err))
+        raise ProtocolError("the agent refused our HELLO: %s (errno %d)" % (printable(msg), err))
     if msg_type != MSG_HELLO or struct.unpack_from("<I", payload)[0] != PROTO_VERSION:
         raise ProtocolError("the agent does not speak protocol version %d" % PROTO_VERSION)
 

@@ -18,7 +18,8 @@ import signal as _signal
 from . import _calls as c
 from . import _host as h
 from . import _wire as w
-from .errors import ConnectionLostError, SandboxError, SandboxStateError
+from ._conn import SEND_STALL
+from .errors import ConnectionLostError, SandboxError, SandboxStateError, printable
 
 
 async def _ctl(args, sandboxctl=None, timeout=None):
@@ -44,33 +45,52 @@ class _AsyncConnection:
     async def open(cls, vsock_path, timeout=10.0):
         self = cls()
         try:
-            self._r, self._w = await asyncio.wait_for(
-                asyncio.open_unix_connection(vsock_path), timeout)
-            self._w.write(b"CONNECT %d\n" % w.PROTO_VSOCK_PORT)
-            line = await asyncio.wait_for(self._r.readline(), timeout)
-            if not line.startswith(b"OK ") or len(line) > 64:
-                raise ConnectionLostError("the VMM answered CONNECT with %r" % line[:32])
-            self._w.write(w.hello())
-            self._dec = w.Decoder()
-            while True:
-                data = await asyncio.wait_for(self._r.read(4096), timeout)
-                if not data:
-                    raise ConnectionLostError("the agent closed the connection at HELLO")
-                frames = self._dec.feed(data)
-                if frames:
-                    w.check_hello(frames[0][0], frames[0][2])
-                    break
-        except (OSError, asyncio.TimeoutError, w.ProtocolError) as e:
+            frames = await asyncio.wait_for(self._handshake(vsock_path), timeout)
+        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError,
+                w.ProtocolError) as e:
+            if getattr(self, "_w", None) is not None:
+                self._w.close()
             raise ConnectionLostError("cannot reach the agent through %s: %s" %
-                                      (vsock_path, e)) from e
+                                      (vsock_path, str(e) or "no answer in %s s" % timeout)) from e
+        except BaseException:
+            if getattr(self, "_w", None) is not None:
+                self._w.close()
+            raise
         self._calls, self._next_id, self._dead = {}, 1, None
-        self._task = asyncio.get_running_loop().create_task(self._read_loop(frames[1:]))
+        self._task = asyncio.get_running_loop().create_task(self._read_loop(frames))
         return self
 
+    async def _handshake(self, vsock_path):
+        """CONNECT 52 and HELLO; the frames that came behind the agent's HELLO."""
+        self._w = None
+        self._r, self._w = await asyncio.open_unix_connection(vsock_path)
+        self._w.write(b"CONNECT %d\n" % w.PROTO_VSOCK_PORT)
+        line = b""
+        while not line.endswith(b"\n"):  # bounded, a byte at a time: no frame byte taken
+            if len(line) >= 64:
+                raise ConnectionLostError("the VMM's answer to CONNECT has no end")
+            line += await self._r.readexactly(1)
+        if not line.startswith(b"OK "):
+            raise ConnectionLostError("the VMM answered CONNECT with %r" % line[:32])
+        self._w.write(w.hello())
+        self._dec = w.Decoder()
+        while True:
+            data = await self._r.read(4096)
+            if not data:
+                raise ConnectionLostError("the agent closed the connection at HELLO")
+            frames = self._dec.feed(data)
+            if frames:
+                w.check_hello(frames[0][0], frames[0][2])
+                return frames[1:]
+
     def start(self, call, msg_type, payload=b""):
+        if asyncio.current_task() is self._task:
+            raise SandboxError("a command's output callback cannot call its sandbox (the "
+                               "frames it would wait for are behind it): queue the work")
         if self._dead is not None:
             raise self._dead
         call.event = asyncio.Event()
+        call.conn = self
         call.id, self._next_id = self._next_id, self._next_id + 1
         self._calls[call.id] = call
         self.send(msg_type, call.id, payload)
@@ -82,8 +102,14 @@ class _AsyncConnection:
         self._w.write(w.frame(msg_type, call_id, payload))
 
     async def drain(self):
+        """Wait until the agent took what we wrote; SEND_STALL seconds at most, as the
+        threaded client's send."""
         try:
-            await self._w.drain()
+            await asyncio.wait_for(self._w.drain(), SEND_STALL)
+        except asyncio.TimeoutError as e:
+            self._die(ConnectionLostError("the agent took nothing we sent for %.0f s" %
+                                          SEND_STALL))
+            raise self._dead from e
         except OSError as e:
             self._die(ConnectionLostError("the agent connection broke: %s" % e))
             raise self._dead from e
@@ -108,7 +134,7 @@ class _AsyncConnection:
             if call_id == 0:
                 if msg_type == w.MSG_ERROR:
                     raise w.ProtocolError("the agent closed the connection: %s" %
-                                          w.parse_error(payload)[1])
+                                          printable(w.parse_error(payload)[1]))
                 continue
             call = self._calls.get(call_id)
             if call is None:
@@ -120,7 +146,12 @@ class _AsyncConnection:
                 for coro in pending:
                     try:
                         await coro
-                    except Exception as e:  # kept for wait(), as the threaded client does
+                    except (Exception, asyncio.CancelledError) as e:  # kept for wait()
+                        if self._dead is not None:
+                            raise
+                        if isinstance(e, asyncio.CancelledError):
+                            e = SandboxError("an output callback of %s was cancelled" %
+                                             c.command_text(call._command))
                         call.callback_error = call.callback_error or e
             if done:
                 self._calls.pop(call_id, None)
@@ -142,6 +173,9 @@ class _AsyncConnection:
             self._die(e)
         except OSError as e:
             self._die(ConnectionLostError("the agent connection broke: %s" % e))
+        except BaseException as e:  # cancelled, or a callback's SystemExit: no silent death
+            self._die(ConnectionLostError("the connection's reader stopped: %r" % (e,)))
+            raise
 
     def _die(self, exc):
         if self._dead is None:
@@ -214,16 +248,19 @@ class AsyncCommandHandle:
         return await self._sb._signal(self._call, sig)
 
     async def send_stdin(self, data):
+        """On the command's own connection (ConnectionLostError if that is gone)."""
         data = data.encode() if isinstance(data, str) else bytes(data)
-        conn = await self._sb._conn_ok()
         for i in range(0, len(data), c.WRITE_CHUNK):
-            conn.send(w.MSG_STDIN, self._call.id, data[i:i + c.WRITE_CHUNK])
-            await conn.drain()
+            await self._send(w.MSG_STDIN, data[i:i + c.WRITE_CHUNK])
 
     async def close_stdin(self):
-        conn = await self._sb._conn_ok()
-        conn.send(w.MSG_STDIN_CLOSE, self._call.id)
-        await conn.drain()
+        await self._send(w.MSG_STDIN_CLOSE)
+
+    async def _send(self, msg_type, payload=b""):
+        if self._call.event.is_set():
+            raise SandboxError("%s has ended" % c.command_text(self._call._command))
+        self._call.conn.send(msg_type, self._call.id, payload)
+        await self._call.conn.drain()
 
 
 class AsyncFiles:
@@ -231,15 +268,22 @@ class AsyncFiles:
         self._sb = sandbox
 
     async def write(self, path, data, mode=0o644, user=None):
+        """As Files.write: bytes, str, or a binary file object read to its end."""
         conn = await self._sb._conn_ok()
         ids = await self._sb._user(user) or (w.PROTO_ID_KEEP, w.PROTO_ID_KEEP, None)
         call = conn.start(c.SimpleCall(), w.MSG_FILE_WRITE,
                           w.file_write_payload(path, mode, ids[0], ids[1]))
-        data = data.encode() if isinstance(data, str) else bytes(data)
-        for i in range(0, len(data), c.WRITE_CHUNK):
+        if isinstance(data, str):
+            data = data.encode()
+        if isinstance(data, (bytes, bytearray, memoryview)):
+            view = memoryview(data)
+            chunks = (view[i:i + c.WRITE_CHUNK] for i in range(0, len(view), c.WRITE_CHUNK))
+        else:
+            chunks = iter(lambda: data.read(c.WRITE_CHUNK), b"")
+        for chunk in chunks:
             if call.event.is_set():
                 break
-            conn.send(w.MSG_DATA, call.id, data[i:i + c.WRITE_CHUNK])
+            conn.send(w.MSG_DATA, call.id, bytes(chunk))
             await conn.drain()
         if not call.event.is_set():
             conn.send(w.MSG_END, call.id)
@@ -247,21 +291,21 @@ class AsyncFiles:
         await conn.finish(call, 60.0)
 
     async def read(self, path, text=False, max_bytes=None):
-        st = await self.stat(path)
-        if st.is_dir:
-            raise SandboxError("%s is a directory" % path)
-        limit = st.size if st.size else (max_bytes or c.READ_UNSIZED_MAX)
-        if max_bytes is not None and limit > max_bytes:
-            raise SandboxError("%s: %d bytes, more than max_bytes=%d" %
-                               (path, st.size, max_bytes))
-        conn = await self._sb._conn_ok()
-        call = await conn.call(c.ReadCall(path, limit), w.MSG_FILE_READ, w.path_payload(path),
-                               60.0 + limit / (1 << 20))
+        """As Files.read, on a connection of its own."""
+        conn = await _AsyncConnection.open(self._sb._info.vsock)
+        try:
+            st = c.entry_from_stat(path, (await conn.call(
+                c.SimpleCall(w.MSG_STAT_REPLY), w.MSG_STAT, w.path_payload(path))).reply[1])
+            limit, timeout = c.read_plan(path, st, max_bytes)
+            call = await conn.call(c.ReadCall(path, limit), w.MSG_FILE_READ,
+                                   w.path_payload(path), timeout)
+        finally:
+            await conn.close()
         return call.data.decode("utf-8", "replace") if text else bytes(call.data)
 
     async def stat(self, path):
         conn = await self._sb._conn_ok()
-        call = await conn.call(c.SimpleCall(), w.MSG_STAT, w.path_payload(path))
+        call = await conn.call(c.SimpleCall(w.MSG_STAT_REPLY), w.MSG_STAT, w.path_payload(path))
         return c.entry_from_stat(path, call.reply[1])
 
     async def exists(self, path):
@@ -311,6 +355,10 @@ class AsyncSandbox:
         args = ["restore"] + (["--name", name] if name else []) + [snapshot]
         out = await _ctl(args, sandboxctl, 180)
         return cls(h.resolve(out[-1]), True, sandboxctl)
+
+    @staticmethod
+    async def remove_snapshot(name, sandboxctl=None):
+        await _ctl(["snapshot", "rm", name], sandboxctl, 60)
 
     async def fork(self, n=1):
         out = await _ctl(["fork", "-n", int(n), self.id], self._ctl, 120 + 30 * int(n))
@@ -366,6 +414,9 @@ class AsyncSandbox:
     async def run(self, cmd, on_stdout=None, on_stderr=None, timeout=None, env=None, cwd=None,
                   user=None, stdin=None, background=False, check=True,
                   max_output=c.OUTPUT_MAX):
+        if stdin is True and not background:
+            raise ValueError("stdin=True needs background=True (then send_stdin); give the "
+                             "bytes to feed instead")
         ids = await self._user(user)
         text, payload = c.exec_request(self._exec_defaults(), cmd, env, cwd, ids, timeout,
                                        stdin is not None, False)
@@ -374,32 +425,44 @@ class AsyncSandbox:
         ref[0] = call
         conn = await self._conn_ok()
         conn.start(call, w.MSG_EXEC, payload)
-        await conn.drain()
         handle = AsyncCommandHandle(self, call, check)
-        if stdin is not None and stdin is not True:
-            await handle.send_stdin(stdin)
-            await handle.close_stdin()
-        if background:
-            return handle
         limit = None if timeout is None else timeout + c.TIMEOUT_GRACE
+        ended = True
         try:
-            await asyncio.wait_for(asyncio.shield(call.event.wait()), limit)
-        except asyncio.TimeoutError:
-            await self._signal(call, _signal.SIGKILL)
+            await conn.drain()
+            if stdin is not None and stdin is not True:
+                await handle.send_stdin(stdin)
+                await handle.close_stdin()
+            if background:
+                return handle
             try:
-                await asyncio.wait_for(call.event.wait(), 5.0)
-            except asyncio.TimeoutError:
-                pass
-            return call.result(check, timed_out=True)
+                await asyncio.wait_for(asyncio.shield(call.event.wait()), limit)
+            except asyncio.TimeoutError:  # the agent did not end it: we do, and stop soon
+                ended = False
+                self._kill_quietly(call)
+                try:
+                    await asyncio.wait_for(call.event.wait(), 5.0)
+                except asyncio.TimeoutError:
+                    pass
+                conn._calls.pop(call.id, None)
         except BaseException:  # cancelled: the command goes too
             if not call.event.is_set():
-                await asyncio.shield(self._signal(call, _signal.SIGKILL))
+                self._kill_quietly(call)
+                conn._calls.pop(call.id, None)
             raise
-        return call.result(check)
+        return call.result(check, timed_out=not ended)
+
+    @staticmethod
+    def _kill_quietly(call):
+        try:
+            call.conn.start(c.SimpleCall(), w.MSG_SIGNAL,
+                            w.signal_payload(call.id, _signal.SIGKILL))
+        except Exception:
+            pass
 
     async def ping(self):
         conn = await self._conn_ok()
-        call = await conn.call(c.SimpleCall(), w.MSG_PING, timeout=10.0)
+        call = await conn.call(c.SimpleCall(w.MSG_PONG), w.MSG_PING, timeout=10.0)
         return int.from_bytes(call.reply[1][:8], "little")
 
     async def _conn_ok(self):
@@ -438,7 +501,7 @@ class AsyncSandbox:
     async def _signal(self, call, sig):
         if call.event.is_set():
             return False
-        conn = await self._conn_ok()
+        conn = call.conn
         try:
             await conn.call(c.SimpleCall(), w.MSG_SIGNAL,
                             w.signal_payload(call.id, c.signal_number(sig)), 10.0)
@@ -455,3 +518,8 @@ class AsyncSandbox:
         err, _ = await _api_call(self._info.api, req)
         if err:
             raise SandboxError("%s: the VMM refused: %s" % (self.id, os.strerror(-err)))
+
+
+async def wait_all(handles, timeout=None):
+    """Wait for several background commands; their results in order."""
+    return list(await asyncio.wait_for(asyncio.gather(*(h.wait() for h in handles)), timeout))

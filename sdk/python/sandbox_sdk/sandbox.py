@@ -58,14 +58,19 @@ class CommandHandle:
         return self._sb._signal(self._call, sig)
 
     def send_stdin(self, data):
-        """Bytes (or str) to its stdin; needs run(..., stdin=True)."""
+        """Bytes (or str) to its stdin; needs run(..., stdin=True). Sent on the command's
+        own connection: ConnectionLostError if that is gone."""
         data = data.encode() if isinstance(data, str) else bytes(data)
-        conn = self._sb._conn_ok()
         for i in range(0, len(data), c.WRITE_CHUNK):
-            conn.send(w.MSG_STDIN, self._call.id, data[i:i + c.WRITE_CHUNK])
+            self._send(w.MSG_STDIN, data[i:i + c.WRITE_CHUNK])
 
     def close_stdin(self):
-        self._sb._conn_ok().send(w.MSG_STDIN_CLOSE, self._call.id)
+        self._send(w.MSG_STDIN_CLOSE)
+
+    def _send(self, msg_type, payload=b""):
+        if self._call.done:
+            raise SandboxError("%s has ended" % c.command_text(self._call._command))
+        self._conn.send(msg_type, self._call.id, payload)
 
 
 class Files:
@@ -98,23 +103,22 @@ class Files:
         self._sb._finish(call, 60.0)
 
     def read(self, path, text=False, max_bytes=None):
-        """The file's bytes (str with text=True). At most the size the guest's stat gives
-        (files whose size reads 0, as /proc's, up to 64 MiB or `max_bytes`)."""
-        st = self.stat(path)
-        if st.is_dir:
-            raise SandboxError("%s is a directory" % path)
-        limit = st.size if st.size else (max_bytes or c.READ_UNSIZED_MAX)
-        if max_bytes is not None and limit > max_bytes:
-            raise SandboxError("%s: %d bytes, more than max_bytes=%d" %
-                               (path, st.size, max_bytes))
-        conn = self._sb._conn_ok()
-        call = conn.start(c.ReadCall(path, limit), w.MSG_FILE_READ, w.path_payload(path))
-        self._sb._finish(call, 60.0 + limit / (1 << 20))
+        """The file's bytes (str with text=True): a regular file up to the size its lstat
+        gives, a symlink or a file whose size reads 0 (/proc's) up to 64 MiB, never more than
+        `max_bytes` (default 256 MiB); anything else is refused. On a connection of its own,
+        so a guest that sends more than it said loses that one, not the sandbox's."""
+        with AgentConnection(self._sb._info.vsock) as conn:
+            st = c.entry_from_stat(path, conn.call(c.SimpleCall(w.MSG_STAT_REPLY), w.MSG_STAT,
+                                                   w.path_payload(path)).reply[1])
+            limit, timeout = c.read_plan(path, st, max_bytes)
+            call = conn.call(c.ReadCall(path, limit), w.MSG_FILE_READ, w.path_payload(path),
+                             timeout)
         return call.data.decode("utf-8", "replace") if text else bytes(call.data)
 
     def stat(self, path):
         """EntryInfo of `path` (lstat: a symlink is not followed)."""
-        call = self._sb._conn_ok().call(c.SimpleCall(), w.MSG_STAT, w.path_payload(path))
+        call = self._sb._conn_ok().call(c.SimpleCall(w.MSG_STAT_REPLY), w.MSG_STAT,
+                                        w.path_payload(path))
         return c.entry_from_stat(path, call.reply[1])
 
     def exists(self, path):
@@ -257,6 +261,9 @@ class Sandbox:
         raises CommandExitError (127: CommandNotFoundError). stdin: bytes/str to feed it
         (then EOF), or True with background=True to use send_stdin. background=True returns
         a CommandHandle at once."""
+        if stdin is True and not background:
+            raise ValueError("stdin=True needs background=True (then send_stdin); give the "
+                             "bytes to feed instead")
         ids = self._user(user)
         text, payload = c.exec_request(self._exec_defaults(), cmd, env, cwd, ids, timeout,
                                        stdin is not None, False)
@@ -264,27 +271,30 @@ class Sandbox:
         conn = self._conn_ok()
         conn.start(call, w.MSG_EXEC, payload, background=background)
         handle = CommandHandle(self, conn, call, check)
-        if stdin is not None and stdin is not True:
-            handle.send_stdin(stdin)
-            handle.close_stdin()
-        if background:
-            return handle
         limit = None if timeout is None else timeout + c.TIMEOUT_GRACE
         try:
-            if not conn.wait(call, limit):
-                self._signal(call, _signal.SIGKILL)
+            if stdin is not None and stdin is not True:
+                handle.send_stdin(stdin)
+                handle.close_stdin()
+            if background:
+                return handle
+            ended = conn.wait(call, limit)
+            if not ended:  # the agent did not end it: we do, and stop waiting soon after
+                kill = self._kill_quietly(call)
                 conn.wait(call, 5.0)
                 conn.forget(call)
-                return call.result(check, timed_out=True)
+                if kill is not None:
+                    conn.forget(kill)
         except BaseException:  # KeyboardInterrupt and friends: the command goes too
             if not call.done:
-                self._signal(call, _signal.SIGKILL)
+                self._kill_quietly(call)
+                conn.forget(call)
             raise
-        return call.result(check)
+        return call.result(check, timed_out=not ended)
 
     def ping(self):
         """The guest's uptime in ms, over the agent connection."""
-        call = self._conn_ok().call(c.SimpleCall(), w.MSG_PING, timeout=10.0)
+        call = self._conn_ok().call(c.SimpleCall(w.MSG_PONG), w.MSG_PING, timeout=10.0)
         return int.from_bytes(call.reply[1][:8], "little")
 
     # ---- internals ----
@@ -313,16 +323,21 @@ class Sandbox:
         return self._defaults
 
     def _user(self, user):
-        if c.needs_passwd(user):
-            if self._passwd is None:
-                self._passwd = (self.files.read("/etc/passwd", text=True, max_bytes=1 << 20),
-                                self.files.read("/etc/group", text=True, max_bytes=1 << 20)
-                                if self.files.exists("/etc/group") else "")
-            return c.parse_user(user, *self._passwd)
-        return c.parse_user(user)
+        if not c.needs_passwd(user):
+            return c.parse_user(user)
+        if self._passwd is not None:  # a user added since the last lookup: read again
+            try:
+                return c.parse_user(user, *self._passwd)
+            except SandboxError:
+                pass
+        group = ""
+        if self.files.exists("/etc/group"):
+            group = self.files.read("/etc/group", text=True, max_bytes=1 << 20)
+        self._passwd = (self.files.read("/etc/passwd", text=True, max_bytes=1 << 20), group)
+        return c.parse_user(user, *self._passwd)
 
     def _finish(self, call, timeout):
-        conn = self._conn_ok()
+        conn = call.conn
         if not conn.wait(call, timeout):
             conn.forget(call)
             raise SandboxError("the agent did not answer in %.0f s" % timeout)
@@ -330,16 +345,28 @@ class Sandbox:
             raise call.error
 
     def _signal(self, call, sig):
+        """SIGNAL on the command's own connection, waiting for the answer: False if it had
+        ended."""
         if call.done:
             return False
         try:
-            self._conn_ok().call(c.SimpleCall(), w.MSG_SIGNAL,
-                                 w.signal_payload(call.id, c.signal_number(sig)), 10.0)
+            call.conn.call(c.SimpleCall(), w.MSG_SIGNAL,
+                           w.signal_payload(call.id, c.signal_number(sig)), 10.0)
         except SandboxError as e:
-            if c.no_such_errno(e):
+            if c.no_such_errno(e) or call.done:
                 return False
             raise
         return True
+
+    @staticmethod
+    def _kill_quietly(call):
+        """SIGKILL without waiting for the answer and without raising: for the paths that
+        already have their own outcome (a timeout, an interrupt)."""
+        try:
+            return call.conn.start(c.SimpleCall(), w.MSG_SIGNAL,
+                                   w.signal_payload(call.id, _signal.SIGKILL))
+        except Exception:
+            return None
 
     def _api(self, req):
         st = h.state(self._info)

@@ -68,7 +68,7 @@ def recv_frame(s):
 
 
 def ping(conn):
-    return conn.call(_calls.SimpleCall(), w.MSG_PING, timeout=5)
+    return conn.call(_calls.SimpleCall(w.MSG_PONG), w.MSG_PING, timeout=5)
 
 
 def test_oversized_frame_drops_the_connection():
@@ -185,11 +185,14 @@ def fsb(fake_home):
 
 def test_file_larger_than_its_size_is_stopped(fsb):
     assert len(fsb.files.read("/exact")) == 100000
+    bg = fsb.run(["ignore"], background=True)  # on the sandbox's own connection
     t0 = time.monotonic()
     with pytest.raises(SandboxError, match="more than the 100000 bytes its size said"):
         fsb.files.read("/oversize")
     assert time.monotonic() - t0 < 10
-    assert fsb.run(["echo", "next", "call"]).stdout == "echo next call\n"  # connects again
+    # the read had a connection of its own: the one the background command runs on lives
+    assert not bg.done and bg.kill()
+    assert fsb.run(["echo", "next", "call"]).stdout == "echo next call\n"
 
 
 def test_guest_messages_are_made_printable(fsb):
@@ -210,3 +213,49 @@ def test_command_the_guest_never_ends(fsb, fake_home, monkeypatch):
     with open(os.path.join(fake_home, "fake.log")) as f:
         log = f.read().splitlines()
     assert "signal 9" in log and "signal 15" in log, log
+
+
+def test_a_call_ended_by_another_calls_frame_is_refused():
+    def script(s):
+        _, call_id, _ = recv_frame(s)
+        s.sendall(w.frame(w.MSG_OK, call_id))  # a STAT answered by OK
+    fa = FakeAgent(script)
+    try:
+        conn = _conn.AgentConnection(fa.path, timeout=5)
+        with pytest.raises(SandboxError, match="ended a call with frame type"):
+            conn.call(_calls.SimpleCall(w.MSG_STAT_REPLY), w.MSG_STAT, w.path_payload("/x"), 5)
+        assert not conn.alive
+    finally:
+        fa.close()
+
+
+@pytest.mark.parametrize("name", [b"../../etc/cron.d/x", b"a/b", b"", b".", b"..", b"x" * 256])
+def test_listing_names_that_could_climb_out_are_refused(name):
+    def script(s):
+        _, call_id, _ = recv_frame(s)
+        s.sendall(w.frame(w.MSG_DIRENT, call_id, bytes(32) + b"fine"))
+        s.sendall(w.frame(w.MSG_DIRENT, call_id, bytes(32) + name))
+        s.sendall(w.frame(w.MSG_END, call_id))
+    fa = FakeAgent(script)
+    try:
+        conn = _conn.AgentConnection(fa.path, timeout=5)
+        with pytest.raises(SandboxError, match="listed an entry named"):
+            conn.call(_calls.ListCall("/d"), w.MSG_LIST, w.path_payload("/d"), 5)
+    finally:
+        fa.close()
+
+
+def test_a_callback_that_calls_its_sandbox_is_told_so():
+    def script(s):
+        _, call_id, _ = recv_frame(s)
+        s.sendall(w.frame(w.MSG_STDOUT, call_id, b"x") + w.frame(w.MSG_EXIT, call_id, bytes(16)))
+    fa = FakeAgent(script)
+    try:
+        conn = _conn.AgentConnection(fa.path, timeout=5)
+        call = _calls.ExecCall(["x"], lambda t: ping(conn), None, 1 << 20)
+        conn.start(call, w.MSG_EXEC, w.exec_payload(["x"], []))
+        assert conn.wait(call, 5)  # no deadlock: the nested call fails at once
+        with pytest.raises(SandboxError, match="callback cannot call its sandbox"):
+            call.result(check=True)
+    finally:
+        fa.close()

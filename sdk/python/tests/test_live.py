@@ -31,6 +31,13 @@ def test_run_output_status_env_cwd_user(sb):
     assert sb.run("id -u", user=1234).stdout == "1234\n"
     assert sb.run("exit 3", check=False).exit_code == 3
     assert sb.run("cat", stdin=b"fed through stdin").stdout == "fed through stdin"
+    # More stdin than the agent buffers of output: cat's output must be read while its
+    # input is still being sent (the agent stops reading us while its output waits)
+    big = os.urandom(3 << 20)
+    r = sb.run("cat", stdin=big, timeout=120)
+    assert r.stdout_bytes == big
+    with pytest.raises(ValueError):
+        sb.run("cat", stdin=True)  # nothing would ever feed it
 
 
 def test_output_streams_as_produced(sb):
