@@ -19,6 +19,7 @@ from .errors import SandboxError, SandboxNotFoundError, SandboxStateError
 
 _ID_RE = re.compile(r"^[0-9a-f]{12}$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+_USER_RE = re.compile(r"([0-9]{1,10}):([0-9]{1,10})\Z")
 CONFIG_MAX = 64 << 10
 EXEC_CONF_MAX = 64 << 10
 
@@ -143,11 +144,11 @@ class ExecDefaults:
                 self.image_home = self.image_home or k == "HOME"
             elif key == "workdir":
                 self.cwd = value
-            elif key == "user":
-                uid, _, gid = value.partition(":")
-                if uid.isdigit():
-                    self.uid = int(uid)
-                    self.gid = int(gid) if gid.isdigit() else self.uid
+            elif key == "user":  # as image_conf_parse: UID:GID, each below 0xffffffff
+                m = _USER_RE.match(value)
+                if not m or max(int(m.group(1)), int(m.group(2))) >= 0xFFFFFFFF:
+                    raise SandboxError("%s: a bad user line %r" % (path, value[:40]))
+                self.uid, self.gid = int(m.group(1)), int(m.group(2))
             elif key == "entrypoint":
                 self.entrypoint.append(value)
             elif key == "cmd":

@@ -84,3 +84,9 @@ def test_user_names_from_the_guests_passwd():
             c.parse_user(bad, passwd, group)
     with pytest.raises(ValueError):
         c.parse_user("4294967295")
+
+
+@pytest.mark.parametrize("line", ["user 1000", "user 4294967295:0", "user a:b", "user 1:2:3"])
+def test_a_bad_user_line_is_refused(image, line):
+    with pytest.raises(Exception, match="bad user line"):
+        image(line + "\n")
