@@ -294,7 +294,7 @@ def parse_user(user, passwd=None, group=None):
     elif name == "root":
         uid, gid, home = 0, 0, "/root"
     else:
-        for line in (passwd or "").splitlines():
+        for line in (passwd or "").split("\n"):
             f = line.split(":")
             if len(f) >= 6 and f[0] == name and _DIGITS.match(f[2]) and _DIGITS.match(f[3]):
                 uid, gid = int(f[2]), int(f[3])
@@ -305,7 +305,7 @@ def parse_user(user, passwd=None, group=None):
     if _DIGITS.match(grp):
         gid = int(grp)
     elif grp:
-        for line in (group or "").splitlines():
+        for line in (group or "").split("\n"):
             f = line.split(":")
             if len(f) >= 3 and f[0] == grp and _DIGITS.match(f[2]):
                 gid = int(f[2])

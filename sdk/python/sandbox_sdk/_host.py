@@ -86,7 +86,7 @@ def _load(sid):
         text = _read_small(os.path.join(home(), "sandboxes", sid, "config"), CONFIG_MAX)
     except FileNotFoundError:
         return None
-    for line in text.splitlines():
+    for line in text.split("\n"):  # as the C readers: \r, U+2028 &c. are not line ends
         key, _, value = line.partition(" ")
         cfg.setdefault(key, value)
     if cfg.get("id") != sid:
@@ -136,7 +136,7 @@ class ExecDefaults:
             text = _read_small(path, EXEC_CONF_MAX)
         except FileNotFoundError:
             text = ""
-        for line in text.splitlines():
+        for line in text.split("\n"):  # as the C readers: \r, U+2028 &c. are not line ends
             key, _, value = line.partition(" ")
             if key == "env" and "=" in value:
                 k, _, v = value.partition("=")

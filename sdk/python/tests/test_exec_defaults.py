@@ -90,3 +90,11 @@ def test_user_names_from_the_guests_passwd():
 def test_a_bad_user_line_is_refused(image, line):
     with pytest.raises(Exception, match="bad user line"):
         image(line + "\n")
+
+
+def test_only_newline_ends_an_exec_conf_line(image):
+    # \r, U+2028, U+0085 inside a value are the value's, as the C reader (image_conf.c) has it
+    d = image("env A=x\ruser 0:0\nenv B=y\u2028workdir /root\nenv C=z\x85entrypoint /bin/evil\n"
+              "cmd /bin/app\n")
+    assert d.env["A"] == "x\ruser 0:0" and d.env["B"] == "y\u2028workdir /root"
+    assert (d.uid, d.cwd, d.entrypoint, d.cmd) == (None, "", [], ["/bin/app"])
