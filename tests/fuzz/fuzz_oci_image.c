@@ -88,6 +88,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct oci_msg m = {{0}};
 	struct oci_image img;
 	struct oci_layer_stats st = {0};
+	struct oci_tree tree;
 	char path[64];
 	int fd, bfd, root;
 
@@ -105,14 +106,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		fuzz_check((bfd = openat(top, "a/b/c", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0);
 		fuzz_check(mkdirat(bfd, "staging", 0755) == 0);
 		root = openat(bfd, "staging", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		fuzz_check(root >= 0);
+		fuzz_check(root >= 0 && oci_tree_init(&tree, root) == 0);
 		for (unsigned i = 0; i < img.nlayers; i++) {
 			m.text[0] = '\0';
-			if (oci_image_apply_layer(&img, i, root, &st, &m) < 0) {
+			if (oci_image_apply_layer(&img, i, &tree, &st, &m) < 0) {
 				fuzz_check(m.text[0]);
 				break;
 			}
 		}
+		oci_tree_free(&tree);
 		close(root);
 		fuzz_check(canary_empty());
 		fuzz_check(oci_rmtree(bfd, "staging") == 0);

@@ -6,7 +6,8 @@
 # kept, trusted.* skipped), the skipped device,
 # the mount points, exec.conf's exact text. Then the hostile archives are refused, each with
 # its message, exit status 1, nothing installed, no staging directory left, nothing written in
-# the canary directory their links point at.
+# the canary directory their links point at; a leftover 3000 directories deep is removed by
+# the next import of its name.
 #
 # usage: oci_import.sh SANDBOXCTL
 set -u
@@ -147,4 +148,16 @@ refuse bad-hardlink.tar 'passwd: a hard link to \.\./\.\./\.\./\.\./etc/passwd, 
 refuse bad-arm-only.tar 'no linux/amd64 image.*linux/arm64'
 refuse bad-two-amd64.tar 'index.json has 2 linux/amd64 images, import one at a time: linux/amd64 test:latest.*linux/amd64 other:latest'
 refuse bad-checksum.tar 'a bad header checksum at byte 0'
+# what an import killed long ago left, 3000 directories deep (deeper than any descriptor
+# limit): the next import of the name removes it whole (refuse checks nothing is left)
+left=$SANDBOX_HOME/images/.bad.2000000000/staging
+mkdir -p "$left" || fail "cannot make $left"
+python3 -c 'import os, sys
+os.chdir(sys.argv[1])
+for _ in range(3000):
+    os.mkdir("a"); os.chdir("a")
+open("f", "w").close()' "$left" || fail "cannot make the deep leftover"
+refuse bad-deep.tar 't/a/a.*/f: lies too deep in the tree (more than 256 directories down'
+refuse bad-deep-opq.tar 't/a/a.*/.wh..wh..opq: lies too deep in the tree'
+refuse bad-deep-workdir.tar "the config's WorkingDir /t/a/a.*: too deep in the tree"
 exit 0

@@ -196,6 +196,20 @@ BAD = {
     "arm-only": oci_files([make_tar(one)], gz=(False,), extra_arm=False,
                           config=image_config([sha(make_tar(one))], "arm64")),
 }
+# deep: a short path reaching far down through symlinks (s -> 16 directories of 250 bytes,
+# t -> s and 126 more, so t/A/... lies 268 down and its real path is over 4096 bytes): what
+# would lie more than 256 directories down is refused before it is made, for an entry's
+# parents, an opaque whiteout's directory and the WorkingDir alike
+DEEP = "/".join(("L%02d" % i) + "x" * 247 for i in range(16))
+A126 = "/".join(["a"] * 126)
+deep = one + [entry(DEEP + "/x", data=b"x"), entry("s", "symlink", link="/" + DEEP),
+              entry("s/" + A126 + "/f", data=b"f"), entry("t", "symlink", link="/s/" + A126)]
+for name, last in (("deep", [entry("t/" + A126 + "/f", data=b"f")]),
+                   ("deep-opq", [entry("t/" + A126 + "/.wh..wh..opq")]),
+                   ("deep-workdir", [])):
+    layer = make_tar(deep + last)
+    BAD[name] = oci_files([layer], gz=(False,), extra_arm=False, config=image_config(
+        [sha(layer)], cfg={"WorkingDir": "/t/" + A126, "Cmd": ["/bin/sh"]}))
 # planted-abs.tar (with CANARY in the environment: a host directory): layer 1 makes that path's
 # directories in the image and plants an absolute symlink to it, layer 2 writes a file through it. Not refused: an absolute
 # target is inside the image, so the file lands at that path inside the image, never on the host.

@@ -8,8 +8,9 @@
  *   oci_json.c   a strict JSON parser (RFC 8259: UTF-8 and escapes checked, duplicate keys
  *                refused), into a small tree
  *   oci_tar.c    a tar reader: ustar, pax extended headers, GNU long names
- *   oci_layer.c  a layer's tar applied under a staging root: whiteouts, owners, modes, links,
- *                every path operation beneath the root (openat2 RESOLVE_IN_ROOT)
+ *   oci_tree.c   the staging tree: paths beneath its root (openat2 RESOLVE_IN_ROOT), every
+ *                directory's depth bounded as it is made, removal that depth cannot stop
+ *   oci_layer.c  a layer's tar applied under the staging root: whiteouts, owners, modes, links
  *   oci_archive.c  the archive's files: a tar indexed in place, or a layout's directory
  *   oci_image.c  the archive's index or manifest, the one image for linux/amd64, its blobs'
  *                digests, its config, each layer's stream (gzip, digests)
@@ -33,6 +34,7 @@
 #define OCI_PATH_MAX	   4096		 /* an entry's path or link target */
 #define OCI_NAME_MAX	   255		 /* one path component */
 #define OCI_DEPTH_MAX	   128		 /* components of a path in the image */
+#define OCI_REAL_DEPTH	   256		 /* a directory's depth, symlinks followed */
 #define OCI_PAX_MAX	   (1u << 20)	 /* one pax extended header or GNU long name */
 #define OCI_XATTRS_MAX	   32		 /* per entry */
 #define OCI_XATTR_VAL_MAX  65536	 /* one xattr's value */
@@ -127,23 +129,46 @@ void oci_tar_entry_clear(struct oci_tar_entry *e);
  * the bounds. */
 int oci_path_norm(const char *in, char *out, size_t out_len) __must_check;
 
+/* ---- oci_tree.c ---- */
+
+/* The staging tree: its root, and the depth of each directory made in it. */
+struct oci_tree_dir {
+	uint64_t ino;
+	unsigned depth1; /* its depth plus one; 0: an empty slot */
+};
+struct oci_tree {
+	int rootfd;
+	uint64_t dev;
+	uint64_t key[2]; /* of oci_hash, for this import */
+	struct oci_tree_dir *dirs;
+	size_t cap, n;
+};
+/* Start the tree at the directory `rootfd` (not owned). */
+int oci_tree_init(struct oci_tree *t, int rootfd) __must_check;
+void oci_tree_free(struct oci_tree *t);
+/* mkdirat(dirfd, name, mode) for a directory of the tree: -ELOOP (nothing made) when it would
+ * lie deeper than OCI_REAL_DEPTH below the root; -EEXIST as mkdirat. */
+int oci_tree_mkdir(struct oci_tree *t, int dirfd, const char *name, unsigned mode) __must_check;
+/* Open the directory `path` (normalised) beneath the root, making missing components (0755,
+ * root's, each through oci_tree_mkdir) when `create`. */
+int oci_open_dir(struct oci_tree *t, const char *path, bool create) __must_check;
+/* openat2 with RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV. */
+int oci_openat_in_root(int rootfd, const char *path, int flags, unsigned mode) __must_check;
+/* Remove `name` in `dirfd` and all below it, never following a link, however deep. */
+int oci_rmtree(int dirfd, const char *name);
+/* SipHash-2-4 of `len` bytes under `key`; a fresh key from getrandom. */
+uint64_t oci_hash(const uint64_t key[2], const void *data, size_t len);
+int oci_hash_key(uint64_t key[2]) __must_check;
+
 /* ---- oci_layer.c ---- */
 
 struct oci_layer_stats {
 	uint64_t entries, files, bytes, skipped_devices;
 };
-struct oci_apply;
-/* Apply one layer's tar, read from `t`, under the directory `rootfd` (the staging root).
- * `what` names the layer in messages ("layer 2 of 3 (sha256:...)"). */
-int oci_layer_apply(int rootfd, struct oci_tar *t, const char *what, struct oci_layer_stats *st,
-		    struct oci_msg *m) __must_check;
-/* Remove `name` in `dirfd` and all below it, never following a link. */
-int oci_rmtree(int dirfd, const char *name);
-/* Open the directory `path` (normalised) beneath `rootfd`, making missing components (0755,
- * root's) when `create`. */
-int oci_open_dir(int rootfd, const char *path, bool create) __must_check;
-/* openat2 with RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV. */
-int oci_openat_in_root(int rootfd, const char *path, int flags, unsigned mode) __must_check;
+/* Apply one layer's tar, read from `t`, under the staging tree `tree`. `what` names the layer
+ * in messages ("layer 2 of 3 (sha256:...)"). */
+int oci_layer_apply(struct oci_tree *tree, struct oci_tar *t, const char *what,
+		    struct oci_layer_stats *st, struct oci_msg *m) __must_check;
 
 /* ---- oci_archive.c: the archive's files ---- */
 
@@ -203,9 +228,9 @@ struct oci_image {
 int oci_image_open(const char *path, struct oci_image *img, struct oci_msg *m) __must_check;
 void oci_image_close(struct oci_image *img);
 /* Stream layer `i` (checked against its digest and diff id as it is read; gzip undone) into
- * oci_layer_apply under `rootfd`. */
-int oci_image_apply_layer(struct oci_image *img, unsigned i, int rootfd, struct oci_layer_stats *st,
-			  struct oci_msg *m) __must_check;
+ * oci_layer_apply under `tree`. */
+int oci_image_apply_layer(struct oci_image *img, unsigned i, struct oci_tree *tree,
+			  struct oci_layer_stats *st, struct oci_msg *m) __must_check;
 
 /* ---- oci_build.c ---- */
 

@@ -42,7 +42,7 @@ static int tree_usage(int dirfd, unsigned depth, uint64_t *bytes, uint64_t *inod
 	struct dirent *e;
 	int fd, err = 0;
 
-	if (depth > 2 * OCI_DEPTH_MAX + 8)
+	if (depth > OCI_REAL_DEPTH + 8)
 		return -ELOOP;
 	if ((fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
 		return -errno;
@@ -220,8 +220,10 @@ static int string_list(const struct oci_json *v, const char *what, char ***out, 
 }
 
 /* exec.conf from the config, written into dirfd. The workdir is made in the tree. */
-static int write_exec_conf(const struct oci_image *img, int rootfd, int dirfd, struct oci_msg *m)
+static int write_exec_conf(const struct oci_image *img, struct oci_tree *tree, int dirfd,
+			   struct oci_msg *m)
 {
+	int rootfd = tree->rootfd;
 	const struct oci_json *cfg = oci_json_get(img->config, "config");
 	const char *wd = oci_json_cstr(oci_json_get(cfg, "WorkingDir"));
 	const char *user = oci_json_cstr(oci_json_get(cfg, "User"));
@@ -256,9 +258,10 @@ static int write_exec_conf(const struct oci_image *img, int rootfd, int dirfd, s
 			goto out;
 		}
 		/* as docker run does: the working directory exists */
-		if ((wfd = oci_open_dir(rootfd, norm, true)) < 0) {
+		if ((wfd = oci_open_dir(tree, norm, true)) < 0) {
 			err = oci_fail(m, wfd, "the config's WorkingDir %s: %s", wd,
-				       strerror(-wfd));
+				       wfd == -ELOOP ? "too deep in the tree (symlinks followed)"
+						     : strerror(-wfd));
 			goto out;
 		}
 		close(wfd);
@@ -328,17 +331,18 @@ static int run_mke2fs(const char *tree, const char *out, const char *label, cons
 	return 0;
 }
 
-static int build(struct oci_image *img, const char *name, int dirfd, const char *dir, int rootfd,
-		 struct oci_msg *m)
+static int build(struct oci_image *img, const char *name, int dirfd, const char *dir,
+		 struct oci_tree *tree, struct oci_msg *m)
 {
+	int rootfd = tree->rootfd;
 	struct oci_layer_stats st = {0};
 	uint64_t t0 = now_ms(), bytes = 0, inodes = 1, size_kib;
-	char tree[4200], out[4200], label[17], uuid[40], hex[65];
+	char treepath[4200], out[4200], label[17], uuid[40], hex[65];
 	uint8_t md[32];
 	int err;
 
 	for (unsigned i = 0; i < img->nlayers; i++) {
-		if ((err = oci_image_apply_layer(img, i, rootfd, &st, m)) < 0)
+		if ((err = oci_image_apply_layer(img, i, tree, &st, m)) < 0)
 			return err;
 		if (st.entries > OCI_ENTRIES_MAX)
 			return oci_fail(m, -EFBIG, "more than %u entries in all the layers",
@@ -363,12 +367,14 @@ static int build(struct oci_image *img, const char *name, int dirfd, const char 
 				return oci_fail(m, err, "cannot replace /%s: %s",
 						mount_points[i].name, strerror(-err));
 		}
-		if (mkdirat(rootfd, mount_points[i].name, 0700) < 0 ||
-		    fchmodat(rootfd, mount_points[i].name, mount_points[i].mode, 0) < 0)
+		if ((err = oci_tree_mkdir(tree, rootfd, mount_points[i].name, 0700)) < 0)
+			return oci_fail(m, err, "cannot make /%s: %s", mount_points[i].name,
+					strerror(-err));
+		if (fchmodat(rootfd, mount_points[i].name, mount_points[i].mode, 0) < 0)
 			return oci_fail(m, -errno, "cannot make /%s: %s", mount_points[i].name,
 					strerror(errno));
 	}
-	if ((err = write_exec_conf(img, rootfd, dirfd, m)) < 0)
+	if ((err = write_exec_conf(img, tree, dirfd, m)) < 0)
 		return err;
 	if ((err = tree_usage(rootfd, 0, &bytes, &inodes)) < 0)
 		return oci_fail(m, err, "cannot measure the tree: %s", strerror(-err));
@@ -383,12 +389,12 @@ static int build(struct oci_image *img, const char *name, int dirfd, const char 
 	snprintf(uuid, sizeof(uuid), "%.8s-%.4s-4%.3s-8%.3s-%.12s", hex, hex + 8, hex + 13,
 		 hex + 17, hex + 20);
 	snprintf(label, sizeof(label), "sandbox-%.8s", name);
-	if ((err = path_fmt(tree, sizeof(tree), "%s/" STAGING, dir)) < 0 ||
+	if ((err = path_fmt(treepath, sizeof(treepath), "%s/" STAGING, dir)) < 0 ||
 	    (err = path_fmt(out, sizeof(out), "%s/rootfs", dir)) < 0)
 		return oci_fail(m, err, "%s: path too long", dir);
 	fprintf(stderr, "images import %s: mke2fs (%llu MiB, %llu inodes)\n", name,
 		(unsigned long long)(size_kib >> 10), (unsigned long long)inodes);
-	if ((err = run_mke2fs(tree, out, label, uuid, inodes, size_kib, m)) < 0)
+	if ((err = run_mke2fs(treepath, out, label, uuid, inodes, size_kib, m)) < 0)
 		return err;
 	if (chmod(out, 0444) < 0)
 		return oci_fail(m, -errno, "rootfs: %s", strerror(errno));
@@ -398,6 +404,7 @@ static int build(struct oci_image *img, const char *name, int dirfd, const char 
 int oci_build(const char *archive, const char *name, int dirfd, const char *dir, struct oci_msg *m)
 {
 	struct oci_image img;
+	struct oci_tree tree = {.rootfd = -1};
 	int rootfd = -1, err;
 
 	if ((err = oci_image_open(archive, &img, m)) < 0)
@@ -409,8 +416,13 @@ int oci_build(const char *archive, const char *name, int dirfd, const char *dir,
 		err = oci_fail(m, -errno, "%s/" STAGING ": %s", dir, strerror(errno));
 		goto out;
 	}
-	err = build(&img, name, dirfd, dir, rootfd, m);
+	if ((err = oci_tree_init(&tree, rootfd)) < 0) {
+		err = oci_fail(m, err, "%s/" STAGING ": %s", dir, strerror(-err));
+		goto out;
+	}
+	err = build(&img, name, dirfd, dir, &tree, m);
 out:
+	oci_tree_free(&tree);
 	if (rootfd >= 0)
 		close(rootfd);
 	if (oci_rmtree(dirfd, STAGING) < 0 && err == 0)

@@ -580,8 +580,8 @@ static int stream_read(void *arg, void *buf, size_t len, size_t *got)
 	return 0;
 }
 
-int oci_image_apply_layer(struct oci_image *img, unsigned i, int rootfd, struct oci_layer_stats *st,
-			  struct oci_msg *m)
+int oci_image_apply_layer(struct oci_image *img, unsigned i, struct oci_tree *tree,
+			  struct oci_layer_stats *st, struct oci_msg *m)
 {
 	struct oci_blob *l = &img->layers[i];
 	struct layer_stream *s = calloc(1, sizeof(*s));
@@ -647,7 +647,7 @@ int oci_image_apply_layer(struct oci_image *img, unsigned i, int rootfd, struct 
 		goto out;
 	}
 	oci_tar_init(&t, stream_read, NULL, s, m);
-	if ((err = oci_layer_apply(rootfd, &t, what, st, m)) < 0)
+	if ((err = oci_layer_apply(tree, &t, what, st, m)) < 0)
 		goto out;
 	/* the rest (the tar's end blocks and padding) belongs to the digests too */
 	for (size_t n = 1; n;)

@@ -9,7 +9,8 @@
  * - its parent directory is opened with openat2(RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS |
  *   RESOLVE_NO_XDEV) from a descriptor of the staging root: a symlink on the way is followed
  *   as the image's own root would follow it, inside the root (an absolute target starts at
- *   the root, ".." stops there), never out of it; missing parents are made (0755, root's);
+ *   the root, ".." stops there), never out of it; missing parents are made (0755, root's), each
+ * refused before it exists when it would lie too deep (oci_tree.c);
  * - everything on the entry itself is one name relative to that parent: unlinkat, mkdirat,
  *   openat(O_CREAT | O_EXCL | O_NOFOLLOW), symlinkat, linkat (without AT_SYMLINK_FOLLOW),
  *   mknodat (FIFOs), fchownat/utimensat with AT_SYMLINK_NOFOLLOW; an existing entry is
@@ -31,125 +32,16 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
 #include "oci.h"
 
-#define WARN_MAX   5		       /* warnings of each kind printed per layer */
-#define REAL_DEPTH (2 * OCI_DEPTH_MAX) /* a directory's depth in the tree, symlinks followed */
-
-int oci_openat_in_root(int rootfd, const char *path, int flags, unsigned mode)
-{
-	struct open_how how = {
-		.flags = (uint64_t)(flags | O_CLOEXEC),
-		.mode = (flags & O_CREAT) ? mode : 0,
-		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
-	};
-
-	for (int tries = 0;; tries++) {
-		long fd = syscall(SYS_openat2, rootfd, path[0] ? path : ".", &how, sizeof(how));
-
-		if (fd >= 0)
-			return (int)fd;
-		/* EAGAIN: a rename raced the resolution; nobody else writes here, but retry */
-		if (errno != EAGAIN || tries == 8)
-			return -errno;
-	}
-}
-
-int oci_open_dir(int rootfd, const char *path, bool create)
-{
-	char prefix[OCI_PATH_MAX + 1];
-	const char *s = path;
-	int cur, fd;
-
-	fd = oci_openat_in_root(rootfd, path, O_DIRECTORY | O_RDONLY, 0);
-	if (fd >= 0 || fd != -ENOENT || !create)
-		return fd;
-	if ((cur = oci_openat_in_root(rootfd, "", O_DIRECTORY | O_RDONLY, 0)) < 0)
-		return cur;
-	prefix[0] = '\0';
-	while (*s) {
-		size_t n = strcspn(s, "/"), plen = strlen(prefix);
-		char comp[OCI_NAME_MAX + 1];
-
-		if (n > OCI_NAME_MAX || plen + n + 2 > sizeof(prefix)) {
-			close(cur);
-			return -ENAMETOOLONG;
-		}
-		memcpy(comp, s, n);
-		comp[n] = '\0';
-		snprintf(prefix + plen, sizeof(prefix) - plen, "%s%s", plen ? "/" : "", comp);
-		fd = oci_openat_in_root(rootfd, prefix, O_DIRECTORY | O_RDONLY, 0);
-		if (fd == -ENOENT) {
-			/* one name in the directory we hold: a symlink there is not followed */
-			if (mkdirat(cur, comp, 0755) < 0 && errno != EEXIST) {
-				fd = -errno;
-				close(cur);
-				return fd;
-			}
-			fd = oci_openat_in_root(rootfd, prefix, O_DIRECTORY | O_RDONLY, 0);
-		}
-		close(cur);
-		if (fd < 0)
-			return fd;
-		cur = fd;
-		s += n;
-		while (*s == '/')
-			s++;
-	}
-	return cur;
-}
-
-static int rmtree_at(int dirfd, const char *name, unsigned depth)
-{
-	int fd, err = 0;
-	DIR *d;
-	struct dirent *ent;
-
-	if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
-		return 0;
-	if (errno != EISDIR && errno != EPERM)
-		return -errno;
-	if (depth > REAL_DEPTH + 8)
-		return -ELOOP;
-	fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (!(d = fdopendir(fd))) {
-		close(fd);
-		return -errno;
-	}
-	for (int pass = 0; pass < 3; pass++) {
-		bool any = false;
-
-		rewinddir(d);
-		while (!err && (ent = readdir(d))) {
-			if (strcmp(ent->d_name, ".") == 0 || strcmp(ent->d_name, "..") == 0)
-				continue;
-			any = true;
-			err = rmtree_at(fd, ent->d_name, depth + 1);
-		}
-		if (err || !any)
-			break;
-	}
-	closedir(d);
-	if (err)
-		return err;
-	return unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT ? -errno : 0;
-}
-
-int oci_rmtree(int dirfd, const char *name)
-{
-	return rmtree_at(dirfd, name, 0);
-}
+#define WARN_MAX 5 /* warnings of each kind printed per layer */
 
 /* The paths a layer made, and their parents: a set of strings, open addressing. */
 struct pathset {
@@ -245,6 +137,7 @@ struct dirtime {
 };
 
 struct apply {
+	struct oci_tree *tree;
 	int rootfd;
 	const char *what;
 	struct oci_msg *m;
@@ -253,8 +146,6 @@ struct apply {
 	struct dirtime *dirs;
 	size_t ndirs, dirs_cap;
 	unsigned warned_dev, warned_xattr;
-	char root_real[OCI_PATH_MAX];
-	size_t root_real_len;
 };
 
 /* Does the relative symlink target `target`, read from the directory `dir` (normalised),
@@ -286,29 +177,6 @@ static bool link_inside(const char *dir, const char *target)
 			s++;
 	}
 	return true;
-}
-
-/* The real depth of the directory `fd` under the root, symlinks followed: bounded, so that
- * neither our removal nor mke2fs's walk of the tree goes deeper than that. */
-static int real_depth_ok(struct apply *a, int fd)
-{
-	char proc[64], real[OCI_PATH_MAX * 2];
-	ssize_t n;
-	unsigned depth = 0;
-
-	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-	n = readlink(proc, real, sizeof(real) - 1);
-	if (n < 0)
-		return 0; /* no /proc: the path bounds stand alone */
-	if ((size_t)n >= sizeof(real) - 1)
-		return -ENAMETOOLONG;
-	real[n] = '\0';
-	if ((size_t)n < a->root_real_len || memcmp(real, a->root_real, a->root_real_len) != 0)
-		return -EXDEV; /* cannot happen: openat2 resolved it beneath the root */
-	for (const char *s = real + a->root_real_len; *s; s++)
-		if (*s == '/')
-			depth++;
-	return depth > REAL_DEPTH ? -ENAMETOOLONG : 0;
 }
 
 static int set_xattrs(struct apply *a, int fd, const struct oci_tar_entry *e, const char *path)
@@ -406,6 +274,18 @@ static int write_data(struct apply *a, struct oci_tar *t, int fd, const struct o
 	return 0;
 }
 
+/* An entry's directory could not be opened or made (oci_open_dir, oci_tree_mkdir). */
+static int dir_fail(struct apply *a, int err, const char *path)
+{
+	if (err == -ELOOP)
+		return oci_fail(a->m, err,
+				"%s: %s: lies too deep in the tree (more than %u directories down, "
+				"symlinks followed), or too many symlinks on its way",
+				a->what, path, OCI_REAL_DEPTH);
+	return oci_fail(a->m, err, "%s: %s: cannot open its directory inside the root: %s", a->what,
+			path, err == -ENOTDIR ? "a parent is not a directory" : strerror(-err));
+}
+
 /* The whiteouts: `base` (".wh.NAME") in the directory `dir`. */
 static int whiteout(struct apply *a, const char *dir, const char *base, const char *path)
 {
@@ -417,9 +297,8 @@ static int whiteout(struct apply *a, const char *dir, const char *base, const ch
 		DIR *d;
 		struct dirent *ent;
 
-		if ((dfd = oci_open_dir(a->rootfd, dir, true)) < 0)
-			return oci_fail(a->m, dfd, "%s: %s: cannot open its directory: %s", a->what,
-					path, strerror(-dfd));
+		if ((dfd = oci_open_dir(a->tree, dir, true)) < 0)
+			return dir_fail(a, dfd, path);
 		if (!(d = fdopendir(dfd))) {
 			close(dfd);
 			return -ENOMEM;
@@ -445,7 +324,7 @@ static int whiteout(struct apply *a, const char *dir, const char *base, const ch
 		return oci_fail(a->m, -ENAMETOOLONG, "%s: %s: too long", a->what, path);
 	if (pathset_has(&a->made, full))
 		return 0; /* only the lower layers' */
-	dfd = oci_open_dir(a->rootfd, dir, false);
+	dfd = oci_open_dir(a->tree, dir, false);
 	if (dfd == -ENOENT || dfd == -ENOTDIR)
 		return 0;
 	if (dfd < 0)
@@ -477,7 +356,7 @@ static int hard_link(struct apply *a, int dfd, const char *base, const struct oc
 		tbase = target;
 		tdir[0] = '\0';
 	}
-	tfd = oci_open_dir(a->rootfd, tdir, false);
+	tfd = oci_open_dir(a->tree, tdir, false);
 	if (tfd < 0 || fstatat(tfd, tbase, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 		if (tfd >= 0)
 			close(tfd);
@@ -536,16 +415,9 @@ static int apply_entry(struct apply *a, struct oci_tar *t, const struct oci_tar_
 	if (strncmp(base, ".wh.", 4) == 0)
 		return whiteout(a, dir, base, e->path);
 
-	dfd = oci_open_dir(a->rootfd, dir, true);
+	dfd = oci_open_dir(a->tree, dir, true);
 	if (dfd < 0)
-		return oci_fail(a->m, dfd, "%s: %s: cannot open its directory inside the root: %s",
-				a->what, e->path,
-				dfd == -ENOTDIR ? "a parent is not a directory" : strerror(-dfd));
-	if ((err = real_depth_ok(a, dfd)) < 0) {
-		close(dfd);
-		return oci_fail(a->m, err, "%s: %s: lies too deep in the tree (symlinks followed)",
-				a->what, e->path);
-	}
+		return dir_fail(a, dfd, e->path);
 	if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 	    !(e->type == '5' && S_ISDIR(st.st_mode)) && (err = oci_rmtree(dfd, base)) < 0) {
 		close(dfd);
@@ -568,9 +440,10 @@ static int apply_entry(struct apply *a, struct oci_tar *t, const struct oci_tar_
 		a->st->files++;
 		break;
 	case '5':
-		if (mkdirat(dfd, base, 0700) < 0 && errno != EEXIST) {
-			err = oci_fail(a->m, -errno, "%s: %s: %s", a->what, e->path,
-				       strerror(errno));
+		if ((err = oci_tree_mkdir(a->tree, dfd, base, 0700)) < 0 && err != -EEXIST) {
+			err = err == -ELOOP ? dir_fail(a, err, e->path)
+					    : oci_fail(a->m, err, "%s: %s: %s", a->what, e->path,
+						       strerror(-err));
 			break;
 		}
 		fd = openat(dfd, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -626,20 +499,16 @@ static int apply_entry(struct apply *a, struct oci_tar *t, const struct oci_tar_
 	return pathset_add(&a->made, path);
 }
 
-int oci_layer_apply(int rootfd, struct oci_tar *t, const char *what, struct oci_layer_stats *st,
-		    struct oci_msg *m)
+int oci_layer_apply(struct oci_tree *tree, struct oci_tar *t, const char *what,
+		    struct oci_layer_stats *st, struct oci_msg *m)
 {
-	struct apply a = {.rootfd = rootfd, .what = what, .m = m, .st = st};
+	struct apply a = {.tree = tree, .rootfd = tree->rootfd, .what = what, .m = m, .st = st};
 	struct oci_tar_entry *e = calloc(1, sizeof(*e));
-	char proc[64];
-	ssize_t n;
+	int rootfd = tree->rootfd;
 	int err;
 
 	if (!e)
 		return -ENOMEM;
-	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", rootfd);
-	n = readlink(proc, a.root_real, sizeof(a.root_real) - 1);
-	a.root_real_len = n > 0 ? (size_t)n : 0;
 	while ((err = oci_tar_next(t, e)) > 0) {
 		st->entries++;
 		err = apply_entry(&a, t, e);
