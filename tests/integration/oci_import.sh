@@ -139,6 +139,21 @@ debugfs -R "cat $work/tmp/owned" "$SANDBOX_HOME/images/planted/rootfs" 2>/dev/nu
 rm -rf "$SANDBOX_HOME/images/planted"
 echo "ok: a symlink to $work/tmp planted by layer 1, written through by layer 2: inside the image, not on the host"
 
+# a ref name and a tag holding terminal escapes: printed as '?', no control byte reaches the
+# terminal
+for a in esc-oci.tar esc-docker.tar; do
+	# shellcheck disable=SC2086
+	"$ctl" images import esc --oci "$work/arch/$a" $kargs >"$work/out" 2>&1 ||
+		fail "$a: $(cat "$work/out")"
+	# ESC, BEL and U+009B (2 bytes) each a '?'
+	grep -q "image x?\]0;PWNED??\[2J?\[31mred??1m" "$work/out" ||
+		fail "$a: the name is not shown with '?': $(cat -v "$work/out")"
+	LC_ALL=C grep -q "$(printf '[\001-\010\013-\037\177]')" "$work/out" &&
+		fail "$a: a control byte printed: $(cat -v "$work/out")"
+	rm -rf "$SANDBOX_HOME/images/esc"
+	echo "ok: $a: $(grep -m1 'images import esc' "$work/out")"
+done
+
 refuse bad-truncated.tar 'truncated'
 refuse bad-bad-json.tar 'index.json: bad JSON at byte'
 refuse bad-digest.tar 'layer 2 of 3 (sha256:[0-9a-f]*): digest mismatch'

@@ -6,6 +6,7 @@
 #   good-docker.tar   a docker save archive (manifest.json, HEX.json, ID/layer.tar)
 #   bad-*.tar         one hostile thing each (see BAD below)
 #   planted-abs.tar   a symlink to $CANARY planted by one layer, written through by the next
+#   esc-*.tar         a ref name, a tag holding terminal escapes
 # The image: 3 layers (gzip, plain tar, gzip); /bin/busybox (the host's, or a script) with
 # applet links; /etc/passwd naming app = 1000:1000; /gone.txt deleted by a whiteout in layer 2;
 # /opq/ made opaque in layer 2 (old1, old2 gone, new kept); /app/suid owned by 1000:1000 mode
@@ -155,7 +156,7 @@ def write_dir(path, files):
             f.write(data)
 
 
-def docker_files(layers):
+def docker_files(layers, tag="test:docker", cfg=CONFIG):
     files, names, diff_ids = {}, [], []
     for i, raw in enumerate(layers):
         lid = hashlib.sha256(b"layer-id-%d" % i).hexdigest()
@@ -163,10 +164,10 @@ def docker_files(layers):
         files[lid + "/VERSION"] = b"1.0"
         names.append(lid + "/layer.tar")
         diff_ids.append(sha(raw))
-    cfg = image_config(diff_ids)
+    cfg = image_config(diff_ids, cfg=cfg)
     files[sha(cfg)[7:] + ".json"] = cfg
     files["manifest.json"] = json.dumps([{"Config": sha(cfg)[7:] + ".json",
-                                          "RepoTags": ["test:docker"],
+                                          "RepoTags": [tag],
                                           "Layers": names}]).encode()
     return files
 
@@ -210,6 +211,17 @@ for name, last in (("deep", [entry("t/" + A126 + "/f", data=b"f")]),
     layer = make_tar(deep + last)
     BAD[name] = oci_files([layer], gz=(False,), extra_arm=False, config=image_config(
         [sha(layer)], cfg={"WorkingDir": "/t/" + A126, "Cmd": ["/bin/sh"]}))
+# esc-oci.tar, esc-docker.tar: a ref name and a tag holding terminal escapes (a title, a clear
+# screen, a colour): imported, the escapes printed as '?'
+ESC = "x\x1b]0;PWNED\x07\x1b[2J\x1b[31mred\u009b1m"
+esc = [make_tar(one)]
+ecfg = image_config([sha(esc[0])], cfg={"Cmd": ["/bin/sh"]})
+eoci = oci_files(esc, gz=(False,), extra_arm=False, config=ecfg)
+eidx = json.loads(eoci["index.json"])
+eidx["manifests"][0]["annotations"]["org.opencontainers.image.ref.name"] = ESC
+eoci["index.json"] = json.dumps(eidx).encode()
+write_tar(os.path.join(out, "esc-oci.tar"), eoci)
+write_tar(os.path.join(out, "esc-docker.tar"), docker_files(esc, ESC, {"Cmd": ["/bin/sh"]}))
 # planted-abs.tar (with CANARY in the environment: a host directory): layer 1 makes that path's
 # directories in the image and plants an absolute symlink to it, layer 2 writes a file through it. Not refused: an absolute
 # target is inside the image, so the file lands at that path inside the image, never on the host.

@@ -409,7 +409,10 @@ int oci_build(const char *archive, const char *name, int dirfd, const char *dir,
 
 	if ((err = oci_image_open(archive, &img, m)) < 0)
 		goto out;
-	fprintf(stderr, "images import %s: %s, %u layers\n", name, img.what, img.nlayers);
+	/* img.what holds the archive's ref name or tag, made printable where it was read; once
+	 * more here, as this is the one place it reaches the terminal without errmsg */
+	fprintf(stderr, "images import %s: %s, %u layers\n", name,
+		printable_copy(img.what, img.what, sizeof(img.what)), img.nlayers);
 	if (mkdirat(dirfd, STAGING, 0755) < 0 ||
 	    (rootfd = openat(dirfd, STAGING, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) <
 		    0) {

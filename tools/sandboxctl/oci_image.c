@@ -41,7 +41,7 @@ struct candidate {
 	char manifest[72]; /* its digest (OCI), or "" (docker save) */
 	uint64_t manifest_size;
 	unsigned docker_index; /* docker save: its place in manifest.json */
-	char ref[128];	       /* a name for messages: a ref name, a tag */
+	char ref[128];	       /* a name for messages: a ref name, a tag (made printable) */
 	char platform[64];     /* os/architecture from the config */
 };
 
@@ -116,6 +116,8 @@ static int walk_index(struct oci_image *img, const struct oci_json *idx, const c
 		snprintf(c[*nc].manifest, sizeof(c[*nc].manifest), "%s", digest);
 		c[*nc].manifest_size = size;
 		snprintf(c[*nc].ref, sizeof(c[*nc].ref), "%s", ref ? ref : "");
+		/* the archive's bytes, printed as the import's first line: no terminal escapes */
+		printable(c[*nc].ref, strlen(c[*nc].ref), false);
 		(*nc)++;
 	}
 	return 0;
@@ -407,6 +409,7 @@ static int open_docker(struct oci_image *img, struct oci_msg *m)
 		}
 		config_platform(probe.config, c[i].platform, sizeof(c[i].platform));
 		snprintf(c[i].ref, sizeof(c[i].ref), "%s", tag ? tag : "");
+		printable(c[i].ref, strlen(c[i].ref), false); /* as an index's ref names */
 		oci_json_free(probe.config);
 	}
 	if ((err = choose(c, (unsigned)list->n, "manifest.json", &pick, m)) < 0)
