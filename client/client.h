@@ -466,17 +466,24 @@ struct image_conf {
 	unsigned ncmd;
 	char *text; /* what the pointers above point into (image_conf_parse's) */
 };
-/* Parse exec.conf's `len` bytes into `c` (its own copy); -EBADMSG when it does not parse. */
+/* Parse exec.conf's `len` bytes into `c` (its own copy); -EBADMSG when it does not parse (a
+ * value image_conf_value_ok refuses too). */
 int image_conf_parse(const char *text, size_t len, struct image_conf *c) __must_check;
 /* $SANDBOX_HOME/images/<image>/exec.conf into `c`: an image without one gives 0 and nothing
  * set. The one reader exec and run share. */
 int image_conf_load(const char *image, struct image_conf *c) __must_check;
 /* A uid or gid as exec.conf and --user give it: decimal, at most 0xfffffffe. */
 bool image_conf_id(const char *s, uint32_t *out);
+/* Can `s` be a value of exec.conf? Valid UTF-8 without C0 controls (tab included), DEL, C1
+ * controls, U+2028 or U+2029: no reader (ours split on '\n' only, a Python str.splitlines()
+ * on more) can take one value for two lines, and no terminal is driven by one. When not,
+ * *at is the byte offset of the first refused character. */
+bool image_conf_value_ok(const char *s, size_t *at);
 /* Free what image_conf_parse or image_conf_load made. */
 void image_conf_free(struct image_conf *c);
-/* `c` (any pointers, not freed) as exec.conf's text, malloc'ed: -EINVAL for a value holding a
- * newline, an env entry without '=', a relative workdir; -E2BIG past IMAGE_CONF_MAX. */
+/* `c` (any pointers, not freed) as exec.conf's text, malloc'ed: -EINVAL for a value
+ * image_conf_value_ok refuses, an env entry without '=', a relative workdir; -E2BIG past
+ * IMAGE_CONF_MAX. */
 int image_conf_format(const struct image_conf *c, char **out, size_t *len) __must_check;
 
 #endif

@@ -10,6 +10,9 @@
  *   entrypoint ARG    one per argument, in order
  *   cmd ARG           one per argument, in order
  *
+ * A value is valid UTF-8 without C0 controls (tab too), DEL, C1 controls, U+2028 or U+2029
+ * (image_conf_value_ok): the writer refuses one, the reader too, so that no reader (a Python
+ * splitlines() breaks lines at more than '\n') sees one value as two lines.
  * At most IMAGE_CONF_MAX bytes; a line absent means "not set"; a key we do not know is
  * skipped (a newer importer may add one). The format is shared with the Python SDK
  * (sdk/python), which reads the same file: it must not change. sandboxctl's import writes it
@@ -43,9 +46,49 @@ bool image_conf_id(const char *s, uint32_t *out)
 	return true;
 }
 
+bool image_conf_value_ok(const char *s, size_t *at)
+{
+	const unsigned char *u = (const unsigned char *)s;
+
+	for (size_t i = 0; u[i];) {
+		uint32_t cp;
+		unsigned n;
+
+		*at = i;
+		if (u[i] < 0x20 || u[i] == 0x7f)
+			return false; /* C0 (tab too: one rule for every reader) and DEL */
+		if (u[i] < 0x80) {
+			i++;
+			continue;
+		}
+		if (u[i] >= 0xc2 && u[i] <= 0xdf)
+			n = 1, cp = u[i] & 0x1f;
+		else if (u[i] >= 0xe0 && u[i] <= 0xef)
+			n = 2, cp = u[i] & 0x0f;
+		else if (u[i] >= 0xf0 && u[i] <= 0xf4)
+			n = 3, cp = u[i] & 0x07;
+		else
+			return false;
+		for (unsigned k = 1; k <= n; k++) {
+			if ((u[i + k] & 0xc0) != 0x80)
+				return false; /* also the NUL at the end */
+			cp = (cp << 6) | (u[i + k] & 0x3f);
+		}
+		if (n == 1 && cp < 0xa0)
+			return false; /* C1 controls */
+		if (n == 2 &&
+		    (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff) || cp == 0x2028 || cp == 0x2029))
+			return false; /* overlong, a surrogate, the line and paragraph separators */
+		if (n == 3 && (cp < 0x10000 || cp > 0x10ffff))
+			return false;
+		i += n + 1;
+	}
+	return true;
+}
+
 int image_conf_parse(const char *text, size_t len, struct image_conf *c)
 {
-	size_t lines = 1;
+	size_t lines = 1, at;
 	char *p, *end;
 
 	memset(c, 0, sizeof(*c));
@@ -73,6 +116,9 @@ int image_conf_parse(const char *text, size_t len, struct image_conf *c)
 		klen = (size_t)(sp - p);
 		val = sp + 1;
 #define KEY_IS(k) (klen == sizeof(k) - 1 && memcmp(p, k, klen) == 0)
+		if ((KEY_IS("env") || KEY_IS("workdir") || KEY_IS("entrypoint") || KEY_IS("cmd")) &&
+		    !image_conf_value_ok(val, &at))
+			goto bad; /* as image_conf_format would refuse it */
 		if (KEY_IS("env")) {
 			if (val[0] == '=' || !strchr(val, '='))
 				goto bad;
@@ -130,13 +176,13 @@ int image_conf_load(const char *image, struct image_conf *c)
 	return err;
 }
 
-/* Append "key value\n"; -EINVAL for a value with a newline (or NUL: C strings have none). */
+/* Append "key value\n"; -EINVAL for a value image_conf_value_ok refuses. */
 static int put_line(char **buf, size_t *len, const char *key, const char *val)
 {
-	size_t n = strlen(key) + 1 + strlen(val) + 1;
+	size_t n = strlen(key) + 1 + strlen(val) + 1, at;
 	char *b;
 
-	if (strchr(val, '\n'))
+	if (!image_conf_value_ok(val, &at))
 		return -EINVAL;
 	if (*len + n > IMAGE_CONF_MAX)
 		return -E2BIG;

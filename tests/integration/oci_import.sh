@@ -172,6 +172,13 @@ os.chdir(sys.argv[1])
 for _ in range(3000):
     os.mkdir("a"); os.chdir("a")
 open("f", "w").close()' "$left" || fail "cannot make the deep leftover"
+ctl_chars='a control character (tab and CR too), DEL, a C1 control, U+2028, U+2029 or invalid UTF-8'
+refuse bad-conf-cr.tar "the config's Env\[1\] holds, at byte 3, $ctl_chars"
+refuse bad-conf-u2028.tar "the config's Env\[0\] holds, at byte 3, a control"
+refuse bad-conf-c1.tar "the config's Cmd\[1\] holds, at byte 1, a control"
+refuse bad-conf-tab.tar "the config's Entrypoint\[0\] holds, at byte 1, a control"
+refuse bad-conf-workdir.tar "the config's WorkingDir holds, at byte 4, a control"
+refuse bad-conf-user.tar "the config's User holds, at byte 4, a control"
 refuse bad-deep.tar 't/a/a.*/f: lies too deep in the tree (more than 256 directories down'
 refuse bad-deep-opq.tar 't/a/a.*/.wh..wh..opq: lies too deep in the tree'
 refuse bad-deep-workdir.tar "the config's WorkingDir /t/a/a.*: too deep in the tree"

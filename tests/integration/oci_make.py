@@ -222,6 +222,17 @@ eidx["manifests"][0]["annotations"]["org.opencontainers.image.ref.name"] = ESC
 eoci["index.json"] = json.dumps(eidx).encode()
 write_tar(os.path.join(out, "esc-oci.tar"), eoci)
 write_tar(os.path.join(out, "esc-docker.tar"), docker_files(esc, ESC, {"Cmd": ["/bin/sh"]}))
+# conf-*: a config value exec.conf cannot hold as one line for every reader (a CR, U+2028,
+# U+0085 that Python's splitlines() breaks at, a tab, ESC): refused naming the field
+for name, cfg in (("conf-cr", {"Env": ["PATH=/bin", "A=x\ruser 0:0"]}),
+                  ("conf-u2028", {"Env": ["B=y\u2028workdir /root"]}),
+                  ("conf-c1", {"Cmd": ["/bin/app", "z\u0085entrypoint /bin/evil"]}),
+                  ("conf-tab", {"Entrypoint": ["a\tb"]}),
+                  ("conf-workdir", {"WorkingDir": "/app\u2029x"}),
+                  ("conf-user", {"User": "1000\x1b"})):
+    layer = make_tar(one)
+    BAD[name] = oci_files([layer], gz=(False,), extra_arm=False,
+                          config=image_config([sha(layer)], cfg=cfg))
 # planted-abs.tar (with CANARY in the environment: a host directory): layer 1 makes that path's
 # directories in the image and plants an absolute symlink to it, layer 2 writes a file through it. Not refused: an absolute
 # target is inside the image, so the file lands at that path inside the image, never on the host.

@@ -193,6 +193,20 @@ out:
 	return err;
 }
 
+/* A config's value exec.conf cannot hold (image_conf_value_ok): one line per value, read by
+ * C and Python alike, and printed. `i` is its index in an array, or -1. */
+static int value_fail(struct oci_msg *m, const char *what, ssize_t i, size_t at)
+{
+	char idx[32] = "";
+
+	if (i >= 0)
+		snprintf(idx, sizeof(idx), "[%zd]", i);
+	return oci_fail(m, -EBADMSG,
+			"the config's %s%s holds, at byte %zu, a control character (tab and CR "
+			"too), DEL, a C1 control, U+2028, U+2029 or invalid UTF-8",
+			what, idx, at);
+}
+
 /* A config's array of strings (or null, or missing): pointers into the JSON. */
 static int string_list(const struct oci_json *v, const char *what, char ***out, unsigned *n,
 		       struct oci_msg *m)
@@ -208,12 +222,14 @@ static int string_list(const struct oci_json *v, const char *what, char ***out, 
 	for (size_t i = 0; i < v->n; i++) {
 		const char *s = oci_json_cstr(&v->items[i]);
 
-		if (!s || strchr(s, '\n'))
-			return oci_fail(
-				m, -EBADMSG,
-				"the config's %s[%zu]: not a string, or holds a newline or a "
-				"NUL",
-				what, i);
+		size_t at;
+
+		if (!s)
+			return oci_fail(m, -EBADMSG,
+					"the config's %s[%zu]: not a string, or holds a NUL", what,
+					i);
+		if (!image_conf_value_ok(s, &at))
+			return value_fail(m, what, i, at);
 		(*out)[(*n)++] = (char *)s;
 	}
 	return 0;
@@ -252,7 +268,13 @@ static int write_exec_conf(const struct oci_image *img, struct oci_tree *tree, i
 	if (wd && wd[0]) {
 		int wfd;
 
-		if (wd[0] != '/' || strchr(wd, '\n') || oci_path_norm(wd, norm, sizeof(norm)) < 0) {
+		size_t at;
+
+		if (!image_conf_value_ok(wd, &at)) {
+			err = value_fail(m, "WorkingDir", -1, at);
+			goto out;
+		}
+		if (wd[0] != '/' || oci_path_norm(wd, norm, sizeof(norm)) < 0) {
 			err = oci_fail(m, -EBADMSG,
 				       "the config's WorkingDir %s is not an absolute path", wd);
 			goto out;
@@ -268,6 +290,12 @@ static int write_exec_conf(const struct oci_image *img, struct oci_tree *tree, i
 		c.workdir = wd;
 	}
 	if (user && user[0]) {
+		size_t at;
+
+		if (!image_conf_value_ok(user, &at)) {
+			err = value_fail(m, "User", -1, at);
+			goto out;
+		}
 		if ((err = resolve_user(rootfd, user, &c.uid, &c.gid, m)) < 0)
 			goto out;
 		c.has_user = true;
