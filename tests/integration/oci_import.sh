@@ -154,6 +154,14 @@ for a in esc-oci.tar esc-docker.tar; do
 	echo "ok: $a: $(grep -m1 'images import esc' "$work/out")"
 done
 
+# one directory named 20000 times by a layer (a 3.9 KB path): one record for it, not 20000
+# (which took 78 MB), so the import fits in 64 MiB of address space
+# shellcheck disable=SC2086,SC3045 # the options are words; dash and bash have ulimit -v
+(ulimit -v 65536 && "$ctl" images import rep --oci "$work/arch/repeat.tar" $kargs) >"$work/out" 2>&1 ||
+	fail "repeat.tar in 64 MiB: $(cat "$work/out")"
+rm -rf "$SANDBOX_HOME/images/rep"
+echo "ok: repeat.tar (a directory named 20000 times) imported in 64 MiB"
+
 refuse bad-truncated.tar 'truncated'
 refuse bad-bad-json.tar 'index.json: bad JSON at byte'
 refuse bad-digest.tar 'layer 2 of 3 (sha256:[0-9a-f]*): digest mismatch'

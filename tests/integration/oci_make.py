@@ -7,6 +7,7 @@
 #   bad-*.tar         one hostile thing each (see BAD below)
 #   planted-abs.tar   a symlink to $CANARY planted by one layer, written through by the next
 #   esc-*.tar         a ref name, a tag holding terminal escapes
+#   repeat.tar        one long directory path named 20000 times in a layer
 # The image: 3 layers (gzip, plain tar, gzip); /bin/busybox (the host's, or a script) with
 # applet links; /etc/passwd naming app = 1000:1000; /gone.txt deleted by a whiteout in layer 2;
 # /opq/ made opaque in layer 2 (old1, old2 gone, new kept); /app/suid owned by 1000:1000 mode
@@ -101,12 +102,12 @@ def image_config(diff_ids, arch="amd64", cfg=CONFIG):
 
 
 def oci_files(layers, gz=(True, False, True), extra_arm=True, config=None, index=None,
-              corrupt=None):
+              corrupt=None, level=9):
     """The files of an OCI layout: {path: bytes}."""
     files = {"oci-layout": b'{"imageLayoutVersion": "1.0.0"}'}
     descs, diff_ids = [], []
     for i, raw in enumerate(layers):
-        blob = gzip.compress(raw, mtime=0) if gz[i] else raw
+        blob = gzip.compress(raw, level, mtime=0) if gz[i] else raw
         diff_ids.append(sha(raw))
         digest = sha(blob)
         if corrupt == i:  # the same size, one byte changed, under the old digest
@@ -233,6 +234,15 @@ for name, cfg in (("conf-cr", {"Env": ["PATH=/bin", "A=x\ruser 0:0"]}),
     layer = make_tar(one)
     BAD[name] = oci_files([layer], gz=(False,), extra_arm=False,
                           config=image_config([sha(layer)], cfg=cfg))
+# repeat.tar: one directory of a 3.9 KB path named 20000 times in one layer (90 MB of tar,
+# gzip): kept once, not 20000 times (the test runs it in 64 MiB of address space)
+rpath = "/".join(("D%02d" % i) + "y" * 240 for i in range(16))
+rone = make_tar([entry(rpath, "dir", mode=0o755)])
+rone = rone[:rone.rfind(b"ustar") - 257 + 512]  # the pax header, its data, the dir's header
+rlayer = rone * 20000 + b"\0" * 1024
+write_tar(os.path.join(out, "repeat.tar"), oci_files(
+    [rlayer], gz=(True,), extra_arm=False, level=1,
+    config=image_config([sha(rlayer)], cfg={"Cmd": ["/bin/sh"]})))
 # planted-abs.tar (with CANARY in the environment: a host directory): layer 1 makes that path's
 # directories in the image and plants an absolute symlink to it, layer 2 writes a file through it. Not refused: an absolute
 # target is inside the image, so the file lands at that path inside the image, never on the host.

@@ -40,6 +40,7 @@
 #define OCI_XATTR_VAL_MAX  65536	 /* one xattr's value */
 #define OCI_LAYERS_MAX	   128		 /* an image's layers */
 #define OCI_ENTRIES_MAX	   2000000u	 /* entries in all the layers together */
+#define OCI_RECORDS_MAX	   (256u << 20)	 /* the paths one layer made, kept for its whiteouts */
 #define OCI_OUTER_ENTRIES  65536u	 /* files of an archive (docker save's tar) */
 #define OCI_UNPACKED_MAX   (64ull << 30) /* the layers' tars together, uncompressed */
 #define OCI_CANDIDATES_MAX 64		 /* images an index may list */

@@ -43,78 +43,98 @@
 
 #define WARN_MAX 5 /* warnings of each kind printed per layer */
 
-/* The paths a layer made, and their parents: a set of strings, open addressing. */
+/* A path the layer made (or a parent of one), and for a directory entry its time, set at the
+ * layer's end: one record per path, however often the layer names it. */
+struct pathent {
+	struct timespec ts;
+	bool timed;
+	char path[];
+};
+/* The records: a set, open addressing; their bytes bounded (OCI_RECORDS_MAX). */
 struct pathset {
-	char **slot;
+	struct pathent **slot;
 	size_t cap, n;
+	uint64_t bytes;
 };
 
-static uint64_t path_hash(const char *s)
+static uint64_t path_hash(const char *s, size_t len)
 {
 	uint64_t h = 1469598103934665603ull;
 
-	while (*s)
-		h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
 	return h;
+}
+
+static size_t pathset_find(const struct pathset *ps, const char *s, size_t len)
+{
+	size_t i = path_hash(s, len) & (ps->cap - 1);
+
+	while (ps->slot[i] && strcmp(ps->slot[i]->path, s) != 0)
+		i = (i + 1) & (ps->cap - 1);
+	return i;
+}
+
+static struct pathent *pathset_get(const struct pathset *ps, const char *s)
+{
+	return ps->cap ? ps->slot[pathset_find(ps, s, strlen(s))] : NULL;
 }
 
 static bool pathset_has(const struct pathset *ps, const char *s)
 {
-	if (!ps->cap)
-		return false;
-	for (size_t i = path_hash(s) & (ps->cap - 1);; i = (i + 1) & (ps->cap - 1)) {
-		if (!ps->slot[i])
-			return false;
-		if (strcmp(ps->slot[i], s) == 0)
-			return true;
-	}
+	return pathset_get(ps, s) != NULL;
 }
 
-static int pathset_put(struct pathset *ps, char *owned)
+/* The record of `path` (not in the set yet), made. */
+static int pathset_put(struct pathset *ps, const char *path, struct pathent **out)
 {
-	size_t i;
+	size_t len = strlen(path), i;
+	struct pathent *pe;
 
+	/* the record and malloc's own overhead, about */
+	ps->bytes += sizeof(*pe) + len + 1 + 16;
+	if (ps->bytes > OCI_RECORDS_MAX)
+		return -E2BIG;
 	if (2 * (ps->n + 1) > ps->cap) {
-		size_t cap = ps->cap ? ps->cap * 2 : 1024;
-		char **slot = calloc(cap, sizeof(*slot));
+		struct pathset grown = *ps;
 
-		if (!slot)
+		grown.cap = ps->cap ? ps->cap * 2 : 1024;
+		if (!(grown.slot = calloc(grown.cap, sizeof(*grown.slot))))
 			return -ENOMEM;
-		for (size_t j = 0; j < ps->cap; j++) {
-			if (!ps->slot[j])
-				continue;
-			for (i = path_hash(ps->slot[j]) & (cap - 1); slot[i];
-			     i = (i + 1) & (cap - 1))
-				;
-			slot[i] = ps->slot[j];
-		}
+		for (size_t j = 0; j < ps->cap; j++)
+			if (ps->slot[j])
+				grown.slot[pathset_find(&grown, ps->slot[j]->path,
+							strlen(ps->slot[j]->path))] = ps->slot[j];
 		free(ps->slot);
-		ps->slot = slot;
-		ps->cap = cap;
+		*ps = grown;
 	}
-	for (i = path_hash(owned) & (ps->cap - 1); ps->slot[i]; i = (i + 1) & (ps->cap - 1))
-		;
-	ps->slot[i] = owned;
+	if (!(pe = calloc(1, sizeof(*pe) + len + 1)))
+		return -ENOMEM;
+	memcpy(pe->path, path, len + 1);
+	i = pathset_find(ps, path, len);
+	ps->slot[i] = pe;
 	ps->n++;
+	*out = pe;
 	return 0;
 }
 
-/* Add `path` and each of its parents not in the set yet. */
-static int pathset_add(struct pathset *ps, const char *path)
+/* Add `path` and each of its parents not in the set yet; *leaf is `path`'s record. */
+static int pathset_add(struct pathset *ps, const char *path, struct pathent **leaf)
 {
 	char buf[OCI_PATH_MAX + 1];
+	struct pathent *pe;
+	int err;
 
+	if ((*leaf = pathset_get(ps, path)))
+		return 0;
 	snprintf(buf, sizeof(buf), "%s", path);
 	while (buf[0] && !pathset_has(ps, buf)) {
-		char *c = strdup(buf), *slash;
-		int err;
+		char *slash;
 
-		if (!c)
-			return -ENOMEM;
-		if ((err = pathset_put(ps, c)) < 0) {
-			free(c);
+		if ((err = pathset_put(ps, buf, &pe)) < 0)
 			return err;
-		}
+		if (!*leaf)
+			*leaf = pe;
 		slash = strrchr(buf, '/');
 		if (!slash)
 			break;
@@ -130,12 +150,6 @@ static void pathset_free(struct pathset *ps)
 	free(ps->slot);
 }
 
-/* A directory's times, set at the layer's end. */
-struct dirtime {
-	char *path;
-	struct timespec ts;
-};
-
 struct apply {
 	struct oci_tree *tree;
 	int rootfd;
@@ -143,8 +157,8 @@ struct apply {
 	struct oci_msg *m;
 	struct oci_layer_stats *st;
 	struct pathset made;
-	struct dirtime *dirs;
-	size_t ndirs, dirs_cap;
+	bool root_timed;
+	struct timespec root_ts;
 	unsigned warned_dev, warned_xattr;
 };
 
@@ -222,21 +236,22 @@ static int set_meta_fd(struct apply *a, int fd, const struct oci_tar_entry *e, c
 	return 0;
 }
 
+/* `path` (made or merged by this entry) as a directory whose time is set at the layer's end:
+ * a later entry of the same directory replaces the time, not adds one. */
 static int defer_dirtime(struct apply *a, const char *path, const struct oci_tar_entry *e)
 {
-	if (a->ndirs == a->dirs_cap) {
-		size_t cap = a->dirs_cap ? a->dirs_cap * 2 : 256;
-		struct dirtime *d = realloc(a->dirs, cap * sizeof(*d));
+	struct pathent *pe;
+	int err;
 
-		if (!d)
-			return -ENOMEM;
-		a->dirs = d;
-		a->dirs_cap = cap;
+	if (!path[0]) {
+		a->root_timed = true;
+		a->root_ts = (struct timespec){e->mtime, e->mtime_nsec};
+		return 0;
 	}
-	if (!(a->dirs[a->ndirs].path = strdup(path)))
-		return -ENOMEM;
-	a->dirs[a->ndirs].ts = (struct timespec){e->mtime, e->mtime_nsec};
-	a->ndirs++;
+	if ((err = pathset_add(&a->made, path, &pe)) < 0)
+		return err;
+	pe->timed = true;
+	pe->ts = (struct timespec){e->mtime, e->mtime_nsec};
 	return 0;
 }
 
@@ -381,6 +396,7 @@ static int apply_entry(struct apply *a, struct oci_tar *t, const struct oci_tar_
 {
 	char path[OCI_PATH_MAX + 1], dir[OCI_PATH_MAX + 1], *base;
 	struct timespec ts[2] = {{e->mtime, e->mtime_nsec}, {e->mtime, e->mtime_nsec}};
+	struct pathent *pe;
 	struct stat st;
 	int dfd, fd, err;
 
@@ -496,7 +512,7 @@ static int apply_entry(struct apply *a, struct oci_tar *t, const struct oci_tar_
 	close(dfd);
 	if (err < 0)
 		return err;
-	return pathset_add(&a->made, path);
+	return pathset_add(&a->made, path, &pe);
 }
 
 int oci_layer_apply(struct oci_tree *tree, struct oci_tar *t, const char *what,
@@ -515,6 +531,11 @@ int oci_layer_apply(struct oci_tree *tree, struct oci_tar *t, const char *what,
 		oci_tar_entry_clear(e);
 		if (err == -ENOMEM)
 			err = oci_fail(m, err, "%s: out of memory", what);
+		if (err == -E2BIG && !m->text[0]) /* pathset_put's bound */
+			err = oci_fail(m, -EFBIG,
+				       "%s: more than %u MiB of paths to keep for one layer (those "
+				       "it makes and their parents, each once)",
+				       what, OCI_RECORDS_MAX >> 20);
 		if (err < 0)
 			break;
 	}
@@ -527,22 +548,27 @@ int oci_layer_apply(struct oci_tree *tree, struct oci_tar *t, const char *what,
 		memcpy(text, m->text, sizeof(text));
 		snprintf(m->text, sizeof(m->text), "%.200s: %.800s", what, text);
 	}
-	for (size_t i = 0; i < a.ndirs; i++) {
-		if (err == 0) {
-			struct timespec ts[2] = {a.dirs[i].ts, a.dirs[i].ts};
-			int fd = oci_openat_in_root(rootfd, a.dirs[i].path,
-						    O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+	for (size_t i = 0; err == 0 && i < a.made.cap; i++) {
+		struct pathent *pe = a.made.slot[i];
+		struct timespec ts[2];
+		int fd;
 
-			if (fd >= 0) {
-				(void)futimens(fd, ts); /* a time is not worth failing for */
-				close(fd);
-			}
+		if (!pe || !pe->timed)
+			continue;
+		ts[0] = ts[1] = pe->ts;
+		fd = oci_openat_in_root(rootfd, pe->path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+		if (fd >= 0) {
+			(void)futimens(fd, ts); /* a time is not worth failing for */
+			close(fd);
 		}
-		free(a.dirs[i].path);
+	}
+	if (err == 0 && a.root_timed) {
+		struct timespec ts[2] = {a.root_ts, a.root_ts};
+
+		(void)futimens(rootfd, ts);
 	}
 	if (a.warned_dev > WARN_MAX)
 		errmsg("warning: %s: %u more device nodes skipped", what, a.warned_dev - WARN_MAX);
-	free(a.dirs);
 	pathset_free(&a.made);
 	free(e);
 	return err < 0 ? err : 0;
