@@ -95,13 +95,15 @@ class Call:
         self.error = None
         self.done = False
         self.overrun = False  # the agent sent beyond this call's bounds
+        self.callbacks = False  # feed runs the caller's code
 
     final = (w.MSG_OK,)  # the frame that ends this call when it succeeds
 
     def feed(self, msg_type, payload):
+        final = msg_type in w.FINAL
         if msg_type == w.MSG_ERROR:
             self.error = agent_error(*w.parse_error(payload))
-        elif w.is_final(msg_type) and msg_type not in self.final:
+        elif final and msg_type not in self.final:
             # another call's answer: the agent is confused or hostile; this stream is over
             self.error = SandboxError("the agent ended a call with frame type %d" % msg_type)
             self.overrun = True
@@ -109,7 +111,7 @@ class Call:
             self.take(msg_type, payload)
         # A call whose frames broke its bounds ends now, and so does the connection: an agent
         # that sends beyond what it said may go on sending (sandboxctl cp stops so too).
-        self.done = w.is_final(msg_type) or self.overrun
+        self.done = final or self.overrun
         return self.done
 
     def take(self, msg_type, payload):
@@ -236,6 +238,7 @@ class ExecCall(Call):
     def __init__(self, command, on_stdout, on_stderr, max_output):
         super().__init__()
         self._command = command  # a shell line or an argv list (command_text renders it)
+        self.callbacks = on_stdout is not None or on_stderr is not None
         self.out = _Stream(on_stdout, max_output)
         self.err = _Stream(on_stderr, max_output)
         self.pid = None

@@ -38,7 +38,11 @@ SEND_STALL = 60.0  # seconds a frame may wait for the agent to take a byte, as s
 POLL_MAX_MS = 1 << 30  # poll(2) takes an int; longer waits loop
 WAIT_MAX = min(threading.TIMEOUT_MAX, 1 << 30)
 
-_local = threading.local()  # .dispatching: this thread is inside a call's callback
+class _Local(threading.local):
+    dispatching = False  # this thread is inside a call's callback
+
+
+_local = _Local()
 
 
 def _left(deadline):
@@ -50,7 +54,7 @@ def _poll_ms(left):
 
 
 def not_from_callback():
-    if getattr(_local, "dispatching", False):
+    if _local.dispatching:
         raise SandboxError("a command's output callback cannot call its sandbox (the frames "
                            "it would wait for are behind it): queue the work and call after")
 
@@ -121,7 +125,8 @@ class AgentConnection:
     def start(self, call, msg_type, payload=b"", background=False):
         """Register `call` under a new id and send its first frame. A background call keeps
         the pump thread going until it ends."""
-        not_from_callback()
+        if _local.dispatching:
+            not_from_callback()
         call.conn = self
         call.background = background
         with self._lock:
@@ -134,7 +139,7 @@ class AgentConnection:
                 self._pump = threading.Thread(target=self._pump_loop, name="sandbox-pump",
                                               daemon=True)
                 self._pump.start()
-        self.send(msg_type, call.id, payload)
+        self._send_frame(w.frame(msg_type, call.id, payload))
         return call
 
     def send(self, msg_type, call_id, payload=b""):
@@ -142,12 +147,21 @@ class AgentConnection:
         and nobody else reads. ConnectionLostError when the agent took nothing for
         SEND_STALL seconds or the socket broke (the connection then ends)."""
         not_from_callback()
-        view = memoryview(w.frame(msg_type, call_id, payload))
+        self._send_frame(w.frame(msg_type, call_id, payload))
+
+    def _send_frame(self, data):
         with self._send_lock:
             if self._dead is not None:
                 raise self._dead
             sent = 0
             try:
+                try:  # the common case: the socket takes it all at once
+                    sent = self._sock.send(data, socket.MSG_DONTWAIT)
+                except BlockingIOError:
+                    pass
+                if sent == len(data):
+                    return
+                view = memoryview(data)
                 stall = time.monotonic() + SEND_STALL
                 while sent < len(view):
                     try:
@@ -192,7 +206,10 @@ class AgentConnection:
     def wait(self, call, timeout=None):
         """True once the call ended (its final frame, or the connection's end: then its
         error is the connection's); False when `timeout` seconds passed first."""
-        not_from_callback()
+        if call.done:
+            return True
+        if _local.dispatching:
+            not_from_callback()
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             with self._lock:
@@ -285,11 +302,14 @@ class AgentConnection:
             call = self._calls.get(call_id)  # one dict operation: atomic, no lock needed
             if call is None:  # a call we gave up on; its late frames are dropped
                 continue
-            _local.dispatching = True
-            try:
+            if call.callbacks:  # the user's code runs in feed: it must not call us back
+                _local.dispatching = True
+                try:
+                    done = call.feed(msg_type, payload)
+                finally:
+                    _local.dispatching = False
+            else:
                 done = call.feed(msg_type, payload)
-            finally:
-                _local.dispatching = False
             if done:
                 self._calls.pop(call_id, None)
                 with self._lock:  # under the lock: a follower checks done, then waits

@@ -33,7 +33,7 @@ _MIN_LEN = {
     MSG_MKDIR: 8, MSG_REMOVE: 8, MSG_SYNC: 0, MSG_RESEED: 1, MSG_SHUTDOWN: 8,
     MSG_SET_CLOCK: 16,
 }
-_FINAL = {MSG_EXIT, MSG_OK, MSG_PONG, MSG_STAT_REPLY, MSG_END, MSG_ERROR}
+FINAL = frozenset((MSG_EXIT, MSG_OK, MSG_PONG, MSG_STAT_REPLY, MSG_END, MSG_ERROR))
 
 EXEC_STDIN = 0x1
 EXEC_PTY = 0x2
@@ -54,7 +54,7 @@ class ProtocolError(Exception):
 
 
 def is_final(msg_type):
-    return msg_type in _FINAL
+    return msg_type in FINAL
 
 
 def frame(msg_type, call_id, payload=b""):
