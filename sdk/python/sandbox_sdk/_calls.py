@@ -184,6 +184,17 @@ class ListCall(Call):
         self.entries.append(EntryInfo(full, name, size, mtime, mode, uid, gid))
 
 
+def write_chunks(data):
+    """A file write's DATA payloads: of bytes or str, or of a binary file object read to its
+    end, WRITE_CHUNK bytes each."""
+    if isinstance(data, str):
+        data = data.encode()
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        view = memoryview(data)
+        return (bytes(view[i:i + WRITE_CHUNK]) for i in range(0, len(view), WRITE_CHUNK))
+    return iter(lambda: data.read(WRITE_CHUNK), b"")
+
+
 def read_plan(path, st, max_bytes):
     """(byte limit, timeout) of a read of `path` whose lstat is `st`, as sandboxctl cp takes
     it: a regular file up to its size; a symlink (its size is its target's name) or a file

@@ -273,17 +273,10 @@ class AsyncFiles:
         ids = await self._sb._user(user) or (w.PROTO_ID_KEEP, w.PROTO_ID_KEEP, None)
         call = conn.start(c.SimpleCall(), w.MSG_FILE_WRITE,
                           w.file_write_payload(path, mode, ids[0], ids[1]))
-        if isinstance(data, str):
-            data = data.encode()
-        if isinstance(data, (bytes, bytearray, memoryview)):
-            view = memoryview(data)
-            chunks = (view[i:i + c.WRITE_CHUNK] for i in range(0, len(view), c.WRITE_CHUNK))
-        else:
-            chunks = iter(lambda: data.read(c.WRITE_CHUNK), b"")
-        for chunk in chunks:
+        for chunk in c.write_chunks(data):
             if call.event.is_set():
                 break
-            conn.send(w.MSG_DATA, call.id, bytes(chunk))
+            conn.send(w.MSG_DATA, call.id, chunk)
             await conn.drain()
         if not call.event.is_set():
             conn.send(w.MSG_END, call.id)
