@@ -8,6 +8,7 @@
 #   planted-abs.tar   a symlink to $CANARY planted by one layer, written through by the next
 #   esc-*.tar         a ref name, a tag holding terminal escapes
 #   repeat.tar        one long directory path named 20000 times in a layer
+#   fnv.tar           16384 paths that collide under an unkeyed FNV-1a
 # The image: 3 layers (gzip, plain tar, gzip); /bin/busybox (the host's, or a script) with
 # applet links; /etc/passwd naming app = 1000:1000; /gone.txt deleted by a whiteout in layer 2;
 # /opq/ made opaque in layer 2 (old1, old2 gone, new kept); /app/suid owned by 1000:1000 mode
@@ -19,8 +20,10 @@
 import gzip
 import hashlib
 import io
+import itertools
 import json
 import os
+import random
 import sys
 import tarfile
 
@@ -243,6 +246,42 @@ rlayer = rone * 20000 + b"\0" * 1024
 write_tar(os.path.join(out, "repeat.tar"), oci_files(
     [rlayer], gz=(True,), extra_arm=False, level=1,
     config=image_config([sha(rlayer)], cfg={"Cmd": ["/bin/sh"]})))
+# fnv.tar: 16384 symlinks (32 directories of 512) whose paths all collide in the low 24 bits
+# of an unkeyed FNV-1a, the made set's old hash: each stage two 5-byte strings that lead the
+# hash to the same state, 14 stages, every choice. Its User is unknown, so the import stops
+# after the layers, before mke2fs: the test times the layer.
+def fnv_names(stages=14, ndir=5, bits=24):
+    rnd, mask = random.Random(1), (1 << bits) - 1
+    prime, h = 1099511628211 & mask, 1469598103934665603 & mask
+
+    def step(h, s):
+        for ch in s:
+            h = ((h ^ ch) * prime) & mask
+        return h
+    pairs = []
+    for i in range(stages):
+        if i == ndir:
+            h = step(h, b"/")
+        seen = {}
+        while True:
+            b = bytes(rnd.choice(b"abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(5))
+            x = step(h, b)
+            if x in seen and seen[x] != b:
+                pairs.append((seen[x].decode(), b.decode()))
+                h = x
+                break
+            seen[x] = b
+    names = []
+    for bits_ in itertools.product((0, 1), repeat=stages):
+        s = "".join(pairs[i][bit] for i, bit in enumerate(bits_))
+        names.append(s[:5 * ndir] + "/" + s[5 * ndir:])
+    return names
+
+
+flayer = make_tar([entry(n, "symlink", link="x") for n in fnv_names()], tarfile.USTAR_FORMAT)
+write_tar(os.path.join(out, "fnv.tar"), oci_files(
+    [flayer], gz=(True,), extra_arm=False, level=1,
+    config=image_config([sha(flayer)], cfg={"User": "nobody-here"})))
 # planted-abs.tar (with CANARY in the environment: a host directory): layer 1 makes that path's
 # directories in the image and plants an absolute symlink to it, layer 2 writes a file through it. Not refused: an absolute
 # target is inside the image, so the file lands at that path inside the image, never on the host.

@@ -50,25 +50,18 @@ struct pathent {
 	bool timed;
 	char path[];
 };
-/* The records: a set, open addressing; their bytes bounded (OCI_RECORDS_MAX). */
+/* The records: a set, open addressing, its hash keyed (oci_hash) so an archive cannot choose
+ * paths that all land in one chain; their bytes bounded (OCI_RECORDS_MAX). */
 struct pathset {
 	struct pathent **slot;
 	size_t cap, n;
 	uint64_t bytes;
+	const uint64_t *key;
 };
-
-static uint64_t path_hash(const char *s, size_t len)
-{
-	uint64_t h = 1469598103934665603ull;
-
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-	return h;
-}
 
 static size_t pathset_find(const struct pathset *ps, const char *s, size_t len)
 {
-	size_t i = path_hash(s, len) & (ps->cap - 1);
+	size_t i = oci_hash(ps->key, s, len) & (ps->cap - 1);
 
 	while (ps->slot[i] && strcmp(ps->slot[i]->path, s) != 0)
 		i = (i + 1) & (ps->cap - 1);
@@ -525,6 +518,7 @@ int oci_layer_apply(struct oci_tree *tree, struct oci_tar *t, const char *what,
 
 	if (!e)
 		return -ENOMEM;
+	a.made.key = tree->key;
 	while ((err = oci_tar_next(t, e)) > 0) {
 		st->entries++;
 		err = apply_entry(&a, t, e);
