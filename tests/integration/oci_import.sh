@@ -178,6 +178,17 @@ grep -q 'User nobody-here is not in' "$work/out" || fail "fnv.tar: $(cat "$work/
 [ "$ms" -lt 700 ] || fail "fnv.tar: $ms ms of CPU: the made set's hash is floodable"
 echo "ok: fnv.tar (16384 paths colliding under FNV-1a) applied in $ms ms of CPU"
 
+# a layer of 2000 files whose directory it makes opaque 5000 times: 1.0 s of user CPU when
+# each repeat re-read the directory, 0.01 s now
+times >"$work/t0"
+# shellcheck disable=SC2086
+"$ctl" images import opq --oci "$work/arch/opaque.tar" $kargs >"$work/out" 2>&1
+times >"$work/t1"
+ms=$(($(user_ms "$work/t1") - $(user_ms "$work/t0")))
+grep -q 'User nobody-here is not in' "$work/out" || fail "opaque.tar: $(cat "$work/out")"
+[ "$ms" -lt 400 ] || fail "opaque.tar: $ms ms of CPU: each opaque marker re-reads the directory"
+echo "ok: opaque.tar (a directory made opaque 5000 times by one layer) applied in $ms ms of CPU"
+
 refuse bad-truncated.tar 'truncated'
 refuse bad-bad-json.tar 'index.json: bad JSON at byte'
 refuse bad-digest.tar 'layer 2 of 3 (sha256:[0-9a-f]*): digest mismatch'

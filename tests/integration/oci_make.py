@@ -9,6 +9,7 @@
 #   esc-*.tar         a ref name, a tag holding terminal escapes
 #   repeat.tar        one long directory path named 20000 times in a layer
 #   fnv.tar           16384 paths that collide under an unkeyed FNV-1a
+#   opaque.tar        a directory made opaque 5000 times by one layer
 # The image: 3 layers (gzip, plain tar, gzip); /bin/busybox (the host's, or a script) with
 # applet links; /etc/passwd naming app = 1000:1000; /gone.txt deleted by a whiteout in layer 2;
 # /opq/ made opaque in layer 2 (old1, old2 gone, new kept); /app/suid owned by 1000:1000 mode
@@ -282,6 +283,13 @@ flayer = make_tar([entry(n, "symlink", link="x") for n in fnv_names()], tarfile.
 write_tar(os.path.join(out, "fnv.tar"), oci_files(
     [flayer], gz=(True,), extra_arm=False, level=1,
     config=image_config([sha(flayer)], cfg={"User": "nobody-here"})))
+# opaque.tar: a layer making a directory of 2000 files, then opaque 5000 times (each a re-read
+# of the 2000 before); its User is unknown, as fnv.tar's
+olayer = make_tar([entry("d", "dir", mode=0o755)] + [entry("d/f%04d" % i) for i in range(2000)] +
+                  [entry("d/.wh..wh..opq")] * 5000, tarfile.USTAR_FORMAT)
+write_tar(os.path.join(out, "opaque.tar"), oci_files(
+    [olayer], gz=(True,), extra_arm=False,
+    config=image_config([sha(olayer)], cfg={"User": "nobody-here"})))
 # planted-abs.tar (with CANARY in the environment: a host directory): layer 1 makes that path's
 # directories in the image and plants an absolute symlink to it, layer 2 writes a file through it. Not refused: an absolute
 # target is inside the image, so the file lands at that path inside the image, never on the host.

@@ -48,6 +48,7 @@
 struct pathent {
 	struct timespec ts;
 	bool timed;
+	bool opaque; /* a directory this layer made opaque already */
 	char path[];
 };
 /* The records: a set, open addressing, its hash keyed (oci_hash) so an archive cannot choose
@@ -150,7 +151,7 @@ struct apply {
 	struct oci_msg *m;
 	struct oci_layer_stats *st;
 	struct pathset made;
-	bool root_timed;
+	bool root_timed, root_opaque;
 	struct timespec root_ts;
 	unsigned warned_dev, warned_xattr;
 };
@@ -302,9 +303,14 @@ static int whiteout(struct apply *a, const char *dir, const char *base, const ch
 	int dfd, err = 0;
 
 	if (strcmp(base, ".wh..wh..opq") == 0) {
+		struct pathent *pe = dir[0] ? pathset_get(&a->made, dir) : NULL;
 		DIR *d;
 		struct dirent *ent;
 
+		/* once is enough: what the directory holds since is this layer's (a re-read per
+		 * repeat made a layer of N entries and M repeats cost N x M) */
+		if (dir[0] ? pe && pe->opaque : a->root_opaque)
+			return 0;
 		if ((dfd = oci_open_dir(a->tree, dir, true)) < 0)
 			return dir_fail(a, dfd, path);
 		if (!(d = fdopendir(dfd))) {
@@ -321,8 +327,14 @@ static int whiteout(struct apply *a, const char *dir, const char *base, const ch
 				err = oci_rmtree(dfd, ent->d_name);
 		}
 		closedir(d);
-		return err < 0 ? oci_fail(a->m, err, "%s: %s: %s", a->what, path, strerror(-err))
-			       : 0;
+		if (err < 0)
+			return oci_fail(a->m, err, "%s: %s: %s", a->what, path, strerror(-err));
+		/* the directory is this layer's now (its opaque marker says the layer has it) */
+		if (!dir[0])
+			a->root_opaque = true;
+		else if ((err = pathset_add(&a->made, dir, &pe)) == 0)
+			pe->opaque = true;
+		return err;
 	}
 	if (strncmp(base, ".wh..wh.", 8) == 0)
 		return 0; /* aufs' own (.wh..wh.plnk, .wh..wh.aufs): nothing to apply */
