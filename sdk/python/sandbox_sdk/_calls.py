@@ -353,28 +353,22 @@ def exec_request(defaults, cmd, env, cwd, user, timeout, stdin, pty):
     else:
         argv = [str(a) for a in cmd]
     text = cmd if isinstance(cmd, str) else argv
-    envd = dict(defaults.env)
-    uid = gid = w.PROTO_ID_KEEP
-    home = None
-    if user is not None:
-        uid, gid, home = user
-    elif defaults.uid is not None:
-        uid, gid = defaults.uid, defaults.gid
-    if home:  # a user named in /etc/passwd: its home
-        envd["HOME"] = home
-    elif uid not in (0, w.PROTO_ID_KEEP) and not defaults.image_home:
-        envd["HOME"] = "/"  # root's home is not another user's (as sandboxctl exec, Docker)
+    timeout_ms = 0
+    if timeout is not None:
+        if timeout <= 0:
+            raise ValueError("timeout: give seconds > 0")
+        timeout_ms = max(1, int(timeout * 1000))
+    if user is None and not env and not pty:  # the sandbox's own defaults: encoded once
+        block, uid, gid = defaults.block()
+        return text, w.exec_payload(argv, None, cwd if cwd is not None else defaults.cwd, uid,
+                                    gid, timeout_ms, stdin=stdin, block=block)
+    envd, uid, gid = defaults.environment(user)
     if pty:
         envd.setdefault("TERM", "xterm")
     for k, v in (env or {}).items():
         if not k or "=" in k:
             raise ValueError("env: %r is not a variable name" % (k,))
         envd[k] = str(v)
-    timeout_ms = 0
-    if timeout is not None:
-        if timeout <= 0:
-            raise ValueError("timeout: give seconds > 0")
-        timeout_ms = max(1, int(timeout * 1000))
     payload = w.exec_payload(argv, ["%s=%s" % kv for kv in envd.items()],
                              cwd if cwd is not None else defaults.cwd, uid, gid, timeout_ms,
                              stdin=stdin, pty=pty)

@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 
+from . import _wire as w
 from .errors import SandboxError, SandboxNotFoundError, SandboxStateError
 
 _ID_RE = re.compile(r"^[0-9a-f]{12}$")
@@ -156,6 +157,30 @@ class ExecDefaults:
         if info.network:
             for k, v in NET_ENV:
                 self.env.setdefault(k, v)
+        self._block = None
+
+    def environment(self, user):
+        """(environment dict, uid, gid) for a command run as `user` (parse_user's triple, or
+        None for the image's user, else root)."""
+        env = dict(self.env)
+        uid = gid = w.PROTO_ID_KEEP
+        home = None
+        if user is not None:
+            uid, gid, home = user
+        elif self.uid is not None:
+            uid, gid = self.uid, self.gid
+        if home:  # a user named in /etc/passwd: its home
+            env["HOME"] = home
+        elif uid not in (0, w.PROTO_ID_KEEP) and not self.image_home:
+            env["HOME"] = "/"  # root's home is not another user's (as sandboxctl exec, Docker)
+        return env, uid, gid
+
+    def block(self):
+        """(env_block of the default environment, uid, gid), made once."""
+        if self._block is None:
+            env, uid, gid = self.environment(None)
+            self._block = (w.env_block(["%s=%s" % kv for kv in env.items()]), uid, gid)
+        return self._block
 
 
 def state(info):

@@ -125,14 +125,22 @@ def _strings(*items):
     return bytes(out)
 
 
+def env_block(env):
+    """(the strings of an environment, encoded as EXEC carries them, how many): a sandbox's
+    default environment is encoded once and reused by every command that keeps it."""
+    return _strings(*env), len(env)
+
+
 def exec_payload(argv, env, cwd="", uid=PROTO_ID_KEEP, gid=PROTO_ID_KEEP, timeout_ms=0,
-                 stdin=False, pty=False, rows=0, cols=0):
-    if not argv or len(argv) > 0xFFFF or len(env) > 0xFFF0:
+                 stdin=False, pty=False, rows=0, cols=0, block=None):
+    """EXEC's payload; `block` (env_block's) stands for `env` when given."""
+    blob, envc = block if block is not None else env_block(env)
+    if not argv or len(argv) > 0xFFFF or envc > 0xFFF0:
         raise ValueError("a command needs 1 to 65535 arguments")
     flags = (EXEC_STDIN if stdin else 0) | (EXEC_PTY if pty else 0)
     head = _EXEC.pack(flags, uid, gid, min(timeout_ms, 0xFFFFFFFF), rows, cols, len(argv),
-                      len(env))
-    payload = head + _strings(cwd, *argv, *env)
+                      envc)
+    payload = head + _strings(cwd, *argv) + blob
     if len(payload) > PROTO_MAX_PAYLOAD:
         raise ValueError("the command, its environment and cwd exceed %d bytes" %
                          PROTO_MAX_PAYLOAD)

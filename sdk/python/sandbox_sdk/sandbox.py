@@ -293,6 +293,9 @@ class Sandbox:
     # ---- internals ----
 
     def _conn_ok(self):
+        conn = self._conn
+        if conn is not None and conn.alive:  # the common case, without the lock
+            return conn
         with self._lock:
             if self._conn is not None and self._conn.alive:
                 return self._conn
@@ -316,6 +319,8 @@ class Sandbox:
         return self._defaults
 
     def _user(self, user):
+        if user is None:
+            return None
         if not c.needs_passwd(user):
             return c.parse_user(user)
         if self._passwd is not None:  # a user added since the last lookup: read again
