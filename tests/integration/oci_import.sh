@@ -189,6 +189,18 @@ grep -q 'User nobody-here is not in' "$work/out" || fail "opaque.tar: $(cat "$wo
 [ "$ms" -lt 400 ] || fail "opaque.tar: $ms ms of CPU: each opaque marker re-reads the directory"
 echo "ok: opaque.tar (a directory made opaque 5000 times by one layer) applied in $ms ms of CPU"
 
+# a nested index of 63 objects of 4096 keys: each key was compared with all before it (1.4 s
+# of CPU), now found through a hash
+times >"$work/t0"
+# shellcheck disable=SC2086
+"$ctl" images import keys --oci "$work/arch/json-keys.tar" $kargs >"$work/out" 2>&1 ||
+	fail "json-keys.tar: $(cat "$work/out")"
+times >"$work/t1"
+ms=$(($(user_ms "$work/t1") - $(user_ms "$work/t0")))
+[ "$ms" -lt 700 ] || fail "json-keys.tar: $ms ms of CPU: duplicate keys are looked for one by one"
+rm -rf "$SANDBOX_HOME/images/keys"
+echo "ok: json-keys.tar (63 objects of 4096 keys) imported in $ms ms of CPU"
+
 refuse bad-truncated.tar 'truncated'
 refuse bad-bad-json.tar 'index.json: bad JSON at byte'
 refuse bad-digest.tar 'layer 2 of 3 (sha256:[0-9a-f]*): digest mismatch'
@@ -214,6 +226,8 @@ refuse bad-conf-c1.tar "the config's Cmd\[1\] holds, at byte 1, a control"
 refuse bad-conf-tab.tar "the config's Entrypoint\[0\] holds, at byte 1, a control"
 refuse bad-conf-workdir.tar "the config's WorkingDir holds, at byte 4, a control"
 refuse bad-conf-user.tar "the config's User holds, at byte 4, a control"
+refuse bad-json-twice.tar 'index.json: the index sha256:[0-9a-f]* listed twice'
+refuse bad-json-total.tar 'more than 32 MiB of JSON in all'
 refuse bad-deep.tar 't/a/a.*/f: lies too deep in the tree (more than 256 directories down'
 refuse bad-deep-opq.tar 't/a/a.*/.wh..wh..opq: lies too deep in the tree'
 refuse bad-deep-workdir.tar "the config's WorkingDir /t/a/a.*: too deep in the tree"

@@ -10,6 +10,7 @@
 #   repeat.tar        one long directory path named 20000 times in a layer
 #   fnv.tar           16384 paths that collide under an unkeyed FNV-1a
 #   opaque.tar        a directory made opaque 5000 times by one layer
+#   json-keys.tar     a nested index of 63 objects of 4096 keys
 # The image: 3 layers (gzip, plain tar, gzip); /bin/busybox (the host's, or a script) with
 # applet links; /etc/passwd naming app = 1000:1000; /gone.txt deleted by a whiteout in layer 2;
 # /opq/ made opaque in layer 2 (old1, old2 gone, new kept); /app/suid owned by 1000:1000 mode
@@ -290,6 +291,30 @@ olayer = make_tar([entry("d", "dir", mode=0o755)] + [entry("d/f%04d" % i) for i 
 write_tar(os.path.join(out, "opaque.tar"), oci_files(
     [olayer], gz=(True,), extra_arm=False,
     config=image_config([sha(olayer)], cfg={"User": "nobody-here"})))
+# nested indexes: json-keys.tar, one of 4 MiB holding 64 objects of 4096 keys (8 million
+# key compares each before, when a key was compared with all before it; imported);
+# bad-json-twice.tar, one listed twice (read once); bad-json-total.tar, nine of 4 MiB
+# (36 MiB of JSON in all, more than 32)
+IDX = "application/vnd.oci.image.index.v1+json"
+
+
+def with_nested(blobs):
+    files = oci_files(good)
+    idx = json.loads(files["index.json"])
+    for b in blobs:
+        files["blobs/sha256/" + sha(b)[7:]] = b
+    idx["manifests"] = [{"mediaType": IDX, "digest": sha(b), "size": len(b)}
+                        for b in blobs] + idx["manifests"]
+    files["index.json"] = json.dumps(idx).encode()
+    return files
+
+
+kobj = "{" + ",".join('"k%05d":0' % i for i in range(4096)) + "}"
+keys = ('{"schemaVersion":2,"manifests":[],"junk":[' + ",".join([kobj] * 63) + "]}").encode()
+write_tar(os.path.join(out, "json-keys.tar"), with_nested([keys]))
+BAD["json-twice"] = with_nested([keys, keys])
+BAD["json-total"] = with_nested([('{"schemaVersion":2,"manifests":[],"n":%d}' % i).encode() +
+                                 b" " * ((4 << 20) - 64) for i in range(9)])
 # planted-abs.tar (with CANARY in the environment: a host directory): layer 1 makes that path's
 # directories in the image and plants an absolute symlink to it, layer 2 writes a file through it. Not refused: an absolute
 # target is inside the image, so the file lands at that path inside the image, never on the host.

@@ -45,6 +45,7 @@
 #define OCI_UNPACKED_MAX   (64ull << 30) /* the layers' tars together, uncompressed */
 #define OCI_CANDIDATES_MAX 64		 /* images an index may list */
 #define OCI_JSON_READS_MAX 256		 /* nested indexes read to find them */
+#define OCI_JSON_TOTAL_MAX (32u << 20)	 /* JSON read for one import, all files together */
 
 /* What went wrong, one line: the first failure's message is kept. */
 struct oci_msg {
@@ -221,8 +222,11 @@ struct oci_image {
 	char what[256]; /* "OCI layout" or "docker save archive", and the image's name */
 	struct oci_outer_file *outer; /* a tar's files, sorted by name */
 	size_t nouter;
-	uint64_t unpacked;   /* the layers' tars so far, uncompressed */
-	unsigned json_reads; /* indexes and manifests read to find the image */
+	uint64_t unpacked;			 /* the layers' tars so far, uncompressed */
+	unsigned json_reads;			 /* indexes and manifests read to find the image */
+	char index_read[OCI_JSON_READS_MAX][72]; /* the nested indexes' digests, each read once */
+	/* the JSON bytes read for the import (its probes share the count), or NULL: unbounded */
+	uint64_t *json_bytes, json_total;
 };
 /* Open `path` (a directory or a tar), pick its one linux/amd64 image, read and check its
  * manifest and config. */

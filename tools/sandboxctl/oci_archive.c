@@ -237,6 +237,16 @@ int oci_read_json(const struct oci_image *img, const char *name, const char *dig
 		return oci_fail(m, -EBADMSG, "%s: %llu bytes, its descriptor says %llu", name,
 				(unsigned long long)b.size, (unsigned long long)want_size);
 	}
+	if (img->json_bytes) {
+		/* each file is bounded, and so is their number, but not what parsing them all
+		 * costs: bound the sum */
+		if (b.size > OCI_JSON_TOTAL_MAX - *img->json_bytes) {
+			oci_blob_close(&b);
+			return oci_fail(m, -EFBIG, "%s: more than %u MiB of JSON in all", name,
+					OCI_JSON_TOTAL_MAX >> 20);
+		}
+		*img->json_bytes += b.size;
+	}
 	if (!(buf = malloc(b.size + 1))) {
 		oci_blob_close(&b);
 		return -ENOMEM;

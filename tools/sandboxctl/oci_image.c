@@ -95,9 +95,17 @@ static int walk_index(struct oci_image *img, const struct oci_json *idx, const c
 
 			if (depth >= 2)
 				return oci_fail(m, -EBADMSG, "%s: indexes nested too deep", where);
-			if (++img->json_reads > OCI_JSON_READS_MAX)
+			for (unsigned k = 0; k < img->json_reads; k++)
+				if (strcmp(img->index_read[k], digest) == 0)
+					/* a nested index listed twice, or in a loop: read once */
+					return oci_fail(m, -EBADMSG,
+							"%s: the index %.19s listed twice", where,
+							digest);
+			if (img->json_reads == OCI_JSON_READS_MAX)
 				return oci_fail(m, -EFBIG, "%s: more than %u nested indexes", where,
 						OCI_JSON_READS_MAX);
+			snprintf(img->index_read[img->json_reads++], sizeof(img->index_read[0]),
+				 "%s", digest);
 			blob_name(digest, name, sizeof(name));
 			if ((err = oci_read_json(img, name, digest, size, &sub, m)) < 0)
 				return err;
@@ -356,7 +364,8 @@ static int open_oci(struct oci_image *img, struct oci_msg *m)
 		struct oci_image probe = {.fd = img->fd,
 					  .dirfd = img->dirfd,
 					  .outer = img->outer,
-					  .nouter = img->nouter};
+					  .nouter = img->nouter,
+					  .json_bytes = img->json_bytes};
 
 		if ((err = load_manifest(&probe, &c[i], m)) < 0) {
 			oci_json_free(probe.config);
@@ -397,7 +406,8 @@ static int open_docker(struct oci_image *img, struct oci_msg *m)
 		struct oci_image probe = {.fd = img->fd,
 					  .dirfd = img->dirfd,
 					  .outer = img->outer,
-					  .nouter = img->nouter};
+					  .nouter = img->nouter,
+					  .json_bytes = img->json_bytes};
 		const struct oci_json *tags = oci_json_get(&list->items[i], "RepoTags");
 		const char *tag = tags && tags->type == OJ_ARRAY && tags->n
 					  ? oci_json_cstr(&tags->items[0])
@@ -431,6 +441,7 @@ int oci_image_open(const char *path, struct oci_image *img, struct oci_msg *m)
 
 	memset(img, 0, sizeof(*img));
 	img->fd = img->dirfd = -1;
+	img->json_bytes = &img->json_total;
 	if (stat(path, &st) < 0)
 		return oci_fail(m, -errno, "%s", strerror(errno));
 	if (S_ISDIR(st.st_mode)) {

@@ -5,9 +5,9 @@
  * only UTF-8 (no overlong forms, no surrogates, nothing above U+10FFFF), escapes checked
  * (\uD800-\uDFFF only as a pair), numbers by the grammar, a key given twice in one object
  * refused, nothing but whitespace after the value. Bounded: the document's size, the nesting
- * depth, the members of a container and the values in all (OCI_JSON_*; an object's keys
- * fewer than an array's items: each new key is compared with those before it). Recursive descent;
- * the depth bound bounds the stack.
+ * depth, the members of a container and the values in all (OCI_JSON_*); a key given twice is
+ * found through a keyed hash of the object's keys, not by comparing each with all before.
+ * Recursive descent; the depth bound bounds the stack.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -22,7 +22,60 @@ struct jp {
 	size_t len, pos;
 	size_t nodes;
 	struct oci_msg *m;
+	uint64_t key[2]; /* of the keys' hash (oci_hash), drawn for the first large object */
+	bool keyed;
 };
+
+/* An object's keys so far, for "a key given twice": a table of their indices (plus one) into
+ * the object's keys, made from the 16th key on; keyed, so that no document can make its keys
+ * collide (a linear scan per key made an object of 4096 keys cost 8 million compares). */
+struct keyset {
+	uint32_t *slot;
+	size_t cap;
+};
+
+/* Is `key` among the `n` keys before it? Else it is recorded as keys[n], to be. */
+static int keyset_seen(struct jp *p, struct keyset *ks, char *const *keys, size_t n,
+		       const char *key)
+{
+	size_t i;
+
+	if (n < 16) {
+		for (i = 0; i < n; i++)
+			if (strcmp(keys[i], key) == 0)
+				return 1;
+		return 0;
+	}
+	if (!p->keyed) {
+		int err = oci_hash_key(p->key);
+
+		if (err < 0)
+			return err;
+		p->keyed = true;
+	}
+	if (2 * (n + 1) > ks->cap) {
+		size_t cap = 64;
+
+		while (cap < 4 * (n + 1))
+			cap *= 2;
+		free(ks->slot);
+		if (!(ks->slot = calloc(cap, sizeof(*ks->slot))))
+			return -ENOMEM;
+		ks->cap = cap;
+		for (size_t j = 0; j < n; j++) {
+			i = oci_hash(p->key, keys[j], strlen(keys[j])) & (cap - 1);
+			while (ks->slot[i])
+				i = (i + 1) & (cap - 1);
+			ks->slot[i] = (uint32_t)j + 1;
+		}
+	}
+	for (i = oci_hash(p->key, key, strlen(key)) & (ks->cap - 1); ks->slot[i];
+	     i = (i + 1) & (ks->cap - 1))
+		if (strcmp(keys[ks->slot[i] - 1], key) == 0)
+			return 1;
+	ks->slot[i] = (uint32_t)n + 1;
+	return 0;
+}
 
 int oci_fail(struct oci_msg *m, int err, const char *fmt, ...)
 {
@@ -300,7 +353,8 @@ static void json_clear(struct oci_json *v);
 static int jp_value(struct jp *p, struct oci_json *v, unsigned depth);
 
 /* An array or an object, p at its bracket. */
-static int jp_container(struct jp *p, struct oci_json *v, unsigned depth, bool object)
+static int jp_members(struct jp *p, struct oci_json *v, unsigned depth, bool object,
+		      struct keyset *ks)
 {
 	size_t cap = 0;
 	char close = object ? '}' : ']';
@@ -329,11 +383,10 @@ static int jp_container(struct jp *p, struct oci_json *v, unsigned depth, bool o
 				free(key);
 				return jp_fail(p, "a NUL in a key");
 			}
-			for (size_t i = 0; i < v->n; i++)
-				if (strcmp(v->keys[i], key) == 0) {
-					free(key);
-					return jp_fail(p, "a key given twice");
-				}
+			if ((err = keyset_seen(p, ks, v->keys, v->n, key)) != 0) {
+				free(key);
+				return err < 0 ? err : jp_fail(p, "a key given twice");
+			}
 			jp_ws(p);
 			if (p->pos >= p->len || p->s[p->pos] != ':') {
 				free(key);
@@ -381,6 +434,15 @@ static int jp_container(struct jp *p, struct oci_json *v, unsigned depth, bool o
 		}
 		return jp_fail(p, object ? "',' or '}' expected" : "',' or ']' expected");
 	}
+}
+
+static int jp_container(struct jp *p, struct oci_json *v, unsigned depth, bool object)
+{
+	struct keyset ks = {0};
+	int err = jp_members(p, v, depth, object, &ks);
+
+	free(ks.slot);
+	return err;
 }
 
 static int jp_literal(struct jp *p, const char *word, enum oci_json_type type, struct oci_json *v)
