@@ -1,8 +1,8 @@
 #!/bin/sh
 # The emulated KVM host's contract: exit statuses come back, files written under $DEVHOST_OUT
 # come back (and the project's commands are on PATH there, with python3 and pytest), a hung
-# command is cut at the timeout with a clear message, and an L1 that stops beating is cut
-# short.
+# command is cut at the timeout with a clear message, an L1 whose kernel reports a soft lockup
+# before it is ready is booted again, and an L1 that stops beating is cut short.
 # usage: devhost.sh CASE
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -36,6 +36,14 @@ timeout)
 	cat "$tmp/err"
 	[ "$st" = 124 ] || { echo "FAIL: exit status $st, expected 124"; exit 1; }
 	grep -q 'devhost: timed out after 25 s' "$tmp/err" || { echo "FAIL: no timeout message"; exit 1; } ;;
+lockup-retry)
+	# L1's kernel reporting a soft lockup before L1 is ready (its KVM health check stuck)
+	# is a boot that did not come up: booted again at once, and the command runs.
+	DEVHOST_INJECT_LOCKUP=1 "$run" --timeout 120 -- sh -c 'exit 5' 2>"$tmp/err"
+	st=$?
+	cat "$tmp/err"
+	[ "$st" = 5 ] || { echo "FAIL: exit status $st, expected 5"; exit 1; }
+	grep -q "devhost: retry 1 (L1's kernel reported a soft lockup" "$tmp/err" || { echo "FAIL: no retry message"; exit 1; } ;;
 heartbeat)
 	# L1 stopping (here: its heartbeat's loop stopped, as a hung kernel stops it) is cut
 	# after DEVHOST_HB_TIMEOUT, not the whole --timeout, as a failure of the emulated host.
