@@ -60,14 +60,78 @@ static void fail(const char *fmt, ...)
 	exit(1);
 }
 
+static void sb_file(const struct sandbox *sb, const char *file, char *out, size_t len);
+
+/* The VMMs this test started, so that a stall can say what became of one. */
+static struct {
+	const struct sandbox *sb;
+	pid_t pid;
+} vmms[4];
+
+/* At exit (a failure too): no VMM of this test outlives it. */
+static void vmms_kill(void)
+{
+	for (unsigned i = 0; i < sizeof(vmms) / sizeof(vmms[0]); i++)
+		if (vmms[i].pid > 0 && waitpid(vmms[i].pid, NULL, WNOHANG) == 0) {
+			kill(vmms[i].pid, SIGKILL);
+			waitpid(vmms[i].pid, NULL, 0);
+		}
+}
+
+/* What a stalled sandbox looks like: its VMM's state, its cgroup's memory events, the ends of
+ * its VMM log and console. A stall in CI is read from this alone. */
+static void stall_report(const struct sandbox *sb)
+{
+	char path[4200], *buf = NULL;
+	pid_t pid = -1, r;
+	int st;
+
+	for (unsigned i = 0; i < sizeof(vmms) / sizeof(vmms[0]); i++)
+		if (vmms[i].sb == sb)
+			pid = vmms[i].pid;
+	if (pid <= 0)
+		printf("  its VMM: not started by this test\n");
+	else if ((r = waitpid(pid, &st, WNOHANG)) == 0)
+		printf("  its VMM (pid %d) still runs\n", (int)pid);
+	else if (r < 0)
+		printf("  its VMM (pid %d) has ended (reaped before)\n", (int)pid);
+	else if (WIFEXITED(st))
+		printf("  its VMM (pid %d) exited with status %d\n", (int)pid, WEXITSTATUS(st));
+	else if (WIFSIGNALED(st))
+		printf("  its VMM (pid %d) was killed by signal %d\n", (int)pid, WTERMSIG(st));
+	sb_file(sb, "cgroup", path, sizeof(path));
+	if (read_file(path, 4096, &buf, NULL) == 0) {
+		const char *key = strcmp(mode, "v2") == 0 ? "\ndir " : "\nmemory ";
+		char *p = strstr(buf, key), events[CGROUP_DIR_MAX + 64], *ev = NULL;
+
+		if (p) {
+			p += strlen(key);
+			snprintf(events, sizeof(events), "%.*s/%s", (int)strcspn(p, "\n"), p,
+				 strcmp(mode, "v2") == 0 ? "memory.events" : "memory.oom_control");
+			if (read_file(events, 4096, &ev, NULL) == 0)
+				printf("  %s:\n%s", events, ev);
+			free(ev);
+		}
+		free(buf);
+	}
+	fflush(stdout);
+	sb_file(sb, "vmm.log", path, sizeof(path));
+	print_tail(path, 20);
+	sb_file(sb, "console.log", path, sizeof(path));
+	print_tail(path, 10);
+	fflush(stderr);
+}
+
 /*
  * A guest that stopped answering: in the emulated host (DEVHOST set) a nested guest stalls now
  * and then with nothing wrong in our code, so exit 75 there and devhost_retry.sh runs the test
  * once more (a real bug fails twice); elsewhere it is a failure like any other.
  */
-static void stalled(const char *id)
+static void stalled(const struct sandbox *sb, const char *why, int err)
 {
-	printf("FAIL: %s: its vsock socket refused CONNECT 1234 for 120 s\n", id);
+	printf("FAIL: %s: its vsock socket refused CONNECT 1234 for 120 s (the last try: %s%s%s)\n",
+	       sb->id, why, err ? ": " : "", err ? strerror(err) : "");
+	stall_report(sb);
 	if (getenv("DEVHOST") != NULL) {
 		printf("failed in the emulated host: the run is retried once\n");
 		fflush(stdout);
@@ -154,6 +218,14 @@ static pid_t vmm_start(const struct sandbox *sb, const char *const *args)
 		execv(vmm, (char **)argv);
 		_exit(127);
 	}
+	if (!vmms[0].sb)
+		atexit(vmms_kill);
+	for (unsigned i = 0; i < sizeof(vmms) / sizeof(vmms[0]); i++)
+		if (!vmms[i].sb || vmms[i].sb == sb) {
+			vmms[i].sb = sb;
+			vmms[i].pid = pid;
+			break;
+		}
 	return pid;
 }
 
@@ -229,21 +301,26 @@ static void ask(const struct sandbox *sb, const char *cmd, char *out, size_t len
 	if (path_fmt(a.sun_path, sizeof(a.sun_path), "%s/vsock.sock", sb->dir) < 0)
 		fail("%s: a socket path too long", sb->dir);
 	for (int asks = 0; asks < 5; asks++) {
-		int fd = -1;
+		const char *why = "";
+		int fd = -1, err = 0;
 
 		for (int tries = 0; tries < 1200; tries++) {
 			fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 			setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-			if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-			    write_all(fd, "CONNECT 1234\n", 13) == 0 &&
-			    read_line(fd, line, sizeof(line)) >= 0)
+			if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
+				why = "connect", err = errno;
+			else if (write_all(fd, "CONNECT 1234\n", 13) < 0)
+				why = "writing CONNECT", err = errno;
+			else if (read_line(fd, line, sizeof(line)) < 0)
+				why = "the VMM closed before answering CONNECT", err = 0;
+			else
 				break;
 			close(fd);
 			fd = -1;
 			usleep(100000);
 		}
 		if (fd < 0)
-			stalled(sb->id);
+			stalled(sb, why, err);
 		if (strncmp(line, "OK ", 3) != 0)
 			fail("%s: CONNECT answered '%s'", sb->id, line);
 		if (write_all(fd, cmd, strlen(cmd)) == 0 && write_all(fd, "\n", 1) == 0 &&

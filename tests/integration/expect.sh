@@ -39,10 +39,16 @@ done
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 # -k: a guest that ignores SIGTERM is killed 5 s later; the test never hangs.
+start=$(date +%s)
 timeout -k 5 "$timeout" "$@" >"$out" 2>&1
 got=$?
+elapsed=$(($(date +%s) - start))
 fail=""
-[ "$got" = 124 ] && fail="timed out after ${timeout} s"
+# 124 is also what a command says of a timeout of its own (devhost run's, for one): ours only
+# when the time is up.
+[ "$got" = 124 ] && [ "$elapsed" -ge "$timeout" ] && fail="timed out after ${timeout} s"
+[ "$got" = 124 ] && [ -z "$fail" ] && [ "$status" != 124 ] &&
+	fail="exit status 124 after ${elapsed} s (a timeout of the command's own), expected $status"
 [ -z "$fail" ] && [ "$got" != "$status" ] && fail="exit status $got, expected $status"
 if [ -z "$fail" ]; then
 	printf '%s\n' "$greps" | while IFS= read -r re; do
