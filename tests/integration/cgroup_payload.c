@@ -65,6 +65,28 @@ static void fail(const char *fmt, ...)
 
 static void sb_file(const struct sandbox *sb, const char *file, char *out, size_t len);
 
+/*
+ * The cgroup directory of `ctl` ("memory", "cpu", "pids"; v2: all "dir") from the sandbox's
+ * record: 0, -ENOENT without a record, -ESRCH when it names none. The record stays in *record
+ * (freed by the caller) for a message.
+ */
+static int cg_dir_find(const struct sandbox *sb, const char *ctl, char *out, size_t len,
+		       char **record)
+{
+	char path[4200], key[32], *p;
+
+	*record = NULL;
+	sb_file(sb, "cgroup", path, sizeof(path));
+	if (read_file(path, 4096, record, NULL) < 0)
+		return -ENOENT;
+	snprintf(key, sizeof(key), "\n%s ", strcmp(mode, "v2") == 0 ? "dir" : ctl);
+	if (!(p = strstr(*record, key)))
+		return -ESRCH;
+	p += strlen(key);
+	snprintf(out, len, "%.*s", (int)strcspn(p, "\n"), p);
+	return 0;
+}
+
 /* The VMMs this test started, so that a stall can say what became of one. */
 static struct {
 	const struct sandbox *sb;
@@ -85,7 +107,7 @@ static void vmms_kill(void)
  * its VMM log and console. A stall in CI is read from this alone. */
 static void stall_report(const struct sandbox *sb)
 {
-	char path[4200], *buf = NULL;
+	char path[4200], dir[CGROUP_DIR_MAX], events[CGROUP_DIR_MAX + 64], *record, *ev = NULL;
 	pid_t pid = -1, r;
 	int st;
 
@@ -102,21 +124,14 @@ static void stall_report(const struct sandbox *sb)
 		printf("  its VMM (pid %d) exited with status %d\n", (int)pid, WEXITSTATUS(st));
 	else if (WIFSIGNALED(st))
 		printf("  its VMM (pid %d) was killed by signal %d\n", (int)pid, WTERMSIG(st));
-	sb_file(sb, "cgroup", path, sizeof(path));
-	if (read_file(path, 4096, &buf, NULL) == 0) {
-		const char *key = strcmp(mode, "v2") == 0 ? "\ndir " : "\nmemory ";
-		char *p = strstr(buf, key), events[CGROUP_DIR_MAX + 64], *ev = NULL;
-
-		if (p) {
-			p += strlen(key);
-			snprintf(events, sizeof(events), "%.*s/%s", (int)strcspn(p, "\n"), p,
-				 strcmp(mode, "v2") == 0 ? "memory.events" : "memory.oom_control");
-			if (read_file(events, 4096, &ev, NULL) == 0)
-				printf("  %s:\n%s", events, ev);
-			free(ev);
-		}
-		free(buf);
+	if (cg_dir_find(sb, "memory", dir, sizeof(dir), &record) == 0) {
+		snprintf(events, sizeof(events), "%s/%s", dir,
+			 strcmp(mode, "v2") == 0 ? "memory.events" : "memory.oom_control");
+		if (read_file(events, 4096, &ev, NULL) == 0)
+			printf("  %s:\n%s", events, ev);
+		free(ev);
 	}
+	free(record);
 	fflush(stdout);
 	sb_file(sb, "vmm.log", path, sizeof(path));
 	print_tail(path, 20);
@@ -192,7 +207,7 @@ static void sb_file(const struct sandbox *sb, const char *file, char *out, size_
  * whose vCPU thread moves between L1's CPUs now and then triple-faults (docs/hosts.md, "The
  * emulated host's triple faults"), and a pause or a restore is where a vCPU thread sleeps and
  * wakes elsewhere: unpinned, the fork's parent (after its live snapshot) and its child (after
- * the restore) ended in "guest triple fault ... at rip 0xfff0" in 2 of 4 runs on 2026-12-03.
+ * the restore) ended in "guest triple fault ... at rip 0xfff0" in 2 of 9 attempts on 2026-12-03.
  * The noisy neighbour's pair stays unpinned: on one CPU the hostile guest would take the
  * quiet one's CPU, not only its share.
  */
@@ -347,22 +362,17 @@ static void ask(const struct sandbox *sb, const char *cmd, char *out, size_t len
 	fail("%s: '%s': the connection ended 5 times before an answer", sb->id, cmd);
 }
 
-/* The cgroup directory of `ctl` ("memory", "cpu", "pids"; v2: all "dir") from the record. */
+/* The cgroup directory of `ctl`, as cg_dir_find gives it; the test fails without one. */
 static void cg_dir(const struct sandbox *sb, const char *ctl, char *out, size_t len)
 {
-	char path[4200], *buf = NULL, key[32];
+	char *record = NULL;
+	int err = cg_dir_find(sb, ctl, out, len, &record);
 
-	sb_file(sb, "cgroup", path, sizeof(path));
-	if (read_file(path, 4096, &buf, NULL) < 0)
+	if (err == -ENOENT)
 		fail("%s: no cgroup record", sb->id);
-	snprintf(key, sizeof(key), "\n%s ", strcmp(mode, "v2") == 0 ? "dir" : ctl);
-	char *p = strstr(buf, key);
-
-	if (!p)
-		fail("%s: the record names no %s cgroup: %s", sb->id, ctl, buf);
-	p += strlen(key);
-	snprintf(out, len, "%.*s", (int)strcspn(p, "\n"), p);
-	free(buf);
+	if (err < 0)
+		fail("%s: the record names no %s cgroup: %s", sb->id, ctl, record);
+	free(record);
 }
 
 static void cg_file(const struct sandbox *sb, const char *ctl, const char *file, char *out,
