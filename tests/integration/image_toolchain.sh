@@ -8,8 +8,8 @@
 # locale and the time zone. Each step's line of output is checked here.
 #
 # usage: image_toolchain.sh SANDBOXCTL VMM KERNEL INITRD
-# Natively where Linux boots (sandbox-vmm --check exits 0), in the emulated KVM host on
-# kvm-pvm (3), skipped otherwise; the script calls itself there with --inner.
+# Where a Linux guest boots (route.sh: natively on hardware KVM, else in the emulated KVM
+# host); the script calls itself there with --inner.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
@@ -66,12 +66,6 @@ fi
 ctl=$1 vmm=$2 kernel=$3 initrd=$4
 [ -e "$kernel" ] || { echo "SKIP: guest kernel $kernel not built (run tools/dev setup)"; exit 77; }
 build=$(cd "$(dirname "$vmm")/.." && pwd)
-"$vmm" --check
-check=$?
-case "$check" in 0 | 3) ;; *) echo "SKIP: no usable KVM on this host"; exit 77 ;; esac
 rootfs=$("$top/guest/image/debian.sh") || { echo "FAIL: cannot build the Debian image"; exit 1; }
-if [ "$check" = 0 ]; then
-	exec "$0" --inner "$ctl" "$kernel" "$initrd" "$rootfs"
-fi
-exec "$here/devhost_retry.sh" "$build" --timeout 900 --memory 3072 --add "$here" \
+exec "$here/route.sh" "$build" --linux --timeout 900 --memory 3072 --add "$here" \
 	--add "$(dirname "$rootfs")" -- "$0" --inner "$ctl" "$kernel" "$initrd" "$rootfs"

@@ -7,24 +7,17 @@
 # usage: net_boot.sh VMM KERNEL INITRD
 #        net_boot.sh --inner VMM KERNEL INITRD   (the test proper, where Linux boots)
 #
-# Where Linux boots natively (sandbox-vmm --check exits 0) the test runs here; on kvm-pvm
-# (--check exits 3) inside the emulated KVM host (tools/devhost), and skips with the reason
-# when its image is not built. A failing run shows the guest's console.
+# Where a Linux guest boots (route.sh: natively on hardware KVM, else in the emulated KVM
+# host). A failing run shows the guest's console.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 
 if [ "${1:-}" != --inner ]; then
 	vmm=$1 kernel=$2 initrd=$3
 	[ -e "$kernel" ] || { echo "SKIP: guest kernel $kernel not built (run tools/dev setup)"; exit 77; }
-	"$vmm" --check >/dev/null
-	case $? in
-	0) exec "$0" --inner "$vmm" "$kernel" "$initrd" ;;
-	3)
-		build=$(cd "$(dirname "$vmm")/.." && pwd)
-		exec "$here/devhost_retry.sh" "$build" --add "$here" -- \
-			"$here/net_boot.sh" --inner "$vmm" "$kernel" "$initrd" ;;
-	*) echo "SKIP: no usable KVM on this host"; exit 77 ;;
-	esac
+	build=$(cd "$(dirname "$vmm")/.." && pwd)
+	exec "$here/route.sh" "$build" --linux --add "$here" -- \
+		"$here/net_boot.sh" --inner "$vmm" "$kernel" "$initrd"
 fi
 
 # ---- the test proper ----

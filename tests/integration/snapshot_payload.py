@@ -32,6 +32,9 @@ import snap_probe  # noqa: E402
 
 MAGIC, VERSION, REPLY, SNAPSHOT = 0x41584253, 1, 0x8000, 16
 LIVE, DURABLE = 0x2, 0x4
+# How long a guest may take to answer: a child rewriting its 512 MiB does so in seconds
+# natively, but in the emulated host (tests/integration/route.sh) every page is emulated.
+ANSWER_S = 120 if os.environ.get("DEVHOST") else 20
 MEMORY_MIB = 577  # payload-snap fills 512 MiB of it
 JAIL_UID = 0x50000000 + 0xfff0  # in sandboxctl's range (docs/hardening.md), unused by it
 jail = False
@@ -156,14 +159,15 @@ class Guest:
             time.sleep(0.05)
         fail(f"{self.dir}: no {text!r} on the console in {timeout} s")
 
-    def ask(self, *cmds, wait=20):
+    def ask(self, *cmds, wait=None):
+        wait = wait or ANSWER_S
         try:
-            sock, buf = snap_probe.connect(self.vsock, 1234, wait, 20)
+            sock, buf = snap_probe.connect(self.vsock, 1234, wait, ANSWER_S)
             out = []
             with sock:
                 for c in cmds:
                     sock.sendall(c.encode() + b"\n")
-                    out.append(snap_probe.read_line(sock, buf, c, 20))
+                    out.append(snap_probe.read_line(sock, buf, c, ANSWER_S))
             return out
         except snap_probe.ProbeError as e:
             if self.proc.poll() is not None:

@@ -24,15 +24,21 @@ static const char kvm_pvm_refusal[] =
 	"  To try anyway with a guest kernel that boots on kvm-pvm, set\n"
 	"  " HOST_CHECK_ENV "=1";
 
+static const char no_kvm_refusal[] =
+	"this host has no usable /dev/kvm (no KVM module, a kvm-pvm module that did\n"
+	"  not bind because this kernel is itself a kvm-pvm guest, or no read-write\n"
+	"  access to it), so no sandbox boots here (docs/hosts.md). What works here:\n"
+	"  sandboxes inside the emulated KVM host: tools/dev run JOB.yaml, or\n"
+	"  tools/devhost/run -- sandboxctl ...; natively, a host with hardware\n"
+	"  virtualisation (kvm_intel or kvm_amd). " HOST_CHECK_ENV "=1 tries anyway";
+
 const char *host_refusal(int flavour, bool kvm_usable)
 {
-	/* kvm-pvm first: without access to its /dev/kvm, nothing would boot there either. */
+	/* No /dev/kvm first: a kvm_pvm module that did not bind leaves its name in /sys/module. */
+	if (!kvm_usable)
+		return no_kvm_refusal;
 	if (flavour == KVM_PVM)
 		return kvm_pvm_refusal;
-	if (!kvm_usable)
-		return "this host has no usable /dev/kvm (no KVM module, or no read-write\n"
-		       "  access to it), so no sandbox can boot here: use a host with hardware\n"
-		       "  virtualisation (kvm_intel or kvm_amd). " HOST_CHECK_ENV "=1 tries anyway";
 	return NULL;
 }
 

@@ -1,0 +1,102 @@
+#!/bin/sh
+# The one routing rule of every test (and benchmark) that runs a guest: natively where this
+# host's /dev/kvm can run that guest, else inside the emulated KVM host (tools/devhost), whose
+# /dev/kvm runs payloads and Linux guests alike.
+#
+# usage: route.sh BUILD [--linux] [--own-l1] [--timeout SEC] [--memory MiB] [--add PATH]...
+#                 [-e NAME=VAL]... -- CMD [ARG...]
+#
+#   --linux    CMD boots Linux guests (default: payload guests, or none but the VMM's checks)
+#   --emulated always in the emulated host: for a test of the emulated host's own KVM
+#   --cgroup-v1  in an emulated host of its own whose cgroups are v1 (each controller apart)
+#   --own-l1   an emulated host of its own (tools/devhost/run) rather than the shared one of
+#              tools/devhost/pool: for a command that changes L1 itself
+#   --timeout  each attempt's bound (default 600 s); --memory, --add, -e: as tools/devhost/run
+#
+# Where, from `sandbox-vmm --check` (docs/hosts.md): 0, hardware KVM: everything here; 3,
+# kvm-pvm: payloads here, Linux in the emulated host; anything else (no /dev/kvm, or none we
+# can use): everything in the emulated host. Inside the emulated host (its KVM is kvm_amd) the
+# answer is 0, so CMD runs there as it would on hardware. The first line says where:
+# `route: where=native|emulated (why)`.
+#
+# In the emulated host, a run cut by it (124: L1 hung or went silent; tools/devhost/run says
+# which) is tried again, up to three attempts, and one whose CMD says it failed there (75: a
+# nested guest hung or triple-faulted, guest_lib.sh) once more: a real bug fails twice, and a
+# retried test says so in its log (and in BUILD/meson-logs/devhost.log). Exits 77 (skipped)
+# only where neither way is possible (no QEMU, or no emulated-host image), saying which.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+build=$1
+shift
+linux=0 own=0 forced="" timeout=600 opts="" envs=""
+q() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
+while [ $# -gt 0 ]; do
+	case $1 in
+	--linux) linux=1; shift ;;
+	--own-l1) own=1; shift ;;
+	--emulated) forced=emulated; shift ;;
+	--cgroup-v1) forced=emulated own=1 opts="$opts --cgroup v1"; shift ;;
+	--timeout) timeout=$2; shift 2 ;;
+	--memory | --add) opts="$opts $1 $(q "$2")"; shift 2 ;;
+	-e) opts="$opts $1 $(q "$2")" envs="$envs $(q "$2")"; shift 2 ;;
+	--) shift; break ;;
+	*) echo "route.sh: unknown option $1" >&2; exit 2 ;;
+	esac
+done
+[ $# -gt 0 ] || { echo "route.sh: no command" >&2; exit 2; }
+
+"$build/vmm/sandbox-vmm" --check >/dev/null 2>&1
+check=$?
+case $check in
+0) where=native why="this host's KVM runs every guest" ;;
+3) if [ "$linux" = 1 ]; then
+	where=emulated why="this host's KVM is kvm-pvm, on which Linux does not boot"
+else
+	where=native why="kvm-pvm runs payload guests"
+fi ;;
+*) where=emulated why="no usable /dev/kvm here" ;;
+esac
+[ -z "$forced" ] || where=emulated why="the test is of the emulated host's own KVM"
+echo "route: where=$where ($why)"
+if [ "$where" = native ]; then
+	args=""
+	for a in "$@"; do args="$args $(q "$a")"; done
+	eval "exec env$envs timeout -k 5 \"\$timeout\"$args"
+fi
+
+image=${SANDBOX_CACHE:-${SANDBOX_HOME:-/var/lib/sandbox}/cache}/devhost/current
+command -v qemu-system-x86_64 >/dev/null ||
+	{ echo "SKIP: needs the emulated KVM host ($why), and qemu-system-x86_64 is not installed (tools/dev setup installs it)"; exit 77; }
+[ -e "$image/vmlinuz" ] ||
+	{ echo "SKIP: needs the emulated KVM host ($why), and it has no image in $image (tools/dev setup builds it)"; exit 77; }
+
+# In L1 the whole command runs on L1's last CPU, as sandboxctl's VMMs do there
+# (tools/devhost/vmm-pinned): a nested guest whose vCPU thread moves between L1's CPUs now and
+# then triple-faults (docs/hosts.md, "The emulated host's triple faults").
+set -- sh -c 'n=$(nproc); exec taskset -c $((n - 1)) "$@"' pinned "$@"
+log=$build/meson-logs/devhost.log
+mkdir -p "$build/meson-logs"
+args=""
+for a in "$@"; do args="$args $(q "$a")"; done
+failed75=0
+attempt=1
+while :; do
+	if [ "$own" = 1 ]; then
+		echo "$(date +%T) boot own-l1 for:$args" >>"$log"
+		eval "\"$top/tools/devhost/run\" --timeout \"$timeout\" --build \"$build\" $opts --$args"
+	else
+		eval "\"$top/tools/devhost/pool\" exec --timeout \"$timeout\" --build \"$build\" $opts --$args"
+	fi
+	st=$?
+	case $st in
+	124) why="the emulated host timed out or hung (124)" ;;
+	75) [ "$failed75" = 0 ] || exit 75
+		failed75=1 why="the command failed in the emulated host (75)" ;;
+	*) exit "$st" ;;
+	esac
+	[ "$attempt" = 3 ] && exit "$st"
+	echo "route: attempt $attempt: $why; trying again"
+	echo "$(date +%T) retry after attempt $attempt ($why):$args" >>"$log"
+	attempt=$((attempt + 1))
+done
