@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Job specs (sandboxctl run; docs/jobspec.md is the reference), parsed with libyaml's document
- * loader. A spec is hostile input: every node's type and every value is checked, sizes are
- * bounded, a key given twice is an error, and every error names FILE:LINE:COLUMN.
+ * loader once jobspec_shape.c has bounded its shape. A spec is hostile input: every node's type
+ * and every value is checked, sizes are bounded, a key given twice is an error, and every
+ * error names FILE:LINE:COLUMN.
  *
  *   image: debian            # optional, "default" is the default image
  *   cpus: 2                  # optional
@@ -367,6 +368,12 @@ int jobspec_parse(const char *name, const char *text, size_t len, struct jobspec
 	if (len > SPEC_MAX_LEN) {
 		snprintf(err, err_len, "%s: larger than 1 MiB", name);
 		return -EFBIG;
+	}
+	/* Before libyaml's loader, which is quadratic in some shapes (jobspec_shape.c). */
+	if ((r = spec_shape(&p, text, len)) < 0) {
+		if (r == -ENOMEM)
+			snprintf(err, err_len, "%s: out of memory", name);
+		return r;
 	}
 	if (!yaml_parser_initialize(&parser))
 		return -ENOMEM;

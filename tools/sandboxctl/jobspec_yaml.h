@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * What the job spec's parts share (jobspec.c, jobspec_net.c): the parse's state and the checked
- * readers of libyaml's nodes. Every reader names the node's FILE:LINE:COLUMN on failure.
+ * What the job spec's parts share (jobspec.c, jobspec_net.c, jobspec_files.c, jobspec_shape.c):
+ * the parse's state and the checked readers of libyaml's nodes. Every reader names the node's
+ * FILE:LINE:COLUMN on failure.
  */
 #ifndef SANDBOXCTL_JOBSPEC_YAML_H
 #define SANDBOXCTL_JOBSPEC_YAML_H
@@ -51,6 +52,12 @@ const char *spec_key(struct spec_parse *p, const yaml_node_t *n, size_t i, yaml_
 		     yaml_node_t **val);
 /* Append a prepare word (copied) to js->net_opts. */
 int spec_net_word(struct spec_parse *p, const yaml_node_t *n, struct jobspec *js, const char *word);
+
+/* jobspec_shape.c: 0 when the spec's first document nests at most 64 deep and has at most
+ * 256 anchors, 4096 aliases and 16 directives (what keeps libyaml's loader linear), or when
+ * libyaml finds a syntax error first (its loader reports it); -EINVAL after the error,
+ * -ENOMEM. */
+int spec_shape(struct spec_parse *p, const char *text, size_t len);
 
 /* jobspec_net.c: network: (none, or a policy) and secrets: (credential rules). */
 int spec_network(struct spec_parse *p, const yaml_node_t *n, struct jobspec *js);
