@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Snapshot, restore and fork of a native payload guest (payload-snap, tests/guests/snap.c).
 
-The guest fills 512 MiB with a pattern, counts on vCPU 1 and answers over vsock. Checked:
+The guest fills 512 MiB (128 in the emulated host) with a pattern, counts on vCPU 1 and answers
+over vsock. Checked:
   - the parent runs on through a snapshot; a restore goes on from the snapshot's counter,
     with the pattern as it was (a write made after the snapshot is not there);
   - a fork: children see the parent's memory at the fork; one child's writes are invisible
@@ -32,16 +33,26 @@ import snap_probe  # noqa: E402
 
 MAGIC, VERSION, REPLY, SNAPSHOT = 0x41584253, 1, 0x8000, 16
 LIVE, DURABLE = 0x2, 0x4
-# How long a guest may take to answer: a child rewriting its 512 MiB does so in seconds
-# natively, but in the emulated host (tests/integration/route.sh) every page is emulated.
-ANSWER_S = 120 if os.environ.get("DEVHOST") else 20
-MEMORY_MIB = 577  # payload-snap fills 512 MiB of it
+# payload-snap fills its RAM from 64 MiB up: 512 MiB of 577 natively. In the emulated host
+# (tests/integration/route.sh), where every page a guest touches is emulated, 128 MiB of 193:
+# the same checks, a quarter of the work (512 MiB there took minutes and now and then hung L1).
+# How long a guest may take to answer: seconds natively, more there.
+EMULATED = bool(os.environ.get("DEVHOST"))
+FILL_MIB = 128 if EMULATED else 512
+MEMORY_MIB = FILL_MIB + 65
+ANSWER_S = 120 if EMULATED else 20
 JAIL_UID = 0x50000000 + 0xfff0  # in sandboxctl's range (docs/hardening.md), unused by it
 jail = False
 
 
 def fail(msg):
     print("FAIL: " + msg, flush=True)
+    # In the emulated host a nested guest now and then triple-faults or stops answering on
+    # its own (docs/hosts.md, "The emulated host's triple faults"): 75 has route.sh run the
+    # test once more, so a real bug still fails twice.
+    if os.environ.get("DEVHOST"):
+        print("failed in the emulated host: the run is retried once", flush=True)
+        raise SystemExit(75)
     raise SystemExit(1)
 
 
@@ -173,7 +184,15 @@ class Guest:
             if self.proc.poll() is not None:
                 fail(f"{self.dir}: {cmds}: {e}; the VMM exited with {self.proc.returncode}: "
                      f"{self.proc.stderr.read()[-600:]}")
-            fail(f"{self.dir}: {cmds}: {e}")
+            try:
+                self.proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                pass
+            tail = open(self.console, errors="replace").read()[-400:] \
+                if os.path.exists(self.console) else ""
+            fail(f"{self.dir}: {cmds}: {e}; the VMM: "
+                 f"{'exited ' + str(self.proc.returncode) if self.proc.poll() is not None else 'running'}"
+                 f"; its console ends: {tail!r}")
 
     def counter(self):
         line = self.ask("ping")[0]
@@ -184,7 +203,7 @@ class Guest:
 
     def check(self, what):
         line = self.ask("check")[0]
-        if not line.startswith("check ok mib=512"):
+        if not line.startswith(f"check ok mib={FILL_MIB}"):
             fail(f"{self.dir}: {what}: {line}")
 
     def stop(self):
@@ -313,7 +332,7 @@ def main():
         parent = Guest(vmm, workdir, "parent",
                        ["--payload", payload, "--cpus", "2", "--memory", str(MEMORY_MIB)])
         guests.append(parent)
-        parent.wait_console("snap: ready mib=512")
+        parent.wait_console(f"snap: ready mib={FILL_MIB}")
         a, seed0 = parent.counter()
 
         # A durable snapshot; the parent runs on and then changes its memory.
