@@ -1,16 +1,21 @@
 #!/bin/sh
 # Hostile or broken Linux boot inputs, made at test time from the real guest kernel: each must
-# give exit status 2 and a one-line reason before any vCPU runs.
+# give exit status 2 and a one-line reason before any vCPU runs. The input is made here; the
+# VMM runs where payload guests run (route.sh), the input handed over with it.
 # usage: bad_linux.sh CASE VMM BZIMAGE VMLINUX
 set -u
-here=$(dirname "$0")
+here=$(cd "$(dirname "$0")" && pwd)
 case_=$1 vmm=$2 bzimage=$3 vmlinux=$4
+build=$(cd "$(dirname "$vmm")/.." && pwd)
 for f in "$bzimage" "$vmlinux"; do
 	[ -e "$f" ] || { echo "SKIP: guest kernel $f not built (run tools/dev setup)"; exit 77; }
 done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-expect() { "$here/expect.sh" --needs kvm --status 2 --timeout 30 "$@"; }
+expect() {
+	"$here/route.sh" "$build" --timeout 50 --add "$tmp" -- \
+		"$here/expect.sh" --status 2 --timeout 30 "$@"
+}
 
 case "$case_" in
 truncated-bzimage)

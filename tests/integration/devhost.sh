@@ -57,6 +57,44 @@ heartbeat)
 	cat "$tmp/err"
 	[ "$st" = 124 ] || { echo "FAIL: exit status $st, expected 124"; exit 1; }
 	grep -q 'devhost: L1 gave no heartbeat for 8 s' "$tmp/err" || { echo "FAIL: no heartbeat message"; exit 1; } ;;
+pool)
+	# tools/devhost/pool: one L1 for many commands. A pool of its own (its state lives in its
+	# --build dir), so that stopping it stops no other test's.
+	pool=$top/tools/devhost/pool b=$tmp/build
+	mkdir -p "$b"
+	trap '"$pool" stop --build "$b"; rm -rf "$tmp"' EXIT
+	"$pool" exec --build "$b" -- sh -c 'echo out; echo err >&2; exit 3' >"$tmp/o" 2>"$tmp/e"
+	st=$?
+	[ "$st" = 3 ] || { echo "FAIL: exit status $st, expected 3"; cat "$tmp/e"; exit 1; }
+	[ "$(cat "$tmp/o")" = out ] && grep -qx err "$tmp/e" ||
+		{ echo "FAIL: stdout '$(cat "$tmp/o")', stderr '$(cat "$tmp/e")'"; exit 1; }
+	echo "ok: status and both streams apart"
+	mkdir "$tmp/add" && echo in >"$tmp/add/f"
+	"$pool" exec --build "$b" --add "$tmp/add" -e V=val -- sh -c "
+		[ \"\$(cat $tmp/add/f)\" = in ] && [ \"\$V\" = val ] && [ -c /dev/kvm ] &&
+		echo hi >\$DEVHOST_OUT/g" 2>"$tmp/e"
+	st=$?
+	[ "$st" = 0 ] || { echo "FAIL: --add, -e or /dev/kvm: status $st"; cat "$tmp/e"; exit 1; }
+	o=$(sed -n 's/^devhost-pool: output files in //p' "$tmp/e")
+	[ "$(cat "$o/g" 2>/dev/null)" = hi ] || { echo "FAIL: no output file came back"; cat "$tmp/e"; exit 1; }
+	rm -rf "$o"
+	"$pool" exec --build "$b" -- sh -c "[ ! -e $tmp/add ]" ||
+		{ echo "FAIL: an added path outlived its command"; exit 1; }
+	echo "ok: --add, -e, /dev/kvm and \$DEVHOST_OUT; the added path gone after"
+	"$pool" exec --build "$b" --timeout 3 -- sleep 100 2>"$tmp/e"
+	st=$?
+	[ "$st" = 124 ] && grep -q 'timed out after 3 s' "$tmp/e" ||
+		{ echo "FAIL: a timed-out command: status $st"; cat "$tmp/e"; exit 1; }
+	echo "ok: a command past its timeout is killed: 124"
+	# L1 dying under a command (its kernel crashed, as a hung emulation is stopped): 124, and the next command
+	# gets a new L1.
+	"$pool" exec --build "$b" -- sh -c 'echo c >/proc/sysrq-trigger' 2>"$tmp/e"
+	st=$?
+	[ "$st" = 124 ] || { echo "FAIL: L1 crashed under a command: status $st, expected 124"; cat "$tmp/e"; exit 1; }
+	"$pool" exec --build "$b" -- true || { echo "FAIL: no new L1 after one died"; exit 1; }
+	n=$(grep -c ' boot [0-9]* up' "$b/meson-logs/devhost.log")
+	[ "$n" = 2 ] || { echo "FAIL: $n boots for six commands and one death, expected 2"; exit 1; }
+	echo "ok: an L1 that died is a 124, and the next command boots another (2 boots in all)" ;;
 *)
 	echo "devhost.sh: unknown case $1" >&2
 	exit 2 ;;
