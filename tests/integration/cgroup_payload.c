@@ -146,7 +146,7 @@ static void stall_report(const struct sandbox *sb)
 
 /*
  * A guest that stopped answering: in the emulated host (DEVHOST set) a nested guest stalls now
- * and then with nothing wrong in our code, so exit 75 there and devhost_retry.sh runs the test
+ * and then with nothing wrong in our code, so exit 75 there and route.sh runs the test
  * once more (a real bug fails twice); elsewhere it is a failure like any other.
  */
 static void stalled(const struct sandbox *sb, const char *why, int err)
@@ -582,7 +582,8 @@ static void test_noisy(bool bench)
 	qsort(idle, n, sizeof(idle[0]), cmp_u64);
 	qsort(busy, n, sizeof(busy[0]), cmp_u64);
 	if (bench) {
-		printf("noisy idle_us=%llu busy_us=%llu ratio=%.2f goal=2.00 execs=%u hostile_cpus=%u\n",
+		printf("noisy idle_us=%llu busy_us=%llu ratio=%.2f goal=2.00 execs=%u "
+		       "hostile_cpus=%u\n",
 		       (unsigned long long)idle[n / 2], (unsigned long long)busy[n / 2],
 		       (double)busy[n / 2] / (double)idle[n / 2], n, hcpus);
 		return;

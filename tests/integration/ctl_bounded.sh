@@ -5,7 +5,7 @@
 #
 # Inside the emulated host ($DEVHOST set), whose nested guests hang now and then on their own
 # (docs/hosts.md), a call that hit its deadline also leaves $SANDBOX_HOME/.hung: the test's
-# fail() then exits 75, which devhost_retry.sh retries once like an emulated-host timeout.
+# fail() then exits 75, which route.sh retries once like an emulated-host timeout.
 #
 # usage: CTL_REAL=PATH [CTL_DEADLINE=SEC] ctl_bounded.sh ARGS...   (default 120 s)
 timeout -s KILL "${CTL_DEADLINE:-120}" "$CTL_REAL" "$@"

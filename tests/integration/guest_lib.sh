@@ -1,9 +1,17 @@
-# Shared by the tests that drive sandboxctl against a real guest (sandboxctl.sh,
-# sandboxctl_stress.sh, disk_guest.sh); sourced by each.
+# The guest tests' harness, sourced by each test that drives a real guest through sandboxctl.
+# One harness for every guest test, in three parts:
+#   - where: tests/integration/route.sh runs the test's checks natively where this host's KVM
+#     runs its guest, else in the emulated KVM host (shared by the tests, tools/devhost/pool);
+#     sandbox_guest.sh builds the busybox image and routes a test's `--inner` checks there;
+#   - checks: fail() below (the failure report: what failed, each sandbox's console), and
+#     ctl_bounded.sh, the sandboxctl every check calls, which kills a step that hangs;
+#   - retry: in the emulated host, a run L1 cut (124) is tried again by route.sh, up to three
+#     attempts, and one that failed there (fail() exits 75) once more; route.sh says so in
+#     the test's log and in BUILD/meson-logs/devhost.log. Natively nothing is retried.
 
 # fail MSG...: say so, show the end of each sandbox's console, and exit: 75 in the emulated host
 # (a sandboxctl step that hung there, ctl_bounded.sh's .hung, or any other failure there;
-# devhost_retry.sh retries such a run once), else 1.
+# route.sh retries such a run once), else 1.
 fail() {
 	echo "FAIL: $*"
 	for d in "$SANDBOX_HOME"/sandboxes/*/; do
@@ -12,7 +20,7 @@ fail() {
 	[ -e "$SANDBOX_HOME/.hung" ] && exit 75
 	# In the emulated host a nested guest now and then triple-faults with its memory intact,
 	# or stops answering for a while (docs/hosts.md, "The emulated host's triple faults"): a
-	# run that failed there is run once more (devhost_retry.sh), so a real bug fails twice
+	# run that failed there is run once more (route.sh), so a real bug fails twice
 	# and a flake of the emulation shows only as this line in the log.
 	if [ -n "${DEVHOST:-}" ]; then
 		grep -qs 'guest triple fault' "$SANDBOX_HOME"/sandboxes/*/console.log &&

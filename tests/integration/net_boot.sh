@@ -51,7 +51,7 @@ fail() {
 	tail -n 30 "$console" 2>/dev/null
 	echo "--- VMM stderr ---"
 	tail -n 20 "$work/vmm.err" 2>/dev/null
-	# 75: devhost_retry.sh runs the test once more (a nested guest that hung).
+	# 75: route.sh runs the test once more (a nested guest that hung).
 	[ -n "${DEVHOST:-}" ] && exit 75
 	exit 1
 }

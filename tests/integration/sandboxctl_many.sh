@@ -11,7 +11,7 @@
 # test. Then every sandbox is removed: no VMM or proxy process of theirs is left, no directory
 # under $SANDBOX_HOME/sandboxes, no network namespace or cgroup named for them. As
 # sandboxctl.sh: natively where Linux boots, inside the emulated KVM host on kvm-pvm (a run
-# that fails there is retried once by devhost_retry.sh, like every guest test there), skipped
+# that fails there is retried once by route.sh, like every guest test there), skipped
 # otherwise. MANY_SECONDS is 30 in the default suite, 120 for the figure (by hand:
 # MANY_SECONDS=120 meson test -C build sandboxctl-many).
 set -u

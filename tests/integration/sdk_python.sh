@@ -15,7 +15,7 @@ if [ "${1-}" = --inner ]; then
 	guest_home "$2" "$3" "$4" "$5"
 	python3 -c 'import pytest' 2>/dev/null || fail "no pytest for $(command -v python3)"
 	# Each sandboxctl call of the SDK is bounded (ctl_bounded.sh): a guest that hangs in the
-	# emulated host fails the run (and devhost_retry.sh retries it) instead of stalling it.
+	# emulated host fails the run (and route.sh retries it) instead of stalling it.
 	CTL_REAL=$2 CTL_DEADLINE=180 SANDBOXCTL=$here/ctl_bounded.sh SANDBOX_SDK_IMAGE=busybox \
 		PYTHONDONTWRITEBYTECODE=1 python3 -m pytest -v --color=no -p no:cacheprovider -rs \
 		"$top/sdk/python/tests/test_live.py" || fail "the SDK's tests (status $?)"
