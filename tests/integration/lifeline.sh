@@ -6,6 +6,8 @@
 set -u
 [ -r /dev/kvm ] && [ -w /dev/kvm ] || { echo "SKIP: /dev/kvm is not usable here"; exit 77; }
 vmm=$1 payload=$2
+# ms: milliseconds of uptime (busybox's date, in the emulated host, has no %N).
+ms() { awk '{ printf "%d\n", $1 * 1000 }' /proc/uptime; }
 tmp=$(mktemp -d)
 writer=
 trap '[ -n "$writer" ] && kill -KILL $writer 2>/dev/null; rm -rf "$tmp"' EXIT
@@ -20,16 +22,16 @@ until grep -q '^spin: running' "$tmp/out" || [ $i -ge 100 ]; do sleep 0.05; i=$(
 grep -q '^spin: running' "$tmp/out" || { cat "$tmp/out"; echo "FAIL: the guest did not start"; exit 1; }
 sleep 1
 kill -0 $pid 2>/dev/null || { cat "$tmp/out"; echo "FAIL: the VMM stopped while its creator lived"; exit 1; }
-t0=$(date +%s%N)
+t0=$(ms)
 kill -KILL $writer
 wait $writer 2>/dev/null
 writer=
 wait $pid
 st=$?
-ms=$((($(date +%s%N) - t0) / 1000000))
+took=$(($(ms) - t0))
 cat "$tmp/out"
 [ "$st" = 7 ] || { echo "FAIL: exit status $st, expected 7"; exit 1; }
 grep -q 'the creator went away (EOF on --lifeline 3): stopped' "$tmp/out" ||
 	{ echo "FAIL: no reason line"; exit 1; }
-[ "$ms" -lt 5000 ] || { echo "FAIL: the VMM took $ms ms to stop"; exit 1; }
-echo "ok: the writer's SIGKILL stopped the VMM in $ms ms with status 7"
+[ "$took" -lt 5000 ] || { echo "FAIL: the VMM took $took ms to stop"; exit 1; }
+echo "ok: the writer's SIGKILL stopped the VMM in $took ms with status 7"
