@@ -16,6 +16,7 @@ killed when it ends, so a test's strays do not outlive it.
 import argparse
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -49,10 +50,24 @@ def safe_members(tar):
         yield m
 
 
-def pump(stream, sock, kind, send_lock):
+def pump(stream, sock, kind, send_lock, ended):
+    """Forward one of the command's streams until its end, or until 1 s after the command
+    ended with nothing more: a daemon the command left behind (sandboxctl's VMMs and proxies
+    call setsid) may hold the pipe open for ever, and the command's exit is what ends it, as
+    it ends `tools/devhost/run`."""
+    fd = stream.fileno()
+    quiet_since = None
     try:
         while True:
-            data = os.read(stream.fileno(), 65536)
+            ready, _, _ = select.select([fd], [], [], 0.2)
+            if not ready:
+                if ended.is_set():
+                    quiet_since = quiet_since or time.monotonic()
+                    if time.monotonic() - quiet_since >= 1.0:
+                        break
+                continue
+            quiet_since = None
+            data = os.read(fd, 65536)
             if not data:
                 break
             with send_lock:
@@ -106,7 +121,8 @@ def serve_one(conn, boot):
                 wire.send(conn, b"T", b"")
                 wire.send(conn, b"X", {"status": 127})
             return
-        pumps = [threading.Thread(target=pump, args=(f, conn, k, send_lock), daemon=True)
+        ended = threading.Event()
+        pumps = [threading.Thread(target=pump, args=(f, conn, k, send_lock, ended), daemon=True)
                  for f, k in ((proc.stdout, b"O"), (proc.stderr, b"E"))]
         for t in pumps:
             t.start()
@@ -133,12 +149,15 @@ def serve_one(conn, boot):
 
         threading.Thread(target=control, daemon=True).start()
         status = proc.wait()
-        for t in pumps:
-            t.join()
         try:
-            os.killpg(proc.pid, signal.SIGKILL)  # strays in the command's session
+            os.killpg(proc.pid, signal.SIGKILL)  # strays in the command's process group
         except OSError:
             pass
+        ended.set()
+        for t in pumps:
+            t.join()
+        proc.stdout.close()
+        proc.stderr.close()
         status = status if status >= 0 else 128 - status
         with send_lock:
             w = wire.TarWriter(conn, b"T")
