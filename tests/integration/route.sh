@@ -88,7 +88,8 @@ attempt=1
 while :; do
 	if [ "$own" = 1 ]; then
 		echo "$(date +%T) boot own-l1 for:$what" >>"$log"
-		eval "\"$top/tools/devhost/run\" --timeout \"$timeout\" --build \"$build\" $opts --$args"
+		# run shares the build dir; the checkout's tests (expect.sh and the like) go too.
+		eval "\"$top/tools/devhost/run\" --timeout \"$timeout\" --build \"$build\" --add \"$top/tests\" $opts --$args"
 	else
 		eval "\"$top/tools/devhost/pool\" exec --timeout \"$timeout\" --build \"$build\" $opts --$args"
 	fi
