@@ -668,8 +668,12 @@ static void snap_event(uint16_t i, uint32_t len)
  */
 static void snap_poll(void)
 {
-	/* Events first: a TRANSPORT_RESET (a restore) ends the connections made before it,
-	 * not one a host client made right after it, which rx may hold already. */
+	/* Events first, and the connections forgotten before rx is looked at again: the event
+	 * buffer goes back (snap_event_post) before the forgetting, and the VMM sends the
+	 * requests of host clients that connected after a restore only once it has come back
+	 * (vmm/virtio/vsock.c, vsock_reset_ack_check), so they are taken after it. That, not
+	 * this order, is what keeps them: a restored vCPU resumes where the snapshot paused it,
+	 * often in the rx loop below (after a kick), with this pass's look at events behind it. */
 	static const unsigned order[VSOCK_NQUEUES] = {VSOCK_EVENT_Q, VSOCK_RX_Q, VSOCK_TX_Q};
 	uint32_t len;
 	uint16_t id;

@@ -902,6 +902,87 @@ Test(virtio_vsock, transport_reset_posts_the_event)
 	rx_expect_none();
 }
 
+/* The guest handled the reset: it gives event buffer `used` slot `i` back and kicks. */
+static void event_give_back(unsigned i)
+{
+	struct vring_used_elem e = used(2)->ring[i];
+
+	post(2, (uint16_t)e.id, EV_BUF_GPA + e.id * 16u, 16);
+	wr(VIRTIO_MMIO_QUEUE_NOTIFY, 2);
+}
+
+/* A host client connects right after a restore's reset, before the guest looked at its event
+ * queue: its request waits until the guest gave the event buffer back (it handled the reset
+ * and forgot its old connections), or the guest would accept it and then drop it with them
+ * (payload-snap's child of a second fork, resumed mid-way through serving rx, in the
+ * emulated host: "OK", then the connection closed). */
+Test(virtio_vsock, after_a_transport_reset_requests_wait_for_the_event_buffer)
+{
+	const char *line = "CONNECT 52\n";
+	char got[32] = {0}, want[32];
+	int fd, old;
+	uint32_t hp;
+	struct pkt p;
+
+	old = host_establish(GUEST_PORT, BIG_BUF, &hp);
+	cr_assert(eq(int, vsock_transport_reset(vdev), 0));
+	pump();
+	cr_assert(eq(u16, used(2)->idx, 1));
+	fd = unix_connect(sock_path);
+	send_all(fd, line, strlen(line));
+	rx_expect_none();
+	/* Other work of the guest's (a packet on tx, a kick of rx) does not let it go. */
+	tx(VIRTIO_VSOCK_OP_RST, GUEST_PORT, hp, 0, 0, NULL, 0);
+	wr(VIRTIO_MMIO_QUEUE_NOTIFY, 0);
+	rx_expect_none();
+	event_give_back(0);
+	rx_expect(&p, VIRTIO_VSOCK_OP_REQUEST);
+	cr_assert(eq(u32, p.h.dst_port, GUEST_PORT));
+	tx_full(3, 2, VIRTIO_VSOCK_TYPE_STREAM, VIRTIO_VSOCK_OP_RESPONSE, GUEST_PORT, p.h.src_port,
+		0, BIG_BUF, 0, NULL, 0);
+	snprintf(want, sizeof(want), "OK %u\n", p.h.src_port);
+	cr_assert(eq(long, client_read(fd, got, strlen(want)), (long)strlen(want)));
+	cr_assert(eq(str, got, want));
+	/* From now on requests go at once, until the next reset. */
+	close(host_establish(GUEST_PORT + 1, BIG_BUF, &hp));
+	close(fd);
+	close(old);
+}
+
+/* A guest that keeps the event buffer gets the waiting requests VSOCK_RESET_ACK_MS after the
+ * reset; one that resets the device instead has no old connections to forget. */
+Test(virtio_vsock, a_reset_the_guest_does_not_give_back_lets_requests_go_later)
+{
+	struct vsock_dev *d = vdev->dev;
+	const char *line = "CONNECT 52\n";
+	uint64_t now_ms;
+	struct pkt p;
+	int fd;
+
+	cr_assert(eq(int, vsock_transport_reset(vdev), 0));
+	now_ms = vmm_now_ns() / 1000000u;
+	fd = unix_connect(sock_path);
+	send_all(fd, line, strlen(line));
+	rx_expect_none();
+	pthread_mutex_lock(&d->lock);
+	cr_assert(d->reset_unacked);
+	cr_assert(ge(u64, d->reset_ack_deadline_ms, now_ms + VSOCK_RESET_ACK_MS));
+	cr_assert(lt(u64, d->reset_ack_deadline_ms, now_ms + VSOCK_RESET_ACK_MS + 1000));
+	d->reset_ack_deadline_ms = now_ms; /* as if VSOCK_RESET_ACK_MS had passed */
+	vsock_run(d);
+	vsock_unlock(d);
+	rx_expect(&p, VIRTIO_VSOCK_OP_REQUEST);
+	cr_assert(eq(u32, p.h.dst_port, GUEST_PORT));
+	close(fd);
+
+	cr_assert(eq(int, vsock_transport_reset(vdev), 0));
+	wr(VIRTIO_MMIO_STATUS, 0);
+	pump();
+	pthread_mutex_lock(&d->lock);
+	cr_assert(not(d->reset_unacked), "a driver reset ends the wait");
+	pthread_mutex_unlock(&d->lock);
+}
+
 Test(virtio_vsock, many_connections_at_once)
 {
 	enum { N = 100 };

@@ -271,6 +271,21 @@ Test(virtq, reset_forgets_everything_but_memory)
 	fg_destroy(&g);
 }
 
+/* avail->idx as the driver left it, whatever was popped; 0 for a queue not ready. */
+Test(virtq, avail_idx_reads_the_drivers_index)
+{
+	struct fake_guest g;
+
+	fg_init(&g, FG_RAM_LEN, FG_QUEUE_LEN);
+	cr_assert(eq(u16, virtq_avail_idx(&g.q), 0));
+	fg_set_avail_idx(&g, 0xfffe);
+	cr_assert(eq(u16, virtq_avail_idx(&g.q), 0xfffe));
+	cr_assert(eq(u16, g.q.last_avail_idx, 0), "nothing popped");
+	virtq_reset(&g.q);
+	cr_assert(eq(u16, virtq_avail_idx(&g.q), 0));
+	fg_destroy(&g);
+}
+
 /* ---- good chains ---- */
 
 Test(virtq, empty_queue_has_no_work)

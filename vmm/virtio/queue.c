@@ -188,6 +188,16 @@ bool virtq_has_work(const struct virtq *q)
 	return virtq_load16(q->avail_hva + AVAIL_IDX_OFF) != q->last_avail_idx;
 }
 
+uint16_t virtq_avail_idx(const struct virtq *q)
+{
+	if (!q->ready)
+		return 0;
+	/* Acquire: the driver moves the index after what it did with the buffer (vsock: after
+	 * handling the event in it); a device acting on the new index must come after that. */
+	return le16toh(__atomic_load_n((const uint16_t *)(q->avail_hva + AVAIL_IDX_OFF),
+				       __ATOMIC_ACQUIRE));
+}
+
 /* Check descriptor `d` and append it to `chain` as a segment; NULL or the reason it is bad. */
 static const char *virtq_add_seg(const struct virtq *q, struct virtq_chain *chain,
 				 const struct virtq_desc_copy *d)

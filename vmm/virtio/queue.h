@@ -76,6 +76,10 @@ int virtq_configure(struct virtq *q, unsigned size, gpa_t desc_gpa, gpa_t avail_
 /* True when the driver has made a chain available that virtq_pop has not taken yet (or has
  * moved avail->idx so far that virtq_pop will report a protocol error). */
 bool virtq_has_work(const struct virtq *q);
+/* The driver's avail->idx as it is now (read with acquire: what the driver did before it
+ * moved the index happened before the caller's next steps). For a device that watches the
+ * driver give buffers back; nothing is popped. 0 when the queue is not ready. */
+uint16_t virtq_avail_idx(const struct virtq *q);
 /* Take the next available chain: walk it (direct descriptors, then at most one indirect
  * table), translate every buffer with mem_gpa_to_hva and fill `chain`. -EAGAIN when nothing
  * is available or the queue is not ready. -EPROTO when the guest broke the protocol: avail

@@ -140,7 +140,8 @@ bool blk_is_writable(const struct virtio_dev *vdev);
 int vsock_add(struct vm *vm, const char *uds_path, char *cmdline, size_t cmdline_len,
 	      struct virtio_dev **out) __must_check;
 /* Drop every connection and post VIRTIO_VSOCK_EVENT_TRANSPORT_RESET to the driver (as soon
- * as it has an event buffer): after a restore, the guest's connections lead nowhere.
+ * as it has an event buffer): after a restore, the guest's connections lead nowhere. Host
+ * clients' requests then wait until the guest has handled it (VSOCK_RESET_ACK_MS at most).
  * I/O thread only. -EINVAL when `vdev` is not a vsock device. */
 int vsock_transport_reset(struct virtio_dev *vdev) __must_check;
 

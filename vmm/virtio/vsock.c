@@ -356,7 +356,7 @@ static int vsock_fill_one(struct vsock_dev *d)
 	c = vsock_conn_of(d->pending.next, pending);
 	vsock_list_del(&c->pending);
 	c->queued = false;
-	if (c->ctl & VSOCK_CTL_REQUEST) {
+	if (vsock_conn_ctl_due(c) & VSOCK_CTL_REQUEST) {
 		c->ctl &= ~VSOCK_CTL_REQUEST;
 		vsock_conn_hdr(c, &h, VIRTIO_VSOCK_OP_REQUEST, 0, 0);
 		goto update;
@@ -428,11 +428,14 @@ static void vsock_serve_event(struct vsock_dev *d)
 {
 	struct virtq *q = &d->vdev->queues[VSOCK_EVENT_Q];
 	struct virtio_vsock_event ev = {.id = htole32(VIRTIO_VSOCK_EVENT_TRANSPORT_RESET)};
-	uint16_t old_used = q->used_idx;
+	uint16_t old_used = q->used_idx, avail;
 	int err;
 
 	if (!d->event_pending)
 		return;
+	/* Read before the push: once the event is out, a guest on another vCPU may handle it and
+	 * give the buffer back before we look again. */
+	avail = virtq_avail_idx(q);
 	err = virtq_pop(q, &d->chain);
 	if (err == -EAGAIN)
 		return;
@@ -442,7 +445,49 @@ static void vsock_serve_event(struct vsock_dev *d)
 		return;
 	}
 	d->event_pending = false;
+	d->reset_avail_idx = avail;
 	d->irq |= virtq_should_notify(q, old_used);
+}
+
+/*
+ * After a TRANSPORT_RESET, let the host clients' requests that waited go to the guest once it
+ * has handled the event: it gave the event buffer back (Linux's event work and our payloads
+ * forget their connections first), or VSOCK_RESET_ACK_MS passed. Sent earlier, a request can
+ * reach a guest that has not looked at its event queue yet (a vCPU resumes wherever the
+ * snapshot paused it, e.g. in the middle of serving rx; Linux serves rx and events in
+ * separate work items): the guest accepts, the client reads "OK", then the guest handles the
+ * reset and drops that new connection with the old ones.
+ */
+static void vsock_reset_ack_check(struct vsock_dev *d)
+{
+	struct vsock_link *l;
+	unsigned waited = 0;
+
+	if (!d->reset_unacked)
+		return;
+	if (d->event_pending ||
+	    virtq_avail_idx(&d->vdev->queues[VSOCK_EVENT_Q]) == d->reset_avail_idx) {
+		if (vmm_now_ns() / 1000000u < d->reset_ack_deadline_ms)
+			return;
+		if (log_ratelimit_ok(&d->rl, 3))
+			log_warn("virtio-vsock: the guest has not handled the transport reset "
+				 "(its event buffer did not come back) in %u ms: host connections "
+				 "go ahead",
+				 VSOCK_RESET_ACK_MS);
+	}
+	d->reset_unacked = false;
+	for (l = d->conns.next; l != &d->conns;) {
+		struct vsock_conn *c = vsock_conn_of(l, all);
+
+		l = l->next;
+		if (c->ctl & VSOCK_CTL_REQUEST) {
+			waited++;
+			vsock_conn_update(c); /* onto dev->pending */
+		}
+	}
+	log_debug("virtio-vsock: the transport reset is behind: %u host connection(s) waited "
+		  "for it",
+		  waited);
 }
 
 void vsock_run(struct vsock_dev *d)
@@ -456,8 +501,10 @@ void vsock_run(struct vsock_dev *d)
 	vsock_serve_tx(d);
 	if (d->active)
 		vsock_serve_event(d);
-	if (d->active)
+	if (d->active) {
+		vsock_reset_ack_check(d);
 		vsock_fill_rx(d);
+	}
 }
 
 void vsock_unlock(struct vsock_dev *d)
@@ -552,6 +599,7 @@ static void vsock_reset(void *opaque)
 	d->active = false;
 	d->rx_held = 0;
 	d->event_pending = false;
+	d->reset_unacked = false; /* a driver set up anew has no connections to forget */
 	d->reset_pending = true;
 	pthread_mutex_unlock(&d->lock);
 	vsock_kick(d);
@@ -619,6 +667,8 @@ int vsock_transport_reset(struct virtio_dev *vdev)
 	pthread_mutex_lock(&d->lock);
 	vsock_conn_close_all(d);
 	d->event_pending = true;
+	d->reset_unacked = true;
+	d->reset_ack_deadline_ms = vmm_now_ns() / 1000000u + VSOCK_RESET_ACK_MS;
 	vsock_run(d);
 	vsock_unlock(d);
 	return 0;

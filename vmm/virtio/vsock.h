@@ -75,6 +75,12 @@
  * (VSOCK_CLOSE_TIMEOUT); a guest that read the SHUTDOWN answers in microseconds, and nothing
  * it could still send has anyone to read it. */
 #define VSOCK_CLOSE_MS	    5000u
+/* After a restore's TRANSPORT_RESET, host clients' requests wait until the guest has handled
+ * it (it gave the event buffer back), or until this long after the reset for a guest that
+ * keeps the buffer (its timer ticks every second: at most a second more). Under
+ * VSOCK_HANDSHAKE_MS, so that a client connected at the restore is still answered. A guest
+ * handles the event as soon as it runs: Linux's event work, a payload's next polling pass. */
+#define VSOCK_RESET_ACK_MS  5000u
 /* Packets served per pass of the event loop, each way: a guest that keeps its tx queue full
  * of cheap packets (or a flood of work for rx) cannot keep the I/O thread from the rest of
  * the loop (the API socket, other devices, the timeout, signals). As virtio-net's 64. */
@@ -160,6 +166,13 @@ struct vsock_dev {
 	bool event_pending; /* a TRANSPORT_RESET event waits for an event buffer */
 	bool irq;	    /* used buffers were pushed: interrupt once unlocked */
 	const char *fail;   /* the guest broke the protocol: NEEDS_RESET once unlocked */
+	/* A TRANSPORT_RESET is owed or posted and the guest has not handled it yet: host clients'
+	 * OP_REQUESTs wait (vsock_reset_ack_check), or the guest, forgetting its connections,
+	 * would drop one it accepted after the reset. Until the event queue's avail idx moves
+	 * from reset_avail_idx (the buffer given back) or reset_ack_deadline_ms passes. */
+	bool reset_unacked;
+	uint16_t reset_avail_idx;
+	uint64_t reset_ack_deadline_ms;
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	int listen_fd; /* the unix socket at `path` */
 	int kick_fd;   /* eventfd: work for the I/O thread (reset, activate, MMIO kicks) */
@@ -206,6 +219,9 @@ int vsock_conn_write(struct vsock_conn *c, const struct virtq_chain *chain, uint
  * are done): then -ECONNRESET, and `c` is gone (callers that do not touch it again may
  * ignore the result). */
 int vsock_conn_update(struct vsock_conn *c);
+/* The VSOCK_CTL_* packets c may send the guest now: all it owes, but an OP_REQUEST while
+ * the guest has not handled a TRANSPORT_RESET (dev->reset_unacked). */
+unsigned vsock_conn_ctl_due(const struct vsock_conn *c);
 /* Whether the socket's bytes may go to the guest (connected, no EOF, the guest still
  * receives), credit aside. */
 bool vsock_conn_may_read(const struct vsock_conn *c);

@@ -242,6 +242,11 @@ ssize_t vsock_conn_read(struct vsock_conn *c, struct iovec *iov, unsigned niov)
 	return -errno;
 }
 
+unsigned vsock_conn_ctl_due(const struct vsock_conn *c)
+{
+	return c->dev->reset_unacked ? c->ctl & ~VSOCK_CTL_REQUEST : c->ctl;
+}
+
 bool vsock_conn_may_read(const struct vsock_conn *c)
 {
 	return c->state == VSOCK_CONNECTED && !c->host_eof &&
@@ -391,7 +396,8 @@ int vsock_conn_update(struct vsock_conn *c)
 		    c->rx_cnt - c->fwd_cnt_sent >= VSOCK_BUF_LEN / 2)
 			c->ctl |= VSOCK_CTL_CREDIT;
 	}
-	owes = c->ctl || (c->state == VSOCK_CONNECTED && vsock_conn_shut_due(c) != c->shut_sent) ||
+	owes = vsock_conn_ctl_due(c) ||
+	       (c->state == VSOCK_CONNECTED && vsock_conn_shut_due(c) != c->shut_sent) ||
 	       (vsock_conn_may_read(c) && c->readable && vsock_conn_credit(c) > 0);
 	if (owes && !c->queued)
 		vsock_list_add_tail(&d->pending, &c->pending);
