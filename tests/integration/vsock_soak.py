@@ -223,6 +223,11 @@ def one(vmm, payload, driver, args, root, jail):
 
 
 def many(vmm, payload, driver, n, seconds, root):
+    if os.environ.get("DEVHOST"):
+        # In the emulated host (tests/integration/route.sh) every guest's vCPU spins on the one
+        # pinned CPU of L1, emulated: with 100 a guest got no echo through in 10 s. 40 guests
+        # for 20 s there: the same checks, as many at once as that CPU serves.
+        n, seconds = min(n, 40), max(seconds, 20)
     fds_before = fds()
     t0 = time.monotonic()
     vms = [Vm(vmm, payload, root, f"vm{i:03d}", 600) for i in range(n)]
