@@ -9,6 +9,7 @@
 #
 # usage: crash.sh SANDBOX_VMM PAYLOAD_CRASH SANDBOX_DISK CRASHFS CRASH_CHECK [SEED]
 set -euo pipefail
+. "$(dirname "$0")/check_lib.sh"
 vmm=$1 payload=$2 disk=$3 crashfs=$4 check=$5
 seed=${6:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
 sectors=16384         # 8 MiB
@@ -39,10 +40,10 @@ cp "$tmp/backing/top" "$tmp/top.init"
 fs_pid=$!
 for _ in $(seq 100); do
 	mounted "$tmp/mnt" && break
-	kill -0 "$fs_pid" 2>/dev/null || { echo "FAIL: crashfs did not start"; exit 1; }
+	kill -0 "$fs_pid" 2>/dev/null || fail "crashfs did not start"
 	sleep 0.1
 done
-mounted "$tmp/mnt" || { echo "FAIL: crashfs did not mount in 10 s"; exit 1; }
+mounted "$tmp/mnt" || fail "crashfs did not mount in 10 s"
 
 # The guest's console, line by line: a mark in the log for each flushed round.
 flushed=0 done=0
@@ -53,10 +54,10 @@ while IFS= read -r line; do
 	"crash: done "*) done=1 ;;
 	esac
 done < <("$vmm" --payload "$payload" --memory 128 --timeout 120 --disk "$tmp/mnt/top" 2>&1; echo "vmm: exit status $?")
-[ "$done" = 1 ] || { echo "FAIL: the guest did not finish (rounds flushed: $flushed)"; exit 1; }
+[ "$done" = 1 ] || fail "the guest did not finish (rounds flushed: $flushed)"
 
 umount "$tmp/mnt"
-wait "$fs_pid" || { echo "FAIL: crashfs ended with status $?"; fs_pid=; exit 1; }
+wait "$fs_pid" || { st=$?; fs_pid=; fail "crashfs ended with status $st"; }
 fs_pid=
 echo "log: $(stat -c %s "$tmp/log") bytes"
 "$check" verify "$tmp/base.raw" "$tmp/top.init" "$tmp/log" top "$tmp/cuts" "${CRASH_TRIALS:-8}"

@@ -5,6 +5,7 @@
 # before it is ready is booted again, and an L1 that stops beating is cut short.
 # usage: devhost.sh CASE
 set -u
+. "$(dirname "$0")/check_lib.sh"
 top=$(cd "$(dirname "$0")/../.." && pwd)
 run=$top/tools/devhost/run
 image=${SANDBOX_CACHE:-${SANDBOX_HOME:-/var/lib/sandbox}/cache}/devhost/current
@@ -16,34 +17,34 @@ case "$1" in
 exit-status)
 	"$run" --timeout 120 -- sh -c 'exit 3'
 	st=$?
-	[ "$st" = 3 ] || { echo "FAIL: exit status $st, expected 3"; exit 1; } ;;
+	[ "$st" = 3 ] || fail "exit status $st, expected 3" ;;
 output-files)
 	"$run" --timeout 120 --out "$tmp/out" -- sh -c 'mkdir -p $DEVHOST_OUT/d && echo hi > $DEVHOST_OUT/d/f'
 	st=$?
-	[ "$st" = 0 ] || { echo "FAIL: exit status $st"; exit 1; }
-	[ "$(cat "$tmp/out/d/f" 2>/dev/null)" = hi ] || { echo "FAIL: $tmp/out/d/f did not come back"; ls -lR "$tmp"; exit 1; }
+	[ "$st" = 0 ] || fail "exit status $st"
+	[ "$(cat "$tmp/out/d/f" 2>/dev/null)" = hi ] || { ls -lR "$tmp"; fail "$tmp/out/d/f did not come back"; }
 	# The project's commands are on PATH there, from the shared build dir; and python3 with
 	# what sdk/python's tests use, and pytest (python.ext4), in the same boot.
 	where=$("$run" --timeout 120 -- sh -c 'command -v sandboxctl; command -v sandbox-vmm
 		python3 -c "import ssl, json, asyncio, socket, subprocess, sqlite3, pytest; print(\"pytest\", pytest.__version__)"') ||
-		{ echo "FAIL: sandboxctl or sandbox-vmm not on PATH, or python3 failed, in the emulated host: '$where'"; exit 1; }
+		fail "sandboxctl or sandbox-vmm not on PATH, or python3 failed, in the emulated host: '$where'"
 	echo "$where" | grep -q '/tools/sandboxctl/sandboxctl$' && echo "$where" | grep -q '/vmm/sandbox-vmm$' ||
-		{ echo "FAIL: PATH gives '$where'"; exit 1; }
-	echo "$where" | grep -q '^pytest [0-9]' || { echo "FAIL: no python3 with pytest: '$where'"; exit 1; } ;;
+		fail "PATH gives '$where'"
+	echo "$where" | grep -q '^pytest [0-9]' || fail "no python3 with pytest: '$where'" ;;
 timeout)
 	"$run" --timeout 25 -- sleep 1000 2>"$tmp/err"
 	st=$?
 	cat "$tmp/err"
-	[ "$st" = 124 ] || { echo "FAIL: exit status $st, expected 124"; exit 1; }
-	grep -q 'devhost: timed out after 25 s' "$tmp/err" || { echo "FAIL: no timeout message"; exit 1; } ;;
+	[ "$st" = 124 ] || fail "exit status $st, expected 124"
+	grep -q 'devhost: timed out after 25 s' "$tmp/err" || fail "no timeout message" ;;
 lockup-retry)
 	# L1's kernel reporting a soft lockup before L1 is ready (its KVM health check stuck)
 	# is a boot that did not come up: booted again at once, and the command runs.
 	DEVHOST_INJECT_LOCKUP=1 "$run" --timeout 120 -- sh -c 'exit 5' 2>"$tmp/err"
 	st=$?
 	cat "$tmp/err"
-	[ "$st" = 5 ] || { echo "FAIL: exit status $st, expected 5"; exit 1; }
-	grep -q "devhost: retry 1 (L1's kernel reported a soft lockup" "$tmp/err" || { echo "FAIL: no retry message"; exit 1; } ;;
+	[ "$st" = 5 ] || fail "exit status $st, expected 5"
+	grep -q "devhost: retry 1 (L1's kernel reported a soft lockup" "$tmp/err" || fail "no retry message" ;;
 heartbeat)
 	# L1 stopping (here: its heartbeat's loop stopped, as a hung kernel stops it) is cut
 	# after DEVHOST_HB_TIMEOUT, not the whole --timeout, as a failure of the emulated host.
@@ -55,8 +56,8 @@ heartbeat)
 		sleep 100' 2>"$tmp/err"
 	st=$?
 	cat "$tmp/err"
-	[ "$st" = 124 ] || { echo "FAIL: exit status $st, expected 124"; exit 1; }
-	grep -q 'devhost: L1 gave no heartbeat for 8 s' "$tmp/err" || { echo "FAIL: no heartbeat message"; exit 1; } ;;
+	[ "$st" = 124 ] || fail "exit status $st, expected 124"
+	grep -q 'devhost: L1 gave no heartbeat for 8 s' "$tmp/err" || fail "no heartbeat message" ;;
 pool)
 	# tools/devhost/pool: one L1 for many commands. A pool of its own (its state lives in its
 	# --build dir), so that stopping it stops no other test's.
@@ -65,35 +66,35 @@ pool)
 	trap '"$pool" stop --build "$b"; rm -rf "$tmp"' EXIT
 	"$pool" exec --build "$b" -- sh -c 'echo out; echo err >&2; exit 3' >"$tmp/o" 2>"$tmp/e"
 	st=$?
-	[ "$st" = 3 ] || { echo "FAIL: exit status $st, expected 3"; cat "$tmp/e"; exit 1; }
+	[ "$st" = 3 ] || { cat "$tmp/e"; fail "exit status $st, expected 3"; }
 	[ "$(cat "$tmp/o")" = out ] && grep -qx err "$tmp/e" ||
-		{ echo "FAIL: stdout '$(cat "$tmp/o")', stderr '$(cat "$tmp/e")'"; exit 1; }
+		fail "stdout '$(cat "$tmp/o")', stderr '$(cat "$tmp/e")'"
 	echo "ok: status and both streams apart"
 	mkdir "$tmp/add" && echo in >"$tmp/add/f"
 	"$pool" exec --build "$b" --add "$tmp/add" -e V=val -- sh -c "
 		[ \"\$(cat $tmp/add/f)\" = in ] && [ \"\$V\" = val ] && [ -c /dev/kvm ] &&
 		echo hi >\$DEVHOST_OUT/g" 2>"$tmp/e"
 	st=$?
-	[ "$st" = 0 ] || { echo "FAIL: --add, -e or /dev/kvm: status $st"; cat "$tmp/e"; exit 1; }
+	[ "$st" = 0 ] || { cat "$tmp/e"; fail "--add, -e or /dev/kvm: status $st"; }
 	o=$(sed -n 's/^devhost-pool: output files in //p' "$tmp/e")
-	[ "$(cat "$o/g" 2>/dev/null)" = hi ] || { echo "FAIL: no output file came back"; cat "$tmp/e"; exit 1; }
+	[ "$(cat "$o/g" 2>/dev/null)" = hi ] || { cat "$tmp/e"; fail "no output file came back"; }
 	rm -rf "$o"
 	"$pool" exec --build "$b" -- sh -c "[ ! -e $tmp/add ]" ||
-		{ echo "FAIL: an added path outlived its command"; exit 1; }
+		fail "an added path outlived its command"
 	echo "ok: --add, -e, /dev/kvm and \$DEVHOST_OUT; the added path gone after"
 	"$pool" exec --build "$b" --timeout 3 -- sleep 100 2>"$tmp/e"
 	st=$?
 	[ "$st" = 124 ] && grep -q 'timed out after 3 s' "$tmp/e" ||
-		{ echo "FAIL: a timed-out command: status $st"; cat "$tmp/e"; exit 1; }
+		{ cat "$tmp/e"; fail "a timed-out command: status $st"; }
 	echo "ok: a command past its timeout is killed: 124"
 	# L1 dying under a command (its kernel crashed, as a hung emulation is stopped): 124, and the next command
 	# gets a new L1.
 	"$pool" exec --build "$b" -- sh -c 'echo c >/proc/sysrq-trigger' 2>"$tmp/e"
 	st=$?
-	[ "$st" = 124 ] || { echo "FAIL: L1 crashed under a command: status $st, expected 124"; cat "$tmp/e"; exit 1; }
-	"$pool" exec --build "$b" -- true || { echo "FAIL: no new L1 after one died"; exit 1; }
+	[ "$st" = 124 ] || { cat "$tmp/e"; fail "L1 crashed under a command: status $st, expected 124"; }
+	"$pool" exec --build "$b" -- true || fail "no new L1 after one died"
 	n=$(grep -c ' boot [0-9]* up' "$b/meson-logs/devhost.log")
-	[ "$n" = 2 ] || { echo "FAIL: $n boots for six commands and one death, expected 2"; exit 1; }
+	[ "$n" = 2 ] || fail "$n boots for six commands and one death, expected 2"
 	echo "ok: an L1 that died is a 124, and the next command boots another (2 boots in all)" ;;
 *)
 	echo "devhost.sh: unknown case $1" >&2

@@ -15,6 +15,7 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
+. "$here/check_lib.sh"
 
 # --inner VMM KERNEL INITRD MODE IMAGE: the boot itself, and the checks around it.
 inner() {
@@ -42,18 +43,16 @@ inner() {
 			"$vmm" --kernel "$kernel" --initrd "$initrd" --timeout 90 \
 			--disk "$tmp/root.layer" --cmdline "$cmdline" || exit 1
 		after=$([ "$big" = 1 ] && stat -c '%s %Y' "$image" || sha256sum <"$image")
-		[ "$before" = "$after" ] || { echo "FAIL: the base image changed under its overlay"; exit 1; }
+		[ "$before" = "$after" ] || fail "the base image changed under its overlay"
 		# Mounting ext4 read-write writes its superblock: the overlay took the writes.
 		info=$("$build/tools/disk/sandbox-disk" info "$tmp/root.layer") || { echo "$info"; exit 1; }
 		echo "$info" | grep -q '^chain: *ok, every parent matches' || {
-			echo "FAIL: the overlay's parent no longer matches"
 			echo "$info"
-			exit 1
+			fail "the overlay's parent no longer matches"
 		}
 		echo "$info" | grep -Eq '^allocated: +[1-9]' || {
-			echo "FAIL: the overlay holds no written cluster"
 			echo "$info"
-			exit 1
+			fail "the overlay holds no written cluster"
 		}
 		echo "ok: base image unchanged ($before)"
 		exit 0 ;;
@@ -73,15 +72,14 @@ vmm=$1 kernel=$2 initrd=$3 mode=$4
 build=$(cd "$(dirname "$vmm")/.." && pwd)
 
 if [ "$mode" = debian ]; then
-	image=$("$top/guest/image/debian.sh") || { echo "FAIL: cannot build the Debian image"; exit 1; }
+	image=$("$top/guest/image/debian.sh") || fail "cannot build the Debian image"
 	mode=overlay
 else
 	image=$("$top/guest/image/busybox.sh" "$build/guest/sandbox-init") || {
-		echo "FAIL: cannot build the busybox image"
-		exit 1
+		fail "cannot build the busybox image"
 	}
 fi
-[ -f "$image" ] || { echo "FAIL: the image recipe printed $image, which is not a file"; exit 1; }
+[ -f "$image" ] || fail "the image recipe printed $image, which is not a file"
 
 exec "$here/route.sh" "$build" --linux --add "$here" --add "$(dirname "$image")" -- \
 	"$here/disk_boot.sh" --inner "$vmm" "$kernel" "$initrd" "$mode" "$image"

@@ -15,7 +15,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 unset SANDBOX_SKIP_HOST_CHECK
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$top/tests/integration/check_lib.sh"
 
 SANDBOX_HOME=$tmp/home
 export SANDBOX_HOME

@@ -5,6 +5,7 @@
 #
 # usage: jobspec_aliases.sh SANDBOXCTL
 set -u
+. "$(dirname "$0")/check_lib.sh"
 ctl=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -21,7 +22,7 @@ big=$(head -c 999800 /dev/zero | tr '\0' x)
 out=$( (ulimit -v 262144; SANDBOX_HOME=$tmp/home "$ctl" run "$tmp/bomb.yaml") 2>&1)
 st=$?
 echo "$out"
-[ "$st" = 2 ] || { echo "FAIL: status $st, expected 2"; exit 1; }
+[ "$st" = 2 ] || fail "status $st, expected 2"
 echo "$out" | grep -q "bomb.yaml:2:.*add up to more than 4 MiB" ||
-	{ echo "FAIL: no file:line:column message about the aliases"; exit 1; }
+	fail "no file:line:column message about the aliases"
 echo "ok: refused with file, line and column, within 256 MiB"

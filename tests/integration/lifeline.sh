@@ -4,6 +4,7 @@
 # the guest runs on. The pipe is a FIFO here, the way sandboxctl run's is a pipe(2).
 # usage: lifeline.sh VMM PAYLOAD_SPIN
 set -u
+. "$(dirname "$0")/check_lib.sh"
 [ -r /dev/kvm ] && [ -w /dev/kvm ] || { echo "SKIP: /dev/kvm is not usable here"; exit 77; }
 vmm=$1 payload=$2
 # ms: milliseconds of uptime (busybox's date, in the emulated host, has no %N).
@@ -19,9 +20,9 @@ sleep 600 >"$tmp/lifeline" &
 writer=$!
 i=0
 until grep -q '^spin: running' "$tmp/out" || [ $i -ge 100 ]; do sleep 0.05; i=$((i + 1)); done
-grep -q '^spin: running' "$tmp/out" || { cat "$tmp/out"; echo "FAIL: the guest did not start"; exit 1; }
+grep -q '^spin: running' "$tmp/out" || { cat "$tmp/out"; fail "the guest did not start"; }
 sleep 1
-kill -0 $pid 2>/dev/null || { cat "$tmp/out"; echo "FAIL: the VMM stopped while its creator lived"; exit 1; }
+kill -0 $pid 2>/dev/null || { cat "$tmp/out"; fail "the VMM stopped while its creator lived"; }
 t0=$(ms)
 kill -KILL $writer
 wait $writer 2>/dev/null
@@ -30,8 +31,8 @@ wait $pid
 st=$?
 took=$(($(ms) - t0))
 cat "$tmp/out"
-[ "$st" = 7 ] || { echo "FAIL: exit status $st, expected 7"; exit 1; }
+[ "$st" = 7 ] || fail "exit status $st, expected 7"
 grep -q 'the creator went away (EOF on --lifeline 3): stopped' "$tmp/out" ||
-	{ echo "FAIL: no reason line"; exit 1; }
-[ "$took" -lt 5000 ] || { echo "FAIL: the VMM took $took ms to stop"; exit 1; }
+	fail "no reason line"
+[ "$took" -lt 5000 ] || fail "the VMM took $took ms to stop"
 echo "ok: the writer's SIGKILL stopped the VMM in $took ms with status 7"

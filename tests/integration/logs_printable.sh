@@ -4,6 +4,7 @@
 #
 # usage: logs_printable.sh SANDBOXCTL
 set -u
+. "$(dirname "$0")/check_lib.sh"
 ctl=$1
 command -v script >/dev/null || { echo "SKIP: no script(1) for a terminal"; exit 77; }
 tmp=$(mktemp -d)
@@ -14,11 +15,10 @@ mkdir -p "$d"
 printf 'version 1\nid %s\nname t\nimage busybox\ncpus 1\nmemory_mib 128\ncreated 0\n' "$id" >"$d/config"
 printf 'boot ok\n\033]0;owned\007\033[2Jend\n' >"$d/console.log"
 SANDBOX_HOME=$tmp/home "$ctl" logs "$id" | od -An -c | grep -q '033' ||
-	{ echo "FAIL: a pipe did not get the bytes as they are"; exit 1; }
+	fail "a pipe did not get the bytes as they are"
 SANDBOX_HOME=$tmp/home script -qec "'$ctl' logs $id" /dev/null >"$tmp/tty.out" 2>&1
 if od -An -c "$tmp/tty.out" | grep -q '033'; then
-	echo "FAIL: an escape sequence reached the terminal"
-	exit 1
+	fail "an escape sequence reached the terminal"
 fi
-grep -q '?\]0;owned??\[2Jend' "$tmp/tty.out" || { echo "FAIL: got: $(cat -v "$tmp/tty.out")"; exit 1; }
+grep -q '?\]0;owned??\[2Jend' "$tmp/tty.out" || fail "got: $(cat -v "$tmp/tty.out")"
 echo "ok: the terminal saw ?]0;owned??[2Jend; the pipe the raw bytes"

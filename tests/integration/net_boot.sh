@@ -45,16 +45,8 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
-fail() {
-	echo "FAIL: $*"
-	echo "--- guest console (last 30 lines) ---"
-	tail -n 30 "$console" 2>/dev/null
-	echo "--- VMM stderr ---"
-	tail -n 20 "$work/vmm.err" 2>/dev/null
-	# 75: route.sh runs the test once more (a nested guest that hung).
-	[ -n "${DEVHOST:-}" ] && exit 75
-	exit 1
-}
+. "$here/check_lib.sh"
+fail_show "$console" "$work/vmm.err"
 
 ip netns add "$ns" || fail "ip netns add $ns"
 ip -n "$ns" link set lo up

@@ -15,31 +15,6 @@ top=$(cd "$here/../.." && pwd)
 
 . "$here/guest_lib.sh"
 
-failed=0
-# check WHAT CMD...: CMD must succeed.
-check() {
-	what=$1
-	shift
-	if out=$("$@" 2>&1); then
-		echo "ok: $what"
-	else
-		echo "FAIL: $what"
-		echo "$out" | tail -n 8 | sed 's/^/    /'
-		failed=$((failed + 1))
-	fi
-}
-# refuse WHAT CMD...: CMD must fail.
-refuse() {
-	what=$1
-	shift
-	if out=$("$@" 2>&1); then
-		echo "FAIL: $what (it got through)"
-		echo "$out" | tail -n 8 | sed 's/^/    /'
-		failed=$((failed + 1))
-	else
-		echo "ok: $what"
-	fi
-}
 # audit_says PATTERN: the audit log of $id has a line matching PATTERN (grep -E).
 audit_says() { "$ctl" net log "$id" | grep -Eq "$1"; }
 # never_saw FILE PATTERN: the fake internet's log FILE has no line matching PATTERN.
@@ -293,11 +268,10 @@ SPEC
 	refuse "with its proxy dead the guest reaches nothing" curl_g --max-time 8 http://example.test/echo
 
 	"$ctl" rm -f "$id" >/dev/null
-	[ ! -e "/run/netns/sbx-$id" ] || { echo "FAIL: rm left the namespace"; failed=$((failed + 1)); }
+	[ ! -e "/run/netns/sbx-$id" ] || soft_fail "rm left the namespace"
 	[ ! -e "$SANDBOX_HOME/sandboxes/$id" ] ||
-		{ echo "FAIL: rm left the sandbox's directory: $(ls -R "$SANDBOX_HOME/sandboxes/$id")"; failed=$((failed + 1)); }
-	echo "$failed check(s) failed"
-	[ "$failed" = 0 ] || fail "$failed network check(s) failed"
+		soft_fail "rm left the sandbox's directory: $(ls -R "$SANDBOX_HOME/sandboxes/$id")"
+	checks_end network
 	exit 0
 }
 
@@ -309,7 +283,7 @@ fi
 ctl=$1 vmm=$2 kernel=$3 initrd=$4
 [ -e "$kernel" ] || { echo "SKIP: guest kernel $kernel not built (run tools/dev setup)"; exit 77; }
 build=$(cd "$(dirname "$vmm")/.." && pwd)
-rootfs=$("$top/guest/image/debian.sh") || { echo "FAIL: cannot build the Debian image"; exit 1; }
+rootfs=$("$top/guest/image/debian.sh") || fail "cannot build the Debian image"
 fakenet=$build/tests/netfake/fakenet
 exec "$here/route.sh" "$build" --linux --timeout 900 --memory 3072 --add "$here" --add "$top/tests/netfake" \
 	--add "$(dirname "$rootfs")" -- "$0" --inner "$ctl" "$kernel" "$initrd" "$rootfs" "$fakenet"

@@ -81,12 +81,11 @@ fi
 [ -e "$3" ] || { echo "SKIP: guest kernel $3 not built (run tools/dev setup)"; exit 77; }
 work=$(mktemp -d /tmp/oci-guest.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-python3 "$here/oci_make.py" "$work/arch" /bin/busybox || { echo "FAIL: oci_make.py"; exit 1; }
+python3 "$here/oci_make.py" "$work/arch" /bin/busybox || fail "oci_make.py"
 t0=$(date +%s%N)
 SANDBOX_HOME=$work/home "$1" images import ocitest --oci "$work/arch/good-oci.tar" \
 	--kernel "$3" --initrd "$4" >"$work/import.out" 2>&1 || {
-	echo "FAIL: import: $(cat "$work/import.out")"
-	exit 1
+	fail "import: $(cat "$work/import.out")"
 }
 echo "ok: imported in $((($(date +%s%N) - t0) / 1000000)) ms: $(grep '^image ocitest:' "$work/import.out")"
 OCI_IMAGE=$work/home/images/ocitest

@@ -13,11 +13,7 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 ctl=$1
-
-fail() {
-	echo "FAIL: $*"
-	exit 1
-}
+. "$here/check_lib.sh"
 
 command -v debugfs >/dev/null || { echo "SKIP: no debugfs (e2fsprogs)"; exit 77; }
 work=$(mktemp -d)
@@ -113,8 +109,8 @@ $conf"
 done
 "$ctl" images ls | grep -q '^img-good-oci-tar ' || fail "images ls: $("$ctl" images ls)"
 
-# refused: ARCHIVE MESSAGE
-refuse() {
+# refused ARCHIVE MESSAGE: the import of ARCHIVE fails saying MESSAGE, leaving nothing
+refused() {
 	# shellcheck disable=SC2086
 	"$ctl" images import bad --oci "$work/arch/$1" $kargs >"$work/out" 2>&1
 	st=$?
@@ -201,17 +197,17 @@ ms=$(($(user_ms "$work/t1") - $(user_ms "$work/t0")))
 rm -rf "$SANDBOX_HOME/images/keys"
 echo "ok: json-keys.tar (63 objects of 4096 keys) imported in $ms ms of CPU"
 
-refuse bad-truncated.tar 'truncated'
-refuse bad-bad-json.tar 'index.json: bad JSON at byte'
-refuse bad-digest.tar 'layer 2 of 3 (sha256:[0-9a-f]*): digest mismatch'
-refuse bad-dotdot.tar '\.\./\.\./x: the path leaves the root'
-refuse bad-symlink.tar 'evil: a symlink to \.\./\.\./\.\./\.\./tmp/CANARY, which leaves the root'
-refuse bad-hardlink.tar 'passwd: a hard link to \.\./\.\./\.\./\.\./etc/passwd, outside the root'
-refuse bad-arm-only.tar 'no linux/amd64 image.*linux/arm64'
-refuse bad-two-amd64.tar 'index.json has 2 linux/amd64 images, import one at a time: linux/amd64 test:latest.*linux/amd64 other:latest'
-refuse bad-checksum.tar 'a bad header checksum at byte 0'
+refused bad-truncated.tar 'truncated'
+refused bad-bad-json.tar 'index.json: bad JSON at byte'
+refused bad-digest.tar 'layer 2 of 3 (sha256:[0-9a-f]*): digest mismatch'
+refused bad-dotdot.tar '\.\./\.\./x: the path leaves the root'
+refused bad-symlink.tar 'evil: a symlink to \.\./\.\./\.\./\.\./tmp/CANARY, which leaves the root'
+refused bad-hardlink.tar 'passwd: a hard link to \.\./\.\./\.\./\.\./etc/passwd, outside the root'
+refused bad-arm-only.tar 'no linux/amd64 image.*linux/arm64'
+refused bad-two-amd64.tar 'index.json has 2 linux/amd64 images, import one at a time: linux/amd64 test:latest.*linux/amd64 other:latest'
+refused bad-checksum.tar 'a bad header checksum at byte 0'
 # what an import killed long ago left, 3000 directories deep (deeper than any descriptor
-# limit): the next import of the name removes it whole (refuse checks nothing is left)
+# limit): the next import of the name removes it whole (refused checks nothing is left)
 left=$SANDBOX_HOME/images/.bad.2000000000/staging
 mkdir -p "$left" || fail "cannot make $left"
 python3 -c 'import os, sys
@@ -220,15 +216,15 @@ for _ in range(3000):
     os.mkdir("a"); os.chdir("a")
 open("f", "w").close()' "$left" || fail "cannot make the deep leftover"
 ctl_chars='a control character (tab and CR too), DEL, a C1 control, U+2028, U+2029 or invalid UTF-8'
-refuse bad-conf-cr.tar "the config's Env\[1\] holds, at byte 3, $ctl_chars"
-refuse bad-conf-u2028.tar "the config's Env\[0\] holds, at byte 3, a control"
-refuse bad-conf-c1.tar "the config's Cmd\[1\] holds, at byte 1, a control"
-refuse bad-conf-tab.tar "the config's Entrypoint\[0\] holds, at byte 1, a control"
-refuse bad-conf-workdir.tar "the config's WorkingDir holds, at byte 4, a control"
-refuse bad-conf-user.tar "the config's User holds, at byte 4, a control"
-refuse bad-json-twice.tar 'index.json: the index sha256:[0-9a-f]* listed twice'
-refuse bad-json-total.tar 'more than 32 MiB of JSON in all'
-refuse bad-deep.tar 't/a/a.*/f: lies too deep in the tree (more than 256 directories down'
-refuse bad-deep-opq.tar 't/a/a.*/.wh..wh..opq: lies too deep in the tree'
-refuse bad-deep-workdir.tar "the config's WorkingDir /t/a/a.*: too deep in the tree"
+refused bad-conf-cr.tar "the config's Env\[1\] holds, at byte 3, $ctl_chars"
+refused bad-conf-u2028.tar "the config's Env\[0\] holds, at byte 3, a control"
+refused bad-conf-c1.tar "the config's Cmd\[1\] holds, at byte 1, a control"
+refused bad-conf-tab.tar "the config's Entrypoint\[0\] holds, at byte 1, a control"
+refused bad-conf-workdir.tar "the config's WorkingDir holds, at byte 4, a control"
+refused bad-conf-user.tar "the config's User holds, at byte 4, a control"
+refused bad-json-twice.tar 'index.json: the index sha256:[0-9a-f]* listed twice'
+refused bad-json-total.tar 'more than 32 MiB of JSON in all'
+refused bad-deep.tar 't/a/a.*/f: lies too deep in the tree (more than 256 directories down'
+refused bad-deep-opq.tar 't/a/a.*/.wh..wh..opq: lies too deep in the tree'
+refused bad-deep-workdir.tar "the config's WorkingDir /t/a/a.*: too deep in the tree"
 exit 0

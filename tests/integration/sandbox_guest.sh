@@ -10,13 +10,13 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
+. "$here/check_lib.sh"
 
 test=$1 ctl=$2 vmm=$3 kernel=$4 initrd=$5
 [ -e "$kernel" ] || { echo "SKIP: guest kernel $kernel not built (run tools/dev setup)"; exit 77; }
 build=$(cd "$(dirname "$vmm")/.." && pwd)
 rootfs=$("$top/guest/image/busybox.sh" "$build/guest/sandbox-init") || {
-	echo "FAIL: cannot build the busybox image"
-	exit 1
+	fail "cannot build the busybox image"
 }
 # shellcheck disable=SC2086 # a list of words
 exec "$here/route.sh" "$build" --linux ${SANDBOX_GUEST_DEVHOST:-} --add "$here" \

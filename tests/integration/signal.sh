@@ -2,6 +2,7 @@
 # SIGTERM stops a running guest cleanly: exit status 7 and a one-line reason, within seconds.
 # usage: signal.sh VMM PAYLOAD_SPIN
 set -u
+. "$(dirname "$0")/check_lib.sh"
 [ -r /dev/kvm ] && [ -w /dev/kvm ] || { echo "SKIP: /dev/kvm is not usable here"; exit 77; }
 vmm=$1 payload=$2
 out=$(mktemp)
@@ -15,6 +16,6 @@ kill -TERM $pid
 wait $pid
 st=$?
 cat "$out"
-[ "$st" = 7 ] || { echo "FAIL: exit status $st, expected 7"; exit 1; }
-grep -q 'stopped by signal 15' "$out" || { echo "FAIL: no reason line"; exit 1; }
+[ "$st" = 7 ] || fail "exit status $st, expected 7"
+grep -q 'stopped by signal 15' "$out" || fail "no reason line"
 echo "ok: SIGTERM gave status 7"
