@@ -305,11 +305,14 @@ int cmd_suspend(int argc, char **argv)
 	int status, err;
 
 	if (argc != 2 || argv[1][0] == '-') {
+		/* --help is asked for (stdout, 0); anything else is a usage error */
+		bool help = argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"));
+
 		fputs("usage: sandboxctl suspend ID\n\nSnapshot a sandbox to disk and end "
 		      "its VM: "
 		      "it holds no memory and no CPU\nuntil `sandboxctl resume ID`.\n",
-		      argc == 2 ? stdout : stderr);
-		return argc == 2 ? EXIT_OK : EXIT_USAGE;
+		      help ? stdout : stderr);
+		return help ? EXIT_OK : EXIT_USAGE;
 	}
 	if ((status = sandbox_resolve(argv[1], &sb)))
 		return status;
