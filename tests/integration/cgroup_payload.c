@@ -70,7 +70,7 @@ static void fail(const char *fmt, ...)
 static void sb_file(const struct sandbox *sb, const char *file, char *out, size_t len);
 
 /*
- * The cgroup directory of `ctl` ("memory", "cpu", "pids"; v2: all "dir") from the sandbox's
+ * The cgroup directory of `ctl` ("memory", "cpu", "pids"; a v2 record: all "dir") from the sandbox's
  * record: 0, -ENOENT without a record, -ESRCH when it names none. The record stays in *record
  * (freed by the caller) for a message.
  */
@@ -83,7 +83,8 @@ static int cg_dir_find(const struct sandbox *sb, const char *ctl, char *out, siz
 	sb_file(sb, "cgroup", path, sizeof(path));
 	if (read_file(path, 4096, record, NULL) < 0)
 		return -ENOENT;
-	snprintf(key, sizeof(key), "\n%s ", strcmp(mode, "v2") == 0 ? "dir" : ctl);
+	/* the record says its version first (noisy runs on whatever this host mounts) */
+	snprintf(key, sizeof(key), "\n%s ", strncmp(*record, "version 2\n", 10) == 0 ? "dir" : ctl);
 	if (!(p = strstr(*record, key)))
 		return -ESRCH;
 	p += strlen(key);
