@@ -16,7 +16,6 @@
 #define VIO_ID_BLOCK	   2u
 #define BLK_F_FLUSH	   9
 #define BLK_F_WRITE_ZEROES 14
-#define VIO_F_VERSION_1	   32
 #define BLK_T_IN	   0u
 #define BLK_T_OUT	   1u
 #define BLK_T_FLUSH	   4u
@@ -95,16 +94,10 @@ static void offer_rw(unsigned i, uint32_t type, uint64_t sector, void *data, uin
 	vq_offer(&q, (uint16_t)(3 * i));
 }
 
-static void kick(void)
-{
-	vq_publish(&q);
-	vio_write(base, VIO_QUEUE_NOTIFY, 0);
-}
-
 static void read_sectors(uint64_t sector, uint32_t count)
 {
 	offer_rw(0, BLK_T_IN, sector, bufs[0], count * CRASH_SECTOR_LEN);
-	kick();
+	vq_kick(base, 0, &q);
 	wait_used(1);
 }
 
@@ -117,7 +110,7 @@ static void flush(void)
 	desc(FLUSH_DESC, &hdrs[i], sizeof(hdrs[i]), DESC_F_NEXT, FLUSH_DESC + 2);
 	desc(FLUSH_DESC + 2, &status[i], 1, DESC_F_WRITE, 0);
 	vq_offer(&q, FLUSH_DESC);
-	kick();
+	vq_kick(base, 0, &q);
 	wait_used(1);
 }
 
@@ -143,7 +136,7 @@ static void run_round(uint64_t seed, uint32_t round, uint32_t sectors, uint32_t 
 			last_zero[op->sector + s] = op->kind == CRASH_ZEROES;
 		}
 	}
-	kick();
+	vq_kick(base, 0, &q);
 	wait_used(n);
 	flush();
 	uart_puts("crash: flushed ");
@@ -193,8 +186,6 @@ void payload_main(uint32_t cpu, uint32_t ncpus, const struct payload_info *info)
 		uart_puts("\n");
 		poweroff();
 	}
-	if ((vio_features(base) & want) != want)
-		crash_fail("the disk lacks FLUSH or WRITE_ZEROES", 0, 0);
 	read_sectors(0, 1);
 	memcpy(&sd, bufs[0], sizeof(sd));
 	if (sd.magic != CRASH_SEED_MAGIC || sd.sectors < 4 || sd.sectors > CRASH_SECTORS_MAX ||

@@ -48,8 +48,6 @@
 
 #define VIO_ID_BLOCK	 2u
 #define VIO_ID_VSOCK	 19u
-#define VIO_F_VERSION_1	 32
-#define VIO_F_INDIRECT	 28
 #define CHAIN_MAX	 1024u /* the VMM's VIRTQ_CHAIN_MAX */
 #define BLK_T_GET_ID	 8u
 #define VSOCK_HDR_LEN	 44u
@@ -100,7 +98,8 @@ DOS_HELPER void dos_init(uint64_t base, uint32_t device_id)
 	const char *why;
 
 	vio_base = base;
-	if ((why = vio_init(base, device_id, 1ull << VIO_F_INDIRECT | 1ull << VIO_F_VERSION_1)))
+	if ((why = vio_init(base, device_id,
+			    1ull << VIO_F_INDIRECT_DESC | 1ull << VIO_F_VERSION_1)))
 		dos_fail(why);
 }
 
@@ -121,11 +120,6 @@ DOS_HELPER void dos_driver_ok(void)
 		dos_fail(why);
 }
 
-DOS_HELPER void dos_notify(unsigned qi)
-{
-	vio_write(vio_base, VIO_QUEUE_NOTIFY, qi);
-}
-
 /* Give back every chain the device returned, each published at once so that a device
  * serving the queue never finds it empty; kick every 64 chains, and whenever the device has
  * returned nothing new since chains were offered (it may have stopped for want of work).
@@ -141,12 +135,12 @@ DOS_HELPER void vq_recycle(unsigned qi, struct vq *q)
 		vq_publish(q);
 		any = true;
 		if (++since_kick == 64) {
-			dos_notify(qi);
+			vq_notify(vio_base, qi);
 			since_kick = 0;
 		}
 	}
 	if (!any && since_kick) {
-		dos_notify(qi);
+		vq_notify(vio_base, qi);
 		since_kick = 0;
 	}
 }
@@ -174,8 +168,7 @@ DOS_HELPER void dos_offer_all(unsigned qi, struct vq *q)
 					      DESC_F_INDIRECT, 0};
 		vq_offer(q, i);
 	}
-	vq_publish(q);
-	dos_notify(qi);
+	vq_kick(vio_base, qi, q);
 }
 
 /* Queue 0 (blk's requests, vsock's rx) and queue 1 (vsock's tx). */
@@ -280,8 +273,7 @@ static bool conns_respond(const struct vsock_hdr *h)
 				       .type = VSOCK_TYPE_STR,
 				       .op = VSOCK_OP_RESP,
 				       .buf_alloc = 65536};
-	vq1.desc[i] = (struct vq_desc){(uint64_t)(uintptr_t)&tx_pkt[i], VSOCK_HDR_LEN, 0, 0};
-	vq_offer(&vq1, i);
+	vq_post(&vq1, i, &tx_pkt[i], VSOCK_HDR_LEN, 0);
 	return true;
 }
 
@@ -292,13 +284,10 @@ static void dos_run(const struct payload_info *info)
 	dos_queue(1, &vq1);
 	dos_driver_ok();
 	for (uint16_t i = 0; i < VQ_SIZE; i++) {
-		vq0.desc[i] = (struct vq_desc){(uint64_t)(uintptr_t)rx_buf[i], VSOCK_RX_LEN,
-					       DESC_F_WRITE, 0};
-		vq_offer(&vq0, i);
+		vq_post(&vq0, i, rx_buf[i], VSOCK_RX_LEN, DESC_F_WRITE);
 		tx_free[tx_nfree++] = i;
 	}
-	vq_publish(&vq0);
-	dos_notify(0);
+	vq_kick(vio_base, 0, &vq0);
 	uart_puts("dos: vsock-conns flooding\n");
 	for (;;) {
 		unsigned rx_back = 0, tx_added = 0;
@@ -325,14 +314,10 @@ static void dos_run(const struct payload_info *info)
 			vq_offer(&vq0, id);
 			rx_back++;
 		}
-		if (tx_added) {
-			vq_publish(&vq1);
-			dos_notify(1);
-		}
-		if (rx_back) {
-			vq_publish(&vq0);
-			dos_notify(0);
-		}
+		if (tx_added)
+			vq_kick(vio_base, 1, &vq1);
+		if (rx_back)
+			vq_kick(vio_base, 0, &vq0);
 	}
 }
 #elif DOS_CASE == DOS_CONSOLE

@@ -27,13 +27,13 @@
  */
 #include <stdbool.h>
 
-#include "rt.h"
-#include "virtio_mmio.h"
+/* Each queue's size: rx and event are kept full, so this bounds the packets in flight. */
+#define VQ_SIZE 16
 
-/* virtio-mmio (rt/virtio_mmio.h), and what this driver adds. */
-#define VIO_ID_VSOCK	   19u
-#define VIO_S_FEAT	   (VIO_S_ACK | VIO_S_DRIVER | VIO_S_FEAT_OK)
-#define VIO_F_VERSION_1_HI (1u << 0) /* feature bit 32, in the second word */
+#include "rt.h"
+#include "vq.h"
+
+#define VIO_ID_VSOCK 19u
 
 /* virtio-vsock (virtio 1.2, 5.10; <linux/virtio_vsock.h>). */
 #define VSOCK_HOST_CID		    2u
@@ -53,7 +53,6 @@
 #define VSOCK_NQUEUES		    3u
 
 #define SNAP_PORT	  1234u
-#define SNAP_QSIZE	  16u
 #define SNAP_RX_DATA_LEN  4096u
 #define SNAP_TX_DATA_LEN  128u /* the longest reply is 73 bytes */
 #define SNAP_EVENT_LEN	  8u
@@ -69,32 +68,6 @@
 #define SNAP_FILL_LIMIT 0xc0000000ull /* 3 GiB */
 #define SNAP_SEED	0x5eed000000000000ull
 #define MIB		(1ull << 20)
-
-struct vq_desc {
-	uint64_t addr;
-	uint32_t len;
-	uint16_t flags;
-	uint16_t next;
-};
-_Static_assert(sizeof(struct vq_desc) == 16, "descriptor layout");
-
-struct vq_used_elem {
-	uint32_t id;
-	uint32_t len;
-};
-
-/* One queue's split rings, on a page of their own. */
-struct vq_ring {
-	struct vq_desc desc[SNAP_QSIZE];
-	struct {
-		uint16_t flags, idx, ring[SNAP_QSIZE], used_event;
-	} avail;
-	struct {
-		uint16_t flags, idx;
-		struct vq_used_elem ring[SNAP_QSIZE];
-		uint16_t avail_event;
-	} used __attribute__((aligned(64)));
-} __attribute__((aligned(4096)));
 
 /* struct virtio_vsock_hdr: little-endian like x86, so its fields are used as they are. */
 struct vsock_hdr {
@@ -115,14 +88,6 @@ struct snap_tx_buf {
 	char data[SNAP_TX_DATA_LEN];
 } __attribute__((packed));
 
-/* The driver's side of one queue. */
-struct snap_vq {
-	uint16_t avail_idx; /* our shadow of avail.idx */
-	uint16_t used_seen; /* used elements taken so far */
-	uint32_t busy;	    /* bit i: descriptor i is the device's */
-	bool kick;	    /* buffers offered since the last notify */
-};
-
 /* A connection from the host, found by its port (the host is CID 2, we are SNAP_PORT). */
 struct snap_conn {
 	bool open;
@@ -141,11 +106,10 @@ struct snap_out {
 	char buf[SNAP_TX_DATA_LEN];
 };
 
-static struct vq_ring snap_rings[VSOCK_NQUEUES];
-static struct snap_vq snap_vqs[VSOCK_NQUEUES];
-static struct snap_rx_buf snap_rx[SNAP_QSIZE] __attribute__((aligned(64)));
-static struct snap_tx_buf snap_tx[SNAP_QSIZE] __attribute__((aligned(64)));
-static uint64_t snap_events[SNAP_QSIZE];
+static struct vq snap_vqs[VSOCK_NQUEUES];
+static struct snap_rx_buf snap_rx[VQ_SIZE] __attribute__((aligned(64)));
+static struct snap_tx_buf snap_tx[VQ_SIZE] __attribute__((aligned(64)));
+static uint64_t snap_events[VQ_SIZE];
 static struct snap_conn snap_conns[SNAP_CONN_MAX];
 
 static uint64_t vio_base;
@@ -157,22 +121,6 @@ static const char *snap_broken; /* why the device must be set up again, or NULL 
 static bool snap_event_reset;	/* TRANSPORT_RESET came: set the device up again */
 
 extern char __payload_end[]; /* rt/payload.ld */
-
-/* Reads a 32-bit device register: one MMIO exit. */
-static uint32_t vio_read(uint32_t reg)
-{
-	return *(volatile const uint32_t *)(vio_base + reg);
-}
-
-/*
- * Writes a 32-bit device register: one MMIO exit. The compiler barrier keeps every ring store
- * before it (the device may read them during the exit).
- */
-static void vio_write(uint32_t reg, uint32_t val)
-{
-	__asm__ volatile("" : : : "memory");
-	*(volatile uint32_t *)(vio_base + reg) = val;
-}
 
 /* Prints "snap: warn <what> 0x<val>", the first SNAP_WARN_MAX times. */
 static void snap_warn(const char *what, uint64_t val)
@@ -238,94 +186,42 @@ static int snap_check(uint64_t *bad_gpa, uint64_t *got)
 	return 0;
 }
 
-/* Offers our buffer at gpa (len bytes) to queue qi as descriptor id; kicked later. */
-static void vq_post(unsigned qi, uint16_t id, const void *buf, uint32_t len, uint16_t flags)
+/*
+ * Takes the next used element of queue qi (vq_take_used): 1 with *id and *len, 0 when none
+ * waits, -1 for a bad element (warned; a used index ahead of what we offered also sets
+ * snap_broken).
+ */
+static int snap_take_used(unsigned qi, uint32_t *id, uint32_t *len)
 {
-	struct vq_ring *r = &snap_rings[qi];
-	struct snap_vq *q = &snap_vqs[qi];
+	const char *why;
+	int r = vq_take_used(&snap_vqs[qi], id, len, &why);
 
-	r->desc[id] =
-		(struct vq_desc){.addr = (uint64_t)(uintptr_t)buf, .len = len, .flags = flags};
-	r->avail.ring[q->avail_idx++ % SNAP_QSIZE] = id;
-	q->busy |= 1u << id;
-	q->kick = true;
-	/* Release: the descriptor and the ring entry are visible before the idx offering them
-	 * (the device's I/O thread may look at any time, not only when kicked). */
-	__atomic_store_n(&r->avail.idx, q->avail_idx, __ATOMIC_RELEASE);
+	if (r == VQ_USED_BROKEN) {
+		snap_warn(why, qi);
+		snap_broken = "a used ring broke";
+	} else if (r == VQ_USED_BAD) {
+		snap_warn(why, *id);
+	}
+	return r < 0 ? -1 : r;
 }
 
 /* Notifies the device of queue qi if buffers were offered since the last time. */
-static void vq_kick(unsigned qi)
+static void snap_kick(unsigned qi)
 {
-	if (!snap_vqs[qi].kick)
-		return;
-	snap_vqs[qi].kick = false;
-	vio_write(VIO_QUEUE_NOTIFY, qi);
-}
-
-/*
- * Takes the next used element of queue qi: 1 with a descriptor we gave and the device had not
- * returned yet (*id, *len), 0 when none waits, -1 for a bad element (warned; a used index
- * ahead of what we offered also sets snap_broken).
- */
-static int vq_pop_used(unsigned qi, uint16_t *id, uint32_t *len)
-{
-	struct vq_ring *r = &snap_rings[qi];
-	struct snap_vq *q = &snap_vqs[qi];
-	/* Acquire: the element is read only after the idx that publishes it. */
-	uint16_t used_idx = __atomic_load_n(&r->used.idx, __ATOMIC_ACQUIRE);
-	struct vq_used_elem e;
-
-	if (used_idx == q->used_seen)
-		return 0;
-	if ((uint16_t)(used_idx - q->used_seen) > (uint16_t)(q->avail_idx - q->used_seen)) {
-		snap_warn("used idx ahead of avail idx on queue", qi);
-		snap_broken = "a used ring broke";
-		return -1;
-	}
-	e = r->used.ring[q->used_seen++ % SNAP_QSIZE];
-	if (e.id >= SNAP_QSIZE || !(q->busy & (1u << e.id))) {
-		snap_warn("used id not ours:", e.id);
-		return -1;
-	}
-	q->busy &= ~(1u << e.id);
-	*id = (uint16_t)e.id;
-	*len = e.len;
-	return 1;
+	vq_kick(vio_base, qi, &snap_vqs[qi]);
 }
 
 /* Offers rx buffer i (again). */
 static void snap_rx_post(uint16_t i)
 {
-	vq_post(VSOCK_RX_Q, i, &snap_rx[i], sizeof(snap_rx[i]), DESC_F_WRITE);
+	vq_post(&snap_vqs[VSOCK_RX_Q], i, &snap_rx[i], sizeof(snap_rx[i]), DESC_F_WRITE);
 }
 
 /* Offers event buffer i (again), poisoned so that only the device makes it an event. */
 static void snap_event_post(uint16_t i)
 {
 	snap_events[i] = ~0ull;
-	vq_post(VSOCK_EVENT_Q, i, &snap_events[i], SNAP_EVENT_LEN, DESC_F_WRITE);
-}
-
-/* Sets up queue qi with our rings, empty. NULL or why not. */
-static const char *snap_vq_setup(unsigned qi)
-{
-	struct vq_ring *r = &snap_rings[qi];
-	uint64_t gpas[3] = {(uintptr_t)r->desc, (uintptr_t)&r->avail, (uintptr_t)&r->used};
-
-	memset(r, 0, sizeof(*r));
-	r->avail.flags = AVAIL_F_NO_INTERRUPT; /* IF is 0 anyway: none would be taken */
-	snap_vqs[qi] = (struct snap_vq){0};
-	vio_write(VIO_QUEUE_SEL, qi);
-	if (vio_read(VIO_QUEUE_NUM_MAX) < SNAP_QSIZE || vio_read(VIO_QUEUE_READY) != 0)
-		return "queue too small, or ready after reset";
-	vio_write(VIO_QUEUE_NUM, SNAP_QSIZE);
-	for (unsigned i = 0; i < 3; i++) {
-		vio_write(VIO_QUEUE_DESC_LOW + 0x10 * i, (uint32_t)gpas[i]);
-		vio_write(VIO_QUEUE_DESC_LOW + 0x10 * i + 4, (uint32_t)(gpas[i] >> 32));
-	}
-	vio_write(VIO_QUEUE_READY, 1);
-	return vio_read(VIO_QUEUE_READY) == 1 ? NULL : "queue did not become ready";
+	vq_post(&snap_vqs[VSOCK_EVENT_Q], i, &snap_events[i], SNAP_EVENT_LEN, DESC_F_WRITE);
 }
 
 /*
@@ -340,51 +236,37 @@ static const char *snap_dev_init(void)
 	memset(snap_conns, 0, sizeof(snap_conns));
 	snap_broken = NULL;
 	snap_event_reset = false;
-	vio_write(VIO_STATUS, 0);
-	if (vio_read(VIO_STATUS) != 0)
-		return "status after reset is not 0";
-	if (vio_read(VIO_CONFIG) != VSOCK_GUEST_CID || vio_read(VIO_CONFIG + 4) != 0)
+	if ((why = vio_init(vio_base, VIO_ID_VSOCK, 1ull << VIO_F_VERSION_1)) != NULL)
+		return why;
+	if (vio_read(vio_base, VIO_CONFIG) != VSOCK_GUEST_CID ||
+	    vio_read(vio_base, VIO_CONFIG + 4) != 0)
 		return "guest_cid is not 3";
-	vio_write(VIO_STATUS, VIO_S_ACK);
-	vio_write(VIO_STATUS, VIO_S_ACK | VIO_S_DRIVER);
-	vio_write(VIO_DEVICE_FEATURES_SEL, 1);
-	if (!(vio_read(VIO_DEVICE_FEATURES) & VIO_F_VERSION_1_HI))
-		return "VERSION_1 not offered";
-	vio_write(VIO_DRIVER_FEATURES_SEL, 0);
-	vio_write(VIO_DRIVER_FEATURES, 0);
-	vio_write(VIO_DRIVER_FEATURES_SEL, 1);
-	vio_write(VIO_DRIVER_FEATURES, VIO_F_VERSION_1_HI);
-	vio_write(VIO_STATUS, VIO_S_FEAT);
-	if (vio_read(VIO_STATUS) != VIO_S_FEAT)
-		return "FEATURES_OK did not stick";
 	for (unsigned qi = 0; qi < VSOCK_NQUEUES; qi++) {
-		if ((why = snap_vq_setup(qi)) != NULL)
+		if ((why = vio_queue(vio_base, qi, &snap_vqs[qi])) != NULL)
 			return why;
 	}
-	for (uint16_t i = 0; i < SNAP_QSIZE; i++) {
+	for (uint16_t i = 0; i < VQ_SIZE; i++) {
 		snap_rx_post(i);
 		snap_event_post(i);
 	}
-	vio_write(VIO_STATUS, VIO_S_FEAT | VIO_S_DRV_OK);
-	if (vio_read(VIO_STATUS) != (VIO_S_FEAT | VIO_S_DRV_OK))
-		return "DRIVER_OK not accepted";
-	vq_kick(VSOCK_RX_Q);
-	vq_kick(VSOCK_EVENT_Q);
+	if ((why = vio_driver_ok(vio_base)) != NULL)
+		return why;
+	snap_kick(VSOCK_RX_Q);
+	snap_kick(VSOCK_EVENT_Q);
 	return NULL;
 }
 
 /* A free tx descriptor, waiting a bounded time for the device to give one back; or -1. */
 static int snap_tx_slot(void)
 {
-	uint32_t len;
-	uint16_t id;
+	uint32_t id, len;
 
 	for (uint32_t spin = 0; spin < SNAP_TX_WAIT && !snap_broken; spin++) {
-		uint32_t free = ~snap_vqs[VSOCK_TX_Q].busy & ((1u << SNAP_QSIZE) - 1);
+		int free = vq_free_id(&snap_vqs[VSOCK_TX_Q]);
 
-		if (free)
-			return __builtin_ctz(free);
-		vq_pop_used(VSOCK_TX_Q, &id, &len);
+		if (free >= 0)
+			return free;
+		snap_take_used(VSOCK_TX_Q, &id, &len);
 		cpu_relax();
 	}
 	return -1;
@@ -418,8 +300,8 @@ static int snap_send(uint32_t src_port, uint32_t dst_port, uint16_t op, uint32_t
 	};
 	if (len)
 		memcpy(b->data, data, len);
-	vq_post(VSOCK_TX_Q, (uint16_t)slot, b, (uint32_t)sizeof(b->hdr) + len, 0);
-	vq_kick(VSOCK_TX_Q);
+	vq_post(&snap_vqs[VSOCK_TX_Q], (uint16_t)slot, b, (uint32_t)sizeof(b->hdr) + len, 0);
+	snap_kick(VSOCK_TX_Q);
 	return 0;
 }
 
@@ -652,7 +534,7 @@ static void snap_rx_packet(const struct snap_rx_buf *b, uint32_t used_len)
 }
 
 /* An event the device put in event buffer i, len bytes of it. */
-static void snap_event(uint16_t i, uint32_t len)
+static void snap_event(uint32_t i, uint32_t len)
 {
 	if (len < 4 || len > SNAP_EVENT_LEN)
 		snap_warn("event used len out of bounds:", len);
@@ -675,8 +557,7 @@ static void snap_poll(void)
 	 * this order, is what keeps them: a restored vCPU resumes where the snapshot paused it,
 	 * often in the rx loop below (after a kick), with this pass's look at events behind it. */
 	static const unsigned order[VSOCK_NQUEUES] = {VSOCK_EVENT_Q, VSOCK_RX_Q, VSOCK_TX_Q};
-	uint32_t len;
-	uint16_t id;
+	uint32_t id, len;
 
 	for (unsigned o = 0; o < VSOCK_NQUEUES; o++) {
 		unsigned qi = order[o];
@@ -686,8 +567,8 @@ static void snap_poll(void)
 			memset(snap_conns, 0, sizeof(snap_conns));
 			uart_puts("snap: transport reset\n");
 		}
-		for (unsigned n = 0; n < SNAP_QSIZE && !snap_broken; n++) {
-			int r = vq_pop_used(qi, &id, &len);
+		for (unsigned n = 0; n < VQ_SIZE && !snap_broken; n++) {
+			int r = snap_take_used(qi, &id, &len);
 
 			if (r == 0)
 				break;
@@ -695,13 +576,13 @@ static void snap_poll(void)
 				continue;
 			if (qi == VSOCK_RX_Q) {
 				snap_rx_packet(&snap_rx[id], len);
-				snap_rx_post(id);
+				snap_rx_post((uint16_t)id);
 			} else {
 				snap_event(id, len);
-				snap_event_post(id);
+				snap_event_post((uint16_t)id);
 			}
 		}
-		vq_kick(qi);
+		snap_kick(qi);
 	}
 }
 
@@ -719,7 +600,7 @@ __attribute__((noreturn)) static void snap_serve(bool count)
 			__atomic_store_n(&snap_counter, snap_counter + 1, __ATOMIC_RELAXED);
 		snap_poll();
 		if (!snap_broken && pass % SNAP_STATUS_EVERY == 0 &&
-		    (vio_read(VIO_STATUS) & VIO_S_RESET))
+		    (vio_read(vio_base, VIO_STATUS) & VIO_S_RESET))
 			snap_broken = "the device wants a reset";
 		if (snap_broken) {
 			snap_warn(snap_broken, 0);
@@ -774,8 +655,7 @@ void payload_main(uint32_t cpu, uint32_t ncpus, const struct payload_info *info)
 	if ((uintptr_t)__payload_end > SNAP_FILL_GPA)
 		snap_fail("the payload reaches into the fill range");
 	vio_base = info->mmio_base_gpa;
-	if (!vio_base || vio_read(VIO_MAGIC_VALUE) != VIO_MAGIC || vio_read(VIO_VERSION) != 2 ||
-	    vio_read(VIO_DEVICE_ID) != VIO_ID_VSOCK)
+	if (!vio_base)
 		snap_fail("no vsock device");
 	if ((why = snap_dev_init()) != NULL)
 		snap_fail(why);

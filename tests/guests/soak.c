@@ -6,7 +6,7 @@
  * vCPUs spin. The commands (SEND, RECV, ECHO) and the checksum are soak_wire.h's.
  *
  * Built for throughput as far as a polling ring-3 driver goes: 64 KiB rx and tx buffers
- * (VSOCK_PKT_MAX, the most one packet carries), SOAK_QSIZE of each, and a 256 KiB buf_alloc
+ * (VSOCK_PKT_MAX, the most one packet carries), VQ_SIZE (32) of each, and a 256 KiB buf_alloc
  * per connection. Data the host streams for RECV is consumed as it comes; for ECHO it waits
  * in the connection's ring until it is sent back, and fwd_cnt (the host's credit) advances
  * only then, so the ring cannot overflow unless the host ignores our credit (then: RST).
@@ -17,14 +17,14 @@
  */
 #include <stdbool.h>
 
+/* Each queue's size: rx and tx buffers of 64 KiB each, 2 MiB of them in flight each way. */
+#define VQ_SIZE 32
+
 #include "rt.h"
 #include "soak_wire.h"
-#include "virtio_mmio.h"
+#include "vq.h"
 
-/* virtio-mmio (rt/virtio_mmio.h), and what this driver adds. */
-#define VIO_ID_VSOCK	   19u
-#define VIO_S_FEAT	   (VIO_S_ACK | VIO_S_DRIVER | VIO_S_FEAT_OK)
-#define VIO_F_VERSION_1_HI (1u << 0) /* feature bit 32, in the second word */
+#define VIO_ID_VSOCK 19u
 
 /* virtio-vsock (virtio 1.2, 5.10; <linux/virtio_vsock.h>). */
 #define VSOCK_HOST_CID		    2u
@@ -43,7 +43,6 @@
 #define VSOCK_EVENT_Q		    2u
 #define VSOCK_NQUEUES		    3u
 
-#define SOAK_QSIZE	  32u
 #define SOAK_DATA_LEN	  (64u * 1024) /* an rx or tx buffer's payload: VSOCK_PKT_MAX */
 #define SOAK_EVENT_LEN	  8u
 #define SOAK_BUF_ALLOC	  (256u * 1024) /* our buf_alloc, and an ECHO ring's size */
@@ -52,34 +51,7 @@
 #define SOAK_TX_WAIT	  (1u << 24) /* polls for a free tx buffer for a control packet */
 #define SOAK_STATUS_EVERY (1u << 18) /* polling passes between two looks at Status */
 
-_Static_assert(SOAK_QSIZE <= 64, "busy masks are 64 bits");
 _Static_assert((SOAK_BUF_ALLOC & (SOAK_BUF_ALLOC - 1)) == 0, "the echo ring wraps by mask");
-
-struct vq_desc {
-	uint64_t addr;
-	uint32_t len;
-	uint16_t flags;
-	uint16_t next;
-};
-_Static_assert(sizeof(struct vq_desc) == 16, "descriptor layout");
-
-struct vq_used_elem {
-	uint32_t id;
-	uint32_t len;
-};
-
-/* One queue's split rings, on a page of their own. */
-struct vq_ring {
-	struct vq_desc desc[SOAK_QSIZE];
-	struct {
-		uint16_t flags, idx, ring[SOAK_QSIZE], used_event;
-	} avail;
-	struct {
-		uint16_t flags, idx;
-		struct vq_used_elem ring[SOAK_QSIZE];
-		uint16_t avail_event;
-	} used __attribute__((aligned(64)));
-} __attribute__((aligned(4096)));
 
 /* struct virtio_vsock_hdr: little-endian like x86, so its fields are used as they are. */
 struct vsock_hdr {
@@ -95,14 +67,6 @@ struct soak_buf {
 	struct vsock_hdr hdr;
 	uint8_t data[SOAK_DATA_LEN];
 } __attribute__((packed));
-
-/* The driver's side of one queue. */
-struct soak_vq {
-	uint16_t avail_idx; /* our shadow of avail.idx */
-	uint16_t used_seen; /* used elements taken so far */
-	uint64_t busy;	    /* bit i: descriptor i is the device's */
-	bool kick;	    /* buffers offered since the last notify */
-};
 
 enum soak_mode {
 	SOAK_LINE, /* reading a command line */
@@ -137,32 +101,15 @@ struct soak_conn {
 	uint8_t ring[SOAK_BUF_ALLOC];
 };
 
-static struct vq_ring soak_rings[VSOCK_NQUEUES];
-static struct soak_vq soak_vqs[VSOCK_NQUEUES];
-static struct soak_buf soak_rx[SOAK_QSIZE] __attribute__((aligned(64)));
-static struct soak_buf soak_tx[SOAK_QSIZE] __attribute__((aligned(64)));
-static uint64_t soak_events[SOAK_QSIZE];
+static struct vq soak_vqs[VSOCK_NQUEUES];
+static struct soak_buf soak_rx[VQ_SIZE] __attribute__((aligned(64)));
+static struct soak_buf soak_tx[VQ_SIZE] __attribute__((aligned(64)));
+static uint64_t soak_events[VQ_SIZE];
 static struct soak_conn soak_conns[SOAK_CONN_MAX];
 
 static uint64_t vio_base;
 static unsigned soak_warns;
 static const char *soak_broken; /* why the device must be set up again, or NULL */
-
-/* Reads a 32-bit device register: one MMIO exit. */
-static uint32_t vio_read(uint32_t reg)
-{
-	return *(volatile const uint32_t *)(vio_base + reg);
-}
-
-/*
- * Writes a 32-bit device register: one MMIO exit. The compiler barrier keeps every ring store
- * before it (the device may read them during the exit).
- */
-static void vio_write(uint32_t reg, uint32_t val)
-{
-	__asm__ volatile("" : : : "memory");
-	*(volatile uint32_t *)(vio_base + reg) = val;
-}
 
 /* Prints "soak: warn <what> 0x<val>", the first SOAK_WARN_MAX times. */
 static void soak_warn(const char *what, uint64_t val)
@@ -185,94 +132,42 @@ __attribute__((noreturn)) static void soak_fail(const char *why)
 	poweroff();
 }
 
-/* Offers our buffer (len bytes) to queue qi as descriptor id; kicked later. */
-static void vq_post(unsigned qi, uint16_t id, const void *buf, uint32_t len, uint16_t flags)
+/*
+ * Takes the next used element of queue qi (vq_take_used): 1 with *id and *len, 0 when none
+ * waits, -1 for a bad element (warned; a used index ahead of what we offered also sets
+ * soak_broken).
+ */
+static int soak_take_used(unsigned qi, uint32_t *id, uint32_t *len)
 {
-	struct vq_ring *r = &soak_rings[qi];
-	struct soak_vq *q = &soak_vqs[qi];
+	const char *why;
+	int r = vq_take_used(&soak_vqs[qi], id, len, &why);
 
-	r->desc[id] =
-		(struct vq_desc){.addr = (uint64_t)(uintptr_t)buf, .len = len, .flags = flags};
-	r->avail.ring[q->avail_idx++ % SOAK_QSIZE] = id;
-	q->busy |= 1ull << id;
-	q->kick = true;
-	/* Release: the descriptor and the ring entry are visible before the idx offering them
-	 * (the device's I/O thread may look at any time, not only when kicked). */
-	__atomic_store_n(&r->avail.idx, q->avail_idx, __ATOMIC_RELEASE);
+	if (r == VQ_USED_BROKEN) {
+		soak_warn(why, qi);
+		soak_broken = "a used ring broke";
+	} else if (r == VQ_USED_BAD) {
+		soak_warn(why, *id);
+	}
+	return r < 0 ? -1 : r;
 }
 
 /* Notifies the device of queue qi if buffers were offered since the last time. */
-static void vq_kick(unsigned qi)
+static void soak_kick(unsigned qi)
 {
-	if (!soak_vqs[qi].kick)
-		return;
-	soak_vqs[qi].kick = false;
-	vio_write(VIO_QUEUE_NOTIFY, qi);
-}
-
-/*
- * Takes the next used element of queue qi: 1 with a descriptor we gave and the device had not
- * returned yet (*id, *len), 0 when none waits, -1 for a bad element (warned; a used index
- * ahead of what we offered also sets soak_broken).
- */
-static int vq_pop_used(unsigned qi, uint16_t *id, uint32_t *len)
-{
-	struct vq_ring *r = &soak_rings[qi];
-	struct soak_vq *q = &soak_vqs[qi];
-	/* Acquire: the element is read only after the idx that publishes it. */
-	uint16_t used_idx = __atomic_load_n(&r->used.idx, __ATOMIC_ACQUIRE);
-	struct vq_used_elem e;
-
-	if (used_idx == q->used_seen)
-		return 0;
-	if ((uint16_t)(used_idx - q->used_seen) > (uint16_t)(q->avail_idx - q->used_seen)) {
-		soak_warn("used idx ahead of avail idx on queue", qi);
-		soak_broken = "a used ring broke";
-		return -1;
-	}
-	e = r->used.ring[q->used_seen++ % SOAK_QSIZE];
-	if (e.id >= SOAK_QSIZE || !(q->busy & (1ull << e.id))) {
-		soak_warn("used id not ours:", e.id);
-		return -1;
-	}
-	q->busy &= ~(1ull << e.id);
-	*id = (uint16_t)e.id;
-	*len = e.len;
-	return 1;
+	vq_kick(vio_base, qi, &soak_vqs[qi]);
 }
 
 /* Offers rx buffer i (again). */
 static void soak_rx_post(uint16_t i)
 {
-	vq_post(VSOCK_RX_Q, i, &soak_rx[i], sizeof(soak_rx[i]), DESC_F_WRITE);
+	vq_post(&soak_vqs[VSOCK_RX_Q], i, &soak_rx[i], sizeof(soak_rx[i]), DESC_F_WRITE);
 }
 
 /* Offers event buffer i (again), poisoned so that only the device makes it an event. */
 static void soak_event_post(uint16_t i)
 {
 	soak_events[i] = ~0ull;
-	vq_post(VSOCK_EVENT_Q, i, &soak_events[i], SOAK_EVENT_LEN, DESC_F_WRITE);
-}
-
-/* Sets up queue qi with our rings, empty. NULL or why not. */
-static const char *soak_vq_setup(unsigned qi)
-{
-	struct vq_ring *r = &soak_rings[qi];
-	uint64_t gpas[3] = {(uintptr_t)r->desc, (uintptr_t)&r->avail, (uintptr_t)&r->used};
-
-	memset(r, 0, sizeof(*r));
-	r->avail.flags = AVAIL_F_NO_INTERRUPT; /* IF is 0 anyway: none would be taken */
-	soak_vqs[qi] = (struct soak_vq){0};
-	vio_write(VIO_QUEUE_SEL, qi);
-	if (vio_read(VIO_QUEUE_NUM_MAX) < SOAK_QSIZE || vio_read(VIO_QUEUE_READY) != 0)
-		return "queue too small, or ready after reset";
-	vio_write(VIO_QUEUE_NUM, SOAK_QSIZE);
-	for (unsigned i = 0; i < 3; i++) {
-		vio_write(VIO_QUEUE_DESC_LOW + 0x10 * i, (uint32_t)gpas[i]);
-		vio_write(VIO_QUEUE_DESC_LOW + 0x10 * i + 4, (uint32_t)(gpas[i] >> 32));
-	}
-	vio_write(VIO_QUEUE_READY, 1);
-	return vio_read(VIO_QUEUE_READY) == 1 ? NULL : "queue did not become ready";
+	vq_post(&soak_vqs[VSOCK_EVENT_Q], i, &soak_events[i], SOAK_EVENT_LEN, DESC_F_WRITE);
 }
 
 /* Forgets every connection. */
@@ -293,49 +188,38 @@ static const char *soak_dev_init(void)
 
 	soak_conns_forget();
 	soak_broken = NULL;
-	vio_write(VIO_STATUS, 0);
-	if (vio_read(VIO_STATUS) != 0)
-		return "status after reset is not 0";
-	if (vio_read(VIO_CONFIG) != VSOCK_GUEST_CID || vio_read(VIO_CONFIG + 4) != 0)
+	if ((why = vio_init(vio_base, VIO_ID_VSOCK, 1ull << VIO_F_VERSION_1)) != NULL)
+		return why;
+	if (vio_read(vio_base, VIO_CONFIG) != VSOCK_GUEST_CID ||
+	    vio_read(vio_base, VIO_CONFIG + 4) != 0)
 		return "guest_cid is not 3";
-	vio_write(VIO_STATUS, VIO_S_ACK);
-	vio_write(VIO_STATUS, VIO_S_ACK | VIO_S_DRIVER);
-	vio_write(VIO_DEVICE_FEATURES_SEL, 1);
-	if (!(vio_read(VIO_DEVICE_FEATURES) & VIO_F_VERSION_1_HI))
-		return "VERSION_1 not offered";
-	vio_write(VIO_DRIVER_FEATURES_SEL, 0);
-	vio_write(VIO_DRIVER_FEATURES, 0);
-	vio_write(VIO_DRIVER_FEATURES_SEL, 1);
-	vio_write(VIO_DRIVER_FEATURES, VIO_F_VERSION_1_HI);
-	vio_write(VIO_STATUS, VIO_S_FEAT);
-	if (vio_read(VIO_STATUS) != VIO_S_FEAT)
-		return "FEATURES_OK did not stick";
 	for (unsigned qi = 0; qi < VSOCK_NQUEUES; qi++) {
-		if ((why = soak_vq_setup(qi)) != NULL)
+		if ((why = vio_queue(vio_base, qi, &soak_vqs[qi])) != NULL)
 			return why;
 	}
-	for (uint16_t i = 0; i < SOAK_QSIZE; i++) {
+	for (uint16_t i = 0; i < VQ_SIZE; i++) {
 		soak_rx_post(i);
 		soak_event_post(i);
 	}
-	vio_write(VIO_STATUS, VIO_S_FEAT | VIO_S_DRV_OK);
-	if (vio_read(VIO_STATUS) != (VIO_S_FEAT | VIO_S_DRV_OK))
-		return "DRIVER_OK not accepted";
-	vq_kick(VSOCK_RX_Q);
-	vq_kick(VSOCK_EVENT_Q);
+	if ((why = vio_driver_ok(vio_base)) != NULL)
+		return why;
+	soak_kick(VSOCK_RX_Q);
+	soak_kick(VSOCK_EVENT_Q);
 	return NULL;
 }
 
-/* A free tx buffer now (taking back what the device used), or -1. */
+/*
+ * A free tx buffer now (taking back what the device used), or -1. Not past a broken ring:
+ * its used index stays ahead, and taking would fail the same way for ever.
+ */
 static int soak_tx_try(void)
 {
-	uint64_t free = ~soak_vqs[VSOCK_TX_Q].busy & ((1ull << SOAK_QSIZE) - 1);
-	uint32_t len;
-	uint16_t id;
+	int free = vq_free_id(&soak_vqs[VSOCK_TX_Q]);
+	uint32_t id, len;
 
-	while (!free && vq_pop_used(VSOCK_TX_Q, &id, &len) != 0)
-		free = ~soak_vqs[VSOCK_TX_Q].busy & ((1ull << SOAK_QSIZE) - 1);
-	return free ? __builtin_ctzll(free) : -1;
+	while (free < 0 && !soak_broken && soak_take_used(VSOCK_TX_Q, &id, &len) != 0)
+		free = vq_free_id(&soak_vqs[VSOCK_TX_Q]);
+	return free;
 }
 
 /* A free tx buffer, waiting a bounded time for the device to give one back; or -1. */
@@ -368,8 +252,8 @@ static void soak_tx_send(int slot, uint32_t src_port, uint32_t dst_port, uint16_
 		.buf_alloc = SOAK_BUF_ALLOC,
 		.fwd_cnt = fwd_cnt,
 	};
-	vq_post(VSOCK_TX_Q, (uint16_t)slot, b, (uint32_t)sizeof(b->hdr) + len, 0);
-	vq_kick(VSOCK_TX_Q);
+	vq_post(&soak_vqs[VSOCK_TX_Q], (uint16_t)slot, b, (uint32_t)sizeof(b->hdr) + len, 0);
+	soak_kick(VSOCK_TX_Q);
 }
 
 /* Sends a control packet (no data) from port src to port dst, waiting a bounded time for a
@@ -716,7 +600,7 @@ static void soak_conn_pump(struct soak_conn *c)
 }
 
 /* An event the device put in event buffer i, len bytes of it. */
-static void soak_event(uint16_t i, uint32_t len)
+static void soak_event(uint32_t i, uint32_t len)
 {
 	if (len < 4 || len > SOAK_EVENT_LEN) {
 		soak_warn("event used len out of bounds:", len);
@@ -734,31 +618,30 @@ static void soak_event(uint16_t i, uint32_t len)
  */
 static void soak_poll(void)
 {
-	uint32_t len;
-	uint16_t id;
+	uint32_t id, len;
 
-	for (unsigned n = 0; n < SOAK_QSIZE && !soak_broken; n++) {
-		int r = vq_pop_used(VSOCK_EVENT_Q, &id, &len);
+	for (unsigned n = 0; n < VQ_SIZE && !soak_broken; n++) {
+		int r = soak_take_used(VSOCK_EVENT_Q, &id, &len);
 
 		if (r == 0)
 			break;
 		if (r > 0) {
 			soak_event(id, len);
-			soak_event_post(id);
+			soak_event_post((uint16_t)id);
 		}
 	}
-	vq_kick(VSOCK_EVENT_Q);
-	for (unsigned n = 0; n < SOAK_QSIZE && !soak_broken; n++) {
-		int r = vq_pop_used(VSOCK_RX_Q, &id, &len);
+	soak_kick(VSOCK_EVENT_Q);
+	for (unsigned n = 0; n < VQ_SIZE && !soak_broken; n++) {
+		int r = soak_take_used(VSOCK_RX_Q, &id, &len);
 
 		if (r == 0)
 			break;
 		if (r > 0) {
 			soak_rx_packet(&soak_rx[id], len);
-			soak_rx_post(id);
+			soak_rx_post((uint16_t)id);
 		}
 	}
-	vq_kick(VSOCK_RX_Q);
+	soak_kick(VSOCK_RX_Q);
 	for (unsigned i = 0; i < SOAK_CONN_MAX && !soak_broken; i++)
 		soak_conn_pump(&soak_conns[i]);
 }
@@ -773,8 +656,7 @@ void payload_main(uint32_t cpu, uint32_t ncpus, const struct payload_info *info)
 	if (rt_check_info(info, "soak") != 0)
 		poweroff();
 	vio_base = info->mmio_base_gpa;
-	if (!vio_base || vio_read(VIO_MAGIC_VALUE) != VIO_MAGIC || vio_read(VIO_VERSION) != 2 ||
-	    vio_read(VIO_DEVICE_ID) != VIO_ID_VSOCK)
+	if (!vio_base)
 		soak_fail("no vsock device");
 	if ((why = soak_dev_init()) != NULL)
 		soak_fail(why);
@@ -784,7 +666,7 @@ void payload_main(uint32_t cpu, uint32_t ncpus, const struct payload_info *info)
 	for (uint32_t pass = 1;; pass++) {
 		soak_poll();
 		if (!soak_broken && pass % SOAK_STATUS_EVERY == 0 &&
-		    (vio_read(VIO_STATUS) & VIO_S_RESET))
+		    (vio_read(vio_base, VIO_STATUS) & VIO_S_RESET))
 			soak_broken = "the device wants a reset";
 		if (soak_broken) {
 			soak_warn(soak_broken, 0);

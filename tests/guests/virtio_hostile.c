@@ -16,13 +16,15 @@
  */
 #include <stdbool.h>
 
-#include "rt.h"
-#include "virtio_mmio.h"
+/* The 16 entries the cases are written for: case 3 chains all of them, case 13 puts
+ * avail->idx 1000 ahead. */
+#define VQ_SIZE 16
 
-/* virtio-mmio (rt/virtio_mmio.h), and what this driver adds. */
-#define VIO_ID_BLOCK	    2u
-#define VIO_F_INDIRECT_DESC 28 /* feature bits */
-#define VIO_F_VERSION_1	    32
+#include "rt.h"
+#include "vq.h"
+
+#define VIO_ID_BLOCK	 2u
+#define HOSTILE_FEATURES (1ull << VIO_F_INDIRECT_DESC | 1ull << VIO_F_VERSION_1)
 
 #define BLK_T_IN     0u
 #define BLK_T_OUT    1u
@@ -30,37 +32,9 @@
 #define BLK_S_IOERR  1u
 #define BLK_S_UNSUPP 2u
 
-#define HOSTILE_QSIZE 16u
 #define SECTOR_LEN    512u
 /* The disk's first bytes, as virtio_hostile.sh writes them; the rest of sector 0 is zeros. */
 #define HOSTILE_MAGIC "SBOX-HOSTILE-DISK-0123456789"
-
-struct vq_desc {
-	uint64_t addr;
-	uint32_t len;
-	uint16_t flags;
-	uint16_t next;
-};
-_Static_assert(sizeof(struct vq_desc) == 16, "descriptor layout");
-
-struct vq_avail {
-	uint16_t flags;
-	uint16_t idx;
-	uint16_t ring[HOSTILE_QSIZE];
-	uint16_t used_event;
-};
-
-struct vq_used_elem {
-	uint32_t id;
-	uint32_t len;
-};
-
-struct vq_used {
-	uint16_t flags;
-	uint16_t idx;
-	struct vq_used_elem ring[HOSTILE_QSIZE];
-	uint16_t avail_event;
-};
 
 struct blk_hdr {
 	uint32_t type;
@@ -70,9 +44,7 @@ struct blk_hdr {
 _Static_assert(sizeof(struct blk_hdr) == 16, "request header layout");
 
 /* The queue and the request buffers, in .bss: zero at start, identity-mapped guest RAM. */
-static struct vq_desc vq_desc[HOSTILE_QSIZE] __attribute__((aligned(4096)));
-static struct vq_avail vq_avail __attribute__((aligned(64)));
-static struct vq_used vq_used __attribute__((aligned(64)));
+static struct vq q;
 /* Two indirect tables: [0] the outer, [1] the one nested in it. */
 static struct vq_desc vq_indirect[2][4] __attribute__((aligned(64)));
 static struct blk_hdr req_hdr __attribute__((aligned(16)));
@@ -82,41 +54,10 @@ static uint8_t req_status __attribute__((aligned(16)));
 static uint64_t vio_base;      /* the device's register window */
 static uint64_t low_ram_end;   /* the end of the RAM range holding address 0 */
 static uint64_t disk_capacity; /* sectors, from the config space */
-static uint16_t drv_avail_idx; /* the driver's shadow of vq_avail.idx */
 
 /* The reason and value of the current case's failure, printed by the runner. */
 static uint64_t fail_val;
 static bool fail_has_val;
-
-/* Keeps the compiler from moving memory accesses across it (the device reads our RAM in
- * the MMIO exit, on this vCPU, so ordering the program is all that is needed). */
-static inline void compiler_barrier(void)
-{
-	__asm__ volatile("" : : : "memory");
-}
-
-/* Reads a 32-bit register of the device: one MMIO exit. */
-static uint32_t vio_read(uint32_t reg)
-{
-	uint32_t val;
-
-	compiler_barrier();
-	val = *(volatile const uint32_t *)(vio_base + reg);
-	compiler_barrier();
-	return val;
-}
-
-/*
- * Writes a 32-bit register: one MMIO exit. The barriers make every ring and buffer store
- * before it visible to the device, which reads them during the exit, and every load after it
- * see what the device wrote then.
- */
-static void vio_write(uint32_t reg, uint32_t val)
-{
-	compiler_barrier();
-	*(volatile uint32_t *)(vio_base + reg) = val;
-	compiler_barrier();
-}
 
 /* Records the value shown with a failure and returns why. */
 static const char *fail_with(const char *why, uint64_t val)
@@ -131,24 +72,14 @@ static const char *hostile_reset(void)
 {
 	uint32_t status;
 
-	vio_write(VIO_STATUS, 0);
-	status = vio_read(VIO_STATUS);
+	vio_write(vio_base, VIO_STATUS, 0);
+	status = vio_read(vio_base, VIO_STATUS);
 	if (status != 0)
 		return fail_with("status after reset is not 0:", status);
-	memset(vq_desc, 0, sizeof(vq_desc));
-	memset(&vq_avail, 0, sizeof(vq_avail));
-	memset(&vq_used, 0, sizeof(vq_used));
+	memset(&q, 0, sizeof(q));
 	memset(vq_indirect, 0, sizeof(vq_indirect));
-	vq_avail.flags = AVAIL_F_NO_INTERRUPT; /* IF is 0 anyway: no interrupt is ever taken */
-	drv_avail_idx = 0;
+	q.avail.flags = AVAIL_F_NO_INTERRUPT; /* IF is 0 anyway: no interrupt is ever taken */
 	return NULL;
-}
-
-/* Writes the 64-bit ring address `gpa` into a LOW/HIGH register pair. */
-static void vio_write64(uint32_t reg_low, uint64_t gpa)
-{
-	vio_write(reg_low, (uint32_t)gpa);
-	vio_write(reg_low + 4, (uint32_t)(gpa >> 32));
 }
 
 /*
@@ -159,56 +90,27 @@ static void vio_write64(uint32_t reg_low, uint64_t gpa)
 static const char *hostile_setup_queue(uint64_t desc_gpa)
 {
 	const char *why = hostile_reset();
-	uint32_t status, qmax;
 
-	if (why)
-		return why;
-	vio_write(VIO_STATUS, VIO_S_ACK);
-	vio_write(VIO_STATUS, VIO_S_ACK | VIO_S_DRIVER);
-	vio_write(VIO_DEVICE_FEATURES_SEL, 1);
-	if (!(vio_read(VIO_DEVICE_FEATURES) & (1u << (VIO_F_VERSION_1 - 32))))
-		return "VERSION_1 not offered";
-	vio_write(VIO_DEVICE_FEATURES_SEL, 0);
-	if (!(vio_read(VIO_DEVICE_FEATURES) & (1u << VIO_F_INDIRECT_DESC)))
-		return "INDIRECT_DESC not offered";
-	vio_write(VIO_DRIVER_FEATURES_SEL, 0);
-	vio_write(VIO_DRIVER_FEATURES, 1u << VIO_F_INDIRECT_DESC);
-	vio_write(VIO_DRIVER_FEATURES_SEL, 1);
-	vio_write(VIO_DRIVER_FEATURES, 1u << (VIO_F_VERSION_1 - 32));
-	vio_write(VIO_STATUS, VIO_S_ACK | VIO_S_DRIVER | VIO_S_FEAT_OK);
-	status = vio_read(VIO_STATUS);
-	if (status != (VIO_S_ACK | VIO_S_DRIVER | VIO_S_FEAT_OK))
-		return fail_with("FEATURES_OK did not stick: status", status);
-
-	vio_write(VIO_QUEUE_SEL, 0);
-	qmax = vio_read(VIO_QUEUE_NUM_MAX);
-	if (qmax < HOSTILE_QSIZE)
-		return fail_with("QueueNumMax too small:", qmax);
-	if (vio_read(VIO_QUEUE_READY) != 0)
-		return "queue 0 ready after reset";
-	vio_write(VIO_QUEUE_NUM, HOSTILE_QSIZE);
-	vio_write64(VIO_QUEUE_DESC_LOW, desc_gpa);
-	vio_write64(VIO_QUEUE_AVAIL_LOW, (uint64_t)(uintptr_t)&vq_avail);
-	vio_write64(VIO_QUEUE_USED_LOW, (uint64_t)(uintptr_t)&vq_used);
-	vio_write(VIO_QUEUE_READY, 1);
-	return NULL;
+	if (!why)
+		why = vio_init(vio_base, VIO_ID_BLOCK, HOSTILE_FEATURES);
+	if (!why)
+		why = vio_queue_at(vio_base, 0, desc_gpa, (uint64_t)(uintptr_t)&q.avail,
+				   (uint64_t)(uintptr_t)&q.used);
+	return why;
 }
 
 /* The full initialisation with our own rings, through DRIVER_OK. NULL or why not. */
 static const char *hostile_init(void)
 {
-	const char *why = hostile_setup_queue((uint64_t)(uintptr_t)vq_desc);
-	uint32_t status;
+	const char *why = hostile_reset();
 
-	if (why)
-		return why;
-	if (vio_read(VIO_QUEUE_READY) != 1)
-		return "queue 0 did not become ready";
-	vio_write(VIO_STATUS, VIO_S_ACK | VIO_S_DRIVER | VIO_S_FEAT_OK | VIO_S_DRV_OK);
-	status = vio_read(VIO_STATUS);
-	if (status != (VIO_S_ACK | VIO_S_DRIVER | VIO_S_FEAT_OK | VIO_S_DRV_OK))
-		return fail_with("DRIVER_OK not accepted: status", status);
-	return NULL;
+	if (!why)
+		why = vio_init(vio_base, VIO_ID_BLOCK, HOSTILE_FEATURES);
+	if (!why)
+		why = vio_queue(vio_base, 0, &q);
+	if (!why)
+		why = vio_driver_ok(vio_base);
+	return why;
 }
 
 /* Sets descriptor i of `table`. */
@@ -239,7 +141,6 @@ static void req_chain(struct vq_desc *table, bool data_write, uint64_t data_gpa,
 	desc_set(table, 2, (uint64_t)(uintptr_t)&req_status, 1, DESC_F_WRITE, 0);
 }
 
-/* Offers the chain at descriptor `head` and kicks queue 0. */
 /*
  * Kick queue 0 and wait, bounded, until the used index moves past `used_before` or the device
  * gives up on us: the kick may be served on the VMM's I/O thread (ioeventfd), after the
@@ -248,33 +149,33 @@ static void req_chain(struct vq_desc *table, bool data_write, uint64_t data_gpa,
  */
 static void vq_kick_wait(uint16_t used_before)
 {
-	vio_write(VIO_QUEUE_NOTIFY, 0);
+	vq_notify(vio_base, 0);
 	for (uint32_t spin = 0; spin < (1u << 22); spin++) {
-		if (__atomic_load_n(&vq_used.idx, __ATOMIC_ACQUIRE) != used_before)
+		/* Acquire: what the device wrote with the used entry is read after it. */
+		if (__atomic_load_n(&q.used.idx, __ATOMIC_ACQUIRE) != used_before)
 			return;
-		if ((spin & 1023) == 1023 && (vio_read(VIO_STATUS) & VIO_S_RESET))
+		if ((spin & 1023) == 1023 && (vio_read(vio_base, VIO_STATUS) & VIO_S_RESET))
 			return;
 		cpu_relax();
 	}
 }
 
+/* Offers the chain at descriptor `head`, kicks queue 0 and waits for it (vq_kick_wait). */
 static void vq_submit(uint16_t head)
 {
-	uint16_t used_before = __atomic_load_n(&vq_used.idx, __ATOMIC_ACQUIRE);
+	/* Acquire, like every look at the used index (vq_kick_wait waits for it to move). */
+	uint16_t used_before = __atomic_load_n(&q.used.idx, __ATOMIC_ACQUIRE);
 
-	vq_avail.ring[drv_avail_idx % HOSTILE_QSIZE] = head;
-	drv_avail_idx++;
-	/* Release: the ring entry and the descriptors are written before the idx that offers
-	 * them (this also orders the compiler). */
-	__atomic_store_n(&vq_avail.idx, drv_avail_idx, __ATOMIC_RELEASE);
+	vq_offer(&q, head);
+	vq_publish(&q);
 	vq_kick_wait(used_before);
 }
 
 /* Checks that the device now wants a reset and returned nothing. NULL or why not. */
 static const char *expect_needs_reset(uint16_t used_before)
 {
-	uint32_t status = vio_read(VIO_STATUS);
-	uint16_t used_idx = __atomic_load_n(&vq_used.idx, __ATOMIC_ACQUIRE);
+	uint32_t status = vio_read(vio_base, VIO_STATUS);
+	uint16_t used_idx = __atomic_load_n(&q.used.idx, __ATOMIC_ACQUIRE);
 
 	if (!(status & VIO_S_RESET))
 		return fail_with("no NEEDS_RESET: status", status);
@@ -290,9 +191,9 @@ static const char *expect_needs_reset(uint16_t used_before)
 static const char *expect_request(uint16_t used_before, uint16_t head, uint8_t want,
 				  uint32_t written)
 {
-	uint16_t used_idx = __atomic_load_n(&vq_used.idx, __ATOMIC_ACQUIRE);
-	const struct vq_used_elem *e = &vq_used.ring[used_before % HOSTILE_QSIZE];
-	uint32_t status = vio_read(VIO_STATUS);
+	uint16_t used_idx = __atomic_load_n(&q.used.idx, __ATOMIC_ACQUIRE);
+	const struct vq_used_elem *e = &q.used.ring[used_before % VQ_SIZE];
+	uint32_t status = vio_read(vio_base, VIO_STATUS);
 
 	if (status & VIO_S_RESET)
 		return fail_with("device wants a reset: status", status);
@@ -325,11 +226,11 @@ static const char *check_sector0(void)
 /* A good read of sector 0 on the queue as it is (no reset). NULL or why it failed. */
 static const char *good_read(void)
 {
-	uint16_t used_before = vq_used.idx;
+	uint16_t used_before = q.used.idx;
 	const char *why;
 
 	req_prepare(BLK_T_IN, 0);
-	req_chain(vq_desc, true, (uint64_t)(uintptr_t)req_data, SECTOR_LEN);
+	req_chain(q.desc, true, (uint64_t)(uintptr_t)req_data, SECTOR_LEN);
 	vq_submit(0);
 	why = expect_request(used_before, 0, BLK_S_OK, SECTOR_LEN + 1);
 	return why ? why : check_sector0();
@@ -354,8 +255,8 @@ static const char *bad_data_buffer(uint64_t addr, uint32_t len, uint16_t flags)
 	if (why)
 		return why;
 	req_prepare(BLK_T_IN, 0);
-	req_chain(vq_desc, true, (uint64_t)(uintptr_t)req_data, SECTOR_LEN);
-	desc_set(vq_desc, 1, addr, len, flags, 2);
+	req_chain(q.desc, true, (uint64_t)(uintptr_t)req_data, SECTOR_LEN);
+	desc_set(q.desc, 1, addr, len, flags, 2);
 	vq_submit(0);
 	return expect_needs_reset(0);
 }
@@ -368,7 +269,7 @@ static const char *case_desc_loop(void)
 	if (why)
 		return why;
 	req_prepare(BLK_T_IN, 0);
-	desc_set(vq_desc, 0, (uint64_t)(uintptr_t)&req_hdr, sizeof(req_hdr), DESC_F_NEXT, 0);
+	desc_set(q.desc, 0, (uint64_t)(uintptr_t)&req_hdr, sizeof(req_hdr), DESC_F_NEXT, 0);
 	vq_submit(0);
 	return expect_needs_reset(0);
 }
@@ -386,9 +287,9 @@ static const char *case_chain_too_long(void)
 	if (why)
 		return why;
 	req_prepare(BLK_T_IN, 0);
-	for (unsigned i = 0; i < HOSTILE_QSIZE; i++)
-		desc_set(vq_desc, i, (uint64_t)(uintptr_t)&req_hdr, sizeof(req_hdr), DESC_F_NEXT,
-			 (uint16_t)((i + 1) % HOSTILE_QSIZE));
+	for (unsigned i = 0; i < VQ_SIZE; i++)
+		desc_set(q.desc, i, (uint64_t)(uintptr_t)&req_hdr, sizeof(req_hdr), DESC_F_NEXT,
+			 (uint16_t)((i + 1) % VQ_SIZE));
 	vq_submit(0);
 	return expect_needs_reset(0);
 }
@@ -428,8 +329,8 @@ static const char *case_indirect_in_indirect(void)
 		return why;
 	req_prepare(BLK_T_IN, 0);
 	req_chain(outer, true, (uint64_t)(uintptr_t)req_data, SECTOR_LEN);
-	desc_set(vq_desc, 0, (uint64_t)(uintptr_t)outer, 3 * sizeof(struct vq_desc),
-		 DESC_F_INDIRECT, 0);
+	desc_set(q.desc, 0, (uint64_t)(uintptr_t)outer, 3 * sizeof(struct vq_desc), DESC_F_INDIRECT,
+		 0);
 	vq_submit(0);
 	why = expect_request(0, 0, BLK_S_OK, SECTOR_LEN + 1);
 	if (!why)
@@ -445,8 +346,8 @@ static const char *case_indirect_in_indirect(void)
 	desc_set(outer, 0, (uint64_t)(uintptr_t)&req_hdr, sizeof(req_hdr), DESC_F_NEXT, 1);
 	desc_set(outer, 1, (uint64_t)(uintptr_t)inner, 2 * sizeof(struct vq_desc), DESC_F_INDIRECT,
 		 0);
-	desc_set(vq_desc, 1, (uint64_t)(uintptr_t)outer, 2 * sizeof(struct vq_desc),
-		 DESC_F_INDIRECT, 0);
+	desc_set(q.desc, 1, (uint64_t)(uintptr_t)outer, 2 * sizeof(struct vq_desc), DESC_F_INDIRECT,
+		 0);
 	vq_submit(1);
 	return expect_needs_reset(1);
 }
@@ -465,8 +366,8 @@ static const char *case_status_read_only(void)
 	if (why)
 		return why;
 	req_prepare(BLK_T_IN, 0);
-	req_chain(vq_desc, true, (uint64_t)(uintptr_t)req_data, SECTOR_LEN);
-	desc_set(vq_desc, 2, (uint64_t)(uintptr_t)&req_status, 1, 0, 0);
+	req_chain(q.desc, true, (uint64_t)(uintptr_t)req_data, SECTOR_LEN);
+	desc_set(q.desc, 2, (uint64_t)(uintptr_t)&req_status, 1, 0, 0);
 	vq_submit(0);
 	why = expect_needs_reset(0);
 	if (!why && req_status != 0xee)
@@ -482,7 +383,7 @@ static const char *case_sector_beyond_capacity(void)
 	if (why)
 		return why;
 	req_prepare(BLK_T_IN, disk_capacity);
-	req_chain(vq_desc, true, (uint64_t)(uintptr_t)req_data, SECTOR_LEN);
+	req_chain(q.desc, true, (uint64_t)(uintptr_t)req_data, SECTOR_LEN);
 	vq_submit(0);
 	why = expect_request(0, 0, BLK_S_IOERR, 1);
 	if (why)
@@ -499,7 +400,7 @@ static const char *case_write_read_only_disk(void)
 		return why;
 	req_prepare(BLK_T_OUT, 0);
 	/* req_data is all 0xa5: what the disk would hold if the write went through. */
-	req_chain(vq_desc, false, (uint64_t)(uintptr_t)req_data, SECTOR_LEN);
+	req_chain(q.desc, false, (uint64_t)(uintptr_t)req_data, SECTOR_LEN);
 	vq_submit(0);
 	why = expect_request(0, 0, BLK_S_IOERR, 1);
 	return why ? why : good_read();
@@ -513,7 +414,7 @@ static const char *case_unknown_type(void)
 	if (why)
 		return why;
 	req_prepare(0x99, 0);
-	req_chain(vq_desc, true, (uint64_t)(uintptr_t)req_data, SECTOR_LEN);
+	req_chain(q.desc, true, (uint64_t)(uintptr_t)req_data, SECTOR_LEN);
 	vq_submit(0);
 	return expect_request(0, 0, BLK_S_UNSUPP, 1);
 }
@@ -526,10 +427,10 @@ static const char *case_avail_idx_jump(void)
 	if (why)
 		return why;
 	req_prepare(BLK_T_IN, 0);
-	req_chain(vq_desc, true, (uint64_t)(uintptr_t)req_data, SECTOR_LEN);
-	for (unsigned i = 0; i < HOSTILE_QSIZE; i++)
-		vq_avail.ring[i] = 0;
-	__atomic_store_n(&vq_avail.idx, 1000, __ATOMIC_RELEASE);
+	req_chain(q.desc, true, (uint64_t)(uintptr_t)req_data, SECTOR_LEN);
+	for (unsigned i = 0; i < VQ_SIZE; i++)
+		q.avail.ring[i] = 0;
+	__atomic_store_n(&q.avail.idx, 1000, __ATOMIC_RELEASE);
 	vq_kick_wait(0);
 	return expect_needs_reset(0);
 }
@@ -548,25 +449,25 @@ static const char *case_rings_outside_ram(void)
 
 	if (why)
 		return why;
-	ready = vio_read(VIO_QUEUE_READY);
+	ready = vio_read(vio_base, VIO_QUEUE_READY);
 	if (ready != 0)
 		return fail_with("queue became ready with rings outside RAM: QueueReady", ready);
-	status = vio_read(VIO_STATUS);
+	status = vio_read(vio_base, VIO_STATUS);
 	if (status != (feat | VIO_S_RESET))
 		return fail_with("status after the refused QueueReady", status);
-	vio_write(VIO_STATUS, feat | VIO_S_DRV_OK);
-	status = vio_read(VIO_STATUS);
+	vio_write(vio_base, VIO_STATUS, feat | VIO_S_DRV_OK);
+	status = vio_read(vio_base, VIO_STATUS);
 	if (status != (feat | VIO_S_RESET))
 		return fail_with("status after DRIVER_OK", status);
-	if (vio_read(VIO_QUEUE_READY) != 0)
+	if (vio_read(vio_base, VIO_QUEUE_READY) != 0)
 		return "queue 0 ready after DRIVER_OK";
 	/* A request in our own (valid) rings: the device must not look at them. */
 	req_prepare(BLK_T_IN, 0);
-	req_chain(vq_desc, true, (uint64_t)(uintptr_t)req_data, SECTOR_LEN);
+	req_chain(q.desc, true, (uint64_t)(uintptr_t)req_data, SECTOR_LEN);
 	vq_submit(0);
-	if (vq_used.idx != 0 || req_status != 0xee)
-		return fail_with("the unconfigured queue was served: used idx", vq_used.idx);
-	status = vio_read(VIO_STATUS);
+	if (q.used.idx != 0 || req_status != 0xee)
+		return fail_with("the unconfigured queue was served: used idx", q.used.idx);
+	status = vio_read(vio_base, VIO_STATUS);
 	if (status != (feat | VIO_S_RESET))
 		return fail_with("status after the kick", status);
 	return NULL;
@@ -601,13 +502,14 @@ static const char *hostile_probe(void)
 {
 	uint32_t v;
 
-	if ((v = vio_read(VIO_MAGIC_VALUE)) != VIO_MAGIC)
+	if ((v = vio_read(vio_base, VIO_MAGIC_VALUE)) != VIO_MAGIC)
 		return fail_with("no virtio-mmio device: magic", v);
-	if ((v = vio_read(VIO_VERSION)) != 2)
+	if ((v = vio_read(vio_base, VIO_VERSION)) != 2)
 		return fail_with("not virtio-mmio version 2:", v);
-	if ((v = vio_read(VIO_DEVICE_ID)) != VIO_ID_BLOCK)
+	if ((v = vio_read(vio_base, VIO_DEVICE_ID)) != VIO_ID_BLOCK)
 		return fail_with("not a block device: id", v);
-	disk_capacity = vio_read(VIO_CONFIG) | (uint64_t)vio_read(VIO_CONFIG + 4) << 32;
+	disk_capacity =
+		vio_read(vio_base, VIO_CONFIG) | (uint64_t)vio_read(vio_base, VIO_CONFIG + 4) << 32;
 	if (disk_capacity == 0)
 		return "disk capacity is 0";
 	return NULL;

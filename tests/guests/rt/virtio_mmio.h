@@ -2,8 +2,8 @@
 /*
  * The virtio-mmio transport (version 2) as a payload's driver sees it: register offsets,
  * device status bits and split-ring flags (<linux/virtio_mmio.h>, <linux/virtio_ring.h>;
- * virtio 1.2, 4.2 and 2.7). Shared by the payloads that drive a device (virtio_hostile.c,
- * snap.c); each adds its device's own ids and bits.
+ * virtio 1.2, 4.2 and 2.7), for the payloads' one driver (vq.h) and the guests that drive a
+ * device through it; each adds its device's own ids and bits.
  */
 #ifndef SANDBOX_GUESTS_VIRTIO_MMIO_H
 #define SANDBOX_GUESTS_VIRTIO_MMIO_H
