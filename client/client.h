@@ -18,6 +18,8 @@
 
 #define __must_check __attribute__((warn_unused_result))
 
+#include "hostutil.h" /* now_ms, write_all, write_file_atomic, read_file, parse_u64 */
+
 /* Exit statuses (docs/sandboxctl.md). exec returns the command's own status. */
 #define EXIT_OK	      0
 #define EXIT_ERR      1	  /* an error: the message says what */
@@ -50,21 +52,10 @@ const char *printable_copy(const char *s, char *out, size_t out_len);
  * PATH, SANDBOX_SECCOMP, the sanitizers' options and the emulated host's DEVHOST_*, nothing
  * else of ours (no secret). Static, pointing into environ; for execve in a child. */
 char *const *child_env(void);
-/* Parse a decimal number in [min, max]; false on anything else. */
-bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 /* A duration: N seconds, or N followed by s, m, h or d; from 1 s to `max_s`. */
 bool parse_duration(const char *s, uint64_t max_s, uint64_t *out_s);
 /* True for [A-Za-z0-9][A-Za-z0-9._-]{0,NAME_MAX_LEN-1}. */
 bool valid_name(const char *s);
-/* Milliseconds of CLOCK_MONOTONIC. */
-uint64_t now_ms(void);
-/* Write `len` bytes to `path` atomically: a temporary file beside it, fsync, rename, fsync of
- * the directory. */
-int write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode) __must_check;
-/* Read a regular file of at most `max` bytes into a NUL-terminated malloc'ed buffer. */
-int read_file(const char *path, size_t max, char **out, size_t *len) __must_check;
-/* write() all of it, retrying on EINTR and short writes. */
-int write_all(int fd, const void *buf, size_t len) __must_check;
 /* Print the last `nlines` lines of the file `path` to stderr, each indented, for errors. */
 void print_tail(const char *path, unsigned nlines);
 /* Remove a directory of plain files and of subdirectories of plain files (a sandbox's, whose

@@ -159,21 +159,6 @@ bool parse_duration(const char *s, uint64_t max_s, uint64_t *out_s)
 	return true;
 }
 
-bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
-{
-	unsigned long long v;
-	char *end;
-
-	if (!s || *s < '0' || *s > '9')
-		return false;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || *end || v < min || v > max)
-		return false;
-	*out = v;
-	return true;
-}
-
 bool valid_name(const char *s)
 {
 	size_t n = strlen(s);
@@ -205,31 +190,6 @@ bool snap_valid_layer_name(const char *s)
 	return true;
 }
 
-uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-int write_all(int fd, const void *buf, size_t len)
-{
-	const uint8_t *p = buf;
-
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 int path_fmt(char *out, size_t len, const char *fmt, ...)
 {
 	va_list ap;
@@ -239,92 +199,6 @@ int path_fmt(char *out, size_t len, const char *fmt, ...)
 	n = vsnprintf(out, len, fmt, ap);
 	va_end(ap);
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
-}
-
-int write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode)
-{
-	char tmp[4200], dir[4200];
-	int fd, dfd, err = 0;
-
-	/* A random name, made O_EXCL: a sandbox's directory is its jailed VMM's root, where it
-	 * may have made a file of a name it could guess. */
-	if ((err = path_fmt(tmp, sizeof(tmp), "%s.tmpXXXXXX", path)) < 0 ||
-	    (err = path_fmt(dir, sizeof(dir), "%s", path)) < 0)
-		return err;
-	fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (fchmod(fd, mode) < 0) {
-		err = -errno;
-		close(fd);
-		goto out;
-	}
-	if ((err = write_all(fd, buf, len)) < 0 || (fsync(fd) < 0 && (err = -errno))) {
-		close(fd);
-		goto out;
-	}
-	if (close(fd) < 0 && (err = -errno))
-		goto out;
-	if (rename(tmp, path) < 0) {
-		err = -errno;
-		goto out;
-	}
-	dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd >= 0) {
-		fsync(dfd);
-		close(dfd);
-	}
-	return 0;
-out:
-	unlink(tmp);
-	return err;
-}
-
-int read_file(const char *path, size_t max, char **out, size_t *len)
-{
-	struct stat st;
-	char *buf = NULL;
-	size_t have = 0;
-	int fd, err = 0;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		err = -EINVAL;
-		goto out;
-	}
-	buf = malloc(max + 1);
-	if (!buf) {
-		err = -ENOMEM;
-		goto out;
-	}
-	for (;;) {
-		ssize_t n = read(fd, buf + have, max + 1 - have);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			err = -errno;
-			goto out;
-		}
-		if (n == 0)
-			break;
-		have += (size_t)n;
-		if (have > max) {
-			err = -EFBIG;
-			goto out;
-		}
-	}
-	buf[have] = '\0';
-	*out = buf;
-	if (len)
-		*len = have;
-	buf = NULL;
-out:
-	free(buf);
-	close(fd);
-	return err;
 }
 
 void print_tail(const char *path, unsigned nlines)

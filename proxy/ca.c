@@ -25,6 +25,7 @@
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
 
+#include "hostutil.h"
 #include "mitm.h"
 
 #define CA_LABEL_MAX	48
@@ -71,58 +72,6 @@ static void ca_errf(char *err, size_t errlen, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* Write data to path atomically: a temporary file beside it, fsync, rename, fsync the dir. */
-static __attribute__((warn_unused_result)) int ca_write_file(const char *path, const void *data,
-							     size_t len, mode_t mode)
-{
-	char tmp[PATH_MAX], dir[PATH_MAX];
-	const char *p = data;
-	int fd, dfd, err = 0;
-
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
-	/* mkostemp makes it 0600 with O_EXCL: the key is never readable by others, even briefly. */
-	fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (fchmod(fd, mode) < 0) {
-		err = -errno;
-		goto out;
-	}
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			err = n < 0 ? -errno : -EIO;
-			goto out;
-		}
-		p += n;
-		len -= (size_t)n;
-	}
-	if (fsync(fd) < 0) {
-		err = -errno;
-		goto out;
-	}
-out:
-	if (close(fd) < 0 && !err)
-		err = -errno;
-	if (!err && rename(tmp, path) < 0)
-		err = -errno;
-	if (err) {
-		unlink(tmp);
-		return err;
-	}
-	snprintf(dir, sizeof(dir), "%s", path);
-	dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd >= 0) {
-		fsync(dfd);
-		close(dfd);
-	}
-	return 0;
-}
-
 /* PEM-encode into a freshly allocated buffer (cleansed and freed by the caller). */
 static int ca_pem_write(X509 *cert, EVP_PKEY *key, char **out, size_t *out_len)
 {
@@ -160,7 +109,7 @@ static int ca_write_pem(const char *path, X509 *cert, EVP_PKEY *key, mode_t mode
 
 	if (err)
 		return err;
-	err = ca_write_file(path, buf, len, mode);
+	err = write_file_atomic(path, buf, len, mode);
 	OPENSSL_cleanse(buf, len);
 	free(buf);
 	return err;

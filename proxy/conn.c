@@ -72,13 +72,13 @@ static void conn_say(struct conn *c, const char *status, const char *why)
  * `ms` pass. The kind (SNIFF_MORE when undecided). */
 static enum sniff_kind conn_read_first(struct conn *c, unsigned ms, char *name, size_t namelen)
 {
-	uint64_t deadline = proxy_now_ms() + ms;
+	uint64_t deadline = now_ms() + ms;
 	enum sniff_kind k = SNIFF_MORE;
 
 	if (c->len)
 		k = sniff_classify(c->buf, c->len, name, namelen);
 	while (k == SNIFF_MORE && c->len < sizeof(c->buf)) {
-		uint64_t now = proxy_now_ms();
+		uint64_t now = now_ms();
 		struct pollfd pfd = {.fd = c->cfd, .events = POLLIN};
 		ssize_t n;
 
@@ -317,11 +317,11 @@ static void conn_transparent(struct conn *c)
 /* Read an HTTP request head on the explicit listener; its length or -errno. */
 static int conn_read_head(struct conn *c)
 {
-	uint64_t deadline = proxy_now_ms() + CONN_FIRST_MS;
+	uint64_t deadline = now_ms() + CONN_FIRST_MS;
 
 	for (;;) {
 		const uint8_t *e = memmem(c->buf, c->len, "\r\n\r\n", 4);
-		uint64_t now = proxy_now_ms();
+		uint64_t now = now_ms();
 		struct pollfd pfd = {.fd = c->cfd, .events = POLLIN};
 		ssize_t n;
 
@@ -378,7 +378,7 @@ static void conn_connect_tunnel(struct conn *c, const char *target, size_t head)
 		conn_audit(c, err == -EACCES ? "deny" : "error");
 		return;
 	}
-	if (proxy_write_all(c->cfd, ok, sizeof(ok) - 1) < 0)
+	if (write_all(c->cfd, ok, sizeof(ok) - 1) < 0)
 		return;
 	memmove(c->buf, c->buf + head, c->len - head);
 	c->len -= head;

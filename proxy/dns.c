@@ -356,7 +356,7 @@ struct dns_state *dns_state_new(const char *map_path, char *err, size_t errlen)
 	d->names[SYNTH_SIZE - 1] = dns_reserved; /* 10.0.255.255 */
 	if (!map_path)
 		return d;
-	e = proxy_read_file(map_path, 64u << 20, &text, NULL);
+	e = read_file_follow(map_path, 64u << 20, &text, NULL);
 	if (e < 0 && e != -ENOENT) {
 		snprintf(err, errlen, "%s: %s", map_path, strerror(-e));
 		dns_state_free(d);
@@ -428,7 +428,7 @@ int dns_synth_get(struct dns_state *d, const char *name, struct in_addr *out)
 		}
 		d->nnames++;
 		n = snprintf(line, sizeof(line), "%s %s\n", inet_ntoa(a), name);
-		if (d->map_fd >= 0 && proxy_write_all(d->map_fd, line, (size_t)n) < 0)
+		if (d->map_fd >= 0 && write_all(d->map_fd, line, (size_t)n) < 0)
 			proxy_log("dns.map: cannot append %s", name);
 	}
 	out->s_addr = htonl(SYNTH_NET | i);
@@ -457,7 +457,7 @@ int dns_synth_name(struct dns_state *d, struct in_addr a, char *name, size_t len
 static int dns_cache_get(struct dns_state *d, const char *name, struct in_addr *addrs, unsigned max,
 			 unsigned *n)
 {
-	uint64_t now = proxy_now_ms();
+	uint64_t now = now_ms();
 	int hit = 0;
 
 	pthread_mutex_lock(&d->lock);
@@ -479,7 +479,7 @@ static int dns_cache_get(struct dns_state *d, const char *name, struct in_addr *
 static void dns_cache_put(struct dns_state *d, const char *name, const struct in_addr *addrs,
 			  unsigned n, int result, uint32_t ttl)
 {
-	uint64_t now = proxy_now_ms();
+	uint64_t now = now_ms();
 	struct dns_cache_entry *victim = &d->cache[0];
 
 	/* Bounded: at least 5 s (a cache that helps), at most an hour. */
@@ -511,7 +511,7 @@ static int dns_ask(const struct sockaddr *rs, socklen_t rlen, const char *name,
 {
 	uint8_t q[DNS_MAX_PKT], r[DNS_RECV_MAX];
 	uint16_t id;
-	uint64_t deadline = proxy_now_ms() + DNS_TIMEOUT_MS;
+	uint64_t deadline = now_ms() + DNS_TIMEOUT_MS;
 	int fd, qlen, err = -ETIMEDOUT;
 
 	if (getrandom(&id, sizeof(id), 0) != sizeof(id))
@@ -528,7 +528,7 @@ static int dns_ask(const struct sockaddr *rs, socklen_t rlen, const char *name,
 		goto out;
 	}
 	for (;;) {
-		uint64_t now = proxy_now_ms();
+		uint64_t now = now_ms();
 		struct pollfd pfd = {.fd = fd, .events = POLLIN};
 		unsigned rcode;
 		ssize_t got;
@@ -678,7 +678,7 @@ static bool dns_log_budget(void)
 {
 	static _Atomic uint64_t second;
 	static _Atomic unsigned count;
-	uint64_t now = proxy_now_ms() / 1000;
+	uint64_t now = now_ms() / 1000;
 
 	if (atomic_exchange(&second, now) != now)
 		atomic_store(&count, 0);

@@ -118,7 +118,7 @@ int forward_run(const char *netns_path, const char *listen_at, const char *to, i
 		return -EPERM;
 	}
 	if (ready_fd >= 0) {
-		if (proxy_write_all(ready_fd, "ready\n", 6) < 0)
+		if (write_all(ready_fd, "ready\n", 6) < 0)
 			proxy_log("--ready-fd %d: %s", ready_fd, strerror(errno));
 		close(ready_fd);
 	}

@@ -150,14 +150,14 @@ static int cmd_prepare(int argc, char **argv)
 	}
 	text = policy_format(p);
 	if (!text || main_path(path, sizeof(path), dir, "policy.yaml") < 0 ||
-	    (e = proxy_write_atomic(path, text, strlen(text), 0644)) < 0) {
+	    (e = write_file_atomic(path, text, strlen(text), 0644)) < 0) {
 		snprintf(err, sizeof(err), "%s/policy.yaml: %s", dir, strerror(e ? -e : ENOMEM));
 		goto out;
 	}
 	free(text);
 	text = policy_format_creds(p);
 	if (!text || main_path(path, sizeof(path), dir, "credentials") < 0 ||
-	    (e = proxy_write_atomic(path, text, strlen(text), 0600)) < 0) {
+	    (e = write_file_atomic(path, text, strlen(text), 0600)) < 0) {
 		snprintf(err, sizeof(err), "%s/credentials: %s", dir, strerror(e ? -e : ENOMEM));
 		goto out;
 	}
@@ -251,7 +251,7 @@ static int main_load(struct proxy *px, char *err, size_t errlen)
 	if (px->pol->ncreds) {
 		if (main_path(path, sizeof(path), px->dir, "credentials") < 0)
 			return -ENAMETOOLONG;
-		if ((e = proxy_read_file(path, 1 << 20, &creds, NULL)) < 0)
+		if ((e = read_file_follow(path, 1 << 20, &creds, NULL)) < 0)
 			return policy_errf(err, errlen, "%s: %s", path, strerror(-e));
 		e = policy_load_creds(px->pol, creds, err, errlen);
 		explicit_bzero(creds, strlen(creds));
@@ -274,7 +274,7 @@ static int main_load(struct proxy *px, char *err, size_t errlen)
 		/* What an earlier proxy of this sandbox left (stop, suspend: same sandbox). */
 		char *left;
 
-		if (proxy_read_file("egress.left", 64, &left, NULL) == 0) {
+		if (read_file_follow("egress.left", 64, &left, NULL) == 0) {
 			char *end;
 			unsigned long long v = strtoull(left, &end, 10);
 
@@ -303,7 +303,7 @@ static void main_save_budget(struct proxy *px)
 	if (left == saved)
 		return;
 	n = snprintf(buf, sizeof(buf), "%lld\n", (long long)left);
-	if (proxy_write_atomic("egress.left", buf, (size_t)n, 0600) == 0)
+	if (write_file_atomic("egress.left", buf, (size_t)n, 0600) == 0)
 		saved = left;
 }
 
@@ -380,7 +380,7 @@ static int cmd_run(int argc, char **argv)
 		return PROXY_EXIT_ERR;
 	}
 	if (ready_fd >= 0) {
-		if (proxy_write_all(ready_fd, "ready\n", 6) < 0)
+		if (write_all(ready_fd, "ready\n", 6) < 0)
 			proxy_log("--ready-fd %d: %s", ready_fd, strerror(errno));
 		close(ready_fd);
 	}

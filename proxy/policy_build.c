@@ -164,7 +164,7 @@ int policy_default_resolver(struct policy *p, const char *resolv_conf, char *err
 	resolv_conf = resolv_conf ? resolv_conf : "/etc/resolv.conf";
 	/* A host without DNS (no resolv.conf, or no nameserver in it) still gets sandboxes:
 	 * their names just do not resolve. prepare says so. */
-	e = proxy_read_file(resolv_conf, 1 << 16, &text, NULL);
+	e = read_file_follow(resolv_conf, 1 << 16, &text, NULL);
 	if (e < 0) {
 		policy_errf(err, errlen, "%s: %s: no resolver (give --resolver)", resolv_conf,
 			    strerror(-e));
@@ -374,7 +374,7 @@ int policy_resolve_creds(struct policy *p, char *err, size_t errlen)
 							   p->creds[i].host, h->name, e2);
 				break;
 			case CRED_FILE:
-				e = proxy_read_file(h->source, 1 << 16, &v, &len);
+				e = read_file_follow(h->source, 1 << 16, &v, &len);
 				if (e < 0)
 					return policy_errf(err, errlen, "credential %s %s: %s: %s",
 							   p->creds[i].host, h->name, h->source,

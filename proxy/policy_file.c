@@ -514,7 +514,7 @@ int policy_load(struct policy *p, const char *path, char *err, size_t errlen)
 {
 	char *text;
 	size_t len;
-	int e = proxy_read_file(path, POL_MAX_FILE, &text, &len);
+	int e = read_file_follow(path, POL_MAX_FILE, &text, &len);
 
 	if (e < 0)
 		return policy_errf(err, errlen, "%s: %s", path, strerror(-e));

@@ -20,6 +20,8 @@
 
 #define __must_check __attribute__((warn_unused_result))
 
+#include "hostutil.h" /* now_ms, write_all, write_file_atomic, read_file, parse_u64 */
+
 #define PROXY_EXIT_ERR	 1 /* an error: the message says what */
 #define PROXY_EXIT_USAGE 2 /* bad command line or policy */
 
@@ -39,15 +41,6 @@
 
 /* "sandbox-proxy: " + the message + "\n" on stderr, one write. */
 void proxy_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Milliseconds of CLOCK_MONOTONIC. */
-uint64_t proxy_now_ms(void);
-/* Write `len` bytes to `path` atomically: a temporary file beside it with `mode`, fsync,
- * rename, fsync of the directory. */
-int proxy_write_atomic(const char *path, const void *buf, size_t len, mode_t mode) __must_check;
-/* Read a regular file of at most `max` bytes into a NUL-terminated malloc'ed buffer. */
-int proxy_read_file(const char *path, size_t max, char **out, size_t *len) __must_check;
-/* write() all of it, retrying on EINTR and short writes (blocking fds only). */
-int proxy_write_all(int fd, const void *buf, size_t len) __must_check;
 /* Parse "IPv4[:PORT]" or "[IPv6]:PORT" or a bare IPv6 into `sa` (port `defport` if absent). */
 int proxy_parse_hostport(const char *s, uint16_t defport, struct sockaddr_storage *sa,
 			 socklen_t *salen) __must_check;

@@ -37,7 +37,7 @@ static const int proxy_calls[] = {
 	SCMP_SYS(newfstatat),	     /* same */
 	SCMP_SYS(statx),	     /* same */
 	SCMP_SYS(lseek),	     /* stdio */
-	SCMP_SYS(fchmod),	     /* egress.left's temporary file (proxy_write_atomic) */
+	SCMP_SYS(fchmod),	     /* egress.left's temporary file (write_file_atomic) */
 	SCMP_SYS(fsync),	     /* egress.left and its directory */
 	SCMP_SYS(fdatasync),	     /* same */
 	SCMP_SYS(rename),	     /* egress.left appears whole; audit.log becomes audit.log.1 */

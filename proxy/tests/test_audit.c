@@ -70,7 +70,7 @@ Test(audit, file)
 	audit_log(&ev);
 	audit_log(&ev);
 	audit_close();
-	cr_assert_eq(proxy_read_file(path, 1 << 20, &text, NULL), 0);
+	cr_assert_eq(read_file_follow(path, 1 << 20, &text, NULL), 0);
 	cr_assert_eq(strchr(strchr(text, '\n') + 1, '\n')[1], 0);
 	free(text);
 	unlink(path);
@@ -104,7 +104,7 @@ Test(audit, rate_limited)
 	sleep(1);
 	audit_log(&ev); /* a new second: the summary comes first */
 	audit_close();
-	cr_assert_eq(proxy_read_file(path, 1 << 22, &text, NULL), 0);
+	cr_assert_eq(read_file_follow(path, 1 << 22, &text, NULL), 0);
 	for (p = text; (p = strchr(p, '\n')); p++)
 		lines++;
 	cr_assert_leq(lines, 2 * 200 + 2, "%u lines", lines);
