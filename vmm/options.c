@@ -27,7 +27,7 @@ static void usage(FILE *f)
 		"\n"
 		"  --kernel PATH     Linux bzImage or ELF vmlinux with a PVH note\n"
 		"  --payload PATH    freestanding ELF started in 64-bit ring 3 "
-		"(vmm/payload_abi.h)\n"
+		"(wire/payload_abi.h)\n"
 		"  --initrd PATH     initramfs for the kernel\n"
 		"  --cmdline STR     kernel command line (default: \"" DEFAULT_CMDLINE "\")\n"
 		"  --cpus N          vCPUs, 1-%u (default 1)\n"

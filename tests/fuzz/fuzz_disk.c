@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * libFuzzer target for the disk layer's open of a hostile layer file (vmm/disk_layer.c,
- * vmm/disk.c, docs/disk-format.md): its header, bitmap and parent link. The input's first
+ * libFuzzer target for the disk layer's open of a hostile layer file (disk/disk_layer.c,
+ * disk/disk.c, docs/disk-format.md): its header, bitmap and parent link. The input's first
  * byte is options, the rest is the file "top.layer", written into a private directory that
  * also holds "base.raw" (256 KiB of a fixed pattern, a fixed mtime) for a parent path to name.
  *   bit 0  seal: compute the header's checksum over the input's header first, so the checks

@@ -5,7 +5,7 @@
  * observations, so the case this host's CPU does not produce (cpuid trapped, or not) is tested
  * on every machine.
  *
- * What the VMM promises vCPU i (vmm/cpuid.c, vmm/payload_abi.h): APIC id i, in the in-kernel
+ * What the VMM promises vCPU i (vmm/cpuid.c, wire/payload_abi.h): APIC id i, in the in-kernel
  * LAPIC's ID register and in CPUID.1:EBX[31:24]; PAYLOAD_CPUID_INFO_LEAF says i, the number of
  * vCPUs and the VM's nonce. The LAPIC is KVM's on every host. CPUID is this VMM's table only
  * where `cpuid` traps, which PAYLOAD_CPUID_SIG_LEAF's signature and the info leaf's nonce show

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * vmm/disk.c and vmm/disk_layer.c: a chain of overlays driven by random reads and writes
+ * disk/disk.c and disk/disk_layer.c: a chain of overlays driven by random reads and writes
  * against an in-memory model of the disk, then hostile and stale layer files. Files live in a
  * mkdtemp directory under /tmp, removed after each test.
  */

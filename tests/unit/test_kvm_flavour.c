@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* vmm/kvm.c: telling the host's KVM flavour from a /sys/module-like directory tree. */
+/* hostkvm/kvm.c: telling the host's KVM flavour from a /sys/module-like directory tree. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * sandbox-disk: create, inspect, commit, read and write disk layers (vmm/disk.c,
+ * sandbox-disk: create, inspect, commit, read and write disk layers (disk/disk.c,
  * docs/disk-format.md) from the command line. Exit status: 0 done, 1 failed (one line on
  * stderr says why), 2 bad usage.
  */

@@ -3,7 +3,7 @@
  * The payload runtime: what every freestanding payload guest in tests/guests/ links with.
  *
  * start.S enters payload_main() on every vCPU with the registers the payload ABI
- * (vmm/payload_abi.h) defines, and powers the VM off if it returns. This header declares the
+ * (wire/payload_abi.h) defines, and powers the VM off if it returns. This header declares the
  * little a payload needs besides: the UART, power-off, MMIO and port I/O, atomics and memory
  * helpers. Everything runs in ring 3: `pause`, `cpuid` and MMIO work everywhere, `in`/`out`
  * only on hardware KVM (the ABI's devices are reached through MMIO windows for that reason),

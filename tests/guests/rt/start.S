@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Payload entry, the same on every vCPU (vmm/payload_abi.h): 64-bit ring 3, rdi = vCPU index,
+ * Payload entry, the same on every vCPU (wire/payload_abi.h): 64-bit ring 3, rdi = vCPU index,
  * rsi = number of vCPUs, rdx = &struct payload_info, rsp = top of this vCPU's stack. Those are
  * already payload_main()'s three arguments in the SysV order, so the entry only makes the
  * stack what the ABI of a C call expects and powers off if payload_main() returns.
