@@ -70,6 +70,11 @@ static void i8042_mmio_access(void *opaque, uint64_t offset, uint8_t *data, uint
 		memset(data, 0, len);
 }
 
+static void i8042_destroy_dev(void *k)
+{
+	i8042_destroy(k);
+}
+
 int i8042_create(struct vm *vm, struct i8042 **out)
 {
 	struct i8042 *k = calloc(1, sizeof(*k));
@@ -78,11 +83,13 @@ int i8042_create(struct vm *vm, struct i8042 **out)
 	if (!k)
 		return -ENOMEM;
 	k->vm = vm;
-	if ((err = bus_register(&vm->pio, I8042_DATA_PORT, 1, i8042_data_access, k,
+	if ((err = vm_device_add(vm, k, i8042_destroy_dev)) ||
+	    (err = bus_register(&vm->pio, I8042_DATA_PORT, 1, i8042_data_access, k,
 				"i8042-data")) ||
 	    (err = bus_register(&vm->pio, I8042_CMD_PORT, 1, i8042_cmd_access, k, "i8042-cmd")) ||
 	    (err = bus_register(&vm->mmio, PAYLOAD_I8042_GPA, 8, i8042_mmio_access, k,
 				"i8042-mmio"))) {
+		vm_device_cancel(vm, k);
 		free(k);
 		return err;
 	}

@@ -281,6 +281,11 @@ void serial_set_output_max(struct serial *s, uint64_t bytes)
 	pthread_mutex_unlock(&s->lock);
 }
 
+static void serial_destroy_dev(void *s)
+{
+	serial_destroy(s);
+}
+
 int serial_create(struct vm *vm, int out_fd, struct serial **out)
 {
 	struct serial *s = calloc(1, sizeof(*s));
@@ -298,11 +303,15 @@ int serial_create(struct vm *vm, int out_fd, struct serial **out)
 	}
 	s->mcr = UART_MCR_OUT2;
 	pthread_mutex_init(&s->lock, NULL);
-	/* The same registers at the port Linux knows and at the MMIO window payloads use. */
-	err = bus_register(&vm->pio, SERIAL_PORT, 8, serial_access, s, "serial");
+	/* The same registers at the port Linux knows and at the MMIO window payloads use; its
+	 * teardown with the VM's. */
+	err = vm_device_add(vm, s, serial_destroy_dev);
+	if (!err)
+		err = bus_register(&vm->pio, SERIAL_PORT, 8, serial_access, s, "serial");
 	if (!err)
 		err = bus_register(&vm->mmio, PAYLOAD_UART_GPA, 8, serial_access, s, "serial-mmio");
 	if (err) {
+		vm_device_cancel(vm, s);
 		free(s);
 		return err;
 	}

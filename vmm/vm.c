@@ -16,7 +16,6 @@
 #include <unistd.h>
 
 #include "layout.h"
-#include "virtio/virtio.h"
 #include "vmm.h"
 
 /* KVM_SET_CPUID2 takes at most 256 entries (KVM_MAX_CPUID_ENTRIES), ours included. */
@@ -197,17 +196,30 @@ int vm_place_fds(struct vm *vm)
 	return 0;
 }
 
+int vm_device_add(struct vm *vm, void *dev, void (*destroy)(void *dev))
+{
+	if (vm->ndevices >= VM_DEVICES_MAX)
+		return -ENOSPC;
+	vm->devices[vm->ndevices++] = (struct vm_device){dev, destroy};
+	return 0;
+}
+
+void vm_device_cancel(struct vm *vm, void *dev)
+{
+	if (vm->ndevices > 0 && vm->devices[vm->ndevices - 1].dev == dev)
+		vm->ndevices--;
+}
+
 void vm_destroy(struct vm *vm)
 {
 	for (unsigned i = 0; i < vm->ncpus && i < VCPU_MAX; i++)
 		vcpu_destroy(&vm->vcpus[i]);
-	for (unsigned i = 0; i < vm->nvirtio; i++)
-		virtio_mmio_destroy(vm->virtio[i]);
+	while (vm->ndevices > 0) {
+		struct vm_device *d = &vm->devices[--vm->ndevices];
+
+		d->destroy(d->dev);
+	}
 	vm->nvirtio = 0;
-	if (vm->serial)
-		serial_destroy(vm->serial);
-	if (vm->i8042)
-		i8042_destroy(vm->i8042);
 	vm->serial = NULL;
 	vm->i8042 = NULL;
 	mem_destroy(&vm->mem);

@@ -449,6 +449,16 @@ struct vcpu {
 	uint64_t mmio_exits; /* of which MMIO */
 };
 
+/* A device's teardown, registered by the code that made it (vm_device_add): vm_destroy calls
+ * each, the last added first, knowing nothing of what the device is (the machine does not call
+ * into its devices' transports). */
+struct vm_device {
+	void *dev;
+	void (*destroy)(void *dev);
+};
+/* The serial port, the i8042 and VIRTIO_MMIO_MAX virtio-mmio devices, with room to spare. */
+#define VM_DEVICES_MAX 16
+
 struct vm {
 	int kvm_fd;
 	int vm_fd;
@@ -459,6 +469,8 @@ struct vm {
 	struct i8042 *i8042;
 	struct virtio_dev *virtio[8]; /* virtio-mmio devices, in window order */
 	unsigned nvirtio;
+	struct vm_device devices[VM_DEVICES_MAX]; /* teardowns, in the order added */
+	unsigned ndevices;
 	unsigned ncpus;
 	struct vcpu vcpus[VCPU_MAX];
 	struct kvm_cpuid2 *cpuid; /* the host's supported CPUID, filtered per vCPU at setup */
@@ -489,7 +501,14 @@ int vm_create(struct vm *vm, uint64_t ram_len, unsigned ncpus) __must_check;
  * a fresh memfd). */
 int vm_create_from(struct vm *vm, uint64_t ram_len, unsigned ncpus, const char *const *paths,
 		   unsigned npaths) __must_check;
+/* Destroy the vCPUs, every device added with vm_device_add (the last first), the RAM and the
+ * VM's fds. */
 void vm_destroy(struct vm *vm);
+/* Register `destroy(dev)` for vm_destroy: 0, or -ENOSPC past VM_DEVICES_MAX (the caller still
+ * owns the device then). */
+int vm_device_add(struct vm *vm, void *dev, void (*destroy)(void *dev)) __must_check;
+/* Take back the last vm_device_add, of `dev`: its maker failed after registering it. */
+void vm_device_cancel(struct vm *vm, void *dev);
 /* Move the VM's fds (KVM's, the VM's, every vCPU's) to their JAIL_FD_* numbers, as the seccomp
  * filters name them; before the jail, with every vCPU created. 0 or -errno. */
 int vm_place_fds(struct vm *vm) __must_check;

@@ -368,6 +368,11 @@ static void virtio_mmio_cmdline_insert(char *cmdline, const char *word)
 	cmdline[at + wlen] = ' ';
 }
 
+static void virtio_mmio_destroy_dev(void *v)
+{
+	virtio_mmio_destroy(v);
+}
+
 int virtio_mmio_add(struct vm *vm, const struct virtio_ops *ops, void *dev, char *cmdline,
 		    size_t cmdline_len, struct virtio_dev **out)
 {
@@ -424,10 +429,15 @@ int virtio_mmio_add(struct vm *vm, const struct virtio_ops *ops, void *dev, char
 		err = -E2BIG;
 		goto fail;
 	}
+	/* its teardown with the VM's (vm_destroy knows no transport) */
+	if ((err = vm_device_add(vm, v, virtio_mmio_destroy_dev)) < 0)
+		goto fail;
 	err = bus_register(&vm->mmio, v->base, VIRTIO_MMIO_WINDOW, virtio_mmio_access, v,
 			   ops->name);
-	if (err)
+	if (err) {
+		vm_device_cancel(vm, v);
 		goto fail;
+	}
 	virtio_mmio_cmdline_insert(cmdline, word);
 	vm->virtio[vm->nvirtio++] = v;
 	*out = v;
