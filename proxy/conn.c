@@ -108,7 +108,7 @@ static int conn_open_upstream(struct conn *c, const struct sockaddr *raw)
 	int err = -ENOENT;
 	socklen_t litlen;
 
-	if (c->name[0] && proxy_parse_hostport(c->name, c->port, &lit, &litlen) == 0) {
+	if (c->name[0] && netpol_hostport_parse(c->name, c->port, &lit, &litlen) == 0) {
 		raw = (struct sockaddr *)&lit; /* a name that is an IP literal is a raw address */
 		proxy_addr_text(raw, c->addr, sizeof(c->addr));
 		c->name[0] = 0;
@@ -364,8 +364,8 @@ static void conn_connect_tunnel(struct conn *c, const char *target, size_t head)
 		conn_audit(c, "deny");
 		return;
 	}
-	if (proxy_parse_hostport(host, c->port, &raw, &rawlen) < 0 &&
-	    !policy_norm_name(host, c->name, sizeof(c->name))) {
+	if (netpol_hostport_parse(host, c->port, &raw, &rawlen) < 0 &&
+	    !netpol_name_norm(host, c->name, sizeof(c->name))) {
 		snprintf(c->rule, sizeof(c->rule), "deny (bad CONNECT host)");
 		conn_say(c, "400 Bad Request", c->rule);
 		conn_audit(c, "deny");
@@ -444,8 +444,8 @@ static void conn_absolute(struct conn *c, const char *method, const char *target
 
 	c->proto = "http";
 	if (sniff_split_hostport(auth, alen, host, sizeof(host), 80, &c->port) < 0 ||
-	    (proxy_parse_hostport(host, c->port, &raw, &rawlen) < 0 &&
-	     !policy_norm_name(host, c->name, sizeof(c->name)))) {
+	    (netpol_hostport_parse(host, c->port, &raw, &rawlen) < 0 &&
+	     !netpol_name_norm(host, c->name, sizeof(c->name)))) {
 		snprintf(c->rule, sizeof(c->rule), "deny (bad request URI)");
 		conn_say(c, "400 Bad Request", c->rule);
 		conn_audit(c, "deny");

@@ -372,7 +372,7 @@ struct dns_state *dns_state_new(const char *map_path, char *err, size_t errlen)
 		if (sscanf(line, "%31s %254s", addr, name) != 2 ||
 		    inet_pton(AF_INET, addr, &a) != 1 ||
 		    (ntohl(a.s_addr) & SYNTH_MASK) != SYNTH_NET ||
-		    !policy_norm_name(name, norm, sizeof(norm)))
+		    !netpol_name_norm(name, norm, sizeof(norm)))
 			continue;
 		idx = ntohl(a.s_addr) & ~SYNTH_MASK;
 		if (d->names[idx])

@@ -68,7 +68,7 @@ static int forward_listen(const char *netns_path, const char *listen_at)
 	socklen_t lalen;
 	int lfd, ns_fd, one = 1, e;
 
-	if (proxy_parse_hostport(listen_at, 0, &la, &lalen) < 0) {
+	if (netpol_hostport_parse(listen_at, 0, &la, &lalen) < 0) {
 		proxy_log("forward: bad address %s (expected IP:PORT)", listen_at);
 		return -EINVAL;
 	}
@@ -104,7 +104,7 @@ int forward_run(const char *netns_path, const char *listen_at, const char *to, i
 	char err[512];
 	int lfd;
 
-	if (proxy_parse_hostport(to, 0, &f.to, &f.tolen) < 0) {
+	if (netpol_hostport_parse(to, 0, &f.to, &f.tolen) < 0) {
 		proxy_log("forward: bad address %s (expected IP:PORT)", to);
 		return -EINVAL;
 	}

@@ -58,56 +58,12 @@ void policy_free(struct policy *p)
 
 /* ---- names ---- */
 
-bool policy_norm_name(const char *name, char *out, size_t outlen)
-{
-	size_t n = strlen(name), label = 0;
-
-	if (n > 0 && name[n - 1] == '.')
-		n--;
-	if (n == 0 || n > 253 || n + 1 > outlen)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)tolower((unsigned char)name[i]);
-
-		if (c == '.') {
-			if (label == 0)
-				return false;
-			label = 0;
-		} else if (isalnum(c) || c == '-' || c == '_') {
-			if (++label > 63)
-				return false;
-		} else {
-			return false;
-		}
-		out[i] = (char)c;
-	}
-	if (label == 0)
-		return false;
-	out[n] = 0;
-	return true;
-}
-
-bool policy_match_pattern(const char *pattern, const char *name)
-{
-	size_t pl, nl;
-
-	if (strncmp(pattern, "*.", 2) != 0)
-		return strcmp(pattern, name) == 0;
-	pattern += 1; /* ".example.test" */
-	pl = strlen(pattern);
-	nl = strlen(name);
-	return nl > pl && strcmp(name + nl - pl, pattern) == 0;
-}
-
 int policy_norm_pattern(const char *s, char **out)
 {
 	char buf[NAME_MAX_TEXT + 2];
-	bool wild = strncmp(s, "*.", 2) == 0;
 
-	if (!policy_norm_name(wild ? s + 2 : s, buf + (wild ? 2 : 0), NAME_MAX_TEXT))
+	if (!netpol_pattern_norm(s, buf, sizeof(buf)))
 		return -EINVAL;
-	if (wild)
-		memcpy(buf, "*.", 2);
 	*out = strdup(buf);
 	return *out ? 0 : -ENOMEM;
 }
@@ -138,48 +94,6 @@ int policy_push_str(char ***list, unsigned *n, char *s)
 
 /* ---- addresses ---- */
 
-int policy_parse_cidr(const char *s, struct pol_cidr *c)
-{
-	char host[INET6_ADDRSTRLEN];
-	const char *slash = strchr(s, '/');
-	size_t hl = slash ? (size_t)(slash - s) : strlen(s);
-	unsigned long prefix;
-	char *end;
-	unsigned bytes;
-
-	memset(c, 0, sizeof(*c));
-	if (hl == 0 || hl >= sizeof(host))
-		return -EINVAL;
-	memcpy(host, s, hl);
-	host[hl] = 0;
-	if (inet_pton(AF_INET, host, c->addr) == 1)
-		c->family = AF_INET;
-	else if (inet_pton(AF_INET6, host, c->addr) == 1)
-		c->family = AF_INET6;
-	else
-		return -EINVAL;
-	bytes = c->family == AF_INET ? 4 : 16;
-	prefix = bytes * 8;
-	if (slash) {
-		if (slash[1] < '0' || slash[1] > '9')
-			return -EINVAL;
-		errno = 0;
-		prefix = strtoul(slash + 1, &end, 10);
-		if (errno || *end || prefix > bytes * 8 || end - (slash + 1) > 3)
-			return -EINVAL;
-	}
-	c->prefix = (unsigned)prefix;
-	for (unsigned i = 0; i < bytes; i++) {
-		unsigned keep = c->prefix > i * 8 ? c->prefix - i * 8 : 0;
-
-		if (keep < 8)
-			c->addr[i] &= (uint8_t)(0xff00u >> keep);
-	}
-	inet_ntop(c->family, c->addr, host, sizeof(host));
-	snprintf(c->text, sizeof(c->text), "%s/%u", host, c->prefix & 0xff);
-	return 0;
-}
-
 /* The raw bytes of an address: 4 or 16, 0 for another family. */
 static unsigned policy_addr_bytes(const struct sockaddr *sa, const uint8_t **b)
 {
@@ -203,7 +117,7 @@ static bool policy_prefix_eq(const uint8_t *a, const uint8_t *b, unsigned prefix
 	return rest == 0 || ((a[full] ^ b[full]) & (0xff00u >> rest)) == 0;
 }
 
-bool policy_cidr_contains(const struct pol_cidr *c, const struct sockaddr *sa)
+bool policy_cidr_contains(const struct netpol_cidr *c, const struct sockaddr *sa)
 {
 	const uint8_t *b;
 	unsigned n = policy_addr_bytes(sa, &b);
@@ -347,12 +261,12 @@ bool policy_check_name(const struct policy *p, const char *name, uint16_t port, 
 {
 	char n[NAME_MAX_TEXT];
 
-	if (!policy_norm_name(name, n, sizeof(n))) {
+	if (!netpol_name_norm(name, n, sizeof(n))) {
 		snprintf(rule, rulelen, "deny (not a valid name)");
 		return false;
 	}
 	for (unsigned i = 0; i < p->ndeny; i++) {
-		if (policy_match_pattern(p->deny[i], n)) {
+		if (netpol_pattern_match(p->deny[i], n)) {
 			snprintf(rule, rulelen, "deny %s", p->deny[i]);
 			return false;
 		}
@@ -362,7 +276,7 @@ bool policy_check_name(const struct policy *p, const char *name, uint16_t port, 
 		return false;
 	}
 	for (unsigned i = 0; i < p->nallow; i++) {
-		if (policy_match_pattern(p->allow[i], n)) {
+		if (netpol_pattern_match(p->allow[i], n)) {
 			snprintf(rule, rulelen, "allow %s", p->allow[i]);
 			return true;
 		}
@@ -417,7 +331,7 @@ const struct pol_cred *policy_find_cred(const struct policy *p, const char *name
 {
 	char n[NAME_MAX_TEXT];
 
-	if (!policy_norm_name(name, n, sizeof(n)))
+	if (!netpol_name_norm(name, n, sizeof(n)))
 		return NULL;
 	for (unsigned i = 0; i < p->ncreds; i++) {
 		if (strcmp(p->creds[i].host, n) == 0)

@@ -54,9 +54,9 @@ int policy_add_deny(struct policy *p, const char *pattern, char *err, size_t err
 	return e;
 }
 
-int policy_push_cidr(struct policy *p, const struct pol_cidr *c)
+int policy_push_cidr(struct policy *p, const struct netpol_cidr *c)
 {
-	struct pol_cidr *n;
+	struct netpol_cidr *n;
 
 	for (unsigned i = 0; i < p->ncidrs; i++) {
 		if (strcmp(p->cidrs[i].text, c->text) == 0)
@@ -74,10 +74,10 @@ int policy_push_cidr(struct policy *p, const struct pol_cidr *c)
 
 int policy_add_cidr(struct policy *p, const char *cidr, char *err, size_t errlen)
 {
-	struct pol_cidr c;
+	struct netpol_cidr c;
 	int e;
 
-	if (policy_parse_cidr(cidr, &c) < 0)
+	if (netpol_cidr_parse(cidr, &c) < 0)
 		return policy_errf(err, errlen, "--allow-cidr: bad CIDR '%.80s'", cidr);
 	e = policy_push_cidr(p, &c);
 	if (e < 0)
@@ -140,7 +140,7 @@ int policy_set_resolver(struct policy *p, const char *s, char *err, size_t errle
 	socklen_t len;
 	char a[64];
 
-	if (proxy_parse_hostport(s, 53, &sa, &len) < 0)
+	if (netpol_hostport_parse(s, 53, &sa, &len) < 0)
 		return policy_errf(err, errlen, "resolver: expected IP[:PORT], got '%.80s'", s);
 	free(p->resolver);
 	proxy_addr_text((struct sockaddr *)&sa, a, sizeof(a));
@@ -269,7 +269,7 @@ int policy_add_cred_env(struct policy *p, const char *spec, char *err, size_t er
 	hraw[colon - spec] = 0;
 	memcpy(header, colon + 1, (size_t)(eq - colon - 1));
 	header[eq - colon - 1] = 0;
-	if (!policy_norm_name(hraw, host, sizeof(host)))
+	if (!netpol_name_norm(hraw, host, sizeof(host)))
 		return policy_errf(err, errlen, "--credential: bad host '%.80s'", hraw);
 	if (!policy_header_name_ok(header))
 		return policy_errf(err, errlen, "--credential: bad header name '%.80s'", header);

@@ -290,10 +290,10 @@ static int pol_deny(struct pol_parse *pp, const yaml_node_t *n, const char *s)
 
 static int pol_cidr(struct pol_parse *pp, const yaml_node_t *n, const char *s)
 {
-	struct pol_cidr c;
+	struct netpol_cidr c;
 	int e;
 
-	if (policy_parse_cidr(s, &c) < 0)
+	if (netpol_cidr_parse(s, &c) < 0)
 		return pol_fail(pp, n, "allow-cidr: bad CIDR '%.80s'", s);
 	e = policy_push_cidr(pp->p, &c);
 	if (e == -E2BIG)
@@ -394,7 +394,7 @@ static int pol_creds(struct pol_parse *pp, const yaml_node_t *n)
 			if (strcmp(key, "host") == 0) {
 				if (!(s = pol_scalar(pp, v, "host")))
 					return -EINVAL;
-				if (!policy_norm_name(s, host, sizeof(host)))
+				if (!netpol_name_norm(s, host, sizeof(host)))
 					return pol_fail(pp, v, "host: bad name '%.80s'", s);
 			} else if (strcmp(key, "headers") == 0) {
 				headers = v;

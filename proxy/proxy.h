@@ -20,7 +20,8 @@
 
 #define __must_check __attribute__((warn_unused_result))
 
-#include "hostutil.h" /* now_ms, write_all, write_file_atomic, read_file, parse_u64 */
+#include "hostutil.h"
+#include "netpolicy.h" /* the grammar of names, patterns, CIDRs and resolvers */ /* now_ms, write_all, write_file_atomic, read_file, parse_u64 */
 
 #define PROXY_EXIT_ERR	 1 /* an error: the message says what */
 #define PROXY_EXIT_USAGE 2 /* bad command line or policy */
@@ -34,27 +35,18 @@
 #define SYNTH_MASK	    0xffff8000u
 #define SYNTH_SIZE	    32768u
 
-#define NAME_MAX_TEXT 254 /* a DNS name as text, with its NUL, without a trailing dot */
+#define NAME_MAX_TEXT NETPOL_NAME_TEXT /* a DNS name as text (netpolicy.h) */
 #define RULE_LEN      192 /* the "rule" text of a decision */
 
 /* ---- util.c ---- */
 
 /* "sandbox-proxy: " + the message + "\n" on stderr, one write. */
 void proxy_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Parse "IPv4[:PORT]" or "[IPv6]:PORT" or a bare IPv6 into `sa` (port `defport` if absent). */
-int proxy_parse_hostport(const char *s, uint16_t defport, struct sockaddr_storage *sa,
-			 socklen_t *salen) __must_check;
 /* The address of `sa` as text (no port). */
 void proxy_addr_text(const struct sockaddr *sa, char *out, size_t len);
 
 /* ---- policy.c ---- */
 
-struct pol_cidr {
-	int family;	  /* AF_INET or AF_INET6 */
-	uint8_t addr[16]; /* network order, masked */
-	unsigned prefix;
-	char text[64]; /* as normalised, "203.0.113.0/24" */
-};
 
 /* One header of a credential rule. `value` is the secret (NULL until resolved); `source`
  * is what the policy file or the command line said it comes from. */
@@ -79,7 +71,7 @@ struct policy {
 	bool default_deny; /* "default: deny" (--deny-all) */
 	char **allow, **deny;
 	unsigned nallow, ndeny;
-	struct pol_cidr *cidrs;
+	struct netpol_cidr *cidrs;
 	unsigned ncidrs;
 	uint16_t *ports; /* empty: 80 and 443 */
 	unsigned nports;
@@ -132,11 +124,6 @@ int policy_load_creds(struct policy *p, const char *text, char *err, size_t errl
 /* Read the host's own addresses (getifaddrs) into p->own. */
 int policy_host_addrs(struct policy *p) __must_check;
 
-/* Normalise a DNS name into `out` (lower case, trailing dot dropped) and check its syntax:
- * labels of 1-63 [a-z0-9_-] bytes, 253 bytes at most. False on a bad name. */
-bool policy_norm_name(const char *name, char *out, size_t outlen);
-/* True when `name` (normalised) matches `pattern` ("example.test" or "*.example.test"). */
-bool policy_match_pattern(const char *pattern, const char *name);
 /* Decide a name on a port (port 0: any port, for DNS). The rule that decided goes into
  * `rule`: "allow *.example.test", "deny *.evil.test", "deny (not on the allow list)",
  * "default allow-public", "deny port 22". */
@@ -153,9 +140,7 @@ bool policy_check_resolved(const struct policy *p, const struct sockaddr *sa, ch
  * host's own addresses come from `p` (may be NULL). */
 const char *policy_special_class(const struct policy *p, const struct sockaddr *sa);
 /* True when `sa` is inside `c`. */
-bool policy_cidr_contains(const struct pol_cidr *c, const struct sockaddr *sa);
-/* Parse "ADDR/PREFIX" (or a bare address: /32, /128). */
-int policy_parse_cidr(const char *s, struct pol_cidr *c) __must_check;
+bool policy_cidr_contains(const struct netpol_cidr *c, const struct sockaddr *sa);
 /* The credential rule for a name, or NULL. */
 const struct pol_cred *policy_find_cred(const struct policy *p, const char *name);
 
@@ -167,7 +152,7 @@ int policy_errf(char *err, size_t errlen, const char *fmt, ...)
 int policy_norm_pattern(const char *s, char **out) __must_check;
 /* Append `s` (taken) to a list unless already there; -E2BIG past POL_MAX_LIST. */
 int policy_push_str(char ***list, unsigned *n, char *s) __must_check;
-int policy_push_cidr(struct policy *p, const struct pol_cidr *c) __must_check;
+int policy_push_cidr(struct policy *p, const struct netpol_cidr *c) __must_check;
 int policy_push_port(struct policy *p, uint16_t port) __must_check;
 /* A decimal port 1-65535. */
 bool policy_parse_port(const char *s, uint16_t *out);

@@ -74,7 +74,7 @@ static enum sniff_kind sniff_hello(const uint8_t *h, size_t len, char *name, siz
 				return SNIFF_BAD_TLS;
 			memcpy(name, e + 5, nl);
 			name[nl] = 0;
-			if (memchr(name, 0, nl) || !policy_norm_name(name, name, namelen))
+			if (memchr(name, 0, nl) || !netpol_name_norm(name, name, namelen))
 				return SNIFF_BAD_TLS;
 		}
 		off += elen;
@@ -186,7 +186,7 @@ static bool sniff_host_ok(char *host, size_t len)
 
 	if (inet_pton(AF_INET, host, &a) == 1 || inet_pton(AF_INET6, host, &a) == 1)
 		return true;
-	return policy_norm_name(host, host, len);
+	return netpol_name_norm(host, host, len);
 }
 
 int sniff_request_line(const uint8_t *buf, size_t len, char *method, size_t mlen, char *target,

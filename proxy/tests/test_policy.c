@@ -138,13 +138,13 @@ Test(policy, credentials_resolve)
 
 Test(policy, wildcards)
 {
-	cr_assert(policy_match_pattern("*.example.test", "a.example.test"));
-	cr_assert(policy_match_pattern("*.example.test", "b.a.example.test"));
-	cr_assert_not(policy_match_pattern("*.example.test", "example.test"));
-	cr_assert_not(policy_match_pattern("*.example.test", "example.test.evil"));
-	cr_assert_not(policy_match_pattern("*.example.test", "badexample.test"));
-	cr_assert(policy_match_pattern("example.test", "example.test"));
-	cr_assert_not(policy_match_pattern("example.test", "a.example.test"));
+	cr_assert(netpol_pattern_match("*.example.test", "a.example.test"));
+	cr_assert(netpol_pattern_match("*.example.test", "b.a.example.test"));
+	cr_assert_not(netpol_pattern_match("*.example.test", "example.test"));
+	cr_assert_not(netpol_pattern_match("*.example.test", "example.test.evil"));
+	cr_assert_not(netpol_pattern_match("*.example.test", "badexample.test"));
+	cr_assert(netpol_pattern_match("example.test", "example.test"));
+	cr_assert_not(netpol_pattern_match("example.test", "a.example.test"));
 }
 
 Test(policy, decisions)
@@ -178,7 +178,7 @@ static struct sockaddr_storage sa_of(const char *text)
 	struct sockaddr_storage ss;
 	socklen_t len;
 
-	cr_assert_eq(proxy_parse_hostport(text, 1, &ss, &len), 0, "%s", text);
+	cr_assert_eq(netpol_hostport_parse(text, 1, &ss, &len), 0, "%s", text);
 	return ss;
 }
 

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A job spec's network and secrets (docs/jobspec.md), turned into sandbox-proxy prepare's
- * words as `sandboxctl create` passes them. Each value is checked here, so a bad one is the
- * spec's FILE:LINE:COLUMN error before any sandbox exists (the proxy checks them again).
+ * words as `sandboxctl create` passes them. Each value is checked here, by the proxy's own
+ * grammar (netpolicy.h), so a bad one is the spec's FILE:LINE:COLUMN error before any sandbox
+ * exists.
  *
  *   network: none                    # no NIC at all
  *   network:                         # or the proxy's policy (the default: allow-public)
@@ -25,83 +26,36 @@
 #include <string.h>
 
 #include "jobspec_yaml.h"
+#include "netpolicy.h"
 
-/* A domain or a pattern "*.domain": labels of letters, digits and '-', at most 253 bytes. */
-static bool valid_domain(const char *s, bool wildcard)
+/* The policy's grammar is netpolicy.h's, the proxy's own: what passes here passes there. */
+static bool domain_pattern(const char *s)
 {
-	size_t label = 0, n = strlen(s);
+	char norm[NETPOL_NAME_TEXT + 2];
 
-	if (wildcard && strncmp(s, "*.", 2) == 0)
-		s += 2, n -= 2;
-	if (n == 0 || n > 253 || s[0] == '.' || s[n - 1] == '.')
-		return false;
-	for (; *s; s++) {
-		if (*s == '.') {
-			if (label == 0)
-				return false;
-			label = 0;
-		} else if ((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
-			   (*s >= '0' && *s <= '9') || *s == '-') {
-			if (++label > 63)
-				return false;
-		} else {
-			return false;
-		}
-	}
-	return true;
+	return netpol_pattern_norm(s, norm, sizeof(norm));
 }
 
-/* ADDRESS/BITS, IPv4 or IPv6. */
+static bool domain_name(const char *s)
+{
+	char norm[NETPOL_NAME_TEXT];
+
+	return netpol_name_norm(s, norm, sizeof(norm));
+}
+
 static bool valid_cidr(const char *s)
 {
-	char addr[INET6_ADDRSTRLEN + 1], *slash, *end;
-	unsigned char buf[16];
-	unsigned long bits;
-	int v6;
+	struct netpol_cidr c;
 
-	if (strlen(s) >= sizeof(addr) + 4 || !(slash = strchr(s, '/')) ||
-	    (size_t)(slash - s) >= sizeof(addr))
-		return false;
-	memcpy(addr, s, (size_t)(slash - s));
-	addr[slash - s] = '\0';
-	v6 = strchr(addr, ':') != NULL;
-	if (inet_pton(v6 ? AF_INET6 : AF_INET, addr, buf) != 1 || !slash[1] || slash[1] == '-' ||
-	    slash[1] == '+')
-		return false;
-	bits = strtoul(slash + 1, &end, 10);
-	return !*end && bits <= (v6 ? 128u : 32u);
+	return netpol_cidr_parse(s, &c) == 0;
 }
 
-/* IP or IP:PORT (IPv4; [IPv6]:PORT). */
 static bool valid_resolver(const char *s)
 {
-	char addr[INET6_ADDRSTRLEN + 1];
-	unsigned char buf[16];
-	const char *port = NULL;
-	uint64_t v;
-	size_t n;
+	struct sockaddr_storage sa;
+	socklen_t len;
 
-	if (s[0] == '[') {
-		const char *close = strchr(s, ']');
-
-		if (!close || (close[1] && close[1] != ':'))
-			return false;
-		n = (size_t)(close - s - 1);
-		if (n >= sizeof(addr))
-			return false;
-		memcpy(addr, s + 1, n);
-		addr[n] = '\0';
-		port = close[1] ? close + 2 : NULL;
-		return inet_pton(AF_INET6, addr, buf) == 1 &&
-		       (!port || parse_u64(port, 1, 65535, &v));
-	}
-	port = strchr(s, ':');
-	n = port ? (size_t)(port - s) : strlen(s);
-	if (n >= sizeof(addr))
-		return false;
-	memcpy(addr, s, n);
-	addr[n] = '\0';
-	return inet_pton(AF_INET, addr, buf) == 1 && (!port || parse_u64(port + 1, 1, 65535, &v));
+	return netpol_hostport_parse(s, 53, &sa, &len) == 0;
 }
 
 /* A list of values, each checked by `ok` and given to prepare after `flag`. */
@@ -126,11 +80,6 @@ static int spec_rule_list(struct spec_parse *p, const yaml_node_t *n, struct job
 			return err;
 	}
 	return 0;
-}
-
-static bool domain_pattern(const char *s)
-{
-	return valid_domain(s, true);
 }
 
 static bool port(const char *s)
@@ -178,7 +127,7 @@ int spec_network(struct spec_parse *p, const yaml_node_t *n, struct jobspec *js)
 					     "a domain or *.domain");
 		} else if (strcmp(key, "allow-cidr") == 0) {
 			err = spec_rule_list(p, val, js, "allow-cidr", "--allow-cidr", valid_cidr,
-					     "ADDRESS/BITS");
+					     "ADDRESS[/BITS]");
 		} else if (strcmp(key, "ports") == 0) {
 			err = spec_rule_list(p, val, js, "ports", "--allow-port", port,
 					     "a port from 1 to 65535");
@@ -246,7 +195,7 @@ static int spec_secret(struct spec_parse *p, const yaml_node_t *n, struct jobspe
 		if (!(s = spec_scalar(p, val, key)))
 			return -EINVAL;
 		if (strcmp(key, "host") == 0) {
-			if (!valid_domain(s, false))
+			if (!domain_name(s))
 				return spec_fail(p, val, "host: '%.60s' is not a domain", s);
 			host = s;
 		} else if (strcmp(key, "header") == 0) {
