@@ -156,16 +156,30 @@ int sandbox_path(const struct sandbox *sb, const char *file, char *out, size_t l
 int pid_start_time(pid_t pid, uint64_t *out) __must_check;
 /* Is the VMM of pid file alive (and really ours: its command line names this directory)? */
 bool sandbox_vmm_alive(const struct sandbox *sb);
+/* Call `fn` for every sandbox directory that loads (others are reported on stderr). Returns
+ * the number of sandboxes, or -errno. */
+int sandbox_foreach(int (*fn)(const struct sandbox *sb, void *opaque), void *opaque);
+/* True while process `pid` lives and is not a zombie. */
+bool pid_running(pid_t pid);
+
+/* ---- lifecycle.c: a sandbox's verbs, for every front end (sandboxctl, the daemon) ---- */
+
+/* How a verb says what it had to do (a forced stop): `note` gets one line, without a newline;
+ * a NULL reporter (or note) hears nothing. */
+struct lc_report {
+	void (*note)(void *ctx, const char *line);
+	void *ctx;
+};
+/* Say one line through `r` (may be NULL). */
+void lc_note(const struct lc_report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The state: suspended (a `suspended` marker: its snapshot is in snapshots/.suspend-<id>),
  * stopped (a `stopped` marker), dead (no live VMM), else paused or running as the VMM says.
  * `uptime_ms` (may be NULL) gets the VMM's uptime when it answered, else 0. */
 enum sandbox_state sandbox_state(const struct sandbox *sb, uint64_t *uptime_ms);
-/* Call `fn` for every sandbox directory that loads (others are reported on stderr). Returns
- * the number of sandboxes, or -errno. */
-int sandbox_foreach(int (*fn)(const struct sandbox *sb, void *opaque), void *opaque);
-/* Stop the VMM: the API's shutdown, then SIGTERM, then SIGKILL, each with a timeout; then
- * mark it stopped and remove its sockets. Prints what it had to force. */
-int sandbox_stop_vmm(struct sandbox *sb, bool force) __must_check;
+/* Stop the VMM: the API's shutdown, then SIGTERM, then SIGKILL, each with a timeout (what it
+ * had to force goes to `r`); then its proxy, network and cgroup, mark it stopped and remove
+ * its sockets. 0 or -errno. */
+int sandbox_stop_vmm(struct sandbox *sb, bool force, const struct lc_report *r) __must_check;
 
 /* ---- cgroup.c: a sandbox's resource limits (docs/hardening.md, "Resource limits") ---- */
 

@@ -104,7 +104,7 @@ volatile sig_atomic_t sandbox_interrupted;
 void create_cleanup(struct sandbox *sb)
 {
 	if (sb->pid)
-		if (sandbox_stop_vmm(sb, true) < 0)
+		if (sandbox_stop_vmm(sb, true, &ctl_report) < 0)
 			errmsg("%s: cannot stop the VMM (pid %d)", sb->id, (int)sb->pid);
 	cgroup_remove(sb);
 	remove_flat_dir(sb->dir);

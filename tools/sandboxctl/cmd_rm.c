@@ -48,7 +48,7 @@ int cmd_rm(int argc, char **argv)
 				status = EXIT_ERR;
 				continue;
 			}
-			if ((err = sandbox_stop_vmm(&sb, true)) < 0) {
+			if ((err = sandbox_stop_vmm(&sb, true, &ctl_report)) < 0) {
 				errmsg("%s: cannot kill the VMM (pid %d): %s", sb.id, (int)sb.pid,
 				       strerror(-err));
 				status = EXIT_ERR;

@@ -408,7 +408,7 @@ int cmd_run(int argc, char **argv)
 	if (keep) {
 		fprintf(stderr, "==> sandbox %s kept (sandboxctl rm -f %s)\n", sb.id, sb.id);
 	} else {
-		if (sandbox_stop_vmm(&sb, true) < 0)
+		if (sandbox_stop_vmm(&sb, true, &ctl_report) < 0)
 			errmsg("%s: cannot stop the VMM (pid %d)", sb.id, (int)sb.pid);
 		else
 			remove_flat_dir(sb.dir);

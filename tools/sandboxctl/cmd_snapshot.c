@@ -334,7 +334,7 @@ int cmd_suspend(int argc, char **argv)
 		errmsg("%s: cannot mark it suspended: %s", sb.id, strerror(-err));
 		return EXIT_ERR;
 	}
-	if ((err = sandbox_stop_vmm(&sb, false)) < 0) {
+	if ((err = sandbox_stop_vmm(&sb, false, &ctl_report)) < 0) {
 		errmsg("%s: cannot end its VMM: %s", sb.id, strerror(-err));
 		return EXIT_ERR;
 	}
@@ -365,7 +365,7 @@ int sandbox_resume_suspended(struct sandbox *sb)
 		char top[4200], frozen[4200];
 		struct disk_error derr = {""};
 
-		if (sandbox_stop_vmm(sb, true) < 0)
+		if (sandbox_stop_vmm(sb, true, &ctl_report) < 0)
 			return status;
 		if (sandbox_path(sb, "stopped", marker, sizeof(marker)) == 0)
 			unlink(marker); /* still suspended: resume can be tried again */

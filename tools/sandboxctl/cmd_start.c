@@ -64,7 +64,7 @@ int cmd_start(int argc, char **argv)
 		       sandbox_state_name(st));
 		return EXIT_ERR;
 	}
-	if (st == SB_DEAD && (err = sandbox_stop_vmm(&sb, true)) < 0) {
+	if (st == SB_DEAD && (err = sandbox_stop_vmm(&sb, true, &ctl_report)) < 0) {
 		errmsg("%s: cannot clean up after its dead VMM: %s", sb.id, strerror(-err));
 		return EXIT_ERR;
 	}
@@ -77,7 +77,7 @@ int cmd_start(int argc, char **argv)
 	status = sandbox_boot(&sb, NULL, timeout_s, false);
 	if (status != EXIT_OK) {
 		/* Leave it stopped, as it was, rather than half started. */
-		if (sandbox_stop_vmm(&sb, true) < 0)
+		if (sandbox_stop_vmm(&sb, true, &ctl_report) < 0)
 			errmsg("%s: cannot stop the VMM (pid %d)", sb.id, (int)sb.pid);
 		return status;
 	}

@@ -46,7 +46,7 @@ int cmd_stop(int argc, char **argv)
 		return status;
 	if (sandbox_vmm_alive(&sb) && sandbox_state(&sb, NULL) == SB_RUNNING)
 		stop_sync_guest(&sb);
-	if ((err = sandbox_stop_vmm(&sb, false)) < 0) {
+	if ((err = sandbox_stop_vmm(&sb, false, &ctl_report)) < 0) {
 		errmsg("%s: cannot stop the VMM (pid %d): %s", sb.id, (int)sb.pid, strerror(-err));
 		return EXIT_ERR;
 	}

@@ -48,6 +48,13 @@ static void usage(FILE *f)
 		"status, 128+N killed by signal N, 124 timeout (docs/sandboxctl.md).\n");
 }
 
+static void ctl_note(void *ctx, const char *line)
+{
+	errmsg("%s", line);
+}
+
+const struct lc_report ctl_report = {.note = ctl_note};
+
 int main(int argc, char **argv)
 {
 	signal(SIGPIPE, SIG_IGN);

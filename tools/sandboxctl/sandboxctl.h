@@ -17,6 +17,11 @@
 
 #include "client.h"
 
+/* ---- main.c ---- */
+
+/* The lifecycle's reporter of every command: each line it hears is a message on stderr. */
+extern const struct lc_report ctl_report;
+
 /* ---- host.c: can sandboxes boot here? ---- */
 
 /* Why a host of KVM `flavour` (enum kvm_flavour) cannot boot a sandbox, or NULL when it can:
