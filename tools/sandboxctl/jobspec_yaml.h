@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What the job spec's parts share (jobspec.c, jobspec_net.c, jobspec_files.c, jobspec_shape.c):
- * the parse's state and the checked readers of libyaml's nodes. Every reader names the node's
- * FILE:LINE:COLUMN on failure.
+ * the parse's state and the checked readers of libyaml's nodes (jobspec_yaml.c), the floor
+ * below the parts. Every reader names the node's FILE:LINE:COLUMN on failure.
  */
 #ifndef SANDBOXCTL_JOBSPEC_YAML_H
 #define SANDBOXCTL_JOBSPEC_YAML_H
@@ -16,6 +16,11 @@
 
 /* A list in a spec (env, allow, secrets, ...) holds at most this many entries. */
 #define SPEC_MAX_LIST 256
+/* What the spec's strings may add up to once copied out. Aliases are read by reference, so a
+ * 1 MiB spec of `steps: [*big, *big, ...]` would otherwise copy its 1 MiB script per step
+ * (~1 GiB for 1000 steps). */
+#define SPEC_MAX_COPY  (4u << 20)
+#define SPEC_MAX_WORDS (4 * SPEC_MAX_LIST + 8) /* prepare words: network lists and secrets */
 
 struct spec_parse {
 	const char *path;

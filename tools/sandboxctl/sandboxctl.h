@@ -84,6 +84,8 @@ int sandbox_start_vmm(struct sandbox *sb, const char *console_opt, const struct 
 		      unsigned timeout_s, bool no_wait);
 /* After sandbox_start_vmm(..., no_wait) of a restore: wait for its agent and refresh it. */
 int sandbox_wait_restored(struct sandbox *sb, unsigned timeout_s);
+/* ---- sb_make.c: the making of a sandbox's directory and its undoing ---- */
+
 /* Under the sandboxes' lock: check `name` (NULL: the id is the name) is free, pick an id,
  * make the directory and write sb's config. Prints its errors; returns an exit status. */
 int sandbox_make_dir(struct sandbox *sb, const char *name);
@@ -244,6 +246,10 @@ struct snap_take {
  * exit status. Whatever fails, no half snapshot is left under that name; once the VMM froze
  * the disk the sandbox simply goes on over its new top. */
 int snapshot_take(struct sandbox *sb, struct snap_take *t);
+/* ---- restore.c: a sandbox from a snapshot (restore, fork, resume, the warm create) ---- */
+
+/* How long a restored VMM has to answer (its agent refreshed) before it counts as failed. */
+#define RESTORE_TIMEOUT_S 60
 /* A new sandbox over the snapshot `dir` (meta `m`): its own directory and top layer over the
  * snapshot's frozen root layer; then its VMM restoring `src` (not waiting when `no_wait`),
  * its console to `console` (NULL: console.log). Prints its errors; returns an exit status,

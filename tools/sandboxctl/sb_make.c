@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The making of a sandbox, whatever it is made from (an image: cmd_create.c; a snapshot:
+ * restore.c): its id and directory under one lock, its proxy's files, and the undoing of a
+ * make that failed. The floor below create, restore and the warm create (ready.c).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sandboxctl.h"
+
+static int new_id(char id[ID_LEN + 1])
+{
+	uint8_t b[ID_LEN / 2];
+
+	if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b))
+		return -EIO;
+	for (unsigned i = 0; i < sizeof(b); i++)
+		sprintf(id + 2 * i, "%02x", b[i]);
+	return 0;
+}
+
+static int name_taken(const struct sandbox *sb, void *opaque)
+{
+	return strcmp(sb->name, opaque) == 0 ? -EEXIST : 0;
+}
+
+/* Every sandbox has a uid of its own (sandbox_uid: from its id's first 4 digits). */
+static int uid_taken(const struct sandbox *sb, void *opaque)
+{
+	return sandbox_uid(sb->id) == sandbox_uid(opaque) ? -EEXIST : 0;
+}
+
+/* Undo a failed create: no process, no socket, no directory. */
+void create_cleanup(struct sandbox *sb)
+{
+	if (sb->pid)
+		if (sandbox_stop_vmm(sb, true, &ctl_report) < 0)
+			errmsg("%s: cannot stop the VMM (pid %d)", sb->id, (int)sb->pid);
+	cgroup_remove(sb);
+	remove_flat_dir(sb->dir);
+}
+
+int sandbox_make_dir(struct sandbox *sb, const char *name)
+{
+	char lock[4200];
+	int err, lock_fd;
+
+	/* The name check and the directory are made under one lock: two creates of one name
+	 * cannot both succeed. */
+	if ((err = path_fmt(lock, sizeof(lock), "%s/sandboxes/.lock", state_home())) < 0)
+		return EXIT_ERR;
+	lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (lock_fd < 0 || flock(lock_fd, LOCK_EX) < 0) {
+		errmsg("cannot lock %s: %m", lock);
+		return EXIT_ERR;
+	}
+	if (name && sandbox_foreach(name_taken, (void *)name) == -EEXIST) {
+		errmsg("a sandbox named '%s' exists already", name);
+		close(lock_fd);
+		return EXIT_ERR;
+	}
+	for (int tries = 0;; tries++) {
+		if ((err = new_id(sb->id)) < 0 ||
+		    (err = path_fmt(sb->dir, sizeof(sb->dir), "%s/sandboxes/%s", state_home(),
+				    sb->id)) < 0)
+			break;
+		if (sandbox_foreach(uid_taken, sb->id) == -EEXIST) {
+			err = -EEXIST;
+			if (tries == 100)
+				break;
+			continue;
+		}
+		if (mkdir(sb->dir, 0700) == 0)
+			break;
+		err = -errno;
+		if (err != -EEXIST || tries == 100)
+			break;
+	}
+	snprintf(sb->name, sizeof(sb->name), "%s", name ? name : sb->id);
+	if (err == 0)
+		err = sandbox_save(sb);
+	close(lock_fd);
+	if (err < 0) {
+		errmsg("cannot create the sandbox's directory: %s", strerror(-err));
+		if (sb->dir[0] && sb->id[0])
+			remove_flat_dir(sb->dir);
+		return EXIT_ERR;
+	}
+	return EXIT_OK;
+}
+
+int create_net_prepare(const struct sandbox *sb, const struct create_opts *o)
+{
+	int err = proxy_prepare(sb, o->net_opts, o->nnet_opts);
+
+	if (err == -EINVAL)
+		return EXIT_USAGE; /* the proxy said what is wrong with the policy */
+	if (err < 0) {
+		errmsg("%s: cannot prepare its proxy: %s", sb->id, strerror(-err));
+		return EXIT_ERR;
+	}
+	return EXIT_OK;
+}
