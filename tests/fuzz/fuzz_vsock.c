@@ -43,21 +43,21 @@
 #include <linux/virtio_ring.h>
 #include <linux/virtio_vsock.h>
 
+#include "fake_driver.h"
 #include "fake_vm.h"
 #include "virtio/virtio.h"
 #include "virtio/vsock.h"
 
-#define QSIZE	    16u
-#define RING_GPA(q) (0x10000u + (q)*0x4000u) /* desc; avail +0x1000, used +0x2000 */
-#define RX_BUF_GPA  0x20000u
-#define RX_BUF_LEN  (44u + 4096u)
-#define EV_BUF_GPA  0x40000u
-#define TX_BUF_GPA  0x50000u
-#define TX_MAX	    (44u + 0x10000u)
-#define RAM_LEN	    (TX_BUF_GPA + TX_MAX + 0x1000u)
-#define HOST_PORT   1234u /* a listener on vsock.sock_1234 answers the guest's requests */
-#define NFDS	    4u
-#define PUMP_MAX    256
+#define QSIZE	   16u
+#define RX_BUF_GPA 0x20000u
+#define RX_BUF_LEN (44u + 4096u)
+#define EV_BUF_GPA 0x40000u
+#define TX_BUF_GPA 0x50000u
+#define TX_MAX	   (44u + 0x10000u)
+#define RAM_LEN	   (TX_BUF_GPA + TX_MAX + 0x1000u)
+#define HOST_PORT  1234u /* a listener on vsock.sock_1234 answers the guest's requests */
+#define NFDS	   4u
+#define PUMP_MAX   256
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -75,7 +75,7 @@ static struct virtio_dev *vdev;
 static char dir[64], sock_path[96];
 static int host_listen_fd = -1;
 static int clients[NFDS], peers[NFDS];
-static uint16_t avail_idx[3], used_seen[3];
+static struct fake_driver drv;
 static bool rx_repost;
 
 /* The input, consumed step by step. */
@@ -94,76 +94,30 @@ static bool take(struct fuzz_in *in, void *out, size_t n)
 	return true;
 }
 
-static uint32_t rd(uint64_t reg)
-{
-	uint32_t v = 0;
-
-	virtio_mmio_access(vdev, reg, (uint8_t *)&v, 4, false);
-	return v;
-}
-
-static void wr(uint64_t reg, uint32_t v)
-{
-	virtio_mmio_access(vdev, reg, (uint8_t *)&v, 4, true);
-}
-
-static struct vring_desc *desc(unsigned q)
-{
-	return (struct vring_desc *)(ram + RING_GPA(q));
-}
-static struct vring_avail *avail(unsigned q)
-{
-	return (struct vring_avail *)(ram + RING_GPA(q) + 0x1000);
-}
-static struct vring_used *used(unsigned q)
-{
-	return (struct vring_used *)(ram + RING_GPA(q) + 0x2000);
-}
-
-static void post(unsigned q, uint16_t i, uint64_t gpa, uint32_t len)
-{
-	desc(q)[i] = (struct vring_desc){.addr = gpa, .len = len, .flags = VRING_DESC_F_WRITE};
-	avail(q)->ring[avail_idx[q] % QSIZE] = i;
-	avail(q)->idx = ++avail_idx[q];
-}
-
 /* The driver's set-up: features, the three queues, every rx and event buffer, DRIVER_OK. */
 static void fuzz_driver_setup(void)
 {
-	uint64_t features;
-
 	memset(ram, 0, TX_BUF_GPA);
-	memset(avail_idx, 0, sizeof(avail_idx));
-	memset(used_seen, 0, sizeof(used_seen));
 	rx_repost = true;
-	wr(VIRTIO_MMIO_STATUS, VIRTIO_CONFIG_S_ACKNOWLEDGE | VIRTIO_CONFIG_S_DRIVER);
-	wr(VIRTIO_MMIO_DEVICE_FEATURES_SEL, 1);
-	features = (uint64_t)rd(VIRTIO_MMIO_DEVICE_FEATURES) << 32;
-	wr(VIRTIO_MMIO_DRIVER_FEATURES_SEL, 1);
-	wr(VIRTIO_MMIO_DRIVER_FEATURES, (uint32_t)(features >> 32));
-	wr(VIRTIO_MMIO_STATUS, rd(VIRTIO_MMIO_STATUS) | VIRTIO_CONFIG_S_FEATURES_OK);
-	for (unsigned q = 0; q < 3; q++) {
-		wr(VIRTIO_MMIO_QUEUE_SEL, q);
-		wr(VIRTIO_MMIO_QUEUE_NUM, QSIZE);
-		wr(VIRTIO_MMIO_QUEUE_DESC_LOW, RING_GPA(q));
-		wr(VIRTIO_MMIO_QUEUE_AVAIL_LOW, RING_GPA(q) + 0x1000);
-		wr(VIRTIO_MMIO_QUEUE_USED_LOW, RING_GPA(q) + 0x2000);
-		wr(VIRTIO_MMIO_QUEUE_READY, 1);
-	}
+	fdrv_init(&drv, &vm, &vm.mem, vdev);
+	/* The high word only (VERSION_1): no EVENT_IDX. From a reset FEATURES_OK always holds,
+	 * and if it did not, the device would say so in what follows. */
+	(void)fdrv_setup(&drv, ~0ull << 32, 3, QSIZE);
 	for (uint16_t i = 0; i < QSIZE; i++)
-		post(0, i, RX_BUF_GPA + (uint64_t)i * RX_BUF_LEN, RX_BUF_LEN);
+		fdrv_post(&drv, 0, i, RX_BUF_GPA + (uint64_t)i * RX_BUF_LEN, RX_BUF_LEN,
+			  VRING_DESC_F_WRITE);
 	for (uint16_t i = 0; i < 4; i++)
-		post(2, i, EV_BUF_GPA + i * 16u, 16);
-	wr(VIRTIO_MMIO_STATUS, rd(VIRTIO_MMIO_STATUS) | VIRTIO_CONFIG_S_DRIVER_OK);
+		fdrv_post(&drv, 2, i, EV_BUF_GPA + i * 16u, 16, VRING_DESC_F_WRITE);
+	fdrv_driver_ok(&drv);
 }
 
 /* Take and check every packet in the rx queue; give the buffers back unless told not to. */
 static void fuzz_rx_drain(void)
 {
+	struct vring_used_elem e;
 	bool reposted = false;
 
-	while (used(0)->idx != used_seen[0]) {
-		struct vring_used_elem e = used(0)->ring[used_seen[0]++ % QSIZE];
+	while (fdrv_next_used(&drv, 0, &e.id, &e.len)) {
 		struct virtio_vsock_hdr h;
 
 		fuzz_check(e.id < QSIZE);
@@ -176,21 +130,19 @@ static void fuzz_rx_drain(void)
 			   h.op <= VIRTIO_VSOCK_OP_CREDIT_REQUEST);
 		fuzz_check(h.op == VIRTIO_VSOCK_OP_RW || h.len == 0);
 		if (rx_repost) {
-			post(0, (uint16_t)e.id, RX_BUF_GPA + (uint64_t)e.id * RX_BUF_LEN,
-			     RX_BUF_LEN);
+			fdrv_post(&drv, 0, (uint16_t)e.id, RX_BUF_GPA + (uint64_t)e.id * RX_BUF_LEN,
+				  RX_BUF_LEN, VRING_DESC_F_WRITE);
 			reposted = true;
 		}
 	}
 	/* tx and event chains come back too; the event buffers are offered again */
-	used_seen[1] = used(1)->idx;
-	while (used(2)->idx != used_seen[2]) {
-		struct vring_used_elem e = used(2)->ring[used_seen[2]++ % QSIZE];
-
+	drv.q[1].used_seen = fdrv_used(&drv, 1)->idx;
+	while (fdrv_next_used(&drv, 2, &e.id, &e.len)) {
 		fuzz_check(e.id < 4 && e.len <= 16);
-		post(2, (uint16_t)e.id, EV_BUF_GPA + e.id * 16u, 16);
+		fdrv_post(&drv, 2, (uint16_t)e.id, EV_BUF_GPA + e.id * 16u, 16, VRING_DESC_F_WRITE);
 	}
 	if (reposted)
-		wr(VIRTIO_MMIO_QUEUE_NOTIFY, 0);
+		fdrv_kick(&drv, 0);
 }
 
 /* Host sides: accept the guest's connections, read whatever they were sent. */
@@ -218,8 +170,10 @@ static void fuzz_host_read(void)
 	}
 }
 
-/* Run the loop until idle, reading the host sides and the rx queue between rounds. */
-static void pump(void)
+/* Run the loop until idle, reading the host sides and the rx queue between rounds (not
+ * fdrv_pump: the host sides and the driver take their turn in every round, and a quiet round
+ * is checked twice). */
+static void fuzz_pump(void)
 {
 	for (int i = 0; i < PUMP_MAX; i++) {
 		int n = evloop_run_once(&vm.loop, 0);
@@ -238,15 +192,16 @@ static void tx(const void *h, uint32_t hdr_len, const uint8_t *payload, uint32_t
 	if (len)
 		memcpy(ram + TX_BUF_GPA + hdr_len, payload, len);
 	if (!split || !len) {
-		desc(1)[0] = (struct vring_desc){.addr = TX_BUF_GPA, .len = hdr_len + len};
+		fdrv_desc(&drv, 1)[0] =
+			(struct vring_desc){.addr = TX_BUF_GPA, .len = hdr_len + len};
 	} else {
-		desc(1)[0] = (struct vring_desc){
+		fdrv_desc(&drv, 1)[0] = (struct vring_desc){
 			.addr = TX_BUF_GPA, .len = hdr_len, .flags = VRING_DESC_F_NEXT, .next = 1};
-		desc(1)[1] = (struct vring_desc){.addr = TX_BUF_GPA + hdr_len, .len = len};
+		fdrv_desc(&drv, 1)[1] =
+			(struct vring_desc){.addr = TX_BUF_GPA + hdr_len, .len = len};
 	}
-	avail(1)->ring[avail_idx[1] % QSIZE] = 0;
-	avail(1)->idx = ++avail_idx[1];
-	wr(VIRTIO_MMIO_QUEUE_NOTIFY, 1);
+	fdrv_offer(&drv, 1, 0);
+	fdrv_kick(&drv, 1);
 }
 
 static void step_raw(struct fuzz_in *in)
@@ -383,7 +338,7 @@ static void step_driver(struct fuzz_in *in)
 		return;
 	if (how & 1) {
 		rx_repost = !rx_repost;
-		wr(VIRTIO_MMIO_QUEUE_NOTIFY, 0);
+		fdrv_kick(&drv, 0);
 	}
 	if (how & 2) {
 		/* as for a snapshot: quiesced, then saved (and the guest goes on) */
@@ -462,7 +417,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	strcpy(cmdline, "console=ttyS0");
 	fuzz_check(vsock_add(&vm, sock_path, cmdline, sizeof(cmdline), &vdev) == 0);
 	fuzz_driver_setup();
-	pump();
+	fuzz_pump();
 	while (take(&in, &kind, 1)) {
 		switch (kind & 7) {
 		case 0:
@@ -487,12 +442,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			step_time(&in);
 			break;
 		case 7:
-			wr(VIRTIO_MMIO_STATUS, 0);
-			pump();
+			fdrv_wr(&drv, VIRTIO_MMIO_STATUS, 0);
+			fuzz_pump();
 			fuzz_driver_setup();
 			break;
 		}
-		pump();
+		fuzz_pump();
 	}
 	fuzz_close_host();
 	virtio_mmio_destroy(vdev);

@@ -18,15 +18,13 @@
 #include <linux/virtio_ring.h>
 
 #include "disk.h"
+#include "fake_driver.h"
 #include "fake_mem.h"
 #include "fake_vm.h"
 #include "virtio/virtio.h"
 
 #define IMAGE_LEN  (1 * MIB)
 #define QSIZE	   16u
-#define DESC_GPA   0x10000u
-#define AVAIL_GPA  0x11000u
-#define USED_GPA   0x12000u
 #define HDR_GPA	   0x20000u
 #define DATA_GPA   0x21000u
 #define STATUS_GPA 0x40000u
@@ -37,7 +35,7 @@ static struct virtio_dev *vdev;
 static char dir[] = "/tmp/test_virtio_blk.XXXXXX";
 static char raw_path[64], ovl_path[64];
 static char cmdline[256];
-static uint16_t avail_idx;
+static struct fake_driver drv;
 static unsigned qsize = QSIZE; /* the queue's size, as start() configures it */
 
 /* The byte a fresh image holds at `off`. */
@@ -66,25 +64,13 @@ static void make_image(void)
 	free(buf);
 }
 
-static uint32_t rd(uint64_t reg)
-{
-	uint32_t v;
-
-	virtio_mmio_access(vdev, reg, (uint8_t *)&v, 4, false);
-	return v;
-}
-
-static void wr(uint64_t reg, uint32_t v)
-{
-	virtio_mmio_access(vdev, reg, (uint8_t *)&v, 4, true);
-}
-
 /* Attach a disk and take the driver to DRIVER_OK with queue 0 set up. */
 static void start(bool overlay, bool ro)
 {
 	struct disk_error err;
 	struct disk *d;
-	uint64_t features;
+	/* Without EVENT_IDX: interrupts on every request. */
+	uint64_t want = ~(1ull << VIRTIO_RING_F_EVENT_IDX);
 
 	fake_vm_init(&vm);
 	ram = fake_mem_create(&vm.mem, 64 * MIB, 0);
@@ -100,31 +86,12 @@ static void start(bool overlay, bool ro)
 	struct blk_options bo = {.read_only = ro, .serial = "test-serial", .depth = 4};
 
 	cr_assert(eq(int, blk_add(&vm, d, &bo, cmdline, sizeof(cmdline), &vdev), 0));
-	avail_idx = 0;
-
-	wr(VIRTIO_MMIO_STATUS, VIRTIO_CONFIG_S_ACKNOWLEDGE | VIRTIO_CONFIG_S_DRIVER);
-	wr(VIRTIO_MMIO_DEVICE_FEATURES_SEL, 0);
-	features = rd(VIRTIO_MMIO_DEVICE_FEATURES);
-	wr(VIRTIO_MMIO_DEVICE_FEATURES_SEL, 1);
-	features |= (uint64_t)rd(VIRTIO_MMIO_DEVICE_FEATURES) << 32;
-	features &= ~(1ull << VIRTIO_RING_F_EVENT_IDX); /* interrupts on every request */
-	wr(VIRTIO_MMIO_DRIVER_FEATURES_SEL, 0);
-	wr(VIRTIO_MMIO_DRIVER_FEATURES, (uint32_t)features);
-	wr(VIRTIO_MMIO_DRIVER_FEATURES_SEL, 1);
-	wr(VIRTIO_MMIO_DRIVER_FEATURES, (uint32_t)(features >> 32));
-	wr(VIRTIO_MMIO_STATUS, rd(VIRTIO_MMIO_STATUS) | VIRTIO_CONFIG_S_FEATURES_OK);
-	cr_assert(eq(u32, rd(VIRTIO_MMIO_STATUS) & VIRTIO_CONFIG_S_FEATURES_OK,
-		     VIRTIO_CONFIG_S_FEATURES_OK),
-		  "features %llx", (unsigned long long)features);
-	wr(VIRTIO_MMIO_QUEUE_SEL, 0);
-	cr_assert(eq(u32, rd(VIRTIO_MMIO_QUEUE_NUM_MAX), 256));
-	wr(VIRTIO_MMIO_QUEUE_NUM, qsize);
-	wr(VIRTIO_MMIO_QUEUE_DESC_LOW, DESC_GPA);
-	wr(VIRTIO_MMIO_QUEUE_AVAIL_LOW, AVAIL_GPA);
-	wr(VIRTIO_MMIO_QUEUE_USED_LOW, USED_GPA);
-	wr(VIRTIO_MMIO_QUEUE_READY, 1);
-	wr(VIRTIO_MMIO_STATUS, rd(VIRTIO_MMIO_STATUS) | VIRTIO_CONFIG_S_DRIVER_OK);
-	cr_assert(eq(u32, rd(VIRTIO_MMIO_STATUS) & VIRTIO_CONFIG_S_NEEDS_RESET, 0));
+	fdrv_init(&drv, &vm, &vm.mem, vdev);
+	cr_assert(fdrv_setup(&drv, want, 1, qsize), "features %llx",
+		  (unsigned long long)(fdrv_offered(&drv) & want));
+	cr_assert(eq(u32, fdrv_rd(&drv, VIRTIO_MMIO_QUEUE_NUM_MAX), 256)); /* queue 0's */
+	fdrv_driver_ok(&drv);
+	cr_assert(not(fdrv_needs_reset(&drv)));
 }
 
 static void start_raw(void)
@@ -164,15 +131,13 @@ struct seg {
 	bool write;
 };
 
-static bool needs_reset(void);
-
 /* Reads and writes complete on io_uring: run the VM's event loop until the used index moves
  * past `used_before`, the device gives up on the queue, or a second passes. */
 static void wait_used(uint16_t used_before)
 {
-	const volatile struct vring_used *used = (struct vring_used *)(ram + USED_GPA);
+	const volatile struct vring_used *used = fdrv_used(&drv, 0);
 
-	for (int i = 0; i < 100 && used->idx == used_before && !needs_reset(); i++)
+	for (int i = 0; i < 100 && used->idx == used_before && !fdrv_needs_reset(&drv); i++)
 		cr_assert(evloop_run_once(&vm.loop, 10) >= 0);
 }
 
@@ -180,9 +145,8 @@ static void wait_used(uint16_t used_before)
  * device returned nothing). */
 static long submit(const struct seg *segs, unsigned n)
 {
-	struct vring_desc *desc = (struct vring_desc *)(ram + DESC_GPA);
-	struct vring_avail *avail = (struct vring_avail *)(ram + AVAIL_GPA);
-	struct vring_used *used = (struct vring_used *)(ram + USED_GPA);
+	struct vring_desc *desc = fdrv_desc(&drv, 0);
+	struct vring_used *used = fdrv_used(&drv, 0);
 	uint16_t used_before = used->idx;
 
 	for (unsigned i = 0; i < n; i++) {
@@ -192,9 +156,8 @@ static long submit(const struct seg *segs, unsigned n)
 				(i + 1 < n ? VRING_DESC_F_NEXT : 0);
 		desc[i].next = (uint16_t)(i + 1);
 	}
-	avail->ring[avail_idx % QSIZE] = 0;
-	avail->idx = ++avail_idx;
-	wr(VIRTIO_MMIO_QUEUE_NOTIFY, 0);
+	fdrv_offer(&drv, 0, 0);
+	fdrv_kick(&drv, 0);
 	wait_used(used_before);
 	if (used->idx == used_before)
 		return -1;
@@ -225,11 +188,6 @@ static long request(uint32_t type, uint64_t sector, uint32_t len, bool data_writ
 	return submit(s, 3);
 }
 
-static bool needs_reset(void)
-{
-	return (rd(VIRTIO_MMIO_STATUS) & VIRTIO_CONFIG_S_NEEDS_RESET) != 0;
-}
-
 static bool data_is_pattern(uint64_t disk_off, uint32_t len)
 {
 	for (uint32_t i = 0; i < len; i++)
@@ -249,7 +207,7 @@ Test(virtio_blk_raw, identity_config_and_features)
 	uint32_t seg_max, blk_size, f;
 
 	cr_assert(eq(str, cmdline, "console=ttyS0 virtio_mmio.device=4K@0xd0000000:5"));
-	cr_assert(eq(u32, rd(VIRTIO_MMIO_DEVICE_ID), VIRTIO_ID_BLOCK));
+	cr_assert(eq(u32, fdrv_rd(&drv, VIRTIO_MMIO_DEVICE_ID), VIRTIO_ID_BLOCK));
 	virtio_mmio_access(vdev, VIRTIO_MMIO_CONFIG, (uint8_t *)&capacity, 8, false);
 	cr_assert(eq(u64, capacity, IMAGE_LEN / 512));
 	virtio_mmio_access(vdev, VIRTIO_MMIO_CONFIG + offsetof(struct virtio_blk_config, seg_max),
@@ -258,8 +216,8 @@ Test(virtio_blk_raw, identity_config_and_features)
 	virtio_mmio_access(vdev, VIRTIO_MMIO_CONFIG + offsetof(struct virtio_blk_config, blk_size),
 			   (uint8_t *)&blk_size, 4, false);
 	cr_assert(eq(u32, blk_size, 512));
-	wr(VIRTIO_MMIO_DEVICE_FEATURES_SEL, 0);
-	f = rd(VIRTIO_MMIO_DEVICE_FEATURES);
+	fdrv_wr(&drv, VIRTIO_MMIO_DEVICE_FEATURES_SEL, 0);
+	f = fdrv_rd(&drv, VIRTIO_MMIO_DEVICE_FEATURES);
 	cr_assert(eq(u32, f & (1u << VIRTIO_BLK_F_RO), 1u << VIRTIO_BLK_F_RO));
 	cr_assert(eq(u32, f & (1u << VIRTIO_BLK_F_FLUSH), 1u << VIRTIO_BLK_F_FLUSH));
 	cr_assert(eq(u32, f & (1u << VIRTIO_BLK_F_SEG_MAX), 1u << VIRTIO_BLK_F_SEG_MAX));
@@ -302,7 +260,7 @@ Test(virtio_blk_raw, out_of_range_and_bad_lengths_are_ioerr)
 	cr_assert(eq(u8, ram[STATUS_GPA], VIRTIO_BLK_S_IOERR));
 	cr_assert(eq(long, request(VIRTIO_BLK_T_IN, 0, 100, true), 1));
 	cr_assert(eq(u8, ram[STATUS_GPA], VIRTIO_BLK_S_IOERR));
-	cr_assert(not(needs_reset()));
+	cr_assert(not(fdrv_needs_reset(&drv)));
 }
 
 Test(virtio_blk_raw, write_to_read_only_is_ioerr)
@@ -323,7 +281,7 @@ Test(virtio_blk_raw, get_id_flush_and_unknown)
 	cr_assert(eq(u8, ram[STATUS_GPA], VIRTIO_BLK_S_OK));
 	cr_assert(eq(long, request(99, 0, 0, false), 1));
 	cr_assert(eq(u8, ram[STATUS_GPA], VIRTIO_BLK_S_UNSUPP));
-	cr_assert(not(needs_reset()));
+	cr_assert(not(fdrv_needs_reset(&drv)));
 }
 
 Test(virtio_blk_raw, chain_without_status_needs_reset)
@@ -332,7 +290,7 @@ Test(virtio_blk_raw, chain_without_status_needs_reset)
 
 	put_hdr(VIRTIO_BLK_T_IN, 0);
 	cr_assert(eq(long, submit(s, 2), -1));
-	cr_assert(needs_reset());
+	cr_assert(fdrv_needs_reset(&drv));
 	cr_assert(eq(u8, ram[STATUS_GPA], 0xee), "no status written");
 }
 
@@ -342,10 +300,10 @@ Test(virtio_blk_raw, short_header_needs_reset)
 
 	put_hdr(VIRTIO_BLK_T_IN, 0);
 	cr_assert(eq(long, submit(s, 2), -1));
-	cr_assert(needs_reset());
+	cr_assert(fdrv_needs_reset(&drv));
 	/* The driver resets and the device works again. */
-	wr(VIRTIO_MMIO_STATUS, 0);
-	cr_assert(eq(u32, rd(VIRTIO_MMIO_STATUS), 0));
+	fdrv_wr(&drv, VIRTIO_MMIO_STATUS, 0);
+	cr_assert(eq(u32, fdrv_rd(&drv, VIRTIO_MMIO_STATUS), 0));
 }
 
 Test(virtio_blk_rw, write_flush_read_back_base_untouched)
@@ -353,8 +311,8 @@ Test(virtio_blk_rw, write_flush_read_back_base_untouched)
 	uint8_t base[512];
 	int fd;
 
-	wr(VIRTIO_MMIO_DEVICE_FEATURES_SEL, 0);
-	cr_assert(eq(u32, rd(VIRTIO_MMIO_DEVICE_FEATURES) & (1u << VIRTIO_BLK_F_RO), 0));
+	fdrv_wr(&drv, VIRTIO_MMIO_DEVICE_FEATURES_SEL, 0);
+	cr_assert(eq(u32, fdrv_rd(&drv, VIRTIO_MMIO_DEVICE_FEATURES) & (1u << VIRTIO_BLK_F_RO), 0));
 	memset(ram + DATA_GPA, 0x5a, 1024);
 	cr_assert(eq(long, request(VIRTIO_BLK_T_OUT, 7, 1024, false), 1));
 	cr_assert(eq(u8, ram[STATUS_GPA], VIRTIO_BLK_S_OK));
@@ -409,8 +367,8 @@ Test(virtio_blk_rw, write_zeroes_and_discard)
 
 Test(virtio_blk_ro, read_only_overlay_refuses_writes)
 {
-	wr(VIRTIO_MMIO_DEVICE_FEATURES_SEL, 0);
-	cr_assert(eq(u32, rd(VIRTIO_MMIO_DEVICE_FEATURES) & (1u << VIRTIO_BLK_F_RO),
+	fdrv_wr(&drv, VIRTIO_MMIO_DEVICE_FEATURES_SEL, 0);
+	cr_assert(eq(u32, fdrv_rd(&drv, VIRTIO_MMIO_DEVICE_FEATURES) & (1u << VIRTIO_BLK_F_RO),
 		     1u << VIRTIO_BLK_F_RO));
 	memset(ram + DATA_GPA, 0x5a, 512);
 	cr_assert(eq(long, request(VIRTIO_BLK_T_OUT, 0, 512, false), 1));
@@ -426,8 +384,7 @@ Test(virtio_blk_ro, read_only_overlay_refuses_writes)
 #define MULTI_STATUS(k) (STATUS_GPA + (k))
 static void post2(unsigned k, uint32_t type, uint64_t sector, uint32_t len)
 {
-	struct vring_desc *desc = (struct vring_desc *)(ram + DESC_GPA);
-	struct vring_avail *avail = (struct vring_avail *)(ram + AVAIL_GPA);
+	struct vring_desc *desc = fdrv_desc(&drv, 0);
 	struct virtio_blk_outhdr h = {.type = type, .sector = sector};
 	uint64_t hdr = MULTI_DATA(k);
 
@@ -445,13 +402,12 @@ static void post2(unsigned k, uint32_t type, uint64_t sector, uint32_t len)
 		desc[2 * k + 1] = (struct vring_desc){
 			.addr = MULTI_STATUS(k), .len = 1, .flags = VRING_DESC_F_WRITE};
 	}
-	avail->ring[avail_idx % QSIZE] = (uint16_t)(2 * k);
-	avail->idx = ++avail_idx;
+	fdrv_offer(&drv, 0, (uint16_t)(2 * k));
 }
 
 Test(virtio_blk_rw, requests_in_flight_and_flush_is_a_barrier)
 {
-	const volatile struct vring_used *used = (struct vring_used *)(ram + USED_GPA);
+	const volatile struct vring_used *used = fdrv_used(&drv, 0);
 	bool seen[7] = {false};
 
 	/* Three 4 KiB writes (depth is 4), a flush, three reads of what they wrote. */
@@ -462,11 +418,11 @@ Test(virtio_blk_rw, requests_in_flight_and_flush_is_a_barrier)
 	post2(3, VIRTIO_BLK_T_FLUSH, 0, 0);
 	for (unsigned k = 4; k < 7; k++)
 		post2(k, VIRTIO_BLK_T_IN, 8 * (k - 4) + 1, 4096);
-	wr(VIRTIO_MMIO_QUEUE_NOTIFY, 0);
+	fdrv_kick(&drv, 0);
 	for (int i = 0; i < 200 && used->idx != 7; i++)
 		cr_assert(evloop_run_once(&vm.loop, 10) >= 0);
 	cr_assert(eq(u16, used->idx, 7), "every request completed");
-	cr_assert(not(needs_reset()));
+	cr_assert(not(fdrv_needs_reset(&drv)));
 	for (unsigned i = 0; i < 7; i++) {
 		unsigned k = used->ring[i].id / 2;
 
@@ -485,20 +441,20 @@ Test(virtio_blk_rw, requests_in_flight_and_flush_is_a_barrier)
 
 Test(virtio_blk_rw, reset_with_requests_in_flight)
 {
-	const volatile struct vring_used *used = (struct vring_used *)(ram + USED_GPA);
+	const volatile struct vring_used *used = fdrv_used(&drv, 0);
 	uint16_t returned;
 
 	for (unsigned k = 0; k < 4; k++)
 		post2(k, VIRTIO_BLK_T_IN, 8 * k, 4096);
 	/* Reads the page cache holds complete inside the kick; others are still in flight on
 	 * io_uring, and only the event loop reaps them. */
-	wr(VIRTIO_MMIO_QUEUE_NOTIFY, 0);
+	fdrv_kick(&drv, 0);
 	returned = used->idx;
-	wr(VIRTIO_MMIO_STATUS, 0);
+	fdrv_wr(&drv, VIRTIO_MMIO_STATUS, 0);
 	for (int i = 0; i < 20; i++)
 		cr_assert(evloop_run_once(&vm.loop, 10) >= 0);
 	cr_assert(eq(u16, used->idx, returned), "nothing returned to a queue that was reset");
-	cr_assert(eq(u32, rd(VIRTIO_MMIO_STATUS), 0));
+	cr_assert(eq(u32, fdrv_rd(&drv, VIRTIO_MMIO_STATUS), 0));
 }
 
 /*
@@ -508,9 +464,8 @@ Test(virtio_blk_rw, reset_with_requests_in_flight)
  */
 Test(virtio_blk_big, a_pass_takes_at_most_the_budget_and_comes_back)
 {
-	struct vring_desc *desc = (struct vring_desc *)(ram + DESC_GPA);
-	struct vring_avail *avail = (struct vring_avail *)(ram + AVAIL_GPA);
-	const volatile struct vring_used *used = (struct vring_used *)(ram + USED_GPA);
+	struct vring_desc *desc = fdrv_desc(&drv, 0);
+	const volatile struct vring_used *used = fdrv_used(&drv, 0);
 	const unsigned n = 128, budget = 64;
 
 	put_hdr(VIRTIO_BLK_T_GET_ID, 0);
@@ -521,11 +476,11 @@ Test(virtio_blk_big, a_pass_takes_at_most_the_budget_and_comes_back)
 						  .next = (uint16_t)(2 * k + 1)};
 		desc[2 * k + 1] = (struct vring_desc){
 			.addr = DATA_GPA + 32 * k, .len = 21, .flags = VRING_DESC_F_WRITE};
-		avail->ring[k] = (uint16_t)(2 * k);
+		fdrv_add(&drv, 0, (uint16_t)(2 * k));
 	}
-	avail->idx = (uint16_t)n;
+	fdrv_publish(&drv, 0);
 	/* Without a VM, the kick is served right here, in the QueueNotify access. */
-	wr(VIRTIO_MMIO_QUEUE_NOTIFY, 0);
+	fdrv_kick(&drv, 0);
 	cr_assert(eq(u16, used->idx, budget), "one pass took %u requests", used->idx);
 	/* The device's own kick brings the event loop back for the next pass. */
 	cr_assert(eq(int, evloop_run_once(&vm.loop, 0), 1));
@@ -537,16 +492,15 @@ Test(virtio_blk_big, a_pass_takes_at_most_the_budget_and_comes_back)
 		cr_assert(eq(str, (char *)(ram + DATA_GPA + 32 * k), "test-serial"));
 		cr_assert(eq(u8, ram[DATA_GPA + 32 * k + 20], VIRTIO_BLK_S_OK));
 	}
-	cr_assert(not(needs_reset()));
+	cr_assert(not(fdrv_needs_reset(&drv)));
 }
 
 /* A request costs the budget one unit per 64 KiB its chain spans besides its own: requests of
  * 4 MiB are taken one per pass, however many the guest queued. */
 Test(virtio_blk_big, long_requests_take_the_whole_budget)
 {
-	struct vring_desc *desc = (struct vring_desc *)(ram + DESC_GPA);
-	struct vring_avail *avail = (struct vring_avail *)(ram + AVAIL_GPA);
-	const volatile struct vring_used *used = (struct vring_used *)(ram + USED_GPA);
+	struct vring_desc *desc = fdrv_desc(&drv, 0);
+	const volatile struct vring_used *used = fdrv_used(&drv, 0);
 	const unsigned n = 3;
 
 	/* Reads of 4 MiB at sector 0: beyond this 1 MiB disk, so each is a quick IOERR; what
@@ -564,10 +518,10 @@ Test(virtio_blk_big, long_requests_take_the_whole_budget)
 					    .next = (uint16_t)(3 * k + 2)};
 		desc[3 * k + 2] = (struct vring_desc){
 			.addr = STATUS_GPA + k, .len = 1, .flags = VRING_DESC_F_WRITE};
-		avail->ring[k] = (uint16_t)(3 * k);
+		fdrv_add(&drv, 0, (uint16_t)(3 * k));
 	}
-	avail->idx = (uint16_t)n;
-	wr(VIRTIO_MMIO_QUEUE_NOTIFY, 0);
+	fdrv_publish(&drv, 0);
+	fdrv_kick(&drv, 0);
 	cr_assert(eq(u16, used->idx, 1), "one pass took %u requests of 4 MiB", used->idx);
 	for (unsigned pass = 2; pass <= n; pass++) {
 		cr_assert(eq(int, evloop_run_once(&vm.loop, 0), 1));

@@ -8,6 +8,7 @@
 #include <linux/virtio_config.h>
 #include <linux/virtio_mmio.h>
 
+#include "fake_driver.h"
 #include "fake_mem.h"
 #include "fake_vm.h"
 #include "virtio/virtio.h"
@@ -76,6 +77,7 @@ static const struct virtio_ops fake_ops = {
 static struct vm vm;
 static struct fake_dev dev;
 static struct virtio_dev *vdev;
+static struct fake_driver drv;
 static char cmdline[256];
 
 static void setup(void)
@@ -86,6 +88,7 @@ static void setup(void)
 	strcpy(cmdline, "console=ttyS0");
 	cr_assert(
 		eq(int, virtio_mmio_add(&vm, &fake_ops, &dev, cmdline, sizeof(cmdline), &vdev), 0));
+	fdrv_init(&drv, &vm, &vm.mem, vdev);
 }
 
 static void teardown(void)
@@ -97,46 +100,12 @@ static void teardown(void)
 
 TestSuite(virtio_mmio, .init = setup, .fini = teardown);
 
-static uint32_t rd(uint64_t reg)
-{
-	uint32_t v;
-
-	virtio_mmio_access(vdev, reg, (uint8_t *)&v, 4, false);
-	return v;
-}
-
-static void wr(uint64_t reg, uint32_t v)
-{
-	virtio_mmio_access(vdev, reg, (uint8_t *)&v, 4, true);
-}
-
-/* A driver's whole happy path up to DRIVER_OK with queue 0 set up. */
-static void negotiate(uint64_t features)
-{
-	wr(VIRTIO_MMIO_STATUS, VIRTIO_CONFIG_S_ACKNOWLEDGE | VIRTIO_CONFIG_S_DRIVER);
-	wr(VIRTIO_MMIO_DRIVER_FEATURES_SEL, 0);
-	wr(VIRTIO_MMIO_DRIVER_FEATURES, (uint32_t)features);
-	wr(VIRTIO_MMIO_DRIVER_FEATURES_SEL, 1);
-	wr(VIRTIO_MMIO_DRIVER_FEATURES, (uint32_t)(features >> 32));
-	wr(VIRTIO_MMIO_STATUS, rd(VIRTIO_MMIO_STATUS) | VIRTIO_CONFIG_S_FEATURES_OK);
-}
-
-static void setup_queue0(void)
-{
-	wr(VIRTIO_MMIO_QUEUE_SEL, 0);
-	wr(VIRTIO_MMIO_QUEUE_NUM, 16);
-	wr(VIRTIO_MMIO_QUEUE_DESC_LOW, 0x10000);
-	wr(VIRTIO_MMIO_QUEUE_AVAIL_LOW, 0x11000);
-	wr(VIRTIO_MMIO_QUEUE_USED_LOW, 0x12000);
-	wr(VIRTIO_MMIO_QUEUE_READY, 1);
-}
-
 Test(virtio_mmio, identity_and_cmdline)
 {
-	cr_assert(eq(u32, rd(VIRTIO_MMIO_MAGIC_VALUE), 0x74726976));
-	cr_assert(eq(u32, rd(VIRTIO_MMIO_VERSION), 2));
-	cr_assert(eq(u32, rd(VIRTIO_MMIO_DEVICE_ID), 42));
-	cr_assert(eq(u32, rd(VIRTIO_MMIO_QUEUE_NUM_MAX), 64));
+	cr_assert(eq(u32, fdrv_rd(&drv, VIRTIO_MMIO_MAGIC_VALUE), 0x74726976));
+	cr_assert(eq(u32, fdrv_rd(&drv, VIRTIO_MMIO_VERSION), 2));
+	cr_assert(eq(u32, fdrv_rd(&drv, VIRTIO_MMIO_DEVICE_ID), 42));
+	cr_assert(eq(u32, fdrv_rd(&drv, VIRTIO_MMIO_QUEUE_NUM_MAX), 64));
 	cr_assert(eq(str, cmdline, "console=ttyS0 virtio_mmio.device=4K@0xd0000000:5"));
 	/* The window is on the MMIO bus at its base. */
 	uint32_t magic = 0;
@@ -146,97 +115,101 @@ Test(virtio_mmio, identity_and_cmdline)
 
 Test(virtio_mmio, features_offered)
 {
-	wr(VIRTIO_MMIO_DEVICE_FEATURES_SEL, 0);
-	cr_assert(eq(u32, rd(VIRTIO_MMIO_DEVICE_FEATURES) & (1u << 5), 1u << 5));
-	wr(VIRTIO_MMIO_DEVICE_FEATURES_SEL, 1);
-	cr_assert(eq(u32, rd(VIRTIO_MMIO_DEVICE_FEATURES) & 1u, 1u), "VERSION_1 (bit 32)");
-	wr(VIRTIO_MMIO_DEVICE_FEATURES_SEL, 7);
-	cr_assert(eq(u32, rd(VIRTIO_MMIO_DEVICE_FEATURES), 0));
+	fdrv_wr(&drv, VIRTIO_MMIO_DEVICE_FEATURES_SEL, 0);
+	cr_assert(eq(u32, fdrv_rd(&drv, VIRTIO_MMIO_DEVICE_FEATURES) & (1u << 5), 1u << 5));
+	fdrv_wr(&drv, VIRTIO_MMIO_DEVICE_FEATURES_SEL, 1);
+	cr_assert(eq(u32, fdrv_rd(&drv, VIRTIO_MMIO_DEVICE_FEATURES) & 1u, 1u),
+		  "VERSION_1 (bit 32)");
+	fdrv_wr(&drv, VIRTIO_MMIO_DEVICE_FEATURES_SEL, 7);
+	cr_assert(eq(u32, fdrv_rd(&drv, VIRTIO_MMIO_DEVICE_FEATURES), 0));
 }
 
 Test(virtio_mmio, legacy_driver_refused)
 {
-	negotiate(1ull << 5); /* no VERSION_1 */
-	cr_assert(eq(u32, rd(VIRTIO_MMIO_STATUS) & VIRTIO_CONFIG_S_FEATURES_OK, 0));
+	fdrv_negotiate(&drv, 1ull << 5); /* no VERSION_1 */
+	cr_assert(eq(u32, fdrv_rd(&drv, VIRTIO_MMIO_STATUS) & VIRTIO_CONFIG_S_FEATURES_OK, 0));
 }
 
 Test(virtio_mmio, unoffered_feature_refused)
 {
-	negotiate((1ull << VIRTIO_F_VERSION_1) | (1ull << 7));
-	cr_assert(eq(u32, rd(VIRTIO_MMIO_STATUS) & VIRTIO_CONFIG_S_FEATURES_OK, 0));
+	fdrv_negotiate(&drv, (1ull << VIRTIO_F_VERSION_1) | (1ull << 7));
+	cr_assert(eq(u32, fdrv_rd(&drv, VIRTIO_MMIO_STATUS) & VIRTIO_CONFIG_S_FEATURES_OK, 0));
 }
 
 Test(virtio_mmio, happy_path_activates_and_notifies)
 {
-	negotiate((1ull << VIRTIO_F_VERSION_1) | (1ull << 5));
-	cr_assert(eq(u32, rd(VIRTIO_MMIO_STATUS) & VIRTIO_CONFIG_S_FEATURES_OK,
+	fdrv_negotiate(&drv, (1ull << VIRTIO_F_VERSION_1) | (1ull << 5));
+	cr_assert(eq(u32, fdrv_rd(&drv, VIRTIO_MMIO_STATUS) & VIRTIO_CONFIG_S_FEATURES_OK,
 		     VIRTIO_CONFIG_S_FEATURES_OK));
-	setup_queue0();
-	cr_assert(eq(u32, rd(VIRTIO_MMIO_QUEUE_READY), 1));
+	fdrv_queue_setup(&drv, 0, 16, 0x10000, 0x11000, 0x12000);
+	cr_assert(eq(u32, fdrv_rd(&drv, VIRTIO_MMIO_QUEUE_READY), 1));
 	cr_assert(vdev->queues[0].ready);
 	cr_assert(eq(u64, vdev->queues[0].desc_gpa, 0x10000));
-	wr(VIRTIO_MMIO_STATUS, rd(VIRTIO_MMIO_STATUS) | VIRTIO_CONFIG_S_DRIVER_OK);
+	fdrv_wr(&drv, VIRTIO_MMIO_STATUS,
+		fdrv_rd(&drv, VIRTIO_MMIO_STATUS) | VIRTIO_CONFIG_S_DRIVER_OK);
 	cr_assert(eq(u32, dev.activated, 1));
 	cr_assert(eq(u64, dev.features, (1ull << VIRTIO_F_VERSION_1) | (1ull << 5)));
-	wr(VIRTIO_MMIO_QUEUE_NOTIFY, 1);
+	fdrv_wr(&drv, VIRTIO_MMIO_QUEUE_NOTIFY, 1);
 	cr_assert(eq(u32, dev.notified, 1));
 	cr_assert(eq(u32, dev.last_queue, 1));
 	/* A notify for a queue that does not exist is dropped. */
-	wr(VIRTIO_MMIO_QUEUE_NOTIFY, 9);
+	fdrv_wr(&drv, VIRTIO_MMIO_QUEUE_NOTIFY, 9);
 	cr_assert(eq(u32, dev.notified, 1));
 	/* Interrupt status and its acknowledgement. */
 	virtio_notify_used(vdev);
-	cr_assert(eq(u32, rd(VIRTIO_MMIO_INTERRUPT_STATUS), 1));
-	wr(VIRTIO_MMIO_INTERRUPT_ACK, 1);
-	cr_assert(eq(u32, rd(VIRTIO_MMIO_INTERRUPT_STATUS), 0));
+	cr_assert(eq(u32, fdrv_rd(&drv, VIRTIO_MMIO_INTERRUPT_STATUS), 1));
+	fdrv_wr(&drv, VIRTIO_MMIO_INTERRUPT_ACK, 1);
+	cr_assert(eq(u32, fdrv_rd(&drv, VIRTIO_MMIO_INTERRUPT_STATUS), 0));
 }
 
 Test(virtio_mmio, notify_before_driver_ok_is_ignored)
 {
-	wr(VIRTIO_MMIO_QUEUE_NOTIFY, 0);
+	fdrv_wr(&drv, VIRTIO_MMIO_QUEUE_NOTIFY, 0);
 	cr_assert(eq(u32, dev.notified, 0));
 }
 
 Test(virtio_mmio, bad_queue_setups_need_reset)
 {
-	negotiate((1ull << VIRTIO_F_VERSION_1));
-	wr(VIRTIO_MMIO_QUEUE_SEL, 0);
-	wr(VIRTIO_MMIO_QUEUE_NUM, 128); /* above QueueNumMax */
-	wr(VIRTIO_MMIO_QUEUE_READY, 1);
+	fdrv_negotiate(&drv, (1ull << VIRTIO_F_VERSION_1));
+	fdrv_wr(&drv, VIRTIO_MMIO_QUEUE_SEL, 0);
+	fdrv_wr(&drv, VIRTIO_MMIO_QUEUE_NUM, 128); /* above QueueNumMax */
+	fdrv_wr(&drv, VIRTIO_MMIO_QUEUE_READY, 1);
 	cr_assert(not(vdev->queues[0].ready));
-	cr_assert(eq(u32, rd(VIRTIO_MMIO_STATUS) & VIRTIO_CONFIG_S_NEEDS_RESET,
+	cr_assert(eq(u32, fdrv_rd(&drv, VIRTIO_MMIO_STATUS) & VIRTIO_CONFIG_S_NEEDS_RESET,
 		     VIRTIO_CONFIG_S_NEEDS_RESET),
 		  "marked before DRIVER_OK too");
 	/* The driver cannot go on to DRIVER_OK without resetting. */
-	wr(VIRTIO_MMIO_STATUS, VIRTIO_CONFIG_S_ACKNOWLEDGE | VIRTIO_CONFIG_S_DRIVER |
-				       VIRTIO_CONFIG_S_FEATURES_OK | VIRTIO_CONFIG_S_DRIVER_OK);
+	fdrv_wr(&drv, VIRTIO_MMIO_STATUS,
+		VIRTIO_CONFIG_S_ACKNOWLEDGE | VIRTIO_CONFIG_S_DRIVER | VIRTIO_CONFIG_S_FEATURES_OK |
+			VIRTIO_CONFIG_S_DRIVER_OK);
 	cr_assert(eq(u32, dev.activated, 0));
-	wr(VIRTIO_MMIO_STATUS, 0);
-	negotiate((1ull << VIRTIO_F_VERSION_1));
-	wr(VIRTIO_MMIO_QUEUE_SEL, 0);
+	fdrv_wr(&drv, VIRTIO_MMIO_STATUS, 0);
+	fdrv_negotiate(&drv, (1ull << VIRTIO_F_VERSION_1));
+	fdrv_wr(&drv, VIRTIO_MMIO_QUEUE_SEL, 0);
 	/* Rings outside guest RAM. */
-	wr(VIRTIO_MMIO_QUEUE_NUM, 16);
-	wr(VIRTIO_MMIO_QUEUE_DESC_HIGH, 0x10);
-	wr(VIRTIO_MMIO_QUEUE_READY, 1);
+	fdrv_wr(&drv, VIRTIO_MMIO_QUEUE_NUM, 16);
+	fdrv_wr(&drv, VIRTIO_MMIO_QUEUE_DESC_HIGH, 0x10);
+	fdrv_wr(&drv, VIRTIO_MMIO_QUEUE_READY, 1);
 	cr_assert(not(vdev->queues[0].ready));
 }
 
 Test(virtio_mmio, late_queue_writes_and_driver_ok_failures_set_needs_reset)
 {
-	negotiate((1ull << VIRTIO_F_VERSION_1));
-	setup_queue0();
-	wr(VIRTIO_MMIO_STATUS, rd(VIRTIO_MMIO_STATUS) | VIRTIO_CONFIG_S_DRIVER_OK);
+	fdrv_negotiate(&drv, (1ull << VIRTIO_F_VERSION_1));
+	fdrv_queue_setup(&drv, 0, 16, 0x10000, 0x11000, 0x12000);
+	fdrv_wr(&drv, VIRTIO_MMIO_STATUS,
+		fdrv_rd(&drv, VIRTIO_MMIO_STATUS) | VIRTIO_CONFIG_S_DRIVER_OK);
 	/* Moving a live ring is out of sequence. */
-	wr(VIRTIO_MMIO_QUEUE_DESC_LOW, 0x20000);
-	cr_assert(eq(u32, rd(VIRTIO_MMIO_STATUS) & VIRTIO_CONFIG_S_NEEDS_RESET,
+	fdrv_wr(&drv, VIRTIO_MMIO_QUEUE_DESC_LOW, 0x20000);
+	cr_assert(eq(u32, fdrv_rd(&drv, VIRTIO_MMIO_STATUS) & VIRTIO_CONFIG_S_NEEDS_RESET,
 		     VIRTIO_CONFIG_S_NEEDS_RESET));
-	cr_assert(eq(u32, rd(VIRTIO_MMIO_INTERRUPT_STATUS) & 2, 2), "config interrupt");
+	cr_assert(eq(u32, fdrv_rd(&drv, VIRTIO_MMIO_INTERRUPT_STATUS) & 2, 2), "config interrupt");
 	cr_assert(eq(u64, vdev->queues[0].desc_gpa, 0x10000), "the ring did not move");
 	/* A device in NEEDS_RESET serves nothing until the driver resets it. */
-	wr(VIRTIO_MMIO_QUEUE_NOTIFY, 0);
+	fdrv_wr(&drv, VIRTIO_MMIO_QUEUE_NOTIFY, 0);
 	cr_assert(eq(u32, dev.notified, 0));
-	wr(VIRTIO_MMIO_STATUS, 0);
-	cr_assert(eq(u32, rd(VIRTIO_MMIO_STATUS), 0));
+	fdrv_wr(&drv, VIRTIO_MMIO_STATUS, 0);
+	cr_assert(eq(u32, fdrv_rd(&drv, VIRTIO_MMIO_STATUS), 0));
 	cr_assert(eq(u32, dev.resets, 1));
 	cr_assert(not(vdev->queues[0].ready));
 }
@@ -244,9 +217,10 @@ Test(virtio_mmio, late_queue_writes_and_driver_ok_failures_set_needs_reset)
 Test(virtio_mmio, activate_failure_needs_reset)
 {
 	dev.activate_ret = -1;
-	negotiate((1ull << VIRTIO_F_VERSION_1));
-	wr(VIRTIO_MMIO_STATUS, rd(VIRTIO_MMIO_STATUS) | VIRTIO_CONFIG_S_DRIVER_OK);
-	cr_assert(eq(u32, rd(VIRTIO_MMIO_STATUS) & VIRTIO_CONFIG_S_NEEDS_RESET,
+	fdrv_negotiate(&drv, (1ull << VIRTIO_F_VERSION_1));
+	fdrv_wr(&drv, VIRTIO_MMIO_STATUS,
+		fdrv_rd(&drv, VIRTIO_MMIO_STATUS) | VIRTIO_CONFIG_S_DRIVER_OK);
+	cr_assert(eq(u32, fdrv_rd(&drv, VIRTIO_MMIO_STATUS) & VIRTIO_CONFIG_S_NEEDS_RESET,
 		     VIRTIO_CONFIG_S_NEEDS_RESET));
 }
 
@@ -269,16 +243,16 @@ Test(virtio_mmio, unaligned_register_access_ignored)
 	uint16_t half = 0xffff;
 
 	virtio_mmio_access(vdev, VIRTIO_MMIO_STATUS, (uint8_t *)&half, 2, true);
-	cr_assert(eq(u32, rd(VIRTIO_MMIO_STATUS), 0));
+	cr_assert(eq(u32, fdrv_rd(&drv, VIRTIO_MMIO_STATUS), 0));
 	virtio_mmio_access(vdev, VIRTIO_MMIO_STATUS + 1, (uint8_t *)&half, 2, false);
 	cr_assert(eq(u16, half, 0));
 }
 
 Test(virtio_mmio, status_bits_cannot_be_cleared)
 {
-	negotiate((1ull << VIRTIO_F_VERSION_1));
-	wr(VIRTIO_MMIO_STATUS, VIRTIO_CONFIG_S_ACKNOWLEDGE);
-	cr_assert(eq(u32, rd(VIRTIO_MMIO_STATUS) & VIRTIO_CONFIG_S_FEATURES_OK,
+	fdrv_negotiate(&drv, (1ull << VIRTIO_F_VERSION_1));
+	fdrv_wr(&drv, VIRTIO_MMIO_STATUS, VIRTIO_CONFIG_S_ACKNOWLEDGE);
+	cr_assert(eq(u32, fdrv_rd(&drv, VIRTIO_MMIO_STATUS) & VIRTIO_CONFIG_S_FEATURES_OK,
 		     VIRTIO_CONFIG_S_FEATURES_OK));
 }
 

@@ -23,13 +23,13 @@
 #include <linux/virtio_net.h>
 #include <linux/virtio_ring.h>
 
+#include "fake_driver.h"
 #include "fake_mem.h"
 #include "fake_vm.h"
 #include "virtio/net.h"
 #include "virtio/virtio.h"
 
 #define QSIZE	    256u
-#define RING_GPA(q) (0x10000u + (q)*0x4000u) /* desc; avail +0x1000, used +0x2000 */
 #define RX_BUF_GPA  0x100000u
 #define TX_BUF_GPA  0x2000000u
 #define TX_SLOT_LEN 0x11000u
@@ -41,68 +41,21 @@ static struct virtio_dev *vdev;
 static struct net_dev *dev;
 static int peer = -1;
 static char cmdline[256];
-static uint16_t avail_idx[2], used_seen[2];
+static struct fake_driver drv;
 static uint32_t rx_buf_len;
 static const uint8_t test_mac[6] = {0x02, 0x53, 0x42, 0x00, 0x00, 0x02};
-
-static uint32_t rd(uint64_t reg)
-{
-	uint32_t v;
-
-	virtio_mmio_access(vdev, reg, (uint8_t *)&v, 4, false);
-	return v;
-}
-
-static void wr(uint64_t reg, uint32_t v)
-{
-	virtio_mmio_access(vdev, reg, (uint8_t *)&v, 4, true);
-}
-
-static struct vring_desc *desc(unsigned q)
-{
-	return (struct vring_desc *)(ram + RING_GPA(q));
-}
-static struct vring_avail *avail(unsigned q)
-{
-	return (struct vring_avail *)(ram + RING_GPA(q) + 0x1000);
-}
-static struct vring_used *used(unsigned q)
-{
-	return (struct vring_used *)(ram + RING_GPA(q) + 0x2000);
-}
 
 /* Serve the event loop until it has nothing left to do. */
 static void pump(void)
 {
-	for (int i = 0; i < 10000; i++)
-		if (evloop_run_once(&vm.loop, 0) <= 0)
-			return;
-	cr_fail("the event loop never goes idle");
-}
-
-static bool needs_reset(void)
-{
-	return (rd(VIRTIO_MMIO_STATUS) & VIRTIO_CONFIG_S_NEEDS_RESET) != 0;
-}
-
-static uint64_t offered(void)
-{
-	uint64_t f;
-
-	wr(VIRTIO_MMIO_DEVICE_FEATURES_SEL, 0);
-	f = rd(VIRTIO_MMIO_DEVICE_FEATURES);
-	wr(VIRTIO_MMIO_DEVICE_FEATURES_SEL, 1);
-	return f | (uint64_t)rd(VIRTIO_MMIO_DEVICE_FEATURES) << 32;
+	cr_assert(fdrv_pump(&drv, 10000), "the event loop never goes idle");
 }
 
 /* Offer rx buffer `i` (a device-writable buffer of rx_buf_len bytes). */
 static void post_rx(uint16_t i)
 {
-	desc(0)[i] = (struct vring_desc){.addr = RX_BUF_GPA + (uint64_t)i * rx_buf_len,
-					 .len = rx_buf_len,
-					 .flags = VRING_DESC_F_WRITE};
-	avail(0)->ring[avail_idx[0] % QSIZE] = i;
-	avail(0)->idx = ++avail_idx[0];
+	fdrv_post(&drv, 0, i, RX_BUF_GPA + (uint64_t)i * rx_buf_len, rx_buf_len,
+		  VRING_DESC_F_WRITE);
 }
 
 /* The device up with the features it offers, MRG_RXBUF only if `mrg`, and `nrx` rx buffers
@@ -110,7 +63,6 @@ static void post_rx(uint16_t i)
 static void start(bool mrg, unsigned nrx, uint32_t buf_len)
 {
 	int sv[2];
-	uint64_t f;
 
 	fake_vm_init(&vm);
 	ram = fake_mem_create(&vm.mem, 64 * MIB, 0);
@@ -119,32 +71,14 @@ static void start(bool mrg, unsigned nrx, uint32_t buf_len)
 	strcpy(cmdline, "console=ttyS0");
 	cr_assert(eq(int, net_add(&vm, sv[0], test_mac, cmdline, sizeof(cmdline), &vdev), 0));
 	dev = vdev->dev;
-	memset(avail_idx, 0, sizeof(avail_idx));
-	memset(used_seen, 0, sizeof(used_seen));
 	rx_buf_len = buf_len;
 
-	wr(VIRTIO_MMIO_STATUS, VIRTIO_CONFIG_S_ACKNOWLEDGE | VIRTIO_CONFIG_S_DRIVER);
-	f = offered();
-	if (!mrg)
-		f &= ~(1ull << VIRTIO_NET_F_MRG_RXBUF);
-	wr(VIRTIO_MMIO_DRIVER_FEATURES_SEL, 0);
-	wr(VIRTIO_MMIO_DRIVER_FEATURES, (uint32_t)f);
-	wr(VIRTIO_MMIO_DRIVER_FEATURES_SEL, 1);
-	wr(VIRTIO_MMIO_DRIVER_FEATURES, (uint32_t)(f >> 32));
-	wr(VIRTIO_MMIO_STATUS, rd(VIRTIO_MMIO_STATUS) | VIRTIO_CONFIG_S_FEATURES_OK);
-	cr_assert(ne(u32, rd(VIRTIO_MMIO_STATUS) & VIRTIO_CONFIG_S_FEATURES_OK, 0));
-	for (unsigned q = 0; q < 2; q++) {
-		wr(VIRTIO_MMIO_QUEUE_SEL, q);
-		wr(VIRTIO_MMIO_QUEUE_NUM, QSIZE);
-		wr(VIRTIO_MMIO_QUEUE_DESC_LOW, RING_GPA(q));
-		wr(VIRTIO_MMIO_QUEUE_AVAIL_LOW, RING_GPA(q) + 0x1000);
-		wr(VIRTIO_MMIO_QUEUE_USED_LOW, RING_GPA(q) + 0x2000);
-		wr(VIRTIO_MMIO_QUEUE_READY, 1);
-	}
+	fdrv_init(&drv, &vm, &vm.mem, vdev);
+	cr_assert(fdrv_setup(&drv, mrg ? ~0ull : ~(1ull << VIRTIO_NET_F_MRG_RXBUF), 2, QSIZE));
 	for (uint16_t i = 0; i < nrx; i++)
 		post_rx(i);
-	wr(VIRTIO_MMIO_STATUS, rd(VIRTIO_MMIO_STATUS) | VIRTIO_CONFIG_S_DRIVER_OK);
-	cr_assert(not(needs_reset()));
+	fdrv_driver_ok(&drv);
+	cr_assert(not(fdrv_needs_reset(&drv)));
 	pump();
 }
 
@@ -190,14 +124,13 @@ static void tx_post(unsigned slot, uint32_t hdr_len, uint32_t len, int segs)
 	for (uint32_t i = 0; i < len; i++)
 		ram[gpa + hdr_len + i] = (uint8_t)(slot + i * 3);
 	if (segs == 1) {
-		desc(1)[d0] = (struct vring_desc){.addr = gpa, .len = hdr_len + len};
+		fdrv_desc(&drv, 1)[d0] = (struct vring_desc){.addr = gpa, .len = hdr_len + len};
 	} else {
-		desc(1)[d0] = (struct vring_desc){
+		fdrv_desc(&drv, 1)[d0] = (struct vring_desc){
 			.addr = gpa, .len = hdr_len, .flags = VRING_DESC_F_NEXT, .next = d1};
-		desc(1)[d1] = (struct vring_desc){.addr = gpa + hdr_len, .len = len};
+		fdrv_desc(&drv, 1)[d1] = (struct vring_desc){.addr = gpa + hdr_len, .len = len};
 	}
-	avail(1)->ring[avail_idx[1] % QSIZE] = d0;
-	avail(1)->idx = ++avail_idx[1];
+	fdrv_offer(&drv, 1, d0);
 }
 
 /* What the peer can read now: the message's length, or -1 when none is there. */
@@ -217,13 +150,13 @@ Test(virtio_net, config_and_features)
 	uint64_t f;
 
 	start(true, 0, 2048);
-	cr_assert(eq(u32, rd(VIRTIO_MMIO_DEVICE_ID), VIRTIO_ID_NET));
+	cr_assert(eq(u32, fdrv_rd(&drv, VIRTIO_MMIO_DEVICE_ID), VIRTIO_ID_NET));
 	for (unsigned i = 0; i < 6; i++)
 		virtio_mmio_access(vdev, VIRTIO_MMIO_CONFIG + i, &mac[i], 1, false);
 	cr_assert(eq(int, memcmp(mac, test_mac, 6), 0));
 	virtio_mmio_access(vdev, VIRTIO_MMIO_CONFIG + 6, (uint8_t *)&status, 2, false);
 	cr_assert(eq(u16, status, VIRTIO_NET_S_LINK_UP));
-	f = offered();
+	f = fdrv_offered(&drv);
 	cr_assert(ne(u64, f & (1ull << VIRTIO_NET_F_MAC), 0));
 	cr_assert(ne(u64, f & (1ull << VIRTIO_NET_F_STATUS), 0));
 	cr_assert(ne(u64, f & (1ull << VIRTIO_NET_F_MRG_RXBUF), 0));
@@ -241,10 +174,10 @@ Test(virtio_net, tx_frame_reaches_the_tap)
 	start(true, 0, 2048);
 	tx_post(0, HDR, 1000, 2);
 	tx_post(1, HDR, 60, 1);
-	wr(VIRTIO_MMIO_QUEUE_NOTIFY, 1);
+	fdrv_kick(&drv, 1);
 	pump();
-	cr_assert(eq(u16, used(1)->idx, 2));
-	cr_assert(eq(u32, used(1)->ring[0].len, 0));
+	cr_assert(eq(u16, fdrv_used(&drv, 1)->idx, 2));
+	cr_assert(eq(u32, fdrv_used(&drv, 1)->ring[0].len, 0));
 	n = peer_recv(buf, sizeof(buf));
 	cr_assert(eq(long, n, HDR + 1000));
 	cr_assert(eq(int, memcmp(buf + HDR, ram + TX_BUF_GPA + HDR, 1000), 0));
@@ -265,13 +198,13 @@ Test(virtio_net, rx_one_buffer_per_frame)
 	peer_send(1500, 5);
 	peer_send(64, 9);
 	pump();
-	cr_assert(eq(u16, used(0)->idx, 2));
-	cr_assert(eq(u32, used(0)->ring[0].id, 0));
-	cr_assert(eq(u32, used(0)->ring[0].len, HDR + 1500));
+	cr_assert(eq(u16, fdrv_used(&drv, 0)->idx, 2));
+	cr_assert(eq(u32, fdrv_used(&drv, 0)->ring[0].id, 0));
+	cr_assert(eq(u32, fdrv_used(&drv, 0)->ring[0].len, HDR + 1500));
 	cr_assert(eq(u16, h->num_buffers, 1));
 	make_frame(want, 1500, 5);
 	cr_assert(eq(int, memcmp(ram + RX_BUF_GPA + HDR, want + HDR, 1500), 0));
-	cr_assert(eq(u32, used(0)->ring[1].len, HDR + 64));
+	cr_assert(eq(u32, fdrv_used(&drv, 0)->ring[1].len, HDR + 64));
 }
 
 Test(virtio_net, rx_mergeable_spreads_a_frame)
@@ -284,11 +217,11 @@ Test(virtio_net, rx_mergeable_spreads_a_frame)
 	peer_send(3000, 1);
 	pump();
 	/* 3012 bytes over 1024-byte buffers: 3 of them, the last with 964 bytes. */
-	cr_assert(eq(u16, used(0)->idx, 3));
+	cr_assert(eq(u16, fdrv_used(&drv, 0)->idx, 3));
 	cr_assert(eq(u16, h->num_buffers, 3));
-	cr_assert(eq(u32, used(0)->ring[0].len, 1024));
-	cr_assert(eq(u32, used(0)->ring[1].len, 1024));
-	cr_assert(eq(u32, used(0)->ring[2].len, 3012 - 2048));
+	cr_assert(eq(u32, fdrv_used(&drv, 0)->ring[0].len, 1024));
+	cr_assert(eq(u32, fdrv_used(&drv, 0)->ring[1].len, 1024));
+	cr_assert(eq(u32, fdrv_used(&drv, 0)->ring[2].len, 3012 - 2048));
 	make_frame(want, 3000, 1);
 	/* Buffers 0, 1, 2 are contiguous in RAM here. */
 	cr_assert(eq(int, memcmp(ram + RX_BUF_GPA + HDR, want + HDR, 3000), 0));
@@ -299,17 +232,17 @@ Test(virtio_net, rx_waits_for_buffers_and_stops_polling)
 	start(true, 0, 2048);
 	peer_send(100, 3);
 	pump();
-	cr_assert(eq(u16, used(0)->idx, 0));
+	cr_assert(eq(u16, fdrv_used(&drv, 0)->idx, 0));
 	cr_assert(dev->rx_wait);
 	cr_assert(eq(u32, dev->tap_events & EPOLLIN, 0), "the tap is still polled without buffers");
 	/* The frame stays in the socket: nothing read with nowhere to put it. */
 	cr_assert(eq(u32, dev->frame_len, 0));
 	post_rx(0);
 	post_rx(1);
-	wr(VIRTIO_MMIO_QUEUE_NOTIFY, 0);
+	fdrv_kick(&drv, 0);
 	pump();
-	cr_assert(eq(u16, used(0)->idx, 1));
-	cr_assert(eq(u32, used(0)->ring[0].len, HDR + 100));
+	cr_assert(eq(u16, fdrv_used(&drv, 0)->idx, 1));
+	cr_assert(eq(u32, fdrv_used(&drv, 0)->ring[0].len, HDR + 100));
 	/* One buffer left: the tap is polled again. */
 	cr_assert(ne(u32, dev->tap_events & EPOLLIN, 0));
 }
@@ -320,14 +253,14 @@ Test(virtio_net, rx_mergeable_frame_waits_for_enough_buffers)
 	peer_send(3000, 1);
 	pump();
 	/* Two buffers are not enough: none is used, both go back to the avail ring. */
-	cr_assert(eq(u16, used(0)->idx, 0));
+	cr_assert(eq(u16, fdrv_used(&drv, 0)->idx, 0));
 	cr_assert(eq(u32, dev->frame_len, HDR + 3000));
 	cr_assert(eq(u16, vdev->queues[0].last_avail_idx, 0));
 	post_rx(2);
-	wr(VIRTIO_MMIO_QUEUE_NOTIFY, 0);
+	fdrv_kick(&drv, 0);
 	pump();
-	cr_assert(eq(u16, used(0)->idx, 3));
-	cr_assert(not(needs_reset()));
+	cr_assert(eq(u16, fdrv_used(&drv, 0)->idx, 3));
+	cr_assert(not(fdrv_needs_reset(&drv)));
 }
 
 Test(virtio_net, rx_frame_too_big_for_a_buffer_is_dropped)
@@ -337,11 +270,11 @@ Test(virtio_net, rx_frame_too_big_for_a_buffer_is_dropped)
 	peer_send(100, 2);
 	pump();
 	/* The first is dropped, its buffer kept for the second. */
-	cr_assert(eq(u16, used(0)->idx, 1));
-	cr_assert(eq(u32, used(0)->ring[0].id, 0));
-	cr_assert(eq(u32, used(0)->ring[0].len, HDR + 100));
+	cr_assert(eq(u16, fdrv_used(&drv, 0)->idx, 1));
+	cr_assert(eq(u32, fdrv_used(&drv, 0)->ring[0].id, 0));
+	cr_assert(eq(u32, fdrv_used(&drv, 0)->ring[0].len, HDR + 100));
 	cr_assert(eq(u64, dev->rx_dropped, 1));
-	cr_assert(not(needs_reset()));
+	cr_assert(not(fdrv_needs_reset(&drv)));
 }
 
 Test(virtio_net, rx_oversize_frame_is_dropped)
@@ -350,23 +283,21 @@ Test(virtio_net, rx_oversize_frame_is_dropped)
 	peer_send(NET_FRAME_MAX + 1, 1);
 	peer_send(10, 2);
 	pump();
-	cr_assert(eq(u16, used(0)->idx, 1));
-	cr_assert(eq(u32, used(0)->ring[0].len, HDR + 10));
+	cr_assert(eq(u16, fdrv_used(&drv, 0)->idx, 1));
+	cr_assert(eq(u32, fdrv_used(&drv, 0)->ring[0].len, HDR + 10));
 	cr_assert(eq(u64, dev->rx_dropped, 1));
-	cr_assert(not(needs_reset()));
+	cr_assert(not(fdrv_needs_reset(&drv)));
 }
 
 Test(virtio_net, rx_readable_buffer_needs_reset)
 {
 	start(true, 0, 2048);
-	desc(0)[0] = (struct vring_desc){.addr = RX_BUF_GPA, .len = 2048};
-	avail(0)->ring[0] = 0;
-	avail(0)->idx = ++avail_idx[0];
-	wr(VIRTIO_MMIO_QUEUE_NOTIFY, 0);
+	fdrv_post(&drv, 0, 0, RX_BUF_GPA, 2048, 0);
+	fdrv_kick(&drv, 0);
 	peer_send(100, 1);
 	pump();
-	cr_assert(needs_reset());
-	cr_assert(eq(u16, used(0)->idx, 0));
+	cr_assert(fdrv_needs_reset(&drv));
+	cr_assert(eq(u16, fdrv_used(&drv, 0)->idx, 0));
 	/* The device is dead until a reset: frames are left alone. */
 	cr_assert(not(dev->active));
 }
@@ -375,10 +306,10 @@ Test(virtio_net, rx_buffer_shorter_than_the_header_needs_reset)
 {
 	start(true, 0, 8);
 	post_rx(0);
-	wr(VIRTIO_MMIO_QUEUE_NOTIFY, 0);
+	fdrv_kick(&drv, 0);
 	peer_send(100, 1);
 	pump();
-	cr_assert(needs_reset());
+	cr_assert(fdrv_needs_reset(&drv));
 }
 
 Test(virtio_net, tx_chain_shorter_than_the_header_needs_reset)
@@ -387,9 +318,9 @@ Test(virtio_net, tx_chain_shorter_than_the_header_needs_reset)
 
 	start(true, 0, 2048);
 	tx_post(0, 8, 0, 1);
-	wr(VIRTIO_MMIO_QUEUE_NOTIFY, 1);
+	fdrv_kick(&drv, 1);
 	pump();
-	cr_assert(needs_reset());
+	cr_assert(fdrv_needs_reset(&drv));
 	cr_assert(eq(long, peer_recv(buf, sizeof(buf)), -1));
 }
 
@@ -400,12 +331,12 @@ Test(virtio_net, tx_oversize_frame_is_dropped)
 	start(true, 0, 2048);
 	tx_post(0, HDR, NET_FRAME_MAX + 1, 2);
 	tx_post(1, HDR, 50, 2);
-	wr(VIRTIO_MMIO_QUEUE_NOTIFY, 1);
+	fdrv_kick(&drv, 1);
 	pump();
-	cr_assert(eq(u16, used(1)->idx, 2));
+	cr_assert(eq(u16, fdrv_used(&drv, 1)->idx, 2));
 	cr_assert(eq(long, peer_recv(buf, sizeof(buf)), HDR + 50));
 	cr_assert(eq(u64, dev->tx_dropped, 1));
-	cr_assert(not(needs_reset()));
+	cr_assert(not(fdrv_needs_reset(&drv)));
 }
 
 Test(virtio_net, tx_writable_descriptor_in_chain_is_not_sent)
@@ -415,10 +346,10 @@ Test(virtio_net, tx_writable_descriptor_in_chain_is_not_sent)
 	start(true, 0, 2048);
 	tx_post(0, HDR, 40, 2);
 	/* The frame's part device-writable: only the header goes out, nothing is written. */
-	desc(1)[1].flags = VRING_DESC_F_WRITE;
-	wr(VIRTIO_MMIO_QUEUE_NOTIFY, 1);
+	fdrv_desc(&drv, 1)[1].flags = VRING_DESC_F_WRITE;
+	fdrv_kick(&drv, 1);
 	pump();
-	cr_assert(eq(u16, used(1)->idx, 1));
+	cr_assert(eq(u16, fdrv_used(&drv, 1)->idx, 1));
 	cr_assert(eq(long, peer_recv(buf, sizeof(buf)), HDR));
 }
 
@@ -431,10 +362,10 @@ Test(virtio_net, tx_budget_yields_to_the_loop)
 	for (unsigned i = 0; i < 200; i++)
 		tx_post(i, HDR, 20, 1);
 	/* One kick serves one budget, then the device kicks itself for the rest. */
-	wr(VIRTIO_MMIO_QUEUE_NOTIFY, 1);
-	cr_assert(eq(u16, used(1)->idx, NET_TX_BUDGET));
+	fdrv_kick(&drv, 1);
+	cr_assert(eq(u16, fdrv_used(&drv, 1)->idx, NET_TX_BUDGET));
 	pump();
-	cr_assert(eq(u16, used(1)->idx, 200));
+	cr_assert(eq(u16, fdrv_used(&drv, 1)->idx, 200));
 	while (peer_recv(buf, sizeof(buf)) == HDR + 20)
 		got++;
 	cr_assert(eq(u32, got, 200));
@@ -446,15 +377,15 @@ Test(virtio_net, rx_budget_per_pass)
 	for (unsigned i = 0; i < 100; i++)
 		peer_send(30, (uint8_t)i);
 	cr_assert(gt(int, evloop_run_once(&vm.loop, 0), 0));
-	cr_assert(eq(u16, used(0)->idx, NET_RX_BUDGET));
+	cr_assert(eq(u16, fdrv_used(&drv, 0)->idx, NET_RX_BUDGET));
 	pump();
-	cr_assert(eq(u16, used(0)->idx, 100));
+	cr_assert(eq(u16, fdrv_used(&drv, 0)->idx, 100));
 }
 
 Test(virtio_net, reset_stops_and_restart_works)
 {
 	start(true, 4, 2048);
-	wr(VIRTIO_MMIO_STATUS, 0);
+	fdrv_wr(&drv, VIRTIO_MMIO_STATUS, 0);
 	pump();
 	cr_assert(not(dev->active));
 	cr_assert(eq(u32, dev->tap_events, 0));
@@ -470,9 +401,9 @@ Test(virtio_net, peer_hangup_is_survived)
 	peer = -1;
 	pump();
 	cr_assert(dev->dead);
-	cr_assert(not(needs_reset()));
+	cr_assert(not(fdrv_needs_reset(&drv)));
 	tx_post(0, HDR, 20, 1);
-	wr(VIRTIO_MMIO_QUEUE_NOTIFY, 1);
+	fdrv_kick(&drv, 1);
 	pump();
 }
 
@@ -536,7 +467,8 @@ Test(virtio_net, real_tap_offers_what_it_accepts)
 	vdev = v;
 	dev = v->dev;
 	cr_assert(dev->is_tap);
-	f = offered();
+	fdrv_init(&drv, &vm, &vm.mem, v);
+	f = fdrv_offered(&drv);
 	/* Every Linux tap takes checksum offload and TSO4. */
 	cr_assert(ne(u64, f & (1ull << VIRTIO_NET_F_CSUM), 0));
 	cr_assert(ne(u64, f & (1ull << VIRTIO_NET_F_GUEST_CSUM), 0));

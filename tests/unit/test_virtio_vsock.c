@@ -21,13 +21,13 @@
 #include <linux/virtio_ring.h>
 #include <linux/virtio_vsock.h>
 
+#include "fake_driver.h"
 #include "fake_mem.h"
 #include "fake_vm.h"
 #include "virtio/virtio.h"
 #include "virtio/vsock.h"
 
 #define QSIZE	    128u
-#define RING_GPA(q) (0x10000u + (q)*0x4000u) /* desc; avail +0x1000, used +0x2000 */
 #define RX_BUF_GPA  0x100000u
 #define RX_PAYLOAD  4096u
 #define RX_BUF_LEN  (44u + RX_PAYLOAD)
@@ -45,7 +45,7 @@ static struct virtio_dev *vdev;
 static char dir[] = "/tmp/test_virtio_vsock.XXXXXX";
 static char sock_path[80];
 static char cmdline[256];
-static uint16_t avail_idx[3], used_seen[3];
+static struct fake_driver drv;
 static bool rx_repost = true;
 
 struct pkt {
@@ -54,93 +54,38 @@ struct pkt {
 	uint8_t data[RX_PAYLOAD];
 };
 
-static uint32_t rd(uint64_t reg)
-{
-	uint32_t v;
-
-	virtio_mmio_access(vdev, reg, (uint8_t *)&v, 4, false);
-	return v;
-}
-
-static void wr(uint64_t reg, uint32_t v)
-{
-	virtio_mmio_access(vdev, reg, (uint8_t *)&v, 4, true);
-}
-
-static struct vring_desc *desc(unsigned q)
-{
-	return (struct vring_desc *)(ram + RING_GPA(q));
-}
-static struct vring_avail *avail(unsigned q)
-{
-	return (struct vring_avail *)(ram + RING_GPA(q) + 0x1000);
-}
-static struct vring_used *used(unsigned q)
-{
-	return (struct vring_used *)(ram + RING_GPA(q) + 0x2000);
-}
-
 /* Serve the event loop until it has nothing left to do. */
 static void pump(void)
 {
-	for (int i = 0; i < 10000; i++)
-		if (evloop_run_once(&vm.loop, 0) <= 0)
-			return;
-	cr_fail("the event loop never goes idle");
+	cr_assert(fdrv_pump(&drv, 10000), "the event loop never goes idle");
 }
 
-static bool needs_reset(void)
-{
-	return (rd(VIRTIO_MMIO_STATUS) & VIRTIO_CONFIG_S_NEEDS_RESET) != 0;
-}
-
-/* Make descriptor `i` of queue `q` one device-writable buffer and offer it. */
-static void post(unsigned q, uint16_t i, uint64_t gpa, uint32_t len)
-{
-	desc(q)[i] = (struct vring_desc){.addr = gpa, .len = len, .flags = VRING_DESC_F_WRITE};
-	avail(q)->ring[avail_idx[q] % QSIZE] = i;
-	avail(q)->idx = ++avail_idx[q];
-}
-
+/* Offer rx buffer `i` (device-writable, room for a header and RX_PAYLOAD bytes). */
 static void post_rx(uint16_t i)
 {
-	post(0, i, RX_BUF_GPA + (uint64_t)i * RX_BUF_LEN, RX_BUF_LEN);
+	fdrv_post(&drv, 0, i, RX_BUF_GPA + (uint64_t)i * RX_BUF_LEN, RX_BUF_LEN,
+		  VRING_DESC_F_WRITE);
 }
 
 static void setup(void)
 {
-	uint64_t features;
-
 	fake_vm_init(&vm);
 	ram = fake_mem_create(&vm.mem, 64 * MIB, 0);
 	cr_assert(mkdtemp(dir) != NULL);
 	snprintf(sock_path, sizeof(sock_path), "%s/vsock.sock", dir);
 	strcpy(cmdline, "console=ttyS0");
 	cr_assert(eq(int, vsock_add(&vm, sock_path, cmdline, sizeof(cmdline), &vdev), 0));
-	memset(avail_idx, 0, sizeof(avail_idx));
-	memset(used_seen, 0, sizeof(used_seen));
 	rx_repost = true;
 
-	wr(VIRTIO_MMIO_STATUS, VIRTIO_CONFIG_S_ACKNOWLEDGE | VIRTIO_CONFIG_S_DRIVER);
-	wr(VIRTIO_MMIO_DEVICE_FEATURES_SEL, 1);
-	features = (uint64_t)rd(VIRTIO_MMIO_DEVICE_FEATURES) << 32;
-	wr(VIRTIO_MMIO_DRIVER_FEATURES_SEL, 1);
-	wr(VIRTIO_MMIO_DRIVER_FEATURES, (uint32_t)(features >> 32));
-	wr(VIRTIO_MMIO_STATUS, rd(VIRTIO_MMIO_STATUS) | VIRTIO_CONFIG_S_FEATURES_OK);
-	for (unsigned q = 0; q < 3; q++) {
-		wr(VIRTIO_MMIO_QUEUE_SEL, q);
-		wr(VIRTIO_MMIO_QUEUE_NUM, QSIZE);
-		wr(VIRTIO_MMIO_QUEUE_DESC_LOW, RING_GPA(q));
-		wr(VIRTIO_MMIO_QUEUE_AVAIL_LOW, RING_GPA(q) + 0x1000);
-		wr(VIRTIO_MMIO_QUEUE_USED_LOW, RING_GPA(q) + 0x2000);
-		wr(VIRTIO_MMIO_QUEUE_READY, 1);
-	}
+	/* The high word only (VERSION_1): no EVENT_IDX, an interrupt for every buffer. */
+	fdrv_init(&drv, &vm, &vm.mem, vdev);
+	cr_assert(fdrv_setup(&drv, ~0ull << 32, 3, QSIZE));
 	for (uint16_t i = 0; i < QSIZE; i++)
 		post_rx(i);
 	for (uint16_t i = 0; i < 4; i++)
-		post(2, i, EV_BUF_GPA + i * 16u, 16);
-	wr(VIRTIO_MMIO_STATUS, rd(VIRTIO_MMIO_STATUS) | VIRTIO_CONFIG_S_DRIVER_OK);
-	cr_assert(not(needs_reset()));
+		fdrv_post(&drv, 2, i, EV_BUF_GPA + i * 16u, 16, VRING_DESC_F_WRITE);
+	fdrv_driver_ok(&drv);
+	cr_assert(not(fdrv_needs_reset(&drv)));
 	pump();
 }
 
@@ -166,9 +111,8 @@ static bool rx_next(struct pkt *p)
 	struct vring_used_elem e;
 	const uint8_t *buf;
 
-	if (used(0)->idx == used_seen[0])
+	if (!fdrv_next_used(&drv, 0, &e.id, &e.len))
 		return false;
-	e = used(0)->ring[used_seen[0]++ % QSIZE];
 	cr_assert(lt(u32, e.id, QSIZE));
 	cr_assert(ge(u32, e.len, HDR_LEN));
 	cr_assert(le(u32, e.len, RX_BUF_LEN));
@@ -183,7 +127,7 @@ static bool rx_next(struct pkt *p)
 	cr_assert(eq(u16, p->h.type, VIRTIO_VSOCK_TYPE_STREAM));
 	if (rx_repost) {
 		post_rx((uint16_t)e.id);
-		wr(VIRTIO_MMIO_QUEUE_NOTIFY, 0);
+		fdrv_kick(&drv, 0);
 	}
 	return true;
 }
@@ -220,17 +164,16 @@ static bool tx_raw(const struct virtio_vsock_hdr *h, uint32_t hdr_len, const voi
 	if (len)
 		memcpy(ram + gpa + hdr_len, data, len);
 	if (segs == 1 || !len) {
-		desc(1)[d0] = (struct vring_desc){.addr = gpa, .len = hdr_len + len};
+		fdrv_desc(&drv, 1)[d0] = (struct vring_desc){.addr = gpa, .len = hdr_len + len};
 	} else {
-		desc(1)[d0] = (struct vring_desc){
+		fdrv_desc(&drv, 1)[d0] = (struct vring_desc){
 			.addr = gpa, .len = hdr_len, .flags = VRING_DESC_F_NEXT, .next = d1};
-		desc(1)[d1] = (struct vring_desc){.addr = gpa + hdr_len, .len = len};
+		fdrv_desc(&drv, 1)[d1] = (struct vring_desc){.addr = gpa + hdr_len, .len = len};
 	}
-	avail(1)->ring[avail_idx[1] % QSIZE] = d0;
-	avail(1)->idx = ++avail_idx[1];
-	wr(VIRTIO_MMIO_QUEUE_NOTIFY, 1);
+	fdrv_offer(&drv, 1, d0);
+	fdrv_kick(&drv, 1);
 	pump();
-	return used(1)->idx == avail_idx[1];
+	return fdrv_used(&drv, 1)->idx == drv.q[1].avail_idx;
 }
 
 static void tx_full(uint64_t src_cid, uint64_t dst_cid, uint16_t type, uint16_t op,
@@ -342,13 +285,13 @@ Test(virtio_vsock, identity_and_config)
 	uint64_t cid = 0;
 
 	cr_assert(eq(str, cmdline, "console=ttyS0 virtio_mmio.device=4K@0xd0000000:5"));
-	cr_assert(eq(u32, rd(VIRTIO_MMIO_DEVICE_ID), VIRTIO_ID_VSOCK));
+	cr_assert(eq(u32, fdrv_rd(&drv, VIRTIO_MMIO_DEVICE_ID), VIRTIO_ID_VSOCK));
 	virtio_mmio_access(vdev, VIRTIO_MMIO_CONFIG, (uint8_t *)&cid, 8, false);
 	cr_assert(eq(u64, cid, 3));
-	wr(VIRTIO_MMIO_QUEUE_SEL, 2);
-	cr_assert(eq(u32, rd(VIRTIO_MMIO_QUEUE_NUM_MAX), 256));
-	wr(VIRTIO_MMIO_QUEUE_SEL, 3);
-	cr_assert(eq(u32, rd(VIRTIO_MMIO_QUEUE_NUM_MAX), 0));
+	fdrv_wr(&drv, VIRTIO_MMIO_QUEUE_SEL, 2);
+	cr_assert(eq(u32, fdrv_rd(&drv, VIRTIO_MMIO_QUEUE_NUM_MAX), 256));
+	fdrv_wr(&drv, VIRTIO_MMIO_QUEUE_SEL, 3);
+	cr_assert(eq(u32, fdrv_rd(&drv, VIRTIO_MMIO_QUEUE_NUM_MAX), 0));
 }
 
 Test(virtio_vsock, a_live_socket_is_not_taken_over)
@@ -535,7 +478,7 @@ Test(virtio_vsock, one_read_fills_many_small_rx_buffers)
 	}
 	cr_assert(eq(u32, got, len));
 	rx_expect_none();
-	cr_assert(not(needs_reset()));
+	cr_assert(not(fdrv_needs_reset(&drv)));
 	free(data);
 	close(fd);
 }
@@ -559,7 +502,7 @@ Test(virtio_vsock, rx_buffers_left_from_a_batch_serve_later_packets)
 		cr_assert(eq(int, memcmp(p.data, b, (size_t)n), 0));
 		rx_expect_none();
 	}
-	cr_assert(not(needs_reset()));
+	cr_assert(not(fdrv_needs_reset(&drv)));
 	close(fd);
 }
 
@@ -584,11 +527,11 @@ Test(virtio_vsock, no_rx_buffers_means_the_socket_waits)
 	rx_repost = true;
 	for (uint16_t i = 0; i < 4; i++)
 		post_rx(i);
-	wr(VIRTIO_MMIO_QUEUE_NOTIFY, 0);
+	fdrv_kick(&drv, 0);
 	pump();
 	cr_assert(rx_next(&p));
 	cr_assert(eq(u16, p.h.op, VIRTIO_VSOCK_OP_RW));
-	cr_assert(not(needs_reset()));
+	cr_assert(not(fdrv_needs_reset(&drv)));
 	close(fd);
 }
 
@@ -674,7 +617,7 @@ Test(virtio_vsock, guest_beyond_its_credit_is_reset)
 			reset |= p.h.op == VIRTIO_VSOCK_OP_RST;
 	}
 	cr_assert(reset, "never reset after %u bytes", sent);
-	cr_assert(not(needs_reset()));
+	cr_assert(not(fdrv_needs_reset(&drv)));
 	close(fd);
 }
 
@@ -840,7 +783,7 @@ Test(virtio_vsock, bad_packets_get_rst_or_nothing)
 	cr_assert(eq(long, client_read(fd, &c, 1), 0));
 	close(fd);
 	rx_expect_none();
-	cr_assert(not(needs_reset()));
+	cr_assert(not(fdrv_needs_reset(&drv)));
 }
 
 Test(virtio_vsock, short_header_needs_reset)
@@ -851,13 +794,13 @@ Test(virtio_vsock, short_header_needs_reset)
 	char c;
 
 	cr_assert(not(tx_raw(&h, 20, NULL, 0, 1)));
-	cr_assert(needs_reset());
+	cr_assert(fdrv_needs_reset(&drv));
 	/* Its connections are gone; the VMM is fine, and a reset brings the device back. */
 	cr_assert(eq(long, client_read(fd, &c, 1), 0));
 	close(fd);
-	wr(VIRTIO_MMIO_STATUS, 0);
+	fdrv_wr(&drv, VIRTIO_MMIO_STATUS, 0);
 	pump();
-	cr_assert(eq(u32, rd(VIRTIO_MMIO_STATUS), 0));
+	cr_assert(eq(u32, fdrv_rd(&drv, VIRTIO_MMIO_STATUS), 0));
 }
 
 Test(virtio_vsock, tiny_rx_buffer_needs_reset)
@@ -865,9 +808,9 @@ Test(virtio_vsock, tiny_rx_buffer_needs_reset)
 	/* Every buffer is consumed, then one with room for a header only. */
 	for (uint16_t i = 0; i < QSIZE; i++)
 		tx(VIRTIO_VSOCK_OP_REQUEST, 6000 + i, 9999, 0, 0, NULL, 0);
-	post(0, 0, RX_BUF_GPA, HDR_LEN);
+	fdrv_post(&drv, 0, 0, RX_BUF_GPA, HDR_LEN, VRING_DESC_F_WRITE);
 	tx(VIRTIO_VSOCK_OP_REQUEST, 5000, 9999, 0, 0, NULL, 0);
-	cr_assert(needs_reset());
+	cr_assert(fdrv_needs_reset(&drv));
 }
 
 Test(virtio_vsock, driver_reset_drops_connections)
@@ -876,7 +819,7 @@ Test(virtio_vsock, driver_reset_drops_connections)
 	int fd = host_establish(GUEST_PORT, BIG_BUF, &hp);
 	char c;
 
-	wr(VIRTIO_MMIO_STATUS, 0);
+	fdrv_wr(&drv, VIRTIO_MMIO_STATUS, 0);
 	pump();
 	cr_assert(eq(long, client_read(fd, &c, 1), 0));
 	close(fd);
@@ -892,8 +835,8 @@ Test(virtio_vsock, transport_reset_posts_the_event)
 
 	cr_assert(eq(int, vsock_transport_reset(vdev), 0));
 	pump();
-	cr_assert(eq(u16, used(2)->idx, 1));
-	e = used(2)->ring[0];
+	cr_assert(eq(u16, fdrv_used(&drv, 2)->idx, 1));
+	e = fdrv_used(&drv, 2)->ring[0];
 	cr_assert(eq(u32, e.len, 4));
 	memcpy(&id, ram + EV_BUF_GPA + e.id * 16u, 4);
 	cr_assert(eq(u32, id, VIRTIO_VSOCK_EVENT_TRANSPORT_RESET));
@@ -905,10 +848,10 @@ Test(virtio_vsock, transport_reset_posts_the_event)
 /* The guest handled the reset: it gives event buffer `used` slot `i` back and kicks. */
 static void event_give_back(unsigned i)
 {
-	struct vring_used_elem e = used(2)->ring[i];
+	struct vring_used_elem e = fdrv_used(&drv, 2)->ring[i];
 
-	post(2, (uint16_t)e.id, EV_BUF_GPA + e.id * 16u, 16);
-	wr(VIRTIO_MMIO_QUEUE_NOTIFY, 2);
+	fdrv_post(&drv, 2, (uint16_t)e.id, EV_BUF_GPA + e.id * 16u, 16, VRING_DESC_F_WRITE);
+	fdrv_kick(&drv, 2);
 }
 
 /* A host client connects right after a restore's reset, before the guest looked at its event
@@ -927,13 +870,13 @@ Test(virtio_vsock, after_a_transport_reset_requests_wait_for_the_event_buffer)
 	old = host_establish(GUEST_PORT, BIG_BUF, &hp);
 	cr_assert(eq(int, vsock_transport_reset(vdev), 0));
 	pump();
-	cr_assert(eq(u16, used(2)->idx, 1));
+	cr_assert(eq(u16, fdrv_used(&drv, 2)->idx, 1));
 	fd = unix_connect(sock_path);
 	send_all(fd, line, strlen(line));
 	rx_expect_none();
 	/* Other work of the guest's (a packet on tx, a kick of rx) does not let it go. */
 	tx(VIRTIO_VSOCK_OP_RST, GUEST_PORT, hp, 0, 0, NULL, 0);
-	wr(VIRTIO_MMIO_QUEUE_NOTIFY, 0);
+	fdrv_kick(&drv, 0);
 	rx_expect_none();
 	event_give_back(0);
 	rx_expect(&p, VIRTIO_VSOCK_OP_REQUEST);
@@ -976,7 +919,7 @@ Test(virtio_vsock, a_reset_the_guest_does_not_give_back_lets_requests_go_later)
 	close(fd);
 
 	cr_assert(eq(int, vsock_transport_reset(vdev), 0));
-	wr(VIRTIO_MMIO_STATUS, 0);
+	fdrv_wr(&drv, VIRTIO_MMIO_STATUS, 0);
 	pump();
 	pthread_mutex_lock(&d->lock);
 	cr_assert(not(d->reset_unacked), "a driver reset ends the wait");
@@ -1042,7 +985,7 @@ Test(virtio_vsock, connections_beyond_the_maximum_get_rst)
 	}
 	cr_assert(eq(u32, responses, 1024));
 	cr_assert(eq(u32, rsts, 8));
-	cr_assert(not(needs_reset()));
+	cr_assert(not(fdrv_needs_reset(&drv)));
 	close(l);
 }
 
@@ -1110,16 +1053,16 @@ Test(virtio_vsock, a_pass_takes_at_most_the_tx_budget_and_comes_back)
 		uint64_t gpa = TX_BUF_GPA + (uint64_t)i * 64;
 
 		memcpy(ram + gpa, &h, sizeof(h));
-		desc(1)[i] = (struct vring_desc){.addr = gpa, .len = HDR_LEN};
-		avail(1)->ring[avail_idx[1]++ % QSIZE] = (uint16_t)i;
+		fdrv_desc(&drv, 1)[i] = (struct vring_desc){.addr = gpa, .len = HDR_LEN};
+		fdrv_add(&drv, 1, (uint16_t)i);
 	}
-	avail(1)->idx = avail_idx[1];
+	fdrv_publish(&drv, 1);
 	/* Without a VM, the kick is served right here, in the QueueNotify access. */
-	wr(VIRTIO_MMIO_QUEUE_NOTIFY, 1);
-	cr_assert(eq(u16, used(1)->idx, VSOCK_TX_BUDGET));
+	fdrv_kick(&drv, 1);
+	cr_assert(eq(u16, fdrv_used(&drv, 1)->idx, VSOCK_TX_BUDGET));
 	cr_assert(eq(int, evloop_run_once(&vm.loop, 0), 1), "the device's own kick");
-	cr_assert(eq(u16, used(1)->idx, avail_idx[1]));
+	cr_assert(eq(u16, fdrv_used(&drv, 1)->idx, drv.q[1].avail_idx));
 	cr_assert(eq(int, evloop_run_once(&vm.loop, 0), 0), "nothing left, nothing kicked");
 	rx_expect_none();
-	cr_assert(not(needs_reset()));
+	cr_assert(not(fdrv_needs_reset(&drv)));
 }

@@ -14,6 +14,7 @@
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 
+#include "fake_driver.h"
 #include "fake_mem.h"
 #include "layout.h"
 #include "virtio/queue.h"
@@ -33,12 +34,12 @@
 #define F_WRITE	   VRING_DESC_F_WRITE
 #define F_INDIRECT VRING_DESC_F_INDIRECT
 
-/* A fake guest: its RAM, the device's queue and the driver's own avail index. */
+/* A fake guest: its RAM, the device's queue and the driver's side of it (queue 0 of drv, with
+ * no transport: the test calls the queue's functions itself). */
 struct fake_guest {
 	struct guest_mem mem;
 	struct virtq q;
-	unsigned size;
-	uint16_t avail_idx;
+	struct fake_driver drv;
 };
 
 /* Large enough to keep off the criterion worker's stack. */
@@ -68,20 +69,13 @@ static uint16_t fg_read16(struct fake_guest *g, gpa_t gpa)
 	return v;
 }
 
-static uint32_t fg_read32(struct fake_guest *g, gpa_t gpa)
-{
-	uint32_t v;
-
-	memcpy(&v, fg_hva(g, gpa, 4), 4);
-	return v;
-}
-
 /* Fake RAM of `ram_len` bytes, a queue of `size` entries configured at the usual place. */
 static void fg_init(struct fake_guest *g, uint64_t ram_len, unsigned size)
 {
 	memset(g, 0, sizeof(*g));
 	fake_mem_create(&g->mem, ram_len, 0);
-	g->size = size;
+	fdrv_init(&g->drv, NULL, &g->mem, NULL);
+	fdrv_queue_place(&g->drv, 0, size, DESC_GPA, AVAIL_GPA, USED_GPA);
 	virtq_init(&g->q, &g->mem);
 	cr_assert(eq(int, virtq_configure(&g->q, size, DESC_GPA, AVAIL_GPA, USED_GPA), 0));
 	memset(&chain, 0xa5, sizeof(chain));
@@ -109,37 +103,25 @@ static void fg_desc(struct fake_guest *g, unsigned i, uint64_t addr, uint32_t le
 	fg_desc_at(g, DESC_GPA, i, addr, len, flags, next);
 }
 
-/* Publish avail->idx. */
+/* Move the driver's avail index to `idx` and publish it, chains or not (a restored queue, or a
+ * driver that lies). */
 static void fg_set_avail_idx(struct fake_guest *g, uint16_t idx)
 {
-	g->avail_idx = idx;
-	fg_write16(g, AVAIL_GPA + 2, idx);
-}
-
-/* Make the chain at `head` available, as a driver does: ring entry, then idx. */
-static void fg_post(struct fake_guest *g, uint16_t head)
-{
-	fg_write16(g, AVAIL_GPA + 4 + 2ull * (g->avail_idx % g->size), head);
-	fg_set_avail_idx(g, (uint16_t)(g->avail_idx + 1));
+	g->drv.q[0].avail_idx = idx;
+	fdrv_publish(&g->drv, 0);
 }
 
 /* The driver's used_event (the last entry of the avail ring). */
 static void fg_set_used_event(struct fake_guest *g, uint16_t v)
 {
-	fg_write16(g, AVAIL_GPA + 4 + 2ull * g->size, v);
+	fg_write16(g, AVAIL_GPA + 4 + 2ull * g->drv.q[0].size, v);
 }
 
-/* The used->idx the device published. */
-static uint16_t fg_used_idx(struct fake_guest *g)
-{
-	return fg_read16(g, USED_GPA + 2);
-}
-
-/* Entry `slot` of the used ring. */
+/* Entry `slot` of the used ring, by slot (fdrv_next_used would take them in order). */
 static void fg_used_elem(struct fake_guest *g, unsigned slot, uint32_t *id, uint32_t *len)
 {
-	*id = fg_read32(g, USED_GPA + 4 + 8ull * slot);
-	*len = fg_read32(g, USED_GPA + 8 + 8ull * slot);
+	*id = fdrv_used(&g->drv, 0)->ring[slot].id;
+	*len = fdrv_used(&g->drv, 0)->ring[slot].len;
 }
 
 /* Pop must fail with -EPROTO for a reason containing `why`, and leave the queue broken. */
@@ -308,7 +290,7 @@ Test(virtq, pops_a_direct_chain)
 	fg_desc(&g, 5, BUF_GPA, 16, F_NEXT, 2);
 	fg_desc(&g, 2, BUF_GPA + 0x1000, 512, F_NEXT, 9);
 	fg_desc(&g, 9, BUF_GPA + 0x2000, 1, F_WRITE, 0xffff); /* next is ignored without NEXT */
-	fg_post(&g, 5);
+	fdrv_offer(&g.drv, 0, 5);
 	cr_assert(virtq_has_work(&g.q));
 	cr_assert(eq(int, virtq_pop(&g.q, &chain), 0));
 	cr_assert(eq(u16, chain.head, 5));
@@ -339,8 +321,8 @@ Test(virtq, pops_write_only_and_read_only_chains)
 	fg_desc(&g, 0, BUF_GPA, 100, F_WRITE | F_NEXT, 1);
 	fg_desc(&g, 1, BUF_GPA + 100, 200, F_WRITE, 0);
 	fg_desc(&g, 2, BUF_GPA + 300, 50, 0, 0);
-	fg_post(&g, 0);
-	fg_post(&g, 2);
+	fdrv_offer(&g.drv, 0, 0);
+	fdrv_offer(&g.drv, 0, 2);
 	cr_assert(eq(int, virtq_pop(&g.q, &chain), 0));
 	cr_assert(eq(u32, chain.nsegs, 2));
 	cr_assert(eq(u32, chain.nread, 0));
@@ -364,7 +346,7 @@ Test(virtq, pops_an_indirect_chain)
 	fg_desc_at(&g, TABLE_GPA, 2, BUF_GPA + 0x100, 4096, F_NEXT, 1);
 	fg_desc_at(&g, TABLE_GPA, 1, BUF_GPA + 0x2000, 4096, F_WRITE | F_NEXT, 3);
 	fg_desc_at(&g, TABLE_GPA, 3, BUF_GPA + 0x3000, 1, F_WRITE, 0);
-	fg_post(&g, 3);
+	fdrv_offer(&g.drv, 0, 3);
 	cr_assert(eq(int, virtq_pop(&g.q, &chain), 0));
 	cr_assert(eq(u16, chain.head, 3));
 	cr_assert(eq(u32, chain.nsegs, 4));
@@ -387,7 +369,7 @@ Test(virtq, pops_direct_descriptors_followed_by_an_indirect_one)
 	fg_desc(&g, 1, TABLE_GPA, 2 * 16, F_INDIRECT, 0);
 	fg_desc_at(&g, TABLE_GPA, 0, BUF_GPA + 16, 32, F_NEXT, 1);
 	fg_desc_at(&g, TABLE_GPA, 1, BUF_GPA + 64, 8, F_WRITE, 0);
-	fg_post(&g, 0);
+	fdrv_offer(&g.drv, 0, 0);
 	cr_assert(eq(int, virtq_pop(&g.q, &chain), 0));
 	cr_assert(eq(u32, chain.nsegs, 3));
 	cr_assert(eq(u32, chain.nread, 2));
@@ -405,7 +387,7 @@ Test(virtq, chain_of_queue_size_and_of_chain_max_segments)
 	for (unsigned i = 0; i < FG_QUEUE_LEN; i++)
 		fg_desc(&g, i, BUF_GPA + i, 1, i + 1 < FG_QUEUE_LEN ? F_NEXT : 0,
 			(uint16_t)(i + 1));
-	fg_post(&g, 0);
+	fdrv_offer(&g.drv, 0, 0);
 	cr_assert(eq(int, virtq_pop(&g.q, &chain), 0));
 	cr_assert(eq(u32, chain.nsegs, FG_QUEUE_LEN));
 	/* An indirect table of VIRTQ_CHAIN_MAX entries, larger than this queue: accepted. */
@@ -413,7 +395,7 @@ Test(virtq, chain_of_queue_size_and_of_chain_max_segments)
 	for (unsigned i = 0; i < VIRTQ_CHAIN_MAX; i++)
 		fg_desc_at(&g, TABLE_GPA, i, BUF_GPA + i, 1, i + 1 < VIRTQ_CHAIN_MAX ? F_NEXT : 0,
 			   (uint16_t)(i + 1));
-	fg_post(&g, 0);
+	fdrv_offer(&g.drv, 0, 0);
 	cr_assert(eq(int, virtq_pop(&g.q, &chain), 0));
 	cr_assert(eq(u32, chain.nsegs, VIRTQ_CHAIN_MAX));
 	cr_assert(eq(u64, chain.read_len, VIRTQ_CHAIN_MAX));
@@ -431,25 +413,25 @@ Test(virtq, push_writes_the_used_element_then_idx)
 	fg_desc(&g, 4, BUF_GPA, 16, F_NEXT, 7);
 	fg_desc(&g, 7, BUF_GPA + 16, 512, F_WRITE, 0);
 	fg_desc(&g, 1, BUF_GPA + 0x1000, 64, F_WRITE, 0);
-	fg_post(&g, 4);
-	fg_post(&g, 1);
+	fdrv_offer(&g.drv, 0, 4);
+	fdrv_offer(&g.drv, 0, 1);
 	cr_assert(eq(int, virtq_pop(&g.q, &chain), 0));
 	cr_assert(eq(int, virtq_pop(&g.q, &chain), 0));
 	/* Completed out of order: the used ring says which chain, whatever the order. */
 	cr_assert(eq(int, virtq_push(&g.q, 1, 64), 0));
-	cr_assert(eq(u16, fg_used_idx(&g), 1));
+	cr_assert(eq(u16, fdrv_used(&g.drv, 0)->idx, 1));
 	fg_used_elem(&g, 0, &id, &len);
 	cr_assert(eq(u32, id, 1));
 	cr_assert(eq(u32, len, 64));
 	cr_assert(eq(int, virtq_push(&g.q, 4, 300), 0));
-	cr_assert(eq(u16, fg_used_idx(&g), 2));
+	cr_assert(eq(u16, fdrv_used(&g.drv, 0)->idx, 2));
 	cr_assert(eq(u16, g.q.used_idx, 2));
 	fg_used_elem(&g, 1, &id, &len);
 	cr_assert(eq(u32, id, 4));
 	cr_assert(eq(u32, len, 300));
 	/* Nothing is outstanding any more. */
 	cr_assert(eq(int, virtq_push(&g.q, 4, 0), -EINVAL));
-	cr_assert(eq(u16, fg_used_idx(&g), 2));
+	cr_assert(eq(u16, fdrv_used(&g.drv, 0)->idx, 2));
 	fg_destroy(&g);
 }
 
@@ -459,10 +441,10 @@ Test(virtq, push_rejects_a_head_out_of_range)
 
 	fg_init(&g, FG_RAM_LEN, FG_QUEUE_LEN);
 	fg_desc(&g, 0, BUF_GPA, 16, 0, 0);
-	fg_post(&g, 0);
+	fdrv_offer(&g.drv, 0, 0);
 	cr_assert(eq(int, virtq_pop(&g.q, &chain), 0));
 	cr_assert(eq(int, virtq_push(&g.q, FG_QUEUE_LEN, 0), -EINVAL));
-	cr_assert(eq(u16, fg_used_idx(&g), 0));
+	cr_assert(eq(u16, fdrv_used(&g.drv, 0)->idx, 0));
 	cr_assert(not(g.q.broken));
 	fg_destroy(&g);
 }
@@ -480,9 +462,9 @@ Test(virtq, indexes_wrap_at_65536)
 	fg_set_avail_idx(&g, 65534);
 	for (unsigned i = 0; i < 4; i++) {
 		fg_desc(&g, i, BUF_GPA + 0x100 * i, 8, F_WRITE, 0);
-		fg_post(&g, (uint16_t)i);
+		fdrv_offer(&g.drv, 0, (uint16_t)i);
 	}
-	cr_assert(eq(u16, g.avail_idx, 2));
+	cr_assert(eq(u16, g.drv.q[0].avail_idx, 2));
 	for (unsigned i = 0; i < 4; i++) {
 		cr_assert(virtq_has_work(&g.q));
 		cr_assert(eq(int, virtq_pop(&g.q, &chain), 0), "pop %u", i);
@@ -491,7 +473,7 @@ Test(virtq, indexes_wrap_at_65536)
 	}
 	cr_assert(not(virtq_has_work(&g.q)));
 	cr_assert(eq(u16, g.q.last_avail_idx, 2));
-	cr_assert(eq(u16, fg_used_idx(&g), 2));
+	cr_assert(eq(u16, fdrv_used(&g.drv, 0)->idx, 2));
 	/* Free-running 65534, 65535, 0, 1 land in slots 14, 15, 0, 1. */
 	fg_used_elem(&g, 14, &id, &len);
 	cr_assert(eq(u32, id, 0));
@@ -505,7 +487,7 @@ Test(virtq, indexes_wrap_at_65536)
 	cr_assert(eq(u32, len, 13));
 	/* A full ring across the wrap (16 ahead) is fine; see avail_idx_too_far_ahead. */
 	for (unsigned i = 0; i < FG_QUEUE_LEN; i++)
-		fg_post(&g, (uint16_t)(i % 4));
+		fdrv_offer(&g.drv, 0, (uint16_t)(i % 4));
 	for (unsigned i = 0; i < FG_QUEUE_LEN; i++)
 		cr_assert(eq(int, virtq_pop(&g.q, &chain), 0));
 	cr_assert(eq(int, virtq_pop(&g.q, &chain), -EAGAIN));
@@ -521,7 +503,7 @@ static uint16_t fg_complete(struct fake_guest *g, unsigned n)
 
 	for (unsigned i = 0; i < n; i++) {
 		fg_desc(g, 0, BUF_GPA, 8, F_WRITE, 0);
-		fg_post(g, 0);
+		fdrv_offer(&g->drv, 0, 0);
 		cr_assert(eq(int, virtq_pop(&g->q, &chain), 0));
 		cr_assert(eq(int, virtq_push(&g->q, chain.head, 8), 0));
 	}
@@ -618,7 +600,7 @@ Test(virtq, check_chain_wants_enough_of_each_direction)
 	fg_init(&g, FG_RAM_LEN, FG_QUEUE_LEN);
 	fg_desc(&g, 0, BUF_GPA, 16, F_NEXT, 1);
 	fg_desc(&g, 1, BUF_GPA + 16, 1, F_WRITE, 0);
-	fg_post(&g, 0);
+	fdrv_offer(&g.drv, 0, 0);
 	cr_assert(eq(int, virtq_pop(&g.q, &chain), 0));
 	cr_assert(eq(int, virtq_check_chain(&chain, 16, 1), 0));
 	cr_assert(eq(int, virtq_check_chain(&chain, 17, 1), -EPROTO));
@@ -634,7 +616,7 @@ Test(virtq, check_chain_rejects_writable_where_readable_is_required)
 	fg_init(&g, FG_RAM_LEN, FG_QUEUE_LEN);
 	fg_desc(&g, 0, BUF_GPA, 16, F_WRITE | F_NEXT, 1);
 	fg_desc(&g, 1, BUF_GPA + 16, 1, F_WRITE, 0);
-	fg_post(&g, 0);
+	fdrv_offer(&g.drv, 0, 0);
 	cr_assert(eq(int, virtq_pop(&g.q, &chain), 0));
 	cr_assert(eq(u32, chain.nread, 0));
 	cr_assert(eq(int, virtq_check_chain(&chain, 16, 1), -EPROTO));
@@ -656,7 +638,7 @@ Test(virtq, copies_across_segments)
 	fg_desc(&g, 1, BUF_GPA + 0x10, 4, F_NEXT, 2);
 	fg_desc(&g, 2, BUF_GPA + 0x80, 2, F_WRITE | F_NEXT, 3);
 	fg_desc(&g, 3, BUF_GPA + 0xc0, 8, F_WRITE, 0);
-	fg_post(&g, 0);
+	fdrv_offer(&g.drv, 0, 0);
 	cr_assert(eq(int, virtq_pop(&g.q, &chain), 0));
 	/* Readable bytes: 00 01 02 | 10 11 12 13 */
 	cr_assert(eq(int, virtq_copy_from_chain(&chain, 1, out, 5), 0));
@@ -691,7 +673,7 @@ Test(virtq, rejects_a_descriptor_loop)
 	fg_desc(&g, 0, BUF_GPA, 16, F_NEXT, 1);
 	fg_desc(&g, 1, BUF_GPA + 16, 16, F_NEXT, 2);
 	fg_desc(&g, 2, BUF_GPA + 32, 16, F_NEXT, 1);
-	fg_post(&g, 0);
+	fdrv_offer(&g.drv, 0, 0);
 	fg_expect_broken(&g, "chain loops or is longer than the queue");
 	fg_destroy(&g);
 }
@@ -702,7 +684,7 @@ Test(virtq, rejects_a_descriptor_pointing_to_itself)
 
 	fg_init(&g, FG_RAM_LEN, FG_QUEUE_LEN);
 	fg_desc(&g, 3, BUF_GPA, 16, F_WRITE | F_NEXT, 3);
-	fg_post(&g, 3);
+	fdrv_offer(&g.drv, 0, 3);
 	fg_expect_broken(&g, "chain loops or is longer than the queue");
 	fg_destroy(&g);
 }
@@ -716,7 +698,7 @@ Test(virtq, rejects_a_loop_in_an_indirect_table)
 	fg_desc_at(&g, TABLE_GPA, 0, BUF_GPA, 16, F_NEXT, 1);
 	fg_desc_at(&g, TABLE_GPA, 1, BUF_GPA, 16, F_NEXT, 2);
 	fg_desc_at(&g, TABLE_GPA, 2, BUF_GPA, 16, F_NEXT, 0);
-	fg_post(&g, 0);
+	fdrv_offer(&g.drv, 0, 0);
 	fg_expect_broken(&g, "indirect chain loops or is longer than its table");
 	fg_destroy(&g);
 }
@@ -730,7 +712,7 @@ Test(virtq, rejects_a_chain_of_more_than_chain_max_segments)
 	fg_init(&g, FG_RAM_LEN, 2048);
 	for (unsigned i = 0; i < n; i++)
 		fg_desc(&g, i, BUF_GPA + i, 1, i + 1 < n ? F_NEXT : 0, (uint16_t)(i + 1));
-	fg_post(&g, 0);
+	fdrv_offer(&g.drv, 0, 0);
 	fg_expect_broken(&g, "more than VIRTQ_CHAIN_MAX buffers");
 	fg_destroy(&g);
 }
@@ -745,7 +727,7 @@ Test(virtq, rejects_direct_plus_indirect_beyond_chain_max_segments)
 	for (unsigned i = 0; i < VIRTQ_CHAIN_MAX; i++)
 		fg_desc_at(&g, TABLE_GPA, i, BUF_GPA + i, 1, i + 1 < VIRTQ_CHAIN_MAX ? F_NEXT : 0,
 			   (uint16_t)(i + 1));
-	fg_post(&g, 0);
+	fdrv_offer(&g.drv, 0, 0);
 	fg_expect_broken(&g, "more than VIRTQ_CHAIN_MAX buffers");
 	fg_destroy(&g);
 }
@@ -756,7 +738,7 @@ Test(virtq, rejects_a_next_index_out_of_range)
 
 	fg_init(&g, FG_RAM_LEN, FG_QUEUE_LEN);
 	fg_desc(&g, 0, BUF_GPA, 16, F_NEXT, FG_QUEUE_LEN);
-	fg_post(&g, 0);
+	fdrv_offer(&g.drv, 0, 0);
 	fg_expect_broken(&g, "next index outside the queue");
 	fg_destroy(&g);
 }
@@ -769,7 +751,7 @@ Test(virtq, rejects_a_next_index_outside_the_indirect_table)
 	fg_desc(&g, 0, TABLE_GPA, 2 * 16, F_INDIRECT, 0);
 	fg_desc_at(&g, TABLE_GPA, 0, BUF_GPA, 16, F_NEXT, 2);
 	fg_desc_at(&g, TABLE_GPA, 2, BUF_GPA, 16, 0, 0); /* past the table's declared length */
-	fg_post(&g, 0);
+	fdrv_offer(&g.drv, 0, 0);
 	fg_expect_broken(&g, "next index outside the indirect table");
 	fg_destroy(&g);
 }
@@ -779,7 +761,7 @@ Test(virtq, rejects_a_head_out_of_range)
 	struct fake_guest g;
 
 	fg_init(&g, FG_RAM_LEN, FG_QUEUE_LEN);
-	fg_post(&g, FG_QUEUE_LEN);
+	fdrv_offer(&g.drv, 0, FG_QUEUE_LEN);
 	fg_expect_broken(&g, "avail ring entry is not a descriptor index");
 	fg_destroy(&g);
 }
@@ -806,7 +788,7 @@ Test(virtq, rejects_avail_idx_going_backwards)
 
 	fg_init(&g, FG_RAM_LEN, FG_QUEUE_LEN);
 	fg_desc(&g, 0, BUF_GPA, 16, 0, 0);
-	fg_post(&g, 0);
+	fdrv_offer(&g.drv, 0, 0);
 	cr_assert(eq(int, virtq_pop(&g.q, &chain), 0));
 	/* Going back by one looks like 65535 new chains. */
 	fg_set_avail_idx(&g, 0);
@@ -820,7 +802,7 @@ Test(virtq, rejects_a_buffer_outside_ram)
 
 	fg_init(&g, FG_RAM_LEN, FG_QUEUE_LEN);
 	fg_desc(&g, 0, FG_RAM_LEN, 1, 0, 0);
-	fg_post(&g, 0);
+	fdrv_offer(&g.drv, 0, 0);
 	fg_expect_broken(&g, "buffer not in guest RAM");
 	fg_destroy(&g);
 }
@@ -832,10 +814,10 @@ Test(virtq, rejects_a_buffer_across_the_end_of_ram)
 	fg_init(&g, FG_RAM_LEN, FG_QUEUE_LEN);
 	/* The last 16 bytes of RAM are fine, 17 are not. */
 	fg_desc(&g, 0, FG_RAM_LEN - 16, 16, F_WRITE, 0);
-	fg_post(&g, 0);
+	fdrv_offer(&g.drv, 0, 0);
 	cr_assert(eq(int, virtq_pop(&g.q, &chain), 0));
 	fg_desc(&g, 0, FG_RAM_LEN - 16, 17, F_WRITE, 0);
-	fg_post(&g, 0);
+	fdrv_offer(&g.drv, 0, 0);
 	fg_expect_broken(&g, "buffer not in guest RAM");
 	fg_destroy(&g);
 }
@@ -847,7 +829,7 @@ Test(virtq, rejects_a_length_that_wraps_the_address_space)
 	fg_init(&g, FG_RAM_LEN, FG_QUEUE_LEN);
 	/* addr + len wraps to 0x10, inside RAM for a check that only looks at the end. */
 	fg_desc(&g, 0, 0xfffffffffffffff0ull, 0x20, 0, 0);
-	fg_post(&g, 0);
+	fdrv_offer(&g.drv, 0, 0);
 	fg_expect_broken(&g, "buffer not in guest RAM");
 	fg_destroy(&g);
 }
@@ -858,7 +840,7 @@ Test(virtq, rejects_a_huge_length)
 
 	fg_init(&g, FG_RAM_LEN, FG_QUEUE_LEN);
 	fg_desc(&g, 0, BUF_GPA, UINT32_MAX, F_WRITE, 0);
-	fg_post(&g, 0);
+	fdrv_offer(&g.drv, 0, 0);
 	fg_expect_broken(&g, "buffer not in guest RAM");
 	fg_destroy(&g);
 }
@@ -871,13 +853,13 @@ Test(virtq, rejects_a_buffer_across_the_mmio_hole)
 	/* Up to the hole, and from 4 GiB, are RAM (two host-contiguous regions)... */
 	fg_desc(&g, 0, MMIO_HOLE_GPA - 16, 16, F_NEXT, 1);
 	fg_desc(&g, 1, MMIO_HOLE_END_GPA, 16, 0, 0);
-	fg_post(&g, 0);
+	fdrv_offer(&g.drv, 0, 0);
 	cr_assert(eq(int, virtq_pop(&g.q, &chain), 0));
 	cr_assert(eq(ptr, chain.segs[1].hva, g.mem.base + MMIO_HOLE_GPA));
 	/* ...but one buffer may not run from one into the hole, even though the host mapping
 	 * behind it is contiguous. */
 	fg_desc(&g, 0, MMIO_HOLE_GPA - 16, 32, 0, 0);
-	fg_post(&g, 0);
+	fdrv_offer(&g.drv, 0, 0);
 	fg_expect_broken(&g, "buffer not in guest RAM");
 	fg_destroy(&g);
 }
@@ -888,13 +870,13 @@ Test(virtq, rejects_a_buffer_in_the_mmio_hole_and_past_high_ram)
 
 	fg_init(&g, 5 * GIB, FG_QUEUE_LEN);
 	fg_desc(&g, 0, VIRTIO_MMIO_GPA, 4, 0, 0);
-	fg_post(&g, 0);
+	fdrv_offer(&g.drv, 0, 0);
 	fg_expect_broken(&g, "buffer not in guest RAM");
 	virtq_reset(&g.q);
 	cr_assert(eq(int, virtq_configure(&g.q, FG_QUEUE_LEN, DESC_GPA, AVAIL_GPA, USED_GPA), 0));
-	g.avail_idx = 0;
+	g.drv.q[0].avail_idx = 0;
 	fg_desc(&g, 0, 6 * GIB - 8, 16, F_WRITE, 0); /* RAM ends at 6 GiB */
-	fg_post(&g, 0);
+	fdrv_offer(&g.drv, 0, 0);
 	fg_expect_broken(&g, "buffer not in guest RAM");
 	fg_destroy(&g);
 }
@@ -908,7 +890,7 @@ Test(virtq, rejects_an_indirect_table_inside_an_indirect_table)
 	fg_desc_at(&g, TABLE_GPA, 0, BUF_GPA, 16, F_NEXT, 1);
 	fg_desc_at(&g, TABLE_GPA, 1, TABLE2_GPA, 16, F_INDIRECT, 0);
 	fg_desc_at(&g, TABLE2_GPA, 0, BUF_GPA, 16, 0, 0);
-	fg_post(&g, 0);
+	fdrv_offer(&g.drv, 0, 0);
 	fg_expect_broken(&g, "indirect table inside an indirect table");
 	fg_destroy(&g);
 }
@@ -924,9 +906,9 @@ Test(virtq, rejects_an_indirect_table_of_bad_length)
 		cr_assert(eq(int,
 			     virtq_configure(&g.q, FG_QUEUE_LEN, DESC_GPA, AVAIL_GPA, USED_GPA),
 			     0));
-		g.avail_idx = 0;
+		g.drv.q[0].avail_idx = 0;
 		fg_desc(&g, 0, TABLE_GPA, bad[i], F_INDIRECT, 0);
-		fg_post(&g, 0);
+		fdrv_offer(&g.drv, 0, 0);
 		fg_expect_broken(&g, "indirect table");
 		const char *want = bad[i] > 16 * VIRTQ_CHAIN_MAX
 					   ? "more than VIRTQ_CHAIN_MAX entries"
@@ -945,7 +927,7 @@ Test(virtq, rejects_an_indirect_descriptor_with_next)
 	fg_desc(&g, 0, TABLE_GPA, 16, F_INDIRECT | F_NEXT, 1);
 	fg_desc(&g, 1, BUF_GPA, 16, 0, 0);
 	fg_desc_at(&g, TABLE_GPA, 0, BUF_GPA, 16, 0, 0);
-	fg_post(&g, 0);
+	fdrv_offer(&g.drv, 0, 0);
 	fg_expect_broken(&g, "indirect descriptor with NEXT");
 	fg_destroy(&g);
 }
@@ -956,17 +938,17 @@ Test(virtq, rejects_an_indirect_table_outside_ram_accepts_any_alignment)
 
 	fg_init(&g, FG_RAM_LEN, FG_QUEUE_LEN);
 	fg_desc(&g, 0, FG_RAM_LEN - 16, 32, F_INDIRECT, 0);
-	fg_post(&g, 0);
+	fdrv_offer(&g.drv, 0, 0);
 	fg_expect_broken(&g, "indirect table not in guest RAM");
 	virtq_reset(&g.q);
 	cr_assert(eq(int, virtq_configure(&g.q, FG_QUEUE_LEN, DESC_GPA, AVAIL_GPA, USED_GPA), 0));
-	g.avail_idx = 0;
+	g.drv.q[0].avail_idx = 0;
 	/* Any alignment is accepted (the spec requires none; Linux's are 8-byte aligned). */
 	for (unsigned off = 8; off >= 1; off /= 2) {
 		fg_desc(&g, 0, TABLE_GPA + off, 32, F_INDIRECT, 0);
 		fg_desc_at(&g, TABLE_GPA + off, 0, BUF_GPA, 16, F_NEXT, 1);
 		fg_desc_at(&g, TABLE_GPA + off, 1, BUF_GPA + 0x100, 1, F_WRITE, 0);
-		fg_post(&g, 0);
+		fdrv_offer(&g.drv, 0, 0);
 		cr_assert(eq(int, virtq_pop(&g.q, &chain), 0), "table at +%u", off);
 		cr_assert(eq(u32, chain.nsegs, 2));
 		cr_assert(eq(ptr, chain.segs[1].hva, g.mem.base + BUF_GPA + 0x100));
@@ -982,7 +964,7 @@ Test(virtq, rejects_a_zero_length_buffer)
 	fg_init(&g, FG_RAM_LEN, FG_QUEUE_LEN);
 	fg_desc(&g, 0, BUF_GPA, 16, F_NEXT, 1);
 	fg_desc(&g, 1, BUF_GPA + 16, 0, F_WRITE, 0);
-	fg_post(&g, 0);
+	fdrv_offer(&g.drv, 0, 0);
 	fg_expect_broken(&g, "zero-length buffer");
 	fg_destroy(&g);
 }
@@ -994,7 +976,7 @@ Test(virtq, rejects_a_zero_length_buffer_in_an_indirect_table)
 	fg_init(&g, FG_RAM_LEN, FG_QUEUE_LEN);
 	fg_desc(&g, 0, TABLE_GPA, 16, F_INDIRECT, 0);
 	fg_desc_at(&g, TABLE_GPA, 0, BUF_GPA, 0, 0, 0);
-	fg_post(&g, 0);
+	fdrv_offer(&g.drv, 0, 0);
 	fg_expect_broken(&g, "zero-length buffer");
 	fg_destroy(&g);
 }
@@ -1007,7 +989,7 @@ Test(virtq, rejects_readable_after_writable)
 	fg_desc(&g, 0, BUF_GPA, 16, F_NEXT, 1);
 	fg_desc(&g, 1, BUF_GPA + 16, 16, F_WRITE | F_NEXT, 2);
 	fg_desc(&g, 2, BUF_GPA + 32, 16, 0, 0);
-	fg_post(&g, 0);
+	fdrv_offer(&g.drv, 0, 0);
 	fg_expect_broken(&g, "device-readable buffer after a device-writable one");
 	fg_destroy(&g);
 }
@@ -1020,7 +1002,7 @@ Test(virtq, rejects_readable_after_writable_across_the_indirect_switch)
 	fg_desc(&g, 0, BUF_GPA, 16, F_WRITE | F_NEXT, 1);
 	fg_desc(&g, 1, TABLE_GPA, 16, F_INDIRECT, 0);
 	fg_desc_at(&g, TABLE_GPA, 0, BUF_GPA + 16, 16, 0, 0);
-	fg_post(&g, 0);
+	fdrv_offer(&g.drv, 0, 0);
 	fg_expect_broken(&g, "device-readable buffer after a device-writable one");
 	fg_destroy(&g);
 }
@@ -1030,16 +1012,16 @@ Test(virtq, reset_and_reconfigure_recovers_a_broken_queue)
 	struct fake_guest g;
 
 	fg_init(&g, FG_RAM_LEN, FG_QUEUE_LEN);
-	fg_post(&g, 0xffff);
+	fdrv_offer(&g.drv, 0, 0xffff);
 	fg_expect_broken(&g, "avail ring entry is not a descriptor index");
 	/* The driver resets the device and starts over. */
 	virtq_reset(&g.q);
 	cr_assert(not(g.q.broken));
 	cr_assert(g.q.error == NULL);
 	cr_assert(eq(int, virtq_configure(&g.q, FG_QUEUE_LEN, DESC_GPA, AVAIL_GPA, USED_GPA), 0));
-	g.avail_idx = 0;
+	g.drv.q[0].avail_idx = 0;
 	fg_desc(&g, 0, BUF_GPA, 16, 0, 0);
-	fg_post(&g, 0);
+	fdrv_offer(&g.drv, 0, 0);
 	cr_assert(eq(int, virtq_pop(&g.q, &chain), 0));
 	cr_assert(eq(int, virtq_push(&g.q, chain.head, 0), 0));
 	fg_destroy(&g);
@@ -1055,12 +1037,12 @@ Test(virtq, rejects_more_chains_outstanding_than_the_queue_holds)
 	fg_init(&g, FG_RAM_LEN, FG_QUEUE_LEN);
 	fg_desc(&g, 0, BUF_GPA, 16, 0, 0);
 	for (unsigned i = 0; i < FG_QUEUE_LEN; i++)
-		fg_post(&g, 0);
+		fdrv_offer(&g.drv, 0, 0);
 	for (unsigned i = 0; i < FG_QUEUE_LEN; i++)
 		cr_assert(eq(int, virtq_pop(&g.q, &chain), 0), "pop %u", i);
 	/* All popped, none pushed: the driver posts more, as if they had been returned. */
 	for (unsigned i = 0; i < 4; i++)
-		fg_post(&g, 0);
+		fdrv_offer(&g.drv, 0, 0);
 	fg_expect_broken(&g, "more chains outstanding than the queue holds");
 	fg_destroy(&g);
 }
