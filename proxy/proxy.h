@@ -36,7 +36,7 @@
 #define SYNTH_SIZE	    32768u
 
 #define NAME_MAX_TEXT NETPOL_NAME_TEXT /* a DNS name as text (netpolicy.h) */
-#define RULE_LEN      192 /* the "rule" text of a decision */
+#define RULE_LEN      192	       /* the "rule" text of a decision */
 
 /* ---- util.c ---- */
 
@@ -46,7 +46,6 @@ void proxy_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void proxy_addr_text(const struct sockaddr *sa, char *out, size_t len);
 
 /* ---- policy.c ---- */
-
 
 /* One header of a credential rule. `value` is the secret (NULL until resolved); `source`
  * is what the policy file or the command line said it comes from. */

@@ -70,9 +70,9 @@ static void fail(const char *fmt, ...)
 static void sb_file(const struct sandbox *sb, const char *file, char *out, size_t len);
 
 /*
- * The cgroup directory of `ctl` ("memory", "cpu", "pids"; a v2 record: all "dir") from the sandbox's
- * record: 0, -ENOENT without a record, -ESRCH when it names none. The record stays in *record
- * (freed by the caller) for a message.
+ * The cgroup directory of `ctl` ("memory", "cpu", "pids"; a v2 record: all "dir") from the
+ * sandbox's record: 0, -ENOENT without a record, -ESRCH when it names none. The record stays in
+ * *record (freed by the caller) for a message.
  */
 static int cg_dir_find(const struct sandbox *sb, const char *ctl, char *out, size_t len,
 		       char **record)

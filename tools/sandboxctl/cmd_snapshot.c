@@ -24,7 +24,7 @@
 #include "disk.h"
 #include "sandboxctl.h"
 
-#define FORK_MAX	  64 /* children of one fork (docs/snapshots.md) */
+#define FORK_MAX 64 /* children of one fork (docs/snapshots.md) */
 
 /* ---- snapshot ID NAME ---- */
 

@@ -15,7 +15,7 @@
 #include "sandboxctl.h"
 
 /* A list in a spec (env, allow, secrets, ...) holds at most this many entries. */
-#define SPEC_MAX_LIST 256
+#define SPEC_MAX_LIST  256
 /* What the spec's strings may add up to once copied out. Aliases are read by reference, so a
  * 1 MiB spec of `steps: [*big, *big, ...]` would otherwise copy its 1 MiB script per step
  * (~1 GiB for 1000 steps). */
