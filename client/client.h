@@ -20,14 +20,6 @@
 
 #include "hostutil.h" /* now_ms, write_all, write_file_atomic, read_file, parse_u64 */
 
-/* Exit statuses (docs/sandboxctl.md). exec returns the command's own status. */
-#define EXIT_OK	      0
-#define EXIT_ERR      1	  /* an error: the message says what */
-#define EXIT_USAGE    2	  /* bad command line */
-#define EXIT_TIMEOUT  124 /* exec --timeout expired (as timeout(1)) */
-#define EXIT_SANDBOX  125 /* the sandbox is unusable: unknown, not running, VMM or agent dead */
-#define EXIT_CMD_EXEC 126 /* found but could not be executed (from the agent) */
-
 #define ID_LEN		12 /* hex digits of a sandbox id */
 #define EXTRA_DISKS_MAX 3  /* --disk: /dev/vdb, vdc, vdd beside the root disk */
 #define DISK_PATH_MAX	1024
@@ -147,9 +139,9 @@ int sandbox_save(const struct sandbox *sb) __must_check;
 /* Load the sandbox whose directory is $SANDBOX_HOME/sandboxes/<id>; every field is checked.
  * -ENOENT no such sandbox, -EBADMSG a config that does not parse. */
 int sandbox_load(const char *id, struct sandbox *sb) __must_check;
-/* Find a sandbox by full id, unique id prefix or name. Prints the error and returns
- * EXIT_SANDBOX (unknown, ambiguous) or 0. */
-int sandbox_resolve(const char *ref, struct sandbox *sb);
+/* Find a sandbox by full id, unique id prefix or name: 0, -EINVAL (`ref` cannot be an id or
+ * a name), -ENOENT (none), -ENOTUNIQ (a prefix of several), or -errno reading the state. */
+int sandbox_find(const char *ref, struct sandbox *sb) __must_check;
 /* The path of a file in the sandbox's directory. */
 int sandbox_path(const struct sandbox *sb, const char *file, char *out, size_t len) __must_check;
 /* Field 22 of /proc/PID/stat: when the process started, in clock ticks since boot. */

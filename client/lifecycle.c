@@ -82,7 +82,8 @@ int sandbox_stop_vmm(struct sandbox *sb, bool force, const struct lc_report *r)
 			gone = wait_gone(sb, 10000);
 		if (!gone) {
 			if (!force)
-				lc_note(r, "%s: the VMM did not shut down: sending SIGTERM", sb->id);
+				lc_note(r, "%s: the VMM did not shut down: sending SIGTERM",
+					sb->id);
 			kill(sb->pid, SIGTERM);
 			gone = wait_gone(sb, 5000);
 		}

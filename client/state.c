@@ -275,13 +275,16 @@ out:
 	return err;
 }
 
+/* What sandbox_find's scan keeps: the one exact match and the one prefix match, counted. */
+struct resolve_scan {
+	const char *ref;
+	struct sandbox exact, prefix;
+	unsigned nexact, nprefix;
+};
+
 static int resolve_scan(const struct sandbox *sb, void *opaque)
 {
-	struct {
-		const char *ref;
-		struct sandbox exact, prefix;
-		unsigned nexact, nprefix;
-	} *r = opaque;
+	struct resolve_scan *r = opaque;
 
 	if (strcmp(sb->id, r->ref) == 0 || strcmp(sb->name, r->ref) == 0) {
 		r->exact = *sb;
@@ -293,39 +296,26 @@ static int resolve_scan(const struct sandbox *sb, void *opaque)
 	return 0;
 }
 
-int sandbox_resolve(const char *ref, struct sandbox *sb)
+int sandbox_find(const char *ref, struct sandbox *sb)
 {
-	static struct {
-		const char *ref;
-		struct sandbox exact, prefix;
-		unsigned nexact, nprefix;
-	} r;
-	int n;
+	struct resolve_scan *r;
+	int n, err = -ENOENT;
 
-	memset(&r, 0, sizeof(r));
-	r.ref = ref;
-	if (!*ref || strlen(ref) > NAME_MAX_LEN || strchr(ref, '/')) {
-		errmsg("'%.80s' is not a sandbox id or name", ref);
-		return EXIT_SANDBOX;
-	}
-	n = sandbox_foreach(resolve_scan, &r);
-	if (n < 0) {
-		errmsg("cannot read %s/sandboxes: %s", state_home(), strerror(-n));
-		return EXIT_SANDBOX;
-	}
-	if (r.nexact == 1) {
-		*sb = r.exact;
-		return 0;
-	}
-	if (r.nexact == 0 && r.nprefix == 1) {
-		*sb = r.prefix;
-		return 0;
-	}
-	if (r.nexact + r.nprefix > 1)
-		errmsg("'%s' matches several sandboxes: give more of the id", ref);
-	else
-		errmsg("no sandbox '%s' (see sandboxctl ls)", ref);
-	return EXIT_SANDBOX;
+	if (!*ref || strlen(ref) > NAME_MAX_LEN || strchr(ref, '/'))
+		return -EINVAL;
+	if (!(r = calloc(1, sizeof(*r)))) /* two sandboxes' records: not on a thread's stack */
+		return -ENOMEM;
+	r->ref = ref;
+	n = sandbox_foreach(resolve_scan, r);
+	if (n < 0)
+		err = n;
+	else if (r->nexact == 1 || (r->nexact == 0 && r->nprefix == 1)) {
+		*sb = r->nexact == 1 ? r->exact : r->prefix;
+		err = 0;
+	} else if (r->nexact + r->nprefix > 1)
+		err = -ENOTUNIQ;
+	free(r);
+	return err;
 }
 
 int sandbox_foreach(int (*fn)(const struct sandbox *sb, void *opaque), void *opaque)

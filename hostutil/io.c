@@ -98,7 +98,9 @@ static int read_file_flags(const char *path, size_t max, int flags, char **out, 
 		goto out;
 	}
 	/* room for the whole file and one byte more, which tells a file that grew past max */
-	cap = (st.st_size > 0 ? (size_t)st.st_size : (max < READ_UNSIZED_FIRST ? max : READ_UNSIZED_FIRST)) + 1;
+	cap = (st.st_size > 0 ? (size_t)st.st_size
+			      : (max < READ_UNSIZED_FIRST ? max : READ_UNSIZED_FIRST)) +
+	      1;
 	if (!(buf = malloc(cap + 1))) {
 		err = -ENOMEM;
 		goto out;

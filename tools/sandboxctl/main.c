@@ -3,6 +3,7 @@
  * sandboxctl: create, drive and destroy sandboxes (docs/sandboxctl.md). Dispatches to one
  * function per command, each in its own cmd_*.c, which returns the process's exit status.
  */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -54,6 +55,23 @@ static void ctl_note(void *ctx, const char *line)
 }
 
 const struct lc_report ctl_report = {.note = ctl_note};
+
+int sandbox_resolve(const char *ref, struct sandbox *sb)
+{
+	int err = sandbox_find(ref, sb);
+
+	if (err == 0)
+		return 0;
+	if (err == -EINVAL)
+		errmsg("'%.80s' is not a sandbox id or name", ref);
+	else if (err == -ENOTUNIQ)
+		errmsg("'%s' matches several sandboxes: give more of the id", ref);
+	else if (err == -ENOENT)
+		errmsg("no sandbox '%s' (see sandboxctl ls)", ref);
+	else
+		errmsg("cannot read %s/sandboxes: %s", state_home(), strerror(-err));
+	return EXIT_SANDBOX;
+}
 
 int main(int argc, char **argv)
 {

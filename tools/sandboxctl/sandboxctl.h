@@ -17,10 +17,21 @@
 
 #include "client.h"
 
+/* Exit statuses (docs/sandboxctl.md). exec returns the command's own status. */
+#define EXIT_OK	      0
+#define EXIT_ERR      1	  /* an error: the message says what */
+#define EXIT_USAGE    2	  /* bad command line */
+#define EXIT_TIMEOUT  124 /* exec --timeout expired (as timeout(1)) */
+#define EXIT_SANDBOX  125 /* the sandbox is unusable: unknown, not running, VMM or agent dead */
+#define EXIT_CMD_EXEC 126 /* found but could not be executed (from the agent) */
+
 /* ---- main.c ---- */
 
 /* The lifecycle's reporter of every command: each line it hears is a message on stderr. */
 extern const struct lc_report ctl_report;
+/* sandbox_find, its error said for the command line: 0, or EXIT_SANDBOX (unknown, ambiguous,
+ * not an id or name) with the message printed. */
+int sandbox_resolve(const char *ref, struct sandbox *sb);
 
 /* ---- host.c: can sandboxes boot here? ---- */
 
