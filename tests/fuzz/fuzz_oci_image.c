@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * libFuzzer target for an imported image's archive as a whole: tools/sandboxctl/oci_archive.c
+ * libFuzzer target for an imported image's archive as a whole: tools/oci/oci_archive.c
  * (the tar's index), oci_image.c (index.json or manifest.json, the choice of the linux/amd64
  * image, manifests, the config, each layer's stream: gzip, digests) and oci_layer.c (each
  * layer applied under a staging root: whiteouts, links, owners, modes). The input is the

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * libFuzzer target for tools/sandboxctl/oci_json.c, the strict JSON parser of an imported
+ * libFuzzer target for tools/oci/oci_json.c, the strict JSON parser of an imported
  * image's index, manifests and config: the input is one document, hostile. It either parses
  * into a tree whose strings are NUL-terminated at their length and valid UTF-8, whose objects
  * have no key twice, within the depth and count bounds, or is refused with a message; never

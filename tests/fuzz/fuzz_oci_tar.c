@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * libFuzzer target for tools/sandboxctl/oci_tar.c: the input is a tar stream as an imported
+ * libFuzzer target for tools/oci/oci_tar.c: the input is a tar stream as an imported
  * image's archive or layer gives it (ustar, pax extended headers, GNU long names), hostile,
  * delivered in reads of sizes the input's first byte picks. Every entry the reader returns
  * has a NUL-terminated path and link within their buffers, a type we handle, its data exactly
