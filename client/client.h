@@ -20,10 +20,12 @@
 
 #include "hostutil.h" /* now_ms, write_all, write_file_atomic, read_file, parse_u64 */
 
-#define ID_LEN		12 /* hex digits of a sandbox id */
-#define EXTRA_DISKS_MAX 3  /* --disk: /dev/vdb, vdc, vdd beside the root disk */
-#define DISK_PATH_MAX	1024
-#define NAME_MAX_LEN	63 /* names: [A-Za-z0-9][A-Za-z0-9._-]* */
+#define ID_LEN		     12 /* hex digits of a sandbox id */
+#define EXTRA_DISKS_MAX	     3	/* --disk: /dev/vdb, vdc, vdd beside the root disk */
+#define DISK_PATH_MAX	     1024
+#define NAME_MAX_LEN	     63 /* names: [A-Za-z0-9][A-Za-z0-9._-]* */
+/* The image a sandbox (a create, a job spec) gets when it names none. */
+#define CREATE_DEFAULT_IMAGE "debian"
 
 /* ---- util.c ---- */
 

@@ -16,6 +16,7 @@
 #include <stdio.h>
 
 #include "client.h"
+#include "jobspec.h"
 
 /* Exit statuses (docs/sandboxctl.md). exec returns the command's own status. */
 #define EXIT_OK	      0
@@ -44,8 +45,7 @@ int host_check_linux(void);
 
 /* ---- cmd_create.c ---- */
 
-#define CREATE_DEFAULT_IMAGE "debian"
-#define GUEST_CMDLINE	     "console=ttyS0 reboot=k panic=-1 quiet sandbox.root=/dev/vda sandbox.reboot=0"
+#define GUEST_CMDLINE "console=ttyS0 reboot=k panic=-1 quiet sandbox.root=/dev/vda sandbox.reboot=0"
 struct create_opts {
 	const char *image;
 	const char *name; /* NULL: the id is the name */
@@ -151,58 +151,6 @@ struct exec_opts {
 int exec_run(const struct sandbox *sb, const struct exec_opts *o);
 /* Resolve `ref` and check that it runs: prints why not and returns EXIT_SANDBOX, else 0. */
 int sandbox_resolve_running(const char *ref, struct sandbox *sb);
-
-/* ---- jobspec.c: the job specs of sandboxctl run (libyaml) ---- */
-
-struct job_step {
-	char *name;
-	char *run; /* a sh -c script */
-	unsigned timeout_s;
-	char **env; /* K=V, over the job's */
-	unsigned nenv;
-	char *workdir;		/* absolute, in the guest; NULL: / */
-	bool continue_on_error; /* a failure does not stop the job, nor fail it */
-};
-/* The longest path a spec's files: or artifacts: may give (the agent's paths are shorter). */
-#define JOB_PATH_MAX 4000
-/* files: one host path (relative to the spec's directory, normalised, no "..") copied to an
- * absolute guest path; a directory is copied whole. */
-struct job_file {
-	char *src;
-	char *dst;
-};
-struct jobspec {
-	char dir[4096]; /* the spec's directory, where files: are found (jobspec_load) */
-	char image[NAME_MAX_LEN + 1];
-	unsigned cpus;
-	uint64_t memory_mib;
-	uint64_t disk_gib;  /* 0: the image's size */
-	unsigned timeout_s; /* the whole job; 0: none */
-	char **env;	    /* K=V */
-	unsigned nenv;
-	bool no_network; /* network: none */
-	/* network: {...} and secrets: as sandbox-proxy prepare's words (--allow D, --credential
-	 * HOST:HEADER=ENVVAR, ...); the secrets' values stay in sandboxctl's environment. */
-	char **net_opts;
-	unsigned nnet_opts;
-	struct job_step *steps;
-	unsigned nsteps;
-	struct job_file *files; /* copied in before the first step */
-	unsigned nfiles;
-	char **artifacts; /* absolute guest paths, a component may be a glob: copied out */
-	unsigned nartifacts;
-	unsigned cache_step; /* cache: the state after this step (1-based) is kept; 0: none */
-};
-/* Parse the spec at `path`. On failure `err` says why as "FILE:LINE:COLUMN: what"; call
- * jobspec_free either way. */
-int jobspec_load(const char *path, struct jobspec *js, char *err, size_t err_len) __must_check;
-/* The same for the `len` bytes of spec text at `text` (not NUL-terminated), its errors naming
- * `name`: what jobspec_load does once the file is read (the fuzz target's entry point). */
-int jobspec_parse(const char *name, const char *text, size_t len, struct jobspec *js, char *err,
-		  size_t err_len) __must_check;
-void jobspec_free(struct jobspec *js);
-/* The parsed spec, normalised, on `f` (sandboxctl run --check): what a golden file holds. */
-void jobspec_print(const struct jobspec *js, FILE *f);
 
 /* ---- images (cmd_images.c) ---- */
 

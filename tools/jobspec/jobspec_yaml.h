@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <yaml.h>
 
-#include "sandboxctl.h"
+#include "jobspec.h"
 
 /* A list in a spec (env, allow, secrets, ...) holds at most this many entries. */
 #define SPEC_MAX_LIST  256
