@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * libFuzzer target for tools/sandboxctl/jobspec.c: the input is a job spec (YAML through
+ * libFuzzer target for tools/jobspec/jobspec.c: the input is a job spec (YAML through
  * libyaml's loader), hostile. A spec either parses into something sandboxctl run can use (at
  * least one step, each with a script, sizes in their bounds, every env entry NAME=value, every
  * path normalised and inside its directory, the cache's step one of the steps) or is

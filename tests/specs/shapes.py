@@ -9,7 +9,7 @@ the golden files. Each must be accepted (exit 0) or refused (exit 2) with the me
 table row expects, and within a bound of work: under a second of CPU time (user + system,
 the child's rusage), which a loaded machine does not inflate the way it does wall time, and
 within a 10 s wall-clock timeout that only catches a hang. Before the bounds of
-tools/sandboxctl/jobspec_shape.c, 200 KB of `[[[[...` took 40 s of CPU to be refused, 1 MiB
+tools/jobspec/jobspec_shape.c, 200 KB of `[[[[...` took 40 s of CPU to be refused, 1 MiB
 of it was killed after 60 s, and 1 MiB of anchors took 22.5 s (issue 27). Each shape's size,
 status, CPU and wall time are printed, so a CI log keeps the figures.
 
