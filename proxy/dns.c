@@ -356,7 +356,7 @@ struct dns_state *dns_state_new(const char *map_path, char *err, size_t errlen)
 	d->names[SYNTH_SIZE - 1] = dns_reserved; /* 10.0.255.255 */
 	if (!map_path)
 		return d;
-	e = read_file_follow(map_path, 64u << 20, &text, NULL);
+	e = read_file(map_path, 64u << 20, &text, NULL); /* its own file: never a link */
 	if (e < 0 && e != -ENOENT) {
 		snprintf(err, errlen, "%s: %s", map_path, strerror(-e));
 		dns_state_free(d);

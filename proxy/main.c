@@ -251,7 +251,8 @@ static int main_load(struct proxy *px, char *err, size_t errlen)
 	if (px->pol->ncreds) {
 		if (main_path(path, sizeof(path), px->dir, "credentials") < 0)
 			return -ENAMETOOLONG;
-		if ((e = read_file_follow(path, 1 << 20, &creds, NULL)) < 0)
+		/* the proxy's own file: never through a link someone left in DIR */
+		if ((e = read_file(path, 1 << 20, &creds, NULL)) < 0)
 			return policy_errf(err, errlen, "%s: %s", path, strerror(-e));
 		e = policy_load_creds(px->pol, creds, err, errlen);
 		explicit_bzero(creds, strlen(creds));
@@ -274,7 +275,7 @@ static int main_load(struct proxy *px, char *err, size_t errlen)
 		/* What an earlier proxy of this sandbox left (stop, suspend: same sandbox). */
 		char *left;
 
-		if (read_file_follow("egress.left", 64, &left, NULL) == 0) {
+		if (read_file("egress.left", 64, &left, NULL) == 0) { /* its own: no link */
 			char *end;
 			unsigned long long v = strtoull(left, &end, 10);
 

@@ -131,7 +131,8 @@ static void stall_report(const struct sandbox *sb)
 		printf("  its VMM (pid %d) was killed by signal %d\n", (int)pid, WTERMSIG(st));
 	if (cg_dir_find(sb, "memory", dir, sizeof(dir), &record) == 0) {
 		snprintf(events, sizeof(events), "%s/%s", dir,
-			 strcmp(mode, "v2") == 0 ? "memory.events" : "memory.oom_control");
+			 strncmp(record, "version 2\n", 10) == 0 ? "memory.events"
+								 : "memory.oom_control");
 		if (read_file(events, 4096, &ev, NULL) == 0)
 			printf("  %s:\n%s", events, ev);
 		free(ev);

@@ -85,6 +85,25 @@ Test(report, short_values_are_not_masked, .init = quiet)
 	report_free(&r);
 }
 
+Test(report, a_value_that_looks_like_a_flag_hides_no_secret, .init = quiet)
+{
+	/* "--credential" is a valid domain: as --allow's value it must not be read as a flag,
+	 * which would take the real rule's flag for its value and leave its secret unmasked */
+	char *words[] = {"--deny-all",
+			 "--allow",
+			 "--credential",
+			 "--credential",
+			 "api.example.test:Authorization=TEST_SECRET",
+			 NULL};
+	struct jobspec tricky = {.net_opts = words, .nnet_opts = 5, .steps = steps, .nsteps = 3};
+	struct job_report r;
+
+	cr_assert(eq(int, report_init(&r, &tricky, "job.yaml", false, NULL), 0));
+	cr_assert(eq(u32, r.nsecrets, 1));
+	cr_assert(eq(str, (char *)r.secrets[0], SECRET));
+	report_free(&r);
+}
+
 Test(report, json_strings_of_any_bytes)
 {
 	char buf[256] = "";

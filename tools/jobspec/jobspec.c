@@ -267,7 +267,7 @@ int jobspec_load(const char *path, struct jobspec *js, char *err, size_t err_len
 	int r;
 
 	memset(js, 0, sizeof(*js));
-	if ((r = read_file(path, SPEC_MAX_LEN, &text, &len)) < 0) {
+	if ((r = read_file_follow(path, SPEC_MAX_LEN, &text, &len)) < 0) { /* the user's file */
 		snprintf(err, err_len, "%s: %s", path,
 			 r == -EFBIG ? "larger than 1 MiB" : strerror(-r));
 		return r;

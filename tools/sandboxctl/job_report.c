@@ -137,13 +137,22 @@ int report_init(struct job_report *r, const struct jobspec *js, const char *spec
 		return -ENOMEM;
 	for (unsigned i = 0; i < js->nsteps; i++)
 		r->steps[i].name = js->steps[i].name;
-	/* The secrets' values: the variables of --credential HOST:HEADER=VAR. */
-	for (unsigned i = 0; i + 1 < js->nnet_opts; i++) {
-		const char *eq, *val;
+	/* The secrets' values: the variables of --credential HOST:HEADER=VAR. The words are
+	 * pairs of a flag and its value (as the proxy reads them), but for --deny-all: a value
+	 * that looks like a flag ("--credential" is a valid domain) is a value. */
+	for (unsigned i = 0; i < js->nnet_opts;) {
+		const char *flag = js->net_opts[i], *eq, *val;
 
-		if (strcmp(js->net_opts[i], "--credential") != 0)
+		if (strcmp(flag, "--deny-all") == 0) {
+			i++;
 			continue;
-		eq = strrchr(js->net_opts[++i], '=');
+		}
+		if (i + 1 >= js->nnet_opts)
+			break;
+		i += 2;
+		if (strcmp(flag, "--credential") != 0)
+			continue;
+		eq = strrchr(js->net_opts[i - 1], '=');
 		val = eq ? getenv(eq + 1) : NULL;
 		if (!val || strlen(val) < REPORT_MASK_MIN || strlen(val) > REPORT_HOLD_MAX ||
 		    r->nsecrets == REPORT_SECRETS_MAX)
