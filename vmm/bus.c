@@ -26,6 +26,16 @@ int bus_register(struct bus *bus, uint64_t base, uint64_t len, bus_access_fn acc
 	return 0;
 }
 
+void bus_unregister(struct bus *bus, const void *opaque)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < bus->nranges; i++)
+		if (bus->ranges[i].opaque != opaque)
+			bus->ranges[n++] = bus->ranges[i];
+	bus->nranges = n;
+}
+
 bool bus_access(const struct bus *bus, uint64_t addr, uint8_t *data, uint32_t len, bool write)
 {
 	for (unsigned i = 0; i < bus->nranges; i++) {

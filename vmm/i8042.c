@@ -90,6 +90,8 @@ int i8042_create(struct vm *vm, struct i8042 **out)
 	    (err = bus_register(&vm->mmio, PAYLOAD_I8042_GPA, 8, i8042_mmio_access, k,
 				"i8042-mmio"))) {
 		vm_device_cancel(vm, k);
+		bus_unregister(&vm->pio, k);
+		bus_unregister(&vm->mmio, k);
 		free(k);
 		return err;
 	}

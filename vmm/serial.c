@@ -312,6 +312,8 @@ int serial_create(struct vm *vm, int out_fd, struct serial **out)
 		err = bus_register(&vm->mmio, PAYLOAD_UART_GPA, 8, serial_access, s, "serial-mmio");
 	if (err) {
 		vm_device_cancel(vm, s);
+		bus_unregister(&vm->pio, s);
+		bus_unregister(&vm->mmio, s);
 		free(s);
 		return err;
 	}

@@ -413,6 +413,8 @@ struct bus {
 /* Register [base, base+len); overlapping ranges are refused. */
 int bus_register(struct bus *bus, uint64_t base, uint64_t len, bus_access_fn access, void *opaque,
 		 const char *name) __must_check;
+/* Drop every range of `opaque` (a device whose making failed after it registered some). */
+void bus_unregister(struct bus *bus, const void *opaque);
 /* Dispatch one access; false when nothing claims the address (reads then return all ones). */
 bool bus_access(const struct bus *bus, uint64_t addr, uint8_t *data, uint32_t len, bool write);
 

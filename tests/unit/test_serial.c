@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* vmm/serial.c: the 8250 as Linux's driver and payloads use it. */
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <time.h>
@@ -181,5 +182,32 @@ Test(serial_stalled, a_full_console_does_not_hold_a_stopping_vcpu, .timeout = 10
 	serial_destroy(ser);
 	close(fds[0]);
 	close(fds[1]);
+	fake_vm_destroy(&v);
+}
+
+static void ignore_access(void *opaque, uint64_t offset, uint8_t *data, uint32_t len, bool write)
+{
+}
+
+/* A serial port whose making fails half way (its MMIO window taken) leaves nothing behind: no
+ * port range pointing at freed memory, no teardown registered with the VM. */
+Test(serial_make, a_failed_make_leaves_no_range)
+{
+	struct vm v;
+	struct serial *ser = NULL;
+	uint8_t b = 0;
+	int p[2];
+
+	fake_vm_init(&v);
+	cr_assert(eq(int, pipe2(p, O_NONBLOCK), 0));
+	cr_assert(
+		eq(int, bus_register(&v.mmio, PAYLOAD_UART_GPA, 8, ignore_access, &v, "taken"), 0));
+	cr_assert(eq(int, serial_create(&v, p[1], &ser), -EBUSY));
+	cr_assert(not(bus_access(&v.pio, COM1, &b, 1, false)), "COM1 still dispatches");
+	cr_assert(eq(u32, v.pio.nranges, 0));
+	cr_assert(eq(u32, v.mmio.nranges, 1));
+	cr_assert(eq(u32, v.ndevices, 0));
+	close(p[0]);
+	close(p[1]);
 	fake_vm_destroy(&v);
 }
