@@ -115,8 +115,10 @@ static void start_raw_big(void)
 
 static void stop(void)
 {
+	struct guest_mem ram_of_vm = vm.mem; /* vm_destroy forgets a fake RAM */
+
 	vm_destroy(&vm); /* destroys the devices, closing the disk */
-	fake_mem_destroy(&vm.mem);
+	fake_mem_destroy(&ram_of_vm);
 	fake_vm_destroy(&vm);
 	unlink(ovl_path);
 	unlink(raw_path);

@@ -84,8 +84,10 @@ static void start(bool mrg, unsigned nrx, uint32_t buf_len)
 
 static void teardown(void)
 {
+	struct guest_mem ram_of_vm = vm.mem; /* vm_destroy forgets a fake RAM */
+
 	vm_destroy(&vm);
-	fake_mem_destroy(&vm.mem);
+	fake_mem_destroy(&ram_of_vm);
 	fake_vm_destroy(&vm);
 	if (peer >= 0)
 		close(peer);

@@ -93,8 +93,10 @@ static void teardown(void)
 {
 	char path[100];
 
+	struct guest_mem ram_of_vm = vm.mem; /* vm_destroy forgets a fake RAM */
+
 	vm_destroy(&vm);
-	fake_mem_destroy(&vm.mem);
+	fake_mem_destroy(&ram_of_vm);
 	fake_vm_destroy(&vm);
 	snprintf(path, sizeof(path), "%s/vsock.sock_1234", dir);
 	unlink(path);
