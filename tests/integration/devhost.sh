@@ -99,7 +99,22 @@ pool)
 	"$pool" exec --build "$b" -- true || fail "no new L1 after one died"
 	n=$(grep -c ' boot [0-9]* up' "$b/meson-logs/devhost.log")
 	[ "$n" = 2 ] || fail "$n boots for six commands and one death, expected 2"
-	echo "ok: an L1 that died is a 124, and the next command boots another (2 boots in all)" ;;
+	echo "ok: an L1 that died is a 124, and the next command boots another (2 boots in all)"
+	# Two commands at once: each in a slot of its own, an L1 of one vCPU; the first holds its
+	# slot (20 s) while the second runs.
+	DEVHOST_POOL_SLOTS=2 "$pool" exec --build "$b" -- sh -c \
+		'nproc; sleep 20' >"$tmp/o1" 2>"$tmp/e1" &
+	p1=$!
+	DEVHOST_POOL_SLOTS=2 "$pool" exec --build "$b" -- nproc >"$tmp/o2" 2>"$tmp/e2"
+	st=$?
+	wait "$p1"
+	st1=$?
+	[ "$st" = 0 ] && [ "$st1" = 0 ] || { cat "$tmp/e1" "$tmp/e2"; fail "two at once: status $st1 and $st"; }
+	[ "$(cat "$tmp/o1")" = 1 ] && [ "$(cat "$tmp/o2")" = 1 ] ||
+		fail "an L1 of the pool has $(cat "$tmp/o1") and $(cat "$tmp/o2") CPUs, expected 1"
+	grep -q ' boot [0-9]* up .*(slot 1,' "$b/meson-logs/devhost.log" ||
+		{ cat "$b/meson-logs/devhost.log"; fail "the second command did not get a second slot"; }
+	echo "ok: two commands at once ran in two slots, each L1 of one vCPU" ;;
 *)
 	echo "devhost.sh: unknown case $1" >&2
 	exit 2 ;;

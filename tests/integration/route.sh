@@ -3,10 +3,12 @@
 # host's /dev/kvm can run that guest, else inside the emulated KVM host (tools/devhost), whose
 # /dev/kvm runs payloads and Linux guests alike.
 #
-# usage: route.sh BUILD [--linux] [--own-l1] [--timeout SEC] [--memory MiB] [--add PATH]...
-#                 [-e NAME=VAL]... -- CMD [ARG...]
+# usage: route.sh BUILD [--linux] [--alone] [--own-l1] [--timeout SEC] [--memory MiB]
+#                 [--add PATH]... [-e NAME=VAL]... -- CMD [ARG...]
 #
 #   --linux    CMD boots Linux guests (default: payload guests, or none but the VMM's checks)
+#   --alone    natively, no other guest test runs beside CMD (its figures are timings, or its
+#              guests take every CPU); Linux guests are always alone natively
 #   --emulated always in the emulated host: for a test of the emulated host's own KVM
 #   --cgroup-v1  in an emulated host of its own whose cgroups are v1 (each controller apart)
 #   --own-l1   an emulated host of its own (tools/devhost/run) rather than the shared one of
@@ -29,11 +31,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 build=$1
 shift
-linux=0 own=0 forced="" timeout=600 opts="" envs=""
+linux=0 alone=0 own=0 forced="" timeout=600 opts="" envs=""
 q() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
 while [ $# -gt 0 ]; do
 	case $1 in
-	--linux) linux=1; shift ;;
+	--linux) linux=1 alone=1; shift ;;
+	--alone) alone=1; shift ;;
 	--own-l1) own=1; shift ;;
 	--emulated) forced=emulated; shift ;;
 	--cgroup-v1) forced=emulated own=1 opts="$opts --cgroup v1"; shift ;;
@@ -62,7 +65,11 @@ echo "route: where=$where ($why)"
 if [ "$where" = native ]; then
 	args=""
 	for a in "$@"; do args="$args $(q "$a")"; done
-	eval "exec env$envs timeout -k 5 \"\$timeout\"$args"
+	lock=-s
+	[ "$alone" = 0 ] || lock=-x
+	# (where the build dir is read-only, as it may be for a command run by hand, no lock)
+	[ -w "$build" ] || lock=""
+	eval "exec ${lock:+flock $lock \"\$build/.route-native\"} env$envs timeout -k 5 \"\$timeout\"$args"
 fi
 
 image=${SANDBOX_CACHE:-${SANDBOX_HOME:-/var/lib/sandbox}/cache}/devhost/current
