@@ -101,9 +101,9 @@ pool)
 	[ "$n" = 2 ] || fail "$n boots for six commands and one death, expected 2"
 	echo "ok: an L1 that died is a 124, and the next command boots another (2 boots in all)"
 	# Two commands at once: each in a slot of its own, an L1 of one vCPU; the first holds its
-	# slot (20 s) while the second runs.
+	# slot (5 s) while the second takes one.
 	DEVHOST_POOL_SLOTS=2 "$pool" exec --build "$b" -- sh -c \
-		'nproc; sleep 20' >"$tmp/o1" 2>"$tmp/e1" &
+		'nproc; sleep 5' >"$tmp/o1" 2>"$tmp/e1" &
 	p1=$!
 	DEVHOST_POOL_SLOTS=2 "$pool" exec --build "$b" -- nproc >"$tmp/o2" 2>"$tmp/e2"
 	st=$?

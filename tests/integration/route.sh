@@ -78,7 +78,7 @@ command -v qemu-system-x86_64 >/dev/null ||
 [ -e "$image/vmlinuz" ] ||
 	{ echo "SKIP: needs the emulated KVM host ($why), and it has no image in $image (tools/dev setup builds it)"; exit 77; }
 
-# In L1 a payload test runs on L1's last CPU, as sandboxctl's VMMs do there
+# In L1 a payload test runs on L1's last CPU (a pool's L1 has one), as sandboxctl's VMMs do there
 # (tools/devhost/vmm-pinned): a nested guest whose vCPU thread moves between L1's CPUs now and
 # then triple-faults (docs/hosts.md, "The emulated host's triple faults"). A Linux-guest test
 # keeps both CPUs for its own programs (servers, proxies, clients): its sandboxes' VMMs are
