@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include <sys/types.h>
 
 #define __must_check __attribute__((warn_unused_result))
@@ -155,17 +156,37 @@ bool sandbox_vmm_alive(const struct sandbox *sb);
 int sandbox_foreach(int (*fn)(const struct sandbox *sb, void *opaque), void *opaque);
 /* True while process `pid` lives and is not a zombie. */
 bool pid_running(pid_t pid);
+/* $SANDBOX_HOME/images/<name>/<file>; -ENOENT when the image lacks it. */
+int image_path(const char *name, const char *file, char *out, size_t len) __must_check;
 
 /* ---- lifecycle.c: a sandbox's verbs, for every front end (sandboxctl, the daemon) ---- */
 
-/* How a verb says what it had to do (a forced stop): `note` gets one line, without a newline;
- * a NULL reporter (or note) hears nothing. */
+/* A verb's reporter, one a call: what it had to do (a forced stop) goes to `note`, one line
+ * without a newline (a NULL reporter, or note, hears nothing); why it failed, when it returns
+ * -errno, is left in `error` (one line, or "" when the errno says all). A verb returns -ESRCH
+ * when the sandbox is not in a state it can act on (not running, say), so that a front end
+ * can tell an unusable sandbox from a failure. */
+#define LC_ERROR_MAX 1024 /* errmsg's line */
 struct lc_report {
 	void (*note)(void *ctx, const char *line);
 	void *ctx;
+	/* Not NULL: the caller's flag, set to a signal's number by its handler; the waits give up
+	 * (the verb fails, and cleans up) within 500 ms of it. */
+	const volatile sig_atomic_t *interrupted;
+	char error[LC_ERROR_MAX];
+	/* With an error: a log whose last `log_lines` lines say more (a console), or "". */
+	char log[4200];
+	unsigned log_lines;
 };
 /* Say one line through `r` (may be NULL). */
 void lc_note(const struct lc_report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Leave the message in r->error (r may be NULL) and return `err`, a -errno. */
+int lc_fail(struct lc_report *r, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Point the error at the last `lines` lines of `path` (r may be NULL). */
+void lc_log(struct lc_report *r, const char *path, unsigned lines);
+/* The signal that interrupted the caller, or 0. */
+int lc_interrupted(const struct lc_report *r);
 /* The state: suspended (a `suspended` marker: its snapshot is in snapshots/.suspend-<id>),
  * stopped (a `stopped` marker), dead (no live VMM), else paused or running as the VMM says.
  * `uptime_ms` (may be NULL) gets the VMM's uptime when it answered, else 0. */
@@ -484,5 +505,55 @@ void image_conf_free(struct image_conf *c);
  * image_conf_value_ok refuses, an env entry without '=', a relative workdir; -E2BIG past
  * IMAGE_CONF_MAX. */
 int image_conf_format(const struct image_conf *c, char **out, size_t *len) __must_check;
+
+/* ---- snapshot.c: taking a snapshot, a lifecycle verb ---- */
+
+/* What sandbox_snapshot makes: the snapshot's name under snapshots/ and the API's
+ * flags in, the VMM's figures, the meta and the final directory out. */
+struct snap_take {
+	const char *name;
+	uint32_t flags; /* API_SNAPSHOT_* */
+	struct api_snapshot_out out;
+	struct snap_meta meta;
+	char dir[4200];
+};
+/* Snapshot running (or paused) `sb` into snapshots/<t->name> (docs/snapshots.md). 0, or
+ * -ESRCH (not running) or -errno with r->error saying why. Whatever fails, no half snapshot
+ * is left under that name; once the VMM froze the disk the sandbox simply goes on over its new
+ * top. */
+int sandbox_snapshot(struct sandbox *sb, struct snap_take *t, struct lc_report *r) __must_check;
+/* sb->stray_top, when it is the layer a snapshot of sb->top cut short left (the VMM's top
+ * since): checked by its header, taken over, made the top. 0 (also with none), or -EPERM
+ * with r->error saying what to do. */
+int sandbox_adopt_stray_top(struct sandbox *sb, struct lc_report *r) __must_check;
+
+/* ---- start.c: starting a sandbox's VMM, a lifecycle verb ---- */
+
+/* The kernel command line of every sandbox's guest (and NET_GUEST_CMDLINE when networked). */
+#define GUEST_CMDLINE	  "console=ttyS0 reboot=k panic=-1 quiet sandbox.root=/dev/vda sandbox.reboot=0"
+#define CREATE_TTL_MAX_S  (7u * 24 * 3600) /* create --ttl, the VMM's --timeout, at most */
+/* How long a restored VMM has to answer (its agent refreshed) before it counts as failed. */
+#define RESTORE_TIMEOUT_S 60
+/* The sandbox-vmm binary: $SANDBOX_VMM, the build tree's, an installed one beside us, else
+ * "sandbox-vmm" for execvp's PATH search. */
+int find_vmm(char *out, size_t len) __must_check;
+/* What a VMM restores instead of booting: a snapshot's directory and, for a fork's child,
+ * the parent's frozen RAM (else the directory's memory file). */
+struct boot_src {
+	const char *dir;
+	const char *memory;
+};
+/* Start the VMM of `sb` (its directory, config and top layer exist): its cgroup, network and
+ * proxy, the detached sandbox-vmm (booting, or restoring `src` when it is not NULL), its pid
+ * file; unless `no_wait`, wait up to `timeout_s` for its agent (a restored one reseeded and
+ * its clock set). The console goes to `console_opt`, else console.log (appended). 0, or
+ * -ESRCH (its lifetime is over, the VMM or its agent failed: r->log names the console) or
+ * -errno, with r->error; on failure the caller cleans up. */
+int sandbox_start_vmm(struct sandbox *sb, const char *console_opt, const struct boot_src *src,
+		      unsigned timeout_s, bool no_wait, struct lc_report *r) __must_check;
+/* After sandbox_start_vmm(..., no_wait) of a restore: wait for its agent and refresh it. */
+int sandbox_wait_restored(struct sandbox *sb, unsigned timeout_s, struct lc_report *r) __must_check;
+/* Put the proxy's CA in the guest of a networked sandbox whose agent answers: 0 or -ESRCH. */
+int sandbox_install_ca(const struct sandbox *sb, struct lc_report *r) __must_check;
 
 #endif

@@ -96,7 +96,7 @@ int sandbox_path(const struct sandbox *sb, const char *file, char *out, size_t l
  * freezes root.<n>.layer and the VMM goes on over a new root.<n+1>.layer, so the files say
  * which is the top whatever became of the sandboxctl that asked for the snapshot. Only root's
  * layers count: a jailed VMM's new layer is the sandbox uid's until the snapshot's sandboxctl
- * takes it over (snapshot_take), and its header, written by a VMM that may be compromised,
+ * takes it over (sandbox_snapshot), and its header, written by a VMM that may be compromised,
  * is not trusted before. One left over (that sandboxctl died in between) is sb->stray_top.
  */
 void sandbox_find_top(struct sandbox *sb)
@@ -416,4 +416,15 @@ bool sandbox_vmm_alive(const struct sandbox *sb)
 			alive = true;
 	free(buf);
 	return alive;
+}
+
+int image_path(const char *name, const char *file, char *out, size_t len)
+{
+	int err;
+
+	if (!valid_name(name))
+		return -EINVAL;
+	if ((err = path_fmt(out, len, "%s/images/%s/%s", state_home(), name, file)) < 0)
+		return err;
+	return access(out, R_OK) == 0 ? 0 : -errno;
 }

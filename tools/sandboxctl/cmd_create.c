@@ -82,6 +82,7 @@ int sandbox_create(const struct create_opts *o, struct sandbox *sb)
 {
 	char path[4200], rootfs[4200], vmm[PATH_MAX], ready[NAME_MAX_LEN + 2] = "";
 	struct disk_error derr = {""};
+	struct lc_report r = CTL_REPORT;
 	struct stat st;
 	int err;
 
@@ -150,14 +151,16 @@ int sandbox_create(const struct create_opts *o, struct sandbox *sb)
 		create_cleanup(sb);
 		return EXIT_ERR;
 	}
-	if ((err = sandbox_boot(sb, o->console, o->timeout_s, o->no_wait)) != EXIT_OK) {
+	if ((err = sandbox_start_vmm(sb, o->console, NULL, o->timeout_s, o->no_wait, &r)) < 0) {
+		err = ctl_failed(&r, err);
 		create_cleanup(sb);
 		return err;
 	}
 	if (ready[0])
 		ready_make(sb, ready); /* the next create of these options restores it */
 	/* After the ready snapshot: no sandbox's CA is in another's trust store. */
-	if (sb->network && !o->no_wait && (err = create_net_install_ca(sb)) != EXIT_OK) {
+	if (sb->network && !o->no_wait && (err = sandbox_install_ca(sb, &r)) < 0) {
+		err = ctl_failed(&r, err);
 		create_cleanup(sb);
 		return err;
 	}

@@ -41,17 +41,6 @@ static const char images_usage[] =
 	"         defaults (exec.conf). The kernel and initrd default to the debian image's, else\n"
 	"         busybox's. Everything in the archive is checked: see docs/images.md\n";
 
-int image_path(const char *name, const char *file, char *out, size_t len)
-{
-	int err;
-
-	if (!valid_name(name))
-		return -EINVAL;
-	if ((err = path_fmt(out, len, "%s/images/%s/%s", state_home(), name, file)) < 0)
-		return err;
-	return access(out, R_OK) == 0 ? 0 : -errno;
-}
-
 /* Hash `len` bytes of `fd` from `off` into `ctx`. */
 static int hash_range(EVP_MD_CTX *ctx, int fd, off_t off, uint64_t len)
 {

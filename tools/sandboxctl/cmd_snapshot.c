@@ -3,7 +3,7 @@
  * Snapshots (docs/snapshots.md): snapshot ID NAME, restore NAME, fork ID [-n N], suspend ID
  * (and resume of a suspended sandbox), snapshots [--json], snapshot rm NAME.
  *
- * Taking one (snapshot_take) is snap_take.c's.
+ * Taking one is the lifecycle's (client/snapshot.c, sandbox_snapshot).
  */
 #include <dirent.h>
 #include <endian.h>
@@ -31,8 +31,9 @@
 int cmd_snapshot(int argc, char **argv)
 {
 	struct snap_take t = {.flags = 0};
+	struct lc_report r = CTL_REPORT;
 	struct sandbox sb;
-	int status;
+	int status, err;
 
 	if (argc >= 2 && strcmp(argv[1], "rm") == 0)
 		return cmd_snapshots(argc, argv);
@@ -60,15 +61,14 @@ int cmd_snapshot(int argc, char **argv)
 	if ((status = sandbox_resolve(argv[1], &sb)))
 		return status;
 	t.name = argv[2];
-	status = snapshot_take(&sb, &t);
-	if (status == EXIT_OK)
-		fprintf(stderr,
-			"snapshot %s: paused %.1f ms, %llu MiB of memory written, %.1f "
-			"ms\n",
-			t.name, (double)t.out.pause_us / 1000.0,
-			(unsigned long long)(t.out.memory_bytes >> 20),
-			(double)t.out.total_us / 1000.0);
-	return status;
+	if ((err = sandbox_snapshot(&sb, &t, &r)) < 0)
+		return ctl_failed(&r, err);
+	fprintf(stderr,
+		"snapshot %s: paused %.1f ms, %llu MiB of memory written, %.1f "
+		"ms\n",
+		t.name, (double)t.out.pause_us / 1000.0,
+		(unsigned long long)(t.out.memory_bytes >> 20), (double)t.out.total_us / 1000.0);
+	return EXIT_OK;
 }
 
 /* ---- restore NAME [--name N] ---- */
@@ -142,11 +142,12 @@ int cmd_fork(int argc, char **argv)
 	static struct sandbox children[FORK_MAX];
 	char name[NAME_MAX_LEN + 2];
 	struct snap_take t = {.flags = API_SNAPSHOT_LIVE};
+	struct lc_report r = CTL_REPORT;
 	struct sandbox parent;
 	struct boot_src src;
 	uint64_t n = 1, t0 = now_ms();
 	unsigned started = 0;
-	int c, status = EXIT_OK;
+	int c, err, status = EXIT_OK;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "hn:", opts, NULL)) != -1) {
@@ -180,8 +181,8 @@ int cmd_fork(int argc, char **argv)
 		return status;
 	snprintf(name, sizeof(name), ".fork-%s-%llu", parent.id, (unsigned long long)now_ms());
 	t.name = name;
-	if ((status = snapshot_take(&parent, &t)) != EXIT_OK)
-		return status;
+	if ((err = sandbox_snapshot(&parent, &t, &r)) < 0)
+		return ctl_failed(&r, err);
 	/* The children map the parent's frozen RAM; their VMMs start together. */
 	src = (struct boot_src){.dir = t.dir, .memory = t.out.memory_path};
 	for (; started < n; started++)
@@ -189,11 +190,11 @@ int cmd_fork(int argc, char **argv)
 						    &children[started])))
 			break;
 	for (unsigned i = 0; i < started; i++) {
-		int s = sandbox_wait_restored(&children[i], RESTORE_TIMEOUT_S);
+		int e = sandbox_wait_restored(&children[i], RESTORE_TIMEOUT_S, &r);
 
-		if (s != EXIT_OK) {
+		if (e < 0) {
+			status = ctl_failed(&r, e);
 			create_cleanup(&children[i]);
-			status = s;
 			continue;
 		}
 		printf("%s\n", children[i].id);
@@ -215,6 +216,7 @@ int cmd_suspend(int argc, char **argv)
 {
 	char name[NAME_MAX_LEN + 2], marker[4200];
 	struct snap_take t = {.flags = API_SNAPSHOT_STOP};
+	struct lc_report r = CTL_REPORT;
 	struct sandbox sb;
 	int status, err;
 
@@ -233,9 +235,10 @@ int cmd_suspend(int argc, char **argv)
 	if ((err = suspend_name(&sb, name, sizeof(name))) < 0)
 		return EXIT_ERR;
 	t.name = name;
-	if ((status = snapshot_take(&sb, &t)) != EXIT_OK) {
+	if ((err = sandbox_snapshot(&sb, &t, &r)) < 0) {
 		int32_t error;
 
+		status = ctl_failed(&r, err);
 		/* The VMM may have stayed paused for the snapshot that failed: run it
 		 * again. */
 		if (api_call(&sb, API_RESUME, 2000, &error, NULL) < 0)
@@ -264,6 +267,7 @@ int sandbox_resume_suspended(struct sandbox *sb)
 	char name[NAME_MAX_LEN + 2], dir[4200], marker[4200];
 	struct snap_meta m;
 	struct boot_src src;
+	struct lc_report r = CTL_REPORT;
 	int status, err;
 
 	if ((status = host_check_linux()))
@@ -274,8 +278,8 @@ int sandbox_resume_suspended(struct sandbox *sb)
 	/* The sandbox's own top layer is the empty one over the frozen one: the disk is as
 	 * the snapshot saw it, and the VM goes on writing where it was. */
 	src = (struct boot_src){.dir = dir};
-	status = sandbox_start_vmm(sb, NULL, &src, RESTORE_TIMEOUT_S, false);
-	if (status != EXIT_OK) {
+	if ((err = sandbox_start_vmm(sb, NULL, &src, RESTORE_TIMEOUT_S, false, &r)) < 0) {
+		status = ctl_failed(&r, err);
 		char top[4200], frozen[4200];
 		struct disk_error derr = {""};
 

@@ -26,6 +26,7 @@ int cmd_start(int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	char marker[4200];
+	struct lc_report r = CTL_REPORT;
 	struct sandbox sb;
 	enum sandbox_state st;
 	unsigned timeout_s = 60;
@@ -74,8 +75,8 @@ int cmd_start(int argc, char **argv)
 		       strerror(err < 0 ? -err : errno));
 		return EXIT_ERR;
 	}
-	status = sandbox_boot(&sb, NULL, timeout_s, false);
-	if (status != EXIT_OK) {
+	if ((err = sandbox_start_vmm(&sb, NULL, NULL, timeout_s, false, &r)) < 0) {
+		status = ctl_failed(&r, err);
 		/* Leave it stopped, as it was, rather than half started. */
 		if (sandbox_stop_vmm(&sb, true, &ctl_report) < 0)
 			errmsg("%s: cannot stop the VMM (pid %d)", sb.id, (int)sb.pid);

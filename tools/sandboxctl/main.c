@@ -49,12 +49,23 @@ static void usage(FILE *f)
 		"status, 128+N killed by signal N, 124 timeout (docs/sandboxctl.md).\n");
 }
 
-static void ctl_note(void *ctx, const char *line)
+void ctl_note(void *ctx, const char *line)
 {
 	errmsg("%s", line);
 }
 
-const struct lc_report ctl_report = {.note = ctl_note};
+const struct lc_report ctl_report = CTL_REPORT;
+
+int ctl_failed(const struct lc_report *r, int err)
+{
+	if (r->error[0])
+		errmsg("%s", r->error);
+	else
+		errmsg("%s", strerror(-err));
+	if (r->log[0])
+		print_tail(r->log, r->log_lines);
+	return err == -ESRCH ? EXIT_SANDBOX : EXIT_ERR;
+}
 
 int sandbox_resolve(const char *ref, struct sandbox *sb)
 {

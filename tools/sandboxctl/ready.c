@@ -114,7 +114,8 @@ int snapshot_take_once(struct sandbox *sb, const char *name)
 {
 	char lock[4200], dir[4200];
 	struct snap_take t = {.name = name};
-	int fd, status = EXIT_OK;
+	struct lc_report r = CTL_REPORT;
+	int fd, err, status = EXIT_OK;
 
 	if (path_fmt(lock, sizeof(lock), "%s/snapshots/%s.lock", state_home(), name) < 0 ||
 	    snap_dir(name, dir, sizeof(dir)) < 0) {
@@ -131,8 +132,8 @@ int snapshot_take_once(struct sandbox *sb, const char *name)
 		close(fd);
 		return -EBUSY;
 	}
-	if (access(dir, F_OK) < 0)
-		status = snapshot_take(sb, &t);
+	if (access(dir, F_OK) < 0 && (err = sandbox_snapshot(sb, &t, &r)) < 0)
+		status = ctl_failed(&r, err);
 	close(fd);
 	return status;
 }

@@ -38,6 +38,7 @@ static int restore_into(const char *dir, const struct snap_meta *m, const char *
 {
 	char top[4200], parent[4200];
 	struct disk_error derr = {""};
+	struct lc_report r = CTL_REPORT;
 	int err, status;
 
 	memset(sb, 0, sizeof(*sb));
@@ -79,9 +80,10 @@ static int restore_into(const char *dir, const struct snap_meta *m, const char *
 		create_cleanup(sb);
 		return EXIT_ERR;
 	}
-	status = sandbox_start_vmm(sb, console, src, RESTORE_TIMEOUT_S, no_wait);
-	if (status != EXIT_OK)
+	if ((err = sandbox_start_vmm(sb, console, src, RESTORE_TIMEOUT_S, no_wait, &r)) < 0) {
+		status = ctl_failed(&r, err);
 		create_cleanup(sb);
+	}
 	return status;
 }
 

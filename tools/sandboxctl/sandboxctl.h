@@ -28,8 +28,19 @@
 
 /* ---- main.c ---- */
 
-/* The lifecycle's reporter of every command: each line it hears is a message on stderr. */
+/* The lifecycle's reporter of a command: each line it hears is a message on stderr
+ * (ctl_note). A verb that can fail gets one of its own, `struct lc_report r = CTL_REPORT;`,
+ * and its failure is said by ctl_failed. */
+void ctl_note(void *ctx, const char *line);
+#define CTL_REPORT                                                                                 \
+	{                                                                                          \
+		.note = ctl_note, .interrupted = &sandbox_interrupted                              \
+	}
 extern const struct lc_report ctl_report;
+/* A verb's failure said for the command line: its message (else the errno's) on stderr, then
+ * the end of the log it names; returns EXIT_SANDBOX for -ESRCH (the sandbox cannot be acted
+ * on), else EXIT_ERR. */
+int ctl_failed(const struct lc_report *r, int err);
 /* sandbox_find, its error said for the command line: 0, or EXIT_SANDBOX (unknown, ambiguous,
  * not an id or name) with the message printed. */
 int sandbox_resolve(const char *ref, struct sandbox *sb);
@@ -45,7 +56,6 @@ int host_check_linux(void);
 
 /* ---- cmd_create.c ---- */
 
-#define GUEST_CMDLINE "console=ttyS0 reboot=k panic=-1 quiet sandbox.root=/dev/vda sandbox.reboot=0"
 struct create_opts {
 	const char *image;
 	const char *name; /* NULL: the id is the name */
@@ -66,7 +76,6 @@ struct create_opts {
 	uint64_t ttl_s;	 /* --ttl: the sandbox's lifetime (0: none), up to CREATE_TTL_MAX_S */
 	int lifeline_fd; /* > 0: the VMM's --lifeline (sandboxctl run's pipe), sb->lifeline_fd */
 };
-#define CREATE_TTL_MAX_S (7u * 24 * 3600) /* the VMM's --timeout at most */
 #define CREATE_OPTS_DEFAULT                                                                        \
 	{                                                                                          \
 		.image = CREATE_DEFAULT_IMAGE, .cpus = 1, .memory_mib = 512, .timeout_s = 60,      \
@@ -78,23 +87,6 @@ extern volatile sig_atomic_t sandbox_interrupted;
 /* Create and start a sandbox (create's whole job but printing the id). Prints its errors and
  * returns an exit status; on failure nothing of the sandbox is left. */
 int sandbox_create(const struct create_opts *o, struct sandbox *sb);
-/* Start the VMM of `sb` (its directory, config and top layer exist), write its pid file and,
- * unless `no_wait`, wait up to `timeout_s` for its agent. The console goes to `console_opt`,
- * else console.log (appended). Prints its errors and returns an exit status; on failure the
- * caller cleans up. */
-int sandbox_boot(struct sandbox *sb, const char *console_opt, unsigned timeout_s, bool no_wait);
-/* What a VMM restores instead of booting: a snapshot's directory and, for a fork's child,
- * the parent's frozen RAM (else the directory's memory file). */
-struct boot_src {
-	const char *dir;
-	const char *memory;
-};
-/* sandbox_boot, restoring `src` when it is not NULL; a restored guest is reseeded and its
- * clock set (agent_refresh) before this returns. */
-int sandbox_start_vmm(struct sandbox *sb, const char *console_opt, const struct boot_src *src,
-		      unsigned timeout_s, bool no_wait);
-/* After sandbox_start_vmm(..., no_wait) of a restore: wait for its agent and refresh it. */
-int sandbox_wait_restored(struct sandbox *sb, unsigned timeout_s);
 /* ---- sb_make.c: the making of a sandbox's directory and its undoing ---- */
 
 /* Under the sandboxes' lock: check `name` (NULL: the id is the name) is free, pick an id,
@@ -102,13 +94,6 @@ int sandbox_wait_restored(struct sandbox *sb, unsigned timeout_s);
 int sandbox_make_dir(struct sandbox *sb, const char *name);
 /* Undo a failed create: kill its VMM, remove its directory. */
 void create_cleanup(struct sandbox *sb);
-/* start_vmm.c: the sandbox-vmm binary: $SANDBOX_VMM, the build tree's, an installed one
- * beside us, else "sandbox-vmm" for execvp's PATH search. */
-int find_vmm(char *out, size_t len);
-/* sb->stray_top, when it is the layer a snapshot of sb->top cut short left (the VMM's top
- * since): checked by its header, taken over, made the top. 0 (also with none), or -EPERM
- * after a message saying what to do. */
-int snapshot_adopt_stray_top(struct sandbox *sb) __must_check;
 
 /* ---- ready.c: warm creates from an image's ready snapshot ---- */
 
@@ -154,9 +139,6 @@ int sandbox_resolve_running(const char *ref, struct sandbox *sb);
 
 /* ---- images (cmd_images.c) ---- */
 
-/* $SANDBOX_HOME/images/<name>/<file>; -ENOENT when the image lacks it. */
-int image_path(const char *name, const char *file, char *out, size_t len) __must_check;
-
 /* ---- the commands: argv[0] is the command's name ---- */
 
 int cmd_images(int argc, char **argv);
@@ -192,23 +174,8 @@ int job_artifacts_out(const struct sandbox *sb, const struct jobspec *js, const 
 int cmd_run(int argc, char **argv);
 /* cmd_snapshot.c: snapshot, restore, fork, suspend, snapshots, snapshot rm */
 int cmd_snapshot(int argc, char **argv);
-/* What snapshot_take makes: the snapshot's name under snapshots/ and the API's flags in,
- * the VMM's figures, the meta and the final directory out. */
-struct snap_take {
-	const char *name;
-	uint32_t flags; /* API_SNAPSHOT_* */
-	struct api_snapshot_out out;
-	struct snap_meta meta;
-	char dir[4200];
-};
-/* Snapshot running (or paused) `sb` into snapshots/<t->name>. Prints its errors, returns an
- * exit status. Whatever fails, no half snapshot is left under that name; once the VMM froze
- * the disk the sandbox simply goes on over its new top. */
-int snapshot_take(struct sandbox *sb, struct snap_take *t);
 /* ---- restore.c: a sandbox from a snapshot (restore, fork, resume, the warm create) ---- */
 
-/* How long a restored VMM has to answer (its agent refreshed) before it counts as failed. */
-#define RESTORE_TIMEOUT_S 60
 /* A new sandbox over the snapshot `dir` (meta `m`): its own directory and top layer over the
  * snapshot's frozen root layer; then its VMM restoring `src` (not waiting when `no_wait`),
  * its console to `console` (NULL: console.log). Prints its errors; returns an exit status,
@@ -223,9 +190,6 @@ int snapshot_restore_create(const char *dir, const struct snap_meta *m, const st
 /* Make the proxy's files of a new networked sandbox from `o` (sandbox-proxy prepare).
  * Prints its errors; returns an exit status. */
 int create_net_prepare(const struct sandbox *sb, const struct create_opts *o);
-/* Put the proxy's CA in the guest of a networked sandbox whose agent answers. Prints its
- * errors; returns an exit status. */
-int create_net_install_ca(const struct sandbox *sb);
 /* snap_open of snapshots/<name>, printing why not. Returns an exit status. */
 int snapshot_open_checked(const char *name, char *dir, size_t dir_len, struct snap_meta *m);
 int cmd_restore(int argc, char **argv);

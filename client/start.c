@@ -3,6 +3,7 @@
  * Starting a sandbox's VMM (create, start, restore, fork, resume): its namespace and proxy,
  * its jail's directory, its cgroup, the detached sandbox-vmm itself (a pid namespace of its
  * own, its output in console.log, a lifetime), and the wait until its guest agent answers.
+ * A lifecycle verb (client.h): errors as values, in the caller's report.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,7 +27,7 @@
 
 #include "disk.h"
 #include "proto.h"
-#include "sandboxctl.h"
+#include "client.h"
 
 /* The VMM binary: $SANDBOX_VMM, the build tree's (build/tools/sandboxctl/../../vmm), an
  * installed one beside us, else "sandbox-vmm" for execvp's PATH search. */
@@ -231,7 +232,7 @@ static int ready_listen(const struct sandbox *sb, char *path, size_t len)
  * ready socket) the agent is pinged every 500 ms (every 50 ms without a ready socket).
  */
 static int wait_agent(struct sandbox *sb, pid_t pid, unsigned timeout_s, const char *console,
-		      int ready_fd)
+		      int ready_fd, struct lc_report *rep)
 {
 	uint64_t deadline = now_ms() + timeout_s * 1000ull, now;
 	int status, err = -ETIMEDOUT, pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
@@ -243,7 +244,7 @@ static int wait_agent(struct sandbox *sb, pid_t pid, unsigned timeout_s, const c
 		bool announced = false;
 		pid_t r;
 
-		if (sandbox_interrupted) {
+		if (lc_interrupted(rep)) {
 			err = -EINTR;
 			break;
 		}
@@ -262,18 +263,18 @@ static int wait_agent(struct sandbox *sb, pid_t pid, unsigned timeout_s, const c
 		}
 		r = waitpid(pid, &status, WNOHANG);
 		if (r == pid) {
-			if (WIFEXITED(status))
-				errmsg("%s: the VMM exited with status %d before the agent "
-				       "answered",
-				       sb->id, WEXITSTATUS(status));
-			else
-				errmsg("%s: the VMM was killed by signal %d before the agent "
-				       "answered",
-				       sb->id, WTERMSIG(status));
-			print_tail(console, 15);
 			if (pidfd >= 0)
 				close(pidfd);
-			return -ECHILD;
+			lc_log(rep, console, 15);
+			if (WIFEXITED(status))
+				return lc_fail(rep, -ESRCH,
+					       "%s: the VMM exited with status %d before the agent "
+					       "answered",
+					       sb->id, WEXITSTATUS(status));
+			return lc_fail(
+				rep, -ESRCH,
+				"%s: the VMM was killed by signal %d before the agent answered",
+				sb->id, WTERMSIG(status));
 		}
 		if (!announced && (p[0].revents || p[1].revents))
 			continue; /* woken for nothing to ping about */
@@ -285,15 +286,14 @@ static int wait_agent(struct sandbox *sb, pid_t pid, unsigned timeout_s, const c
 		close(pidfd);
 	if (err == 0)
 		return 0;
-	if (err == -EINTR) {
-		errmsg("%s: interrupted by signal %d before the agent answered", sb->id,
-		       (int)sandbox_interrupted);
-		return err;
-	}
-	errmsg("%s: the guest agent did not answer within %u s (last error: %s)", sb->id, timeout_s,
-	       strerror(-err));
-	print_tail(console, 15);
-	return -ETIMEDOUT;
+	if (err == -EINTR)
+		return lc_fail(rep, -ESRCH,
+			       "%s: interrupted by signal %d before the agent answered", sb->id,
+			       (int)lc_interrupted(rep));
+	lc_log(rep, console, 15);
+	return lc_fail(rep, -ESRCH,
+		       "%s: the guest agent did not answer within %u s (last error: %s)", sb->id,
+		       timeout_s, strerror(-err));
 }
 
 static void ready_close(int fd, const char *path)
@@ -304,86 +304,80 @@ static void ready_close(int fd, const char *path)
 	(void)unlink(path);
 }
 
-int sandbox_boot(struct sandbox *sb, const char *console_opt, unsigned timeout_s, bool no_wait)
-{
-	return sandbox_start_vmm(sb, console_opt, NULL, timeout_s, no_wait);
-}
-
 /*
  * A restored guest's agent is up already (it announced itself before the snapshot): connect
  * as soon as the VMM serves vsock.sock, retrying every few milliseconds while the guest
  * drops the connections of before its restore, and on that connection give it new entropy
  * and the host's time before anyone else talks to it (agent_refresh).
  */
-static int wait_restored(struct sandbox *sb, pid_t pid, unsigned timeout_s, const char *console)
+static int wait_restored(struct sandbox *sb, pid_t pid, unsigned timeout_s, const char *console,
+			 struct lc_report *r)
 {
 	uint64_t deadline = now_ms() + timeout_s * 1000ull;
 	struct agent_conn c;
 	int err = -ETIMEDOUT, status;
 
 	while (now_ms() < deadline) {
-		if (sandbox_interrupted) {
-			errmsg("%s: interrupted by signal %d before the restored agent answered",
-			       sb->id, (int)sandbox_interrupted);
-			return -EINTR;
-		}
+		if (lc_interrupted(r))
+			return lc_fail(
+				r, -ESRCH,
+				"%s: interrupted by signal %d before the restored agent answered",
+				sb->id, (int)lc_interrupted(r));
 		if (waitpid(pid, &status, WNOHANG) == pid) {
-			errmsg("%s: the VMM exited (status 0x%x) before the restored agent "
-			       "answered",
-			       sb->id, status);
-			print_tail(console, 15);
-			return -ECHILD;
+			lc_log(r, console, 15);
+			return lc_fail(r, -ESRCH,
+				       "%s: the VMM exited (status 0x%x) before the restored agent "
+				       "answered",
+				       sb->id, status);
 		}
 		err = agent_connect(sb, 1000, &c);
 		if (err == 0) {
 			err = agent_refresh(&c, timeout_s * 1000);
 			agent_close(&c);
 			if (err < 0)
-				errmsg("%s: cannot reseed the restored guest's RNG and set its "
-				       "clock: %s",
-				       sb->id, strerror(-err));
-			return err;
+				return lc_fail(r, -ESRCH,
+					       "%s: cannot reseed the restored guest's RNG and set "
+					       "its clock: %s",
+					       sb->id, strerror(-err));
+			return 0;
 		}
 		usleep(5000);
 	}
-	errmsg("%s: the restored guest's agent did not answer within %u s (last error: %s)", sb->id,
-	       timeout_s, strerror(-err));
-	print_tail(console, 15);
-	return -ETIMEDOUT;
+	lc_log(r, console, 15);
+	return lc_fail(r, -ESRCH,
+		       "%s: the restored guest's agent did not answer within %u s (last error: %s)",
+		       sb->id, timeout_s, strerror(-err));
 }
 
-int sandbox_wait_restored(struct sandbox *sb, unsigned timeout_s)
+int sandbox_wait_restored(struct sandbox *sb, unsigned timeout_s, struct lc_report *r)
 {
 	char console[4200];
 
 	if (sandbox_path(sb, "console.log", console, sizeof(console)) < 0)
 		console[0] = '\0';
-	return wait_restored(sb, sb->pid, timeout_s, console) < 0 ? EXIT_SANDBOX : EXIT_OK;
+	return wait_restored(sb, sb->pid, timeout_s, console, r);
 }
 
 /* The namespace and the proxy of a networked sandbox, before its VMM. */
-static int net_start(const struct sandbox *sb)
+static int net_start(const struct sandbox *sb, struct lc_report *r)
 {
 	char msg[256];
 	int err;
 
-	if ((err = net_setup(sb, msg, sizeof(msg))) < 0) {
-		errmsg("%s: %s", sb->id, msg[0] ? msg : strerror(-err));
-		return EXIT_ERR;
-	}
+	if ((err = net_setup(sb, msg, sizeof(msg))) < 0)
+		return lc_fail(r, err, "%s: %s", sb->id, msg[0] ? msg : strerror(-err));
 	if ((err = proxy_start(sb)) < 0) {
 		char log[4200];
 
-		errmsg("%s: cannot start its proxy: %s", sb->id, strerror(-err));
 		if (sandbox_path(sb, "proxy.log", log, sizeof(log)) == 0)
-			print_tail(log, 10);
+			lc_log(r, log, 10);
 		net_teardown(sb);
-		return EXIT_ERR;
+		return lc_fail(r, err, "%s: cannot start its proxy: %s", sb->id, strerror(-err));
 	}
-	return EXIT_OK;
+	return 0;
 }
 
-int create_net_install_ca(const struct sandbox *sb)
+int sandbox_install_ca(const struct sandbox *sb, struct lc_report *r)
 {
 	struct agent_conn c;
 	int err;
@@ -392,12 +386,11 @@ int create_net_install_ca(const struct sandbox *sb)
 		err = proxy_install_ca(sb, &c);
 		agent_close(&c);
 	}
-	if (err < 0) {
-		errmsg("%s: cannot put the proxy's CA certificate in the guest: %s", sb->id,
-		       strerror(-err));
-		return EXIT_SANDBOX;
-	}
-	return EXIT_OK;
+	if (err < 0)
+		return lc_fail(r, -ESRCH,
+			       "%s: cannot put the proxy's CA certificate in the guest: %s", sb->id,
+			       strerror(-err));
+	return 0;
 }
 
 /* The sizes of the writable disks of `sb` that live on tmpfs (or ramfs): there every byte
@@ -431,7 +424,7 @@ static uint64_t tmpfs_disk_bytes(const struct sandbox *sb)
 }
 
 int sandbox_start_vmm(struct sandbox *sb, const char *console_opt, const struct boot_src *src,
-		      unsigned timeout_s, bool no_wait)
+		      unsigned timeout_s, bool no_wait, struct lc_report *r)
 {
 	char path[4200], pidbuf[48], console[4200], ready_path[4200] = "";
 	pid_t pid = 0;
@@ -442,26 +435,23 @@ int sandbox_start_vmm(struct sandbox *sb, const char *console_opt, const struct 
 		char when[32];
 
 		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", gmtime(&t));
-		errmsg("%s: its lifetime (create --ttl) ended at %s: sandboxctl rm it", sb->id,
-		       when);
-		return EXIT_SANDBOX;
+		return lc_fail(r, -ESRCH,
+			       "%s: its lifetime (create --ttl) ended at %s: sandboxctl rm it",
+			       sb->id, when);
 	}
 	/* A layer a jailed VMM made at a snapshot cut short: its top since, if it is what
 	 * that snapshot would have made. */
-	if (snapshot_adopt_stray_top(sb) < 0)
-		return EXIT_ERR;
-	if (jail_enabled() && (err = sandbox_jail_prepare(sb)) < 0) {
-		errmsg("%s: cannot make its directory the VMM's jail: %s", sb->id, strerror(-err));
-		return EXIT_ERR;
-	}
+	if ((err = sandbox_adopt_stray_top(sb, r)) < 0)
+		return err;
+	if (jail_enabled() && (err = sandbox_jail_prepare(sb)) < 0)
+		return lc_fail(r, err, "%s: cannot make its directory the VMM's jail: %s", sb->id,
+			       strerror(-err));
 	/* The cgroup first: the proxy and the VMM enter it as they start. A fork's child
 	 * restores the parent's frozen RAM (src->memory). */
 	if ((err = cgroup_create(sb, src && src->memory, tmpfs_disk_bytes(sb), path,
-				 sizeof(path))) < 0) {
-		errmsg("%s: %s", sb->id, path);
-		return EXIT_ERR;
-	}
-	if (sb->network && (err = net_start(sb)) != EXIT_OK) {
+				 sizeof(path))) < 0)
+		return lc_fail(r, err, "%s: %s", sb->id, path);
+	if (sb->network && (err = net_start(sb, r)) < 0) {
 		cgroup_remove(sb);
 		return err;
 	}
@@ -469,20 +459,19 @@ int sandbox_start_vmm(struct sandbox *sb, const char *console_opt, const struct 
 	if (!no_wait && !src)
 		ready_fd = ready_listen(sb, ready_path, sizeof(ready_path));
 	if (ready_fd >= 0 && jail_enabled() && (err = sandbox_jail_socket(sb, ready_path)) < 0) {
-		errmsg("%s: cannot open %s to the jailed VMM: %s", sb->id, ready_path,
-		       strerror(-err));
+		lc_note(r, "%s: cannot open %s to the jailed VMM: %s", sb->id, ready_path,
+			strerror(-err));
 		ready_close(ready_fd, ready_path);
 		ready_fd = -1;
 	}
 	if ((err = spawn_vmm(sb, console_opt, src, &pid)) < 0) {
-		errmsg("%s: cannot start the VMM: %s", sb->id, strerror(-err));
 		ready_close(ready_fd, ready_path);
 		if (sb->network) {
 			proxy_stop(sb);
 			net_teardown(sb);
 		}
 		cgroup_remove(sb);
-		return EXIT_ERR;
+		return lc_fail(r, err, "%s: cannot start the VMM: %s", sb->id, strerror(-err));
 	}
 	sb->pid = pid;
 	sb->pid_start = 0;
@@ -492,9 +481,8 @@ int sandbox_start_vmm(struct sandbox *sb, const char *console_opt, const struct 
 		     (unsigned long long)sb->pid_start);
 	if ((err = sandbox_path(sb, "pid", path, sizeof(path))) < 0 ||
 	    (err = write_file_atomic(path, pidbuf, (size_t)n, 0600)) < 0) {
-		errmsg("%s: cannot write the pid file: %s", sb->id, strerror(-err));
 		ready_close(ready_fd, ready_path);
-		return EXIT_ERR;
+		return lc_fail(r, err, "%s: cannot write the pid file: %s", sb->id, strerror(-err));
 	}
 	if (console_opt)
 		snprintf(console, sizeof(console), "%s", console_opt);
@@ -503,14 +491,14 @@ int sandbox_start_vmm(struct sandbox *sb, const char *console_opt, const struct 
 	if (no_wait)
 		err = 0;
 	else if (src)
-		err = wait_restored(sb, pid, timeout_s, console);
+		err = wait_restored(sb, pid, timeout_s, console, r);
 	else
-		err = wait_agent(sb, pid, timeout_s, console, ready_fd);
+		err = wait_agent(sb, pid, timeout_s, console, ready_fd, r);
 	ready_close(ready_fd, ready_path);
 	if (err < 0)
-		return EXIT_SANDBOX;
+		return err;
 	/* A restored guest may come from a snapshot without this sandbox's CA (a ready one). */
 	if (src && !no_wait && sb->network)
-		return create_net_install_ca(sb);
-	return EXIT_OK;
+		return sandbox_install_ca(sb, r);
+	return 0;
 }

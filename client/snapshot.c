@@ -6,6 +6,7 @@
  * leaves charged; then sealed (meta.yaml, mac) and renamed into place, so one that exists is
  * whole. The VMM freezes the top disk layer and goes on over root.<n+1>.layer; hard links of
  * the frozen layers go into the snapshot, so removing the sandbox leaves it whole.
+ * A lifecycle verb (client.h): errors as values, in the caller's report.
  */
 #include <dirent.h>
 #include <endian.h>
@@ -23,7 +24,7 @@
 
 #include "api_proto.h"
 #include "disk.h"
-#include "sandboxctl.h"
+#include "client.h"
 
 #define SNAPSHOT_TIMEOUT_MS 300000 /* the VMM writes RAM and fsyncs within this */
 
@@ -39,15 +40,16 @@ static int next_top(const char *top, char *out, size_t len)
 	return path_fmt(out, len, "root.%lu.layer", n + 1);
 }
 
-static int stray_refused(const struct sandbox *sb)
+static int stray_refused(const struct sandbox *sb, struct lc_report *r)
 {
-	errmsg("%s: its directory holds %s, a layer above its top %s that is not one its VMM "
-	       "could have made: check it, then chown it to root to keep it or remove it",
-	       sb->id, sb->stray_top, sb->top);
-	return -EPERM;
+	return lc_fail(
+		r, -EPERM,
+		"%s: its directory holds %s, a layer above its top %s that is not one its "
+		"VMM could have made: check it, then chown it to root to keep it or remove it",
+		sb->id, sb->stray_top, sb->top);
 }
 
-int snapshot_adopt_stray_top(struct sandbox *sb)
+int sandbox_adopt_stray_top(struct sandbox *sb, struct lc_report *r)
 {
 	struct disk_header h;
 	char path[4200], next[32];
@@ -58,10 +60,10 @@ int snapshot_adopt_stray_top(struct sandbox *sb)
 	/* Only the one a snapshot of the top would have made, over the top, by name. */
 	if ((err = next_top(sb->top, next, sizeof(next))) < 0 || strcmp(next, sb->stray_top) != 0 ||
 	    (err = sandbox_path(sb, sb->stray_top, path, sizeof(path))) < 0)
-		return stray_refused(sb);
+		return stray_refused(sb, r);
 	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
-		return stray_refused(sb);
+		return stray_refused(sb, r);
 	err = pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) ? 0 : -EIO;
 	close(fd);
 	if (err < 0 || memcmp(h.magic, DISK_MAGIC, DISK_MAGIC_LEN) != 0 ||
@@ -69,7 +71,7 @@ int snapshot_adopt_stray_top(struct sandbox *sb)
 	    le32toh(h.parent_path_len) != strlen(sb->top) ||
 	    memcmp(h.parent_path, sb->top, strlen(sb->top)) != 0 ||
 	    (err = sandbox_jail_adopt(sb, path)) < 0)
-		return stray_refused(sb);
+		return stray_refused(sb, r);
 	snprintf(sb->top, sizeof(sb->top), "%s", sb->stray_top);
 	sb->stray_top[0] = '\0';
 	return 0;
@@ -209,7 +211,8 @@ static uint64_t tmpfs_bytes(const char *path)
  * after which the new top may grow as far again).
  */
 static int snapshot_api_limited(struct sandbox *sb, struct snap_take *t, const char *tmp,
-				int tmp_fd, const char *const *tops, char *msg, size_t msg_len)
+				int tmp_fd, const char *const *tops, char *msg, size_t msg_len,
+				const struct lc_report *r)
 {
 	bool live = t->flags & API_SNAPSHOT_LIVE;
 	char path[4300], top[4200];
@@ -223,7 +226,7 @@ static int snapshot_api_limited(struct sandbox *sb, struct snap_take *t, const c
 	if ((err = cgroup_snap_begin(sb, &cg)) < 0) {
 		snprintf(msg, msg_len, "cannot raise its memory limit for it: %s", strerror(-err));
 		if (cgroup_snap_end(sb, &cg, false, 0) < 0)
-			errmsg("%s: cannot set its memory limit back", sb->id);
+			lc_note(r, "%s: cannot set its memory limit back", sb->id);
 		return err;
 	}
 	/* the top layer about to be frozen */
@@ -234,12 +237,12 @@ static int snapshot_api_limited(struct sandbox *sb, struct snap_take *t, const c
 	if (err == 0 && !live && path_fmt(path, sizeof(path), "%s/memory", tmp) == 0)
 		extra = tmpfs_bytes(path) + (top[0] ? tmpfs_bytes(top) : 0);
 	if ((e = cgroup_snap_end(sb, &cg, err == 0 && live, extra)) < 0)
-		errmsg("warning: %s: cannot set its memory limit after the snapshot: %s", sb->id,
-		       strerror(-e));
+		lc_note(r, "warning: %s: cannot set its memory limit after the snapshot: %s",
+			sb->id, strerror(-e));
 	return err;
 }
 
-int snapshot_take(struct sandbox *sb, struct snap_take *t)
+int sandbox_snapshot(struct sandbox *sb, struct snap_take *t, struct lc_report *r)
 {
 	char root[4200], tmp[4200], new_top[4200], next[32], old_top[32], msg[API_ERROR_MSG_MAX];
 	const char *tops[1];
@@ -247,39 +250,34 @@ int snapshot_take(struct sandbox *sb, struct snap_take *t)
 	int err, tmp_fd;
 
 	for (unsigned i = 0; i < sb->ndisks; i++)
-		if (!sb->disks[i].ro) {
-			errmsg("%s: its extra disk %s is writable: snapshots of writable extra "
-			       "disks are not supported (give it :ro)",
-			       sb->id, sb->disks[i].path);
-			return EXIT_ERR;
-		}
-	if (snapshot_adopt_stray_top(sb) < 0)
-		return EXIT_ERR;
-	if (!sandbox_vmm_alive(sb)) {
-		errmsg("%s is %s: only a running or paused sandbox can be snapshotted", sb->id,
-		       sandbox_state_name(sandbox_state(sb, NULL)));
-		return EXIT_SANDBOX;
-	}
+		if (!sb->disks[i].ro)
+			return lc_fail(r, -ENOTSUP,
+				       "%s: its extra disk %s is writable: snapshots of writable "
+				       "extra disks are not supported (give it :ro)",
+				       sb->id, sb->disks[i].path);
+	if ((err = sandbox_adopt_stray_top(sb, r)) < 0)
+		return err;
+	if (!sandbox_vmm_alive(sb))
+		return lc_fail(r, -ESRCH,
+			       "%s is %s: only a running or paused sandbox can be snapshotted",
+			       sb->id, sandbox_state_name(sandbox_state(sb, NULL)));
 	if ((err = snapshots_root(root, sizeof(root))) < 0 ||
 	    (err = path_fmt(t->dir, sizeof(t->dir), "%s/%s", root, t->name)) < 0 ||
 	    (err = path_fmt(tmp, sizeof(tmp), "%s/+tmp-%s-%d", root, t->name, (int)getpid())) < 0 ||
 	    (err = next_top(sb->top, next, sizeof(next))) < 0 ||
-	    (err = sandbox_path(sb, next, new_top, sizeof(new_top))) < 0) {
-		errmsg("%s: %s", sb->id, strerror(-err));
-		return EXIT_ERR;
-	}
-	if (lstat(t->dir, &st) == 0) {
-		errmsg("a snapshot named '%s' exists already (snapshot rm it first)", t->name);
-		return EXIT_ERR;
-	}
+	    (err = sandbox_path(sb, next, new_top, sizeof(new_top))) < 0)
+		return lc_fail(r, err, "%s: %s", sb->id, strerror(-err));
+	if (lstat(t->dir, &st) == 0)
+		return lc_fail(r, -EEXIST,
+			       "a snapshot named '%s' exists already (snapshot rm it first)",
+			       t->name);
 	remove_stale_tmp(root);
 	remove_flat_dir(tmp); /* a leftover of a crashed sandboxctl of this pid */
-	if (mkdir(tmp, 0700) < 0) {
-		errmsg("cannot make %s: %m", tmp);
-		return EXIT_ERR;
-	}
+	if (mkdir(tmp, 0700) < 0)
+		return lc_fail(r, -errno, "cannot make %s: %s", tmp, strerror(errno));
 	if (jail_enabled() && chown(tmp, sandbox_uid(sb->id), sandbox_uid(sb->id)) < 0) {
-		errmsg("cannot give %s to the jailed VMM: %m", tmp);
+		err = lc_fail(r, -errno, "cannot give %s to the jailed VMM: %s", tmp,
+			      strerror(errno));
 		goto fail_rm;
 	}
 	snprintf(old_top, sizeof(old_top), "%s", sb->top);
@@ -287,22 +285,23 @@ int snapshot_take(struct sandbox *sb, struct snap_take *t)
 	/* The directory goes to the VMM as an fd: jailed, it cannot open the store. */
 	tmp_fd = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (tmp_fd < 0) {
-		errmsg("cannot open %s: %m", tmp);
+		err = lc_fail(r, -errno, "cannot open %s: %s", tmp, strerror(errno));
 		goto fail_rm;
 	}
-	err = snapshot_api_limited(sb, t, tmp, tmp_fd, tops, msg, sizeof(msg));
+	err = snapshot_api_limited(sb, t, tmp, tmp_fd, tops, msg, sizeof(msg), r);
 	close(tmp_fd);
 	if (err < 0) {
-		errmsg("%s: the snapshot failed: %s", sb->id, msg[0] ? msg : strerror(-err));
+		lc_fail(r, err, "%s: the snapshot failed: %s", sb->id,
+			msg[0] ? msg : strerror(-err));
 		goto fail_rm;
 	}
 	/* The VMM goes on over the new top now (sandbox_find_top finds it there, once it is
 	 * root's). */
 	if (jail_enabled() && (err = adopt_snapshot(sb, tmp, new_top)) < 0) {
-		errmsg("%s: the jailed VMM's snapshot files are not what it should have "
-		       "made "
-		       "(%s): refused",
-		       sb->id, strerror(-err));
+		lc_fail(r, err,
+			"%s: the jailed VMM's snapshot files are not what it should have made "
+			"(%s): refused",
+			sb->id, strerror(-err));
 		goto fail_rm;
 	}
 	snprintf(sb->top, sizeof(sb->top), "%s", next);
@@ -319,37 +318,38 @@ int snapshot_take(struct sandbox *sb, struct snap_take *t)
 	snprintf(t->meta.root_layer, sizeof(t->meta.root_layer), "%s", old_top);
 	t->meta.network = sb->network;
 	if (sb->network && (err = proxy_files_save(sb, tmp)) < 0) {
-		errmsg("%s: cannot keep its proxy's files in the snapshot: %s", sb->id,
-		       strerror(-err));
+		lc_fail(r, err, "%s: cannot keep its proxy's files in the snapshot: %s", sb->id,
+			strerror(-err));
 		goto fail_rm;
 	}
 	for (unsigned i = 0; i < sb->ndisks; i++)
 		snprintf(t->meta.disks[t->meta.ndisks++], DISK_PATH_MAX, "%s", sb->disks[i].path);
 	if ((err = link_layers(sb, tmp, &t->meta)) < 0) {
 		if (err == -ELOOP)
-			errmsg("%s: its disk has more than %d frozen layers (one per "
-			       "snapshot): "
-			       "no more snapshots of it (restore one into a new sandbox)",
-			       sb->id, SNAP_LAYERS_MAX);
+			lc_fail(r, err,
+				"%s: its disk has more than %d frozen layers (one per snapshot): "
+				"no more snapshots of it (restore one into a new sandbox)",
+				sb->id, SNAP_LAYERS_MAX);
 		else
-			errmsg("%s: cannot link its disk layers into the snapshot: %s", sb->id,
-			       strerror(-err));
+			lc_fail(r, err, "%s: cannot link its disk layers into the snapshot: %s",
+				sb->id, strerror(-err));
 		goto fail_rm;
 	}
 	if ((err = snap_seal(tmp, &t->meta, msg, sizeof(msg))) < 0) {
-		errmsg("%s: %s", sb->id, msg);
+		lc_fail(r, err, "%s: %s", sb->id, msg);
 		goto fail_rm;
 	}
 	fsync_path(tmp);
 	/* The commit: a directory rename never replaces a non-empty one, so a snapshot made
 	 * meanwhile under this name is refused here, not overwritten. */
 	if (rename(tmp, t->dir) < 0) {
-		errmsg("cannot put the snapshot in place as %s: %m", t->dir);
+		err = lc_fail(r, -errno, "cannot put the snapshot in place as %s: %s", t->dir,
+			      strerror(errno));
 		goto fail_rm;
 	}
 	fsync_path(root);
-	return EXIT_OK;
+	return 0;
 fail_rm:
 	remove_flat_dir(tmp);
-	return EXIT_ERR;
+	return err;
 }
