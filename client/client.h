@@ -159,7 +159,8 @@ bool pid_running(pid_t pid);
 /* $SANDBOX_HOME/images/<name>/<file>; -ENOENT when the image lacks it. */
 int image_path(const char *name, const char *file, char *out, size_t len) __must_check;
 
-/* ---- lifecycle.c: a sandbox's verbs, for every front end (sandboxctl, the daemon) ---- */
+/* ---- report.c, lifecycle.c: a sandbox's verbs, for every front end (sandboxctl, the daemon) ----
+ */
 
 /* A verb's reporter, one a call: what it had to do (a forced stop) goes to `note`, one line
  * without a newline (a NULL reporter, or note, hears nothing); why it failed, when it returns
@@ -169,11 +170,16 @@ int image_path(const char *name, const char *file, char *out, size_t len) __must
 #define LC_ERROR_MAX 1024 /* errmsg's line */
 struct lc_report {
 	void (*note)(void *ctx, const char *line);
+	/* Not NULL: show the last `lines` lines of the log `path` now (a failure the verb goes on
+	 * after: a console), as the caller shows a failed verb's r->log. */
+	void (*show_log)(void *ctx, const char *path, unsigned lines);
 	void *ctx;
 	/* Not NULL: the caller's flag, set to a signal's number by its handler; the waits give up
 	 * (the verb fails, and cleans up) within 500 ms of it. */
 	const volatile sig_atomic_t *interrupted;
 	char error[LC_ERROR_MAX];
+	/* With an error: the caller's options were at fault (lc_bad_option), not the host. */
+	bool bad_option;
 	/* With an error: a log whose last `log_lines` lines say more (a console), or "". */
 	char log[4200];
 	unsigned log_lines;
@@ -183,6 +189,12 @@ void lc_note(const struct lc_report *r, const char *fmt, ...) __attribute__((for
 /* Leave the message in r->error (r may be NULL) and return `err`, a -errno. */
 int lc_fail(struct lc_report *r, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* lc_fail for an option of the caller's that cannot be served: -EINVAL, r->bad_option. */
+int lc_bad_option(struct lc_report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Show r->log through r->show_log, when both are there. */
+void lc_show_log(const struct lc_report *r);
+/* Forget the error (a verb that went on after one). */
+void lc_clear(struct lc_report *r);
 /* Point the error at the last `lines` lines of `path` (r may be NULL). */
 void lc_log(struct lc_report *r, const char *path, unsigned lines);
 /* The signal that interrupted the caller, or 0. */
@@ -555,5 +567,88 @@ int sandbox_start_vmm(struct sandbox *sb, const char *console_opt, const struct 
 int sandbox_wait_restored(struct sandbox *sb, unsigned timeout_s, struct lc_report *r) __must_check;
 /* Put the proxy's CA in the guest of a networked sandbox whose agent answers: 0 or -ESRCH. */
 int sandbox_install_ca(const struct sandbox *sb, struct lc_report *r) __must_check;
+
+/* ---- host.c: can sandboxes boot here? ---- */
+
+/* Why a host of KVM `flavour` (enum kvm_flavour) cannot boot a sandbox, or NULL when it can:
+ * no usable /dev/kvm, or kvm-pvm. */
+const char *host_refusal(int flavour, bool kvm_usable);
+/* Before a VMM is started: 0 when this host can boot sandboxes (or SANDBOX_SKIP_HOST_CHECK=1
+ * says to try anyway), else -ESRCH with why not and what works here. */
+int sandbox_host_check(struct lc_report *r) __must_check;
+
+/* ---- create.c, make.c, restore.c, ready.c: making a sandbox, lifecycle verbs ---- */
+
+/* What a create asks for (sandboxctl create's options, a job spec's sandbox). */
+struct create_opts {
+	const char *image;
+	const char *name; /* NULL: the id is the name */
+	const char *console;
+	unsigned cpus;
+	uint64_t memory_mib;
+	uint64_t disk_size_gib; /* 0: the image's */
+	unsigned timeout_s;	/* for the agent's first answer */
+	bool no_wait;
+	bool cold;			    /* boot even when a ready snapshot could be restored */
+	const char *disks[EXTRA_DISKS_MAX]; /* --disk PATH[:ro], checked by create */
+	bool disks_ro[EXTRA_DISKS_MAX];
+	unsigned ndisks;
+	bool no_network; /* --network none: no NIC */
+	/* The policy options for sandbox-proxy prepare (--allow D, --policy F, ...), as words. */
+	char **net_opts;
+	unsigned nnet_opts;
+	uint64_t ttl_s;	 /* --ttl: the sandbox's lifetime (0: none), up to CREATE_TTL_MAX_S */
+	int lifeline_fd; /* > 0: the VMM's --lifeline (sandboxctl run's pipe), sb->lifeline_fd */
+};
+#define CREATE_OPTS_DEFAULT                                                                        \
+	{                                                                                          \
+		.image = CREATE_DEFAULT_IMAGE, .cpus = 1, .memory_mib = 512, .timeout_s = 60,      \
+	}
+/* Create and start a sandbox: warm from the image's ready snapshot for these options when
+ * there is one, else booted (and then made that ready snapshot). 0, or -errno with r->error
+ * (-EINVAL with r->bad_option: an option cannot be served; -ESRCH: no sandbox boots on this
+ * host, or its VMM or agent failed); on failure nothing of the sandbox is left. */
+int sandbox_create(const struct create_opts *o, struct sandbox *sb,
+		   struct lc_report *r) __must_check;
+/* Under the sandboxes' lock: check `name` (NULL: the id is the name) is free, pick an id,
+ * make the directory and write sb's config. 0 or -errno, with r->error. */
+int sandbox_make_dir(struct sandbox *sb, const char *name, struct lc_report *r) __must_check;
+/* Undo a failed make: kill its VMM, remove its cgroup and directory (what it could not do
+ * goes to `r`). */
+void sandbox_discard(struct sandbox *sb, const struct lc_report *r);
+/* Make the proxy's files of a new networked sandbox from `o` (sandbox-proxy prepare): 0, or
+ * -EINVAL with r->bad_option (the proxy said on stderr what is wrong with the policy), or
+ * -errno. */
+int sandbox_net_prepare(const struct sandbox *sb, const struct create_opts *o,
+			struct lc_report *r) __must_check;
+/* A new sandbox over the snapshot `dir` (meta `m`): its own directory and top layer over the
+ * snapshot's frozen root layer; then its VMM restoring `src` (not waiting when `no_wait`),
+ * its console to `console` (NULL: console.log). 0 or -errno with r->error, and on failure
+ * nothing of it is left. */
+int sandbox_restore(const char *dir, const struct snap_meta *m, const char *name,
+		    const char *console, const struct boot_src *src, bool no_wait,
+		    struct sandbox *sb, struct lc_report *r) __must_check;
+/* The same, for a create that restores a ready snapshot: the proxy's policy and CA are made
+ * anew from `o` rather than taken from the snapshot. */
+int sandbox_restore_create(const char *dir, const struct snap_meta *m, const struct create_opts *o,
+			   const struct boot_src *src, struct sandbox *sb,
+			   struct lc_report *r) __must_check;
+/* snap_open of snapshots/<name>: 0, or -errno with r->error saying why not. */
+int sandbox_snapshot_open(const char *name, char *dir, size_t dir_len, struct snap_meta *m,
+			  struct lc_report *r) __must_check;
+/* The ready snapshot's name for these options and VMM binary (".ready-<image>-<key>"), or
+ * -ENOTSUP when the options always boot (--cold, --disk, --no-wait). */
+int ready_name(const struct create_opts *o, const char *vmm, char *out, size_t len);
+/* Restore the ready snapshot `name` as the new sandbox `sb`: 0, or -errno (a note through `r`
+ * when it was there but failed) and nothing of `sb` is left, so the caller boots instead. */
+int ready_restore(const struct create_opts *o, const char *name, struct sandbox *sb,
+		  struct lc_report *r);
+/* After a boot of the options `name` stands for: snapshot `sb` as that ready snapshot,
+ * unless another create is making it; a failure is a note through `r`, otherwise ignored. */
+void ready_make(struct sandbox *sb, const char *name, struct lc_report *r);
+/* Snapshot `sb` as `name` unless it exists or another is making it (a lock): 0 when it is
+ * there (made now or before), -EBUSY (r->error empty) while another makes it, else -errno
+ * with r->error. */
+int snapshot_take_once(struct sandbox *sb, const char *name, struct lc_report *r);
 
 #endif

@@ -6,48 +6,11 @@
  */
 #include <errno.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <unistd.h>
 
 #include "api_proto.h"
 #include "client.h"
-
-void lc_note(const struct lc_report *r, const char *fmt, ...)
-{
-	char line[512];
-	va_list ap;
-
-	if (!r || !r->note)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	r->note(r->ctx, line);
-}
-
-int lc_fail(struct lc_report *r, int err, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (r) {
-		va_start(ap, fmt);
-		vsnprintf(r->error, sizeof(r->error), fmt, ap);
-		va_end(ap);
-	}
-	return err;
-}
-
-void lc_log(struct lc_report *r, const char *path, unsigned lines)
-{
-	if (r && path && snprintf(r->log, sizeof(r->log), "%s", path) < (int)sizeof(r->log))
-		r->log_lines = lines;
-}
-
-int lc_interrupted(const struct lc_report *r)
-{
-	return r && r->interrupted ? (int)*r->interrupted : 0;
-}
 
 enum sandbox_state sandbox_state(const struct sandbox *sb, uint64_t *uptime_ms)
 {

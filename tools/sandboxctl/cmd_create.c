@@ -76,97 +76,6 @@ static const char create_usage[] =
 	"build tree or installed, else on PATH); SANDBOX_SKIP_HOST_CHECK=1 boots even on a\n"
 	"host whose KVM cannot boot Linux (kvm-pvm: exit status 125 without it).\n";
 
-volatile sig_atomic_t sandbox_interrupted;
-
-int sandbox_create(const struct create_opts *o, struct sandbox *sb)
-{
-	char path[4200], rootfs[4200], vmm[PATH_MAX], ready[NAME_MAX_LEN + 2] = "";
-	struct disk_error derr = {""};
-	struct lc_report r = CTL_REPORT;
-	struct stat st;
-	int err;
-
-	memset(sb, 0, sizeof(*sb));
-	if ((err = host_check_linux()) != 0)
-		return err;
-	if ((err = state_init()) < 0) {
-		errmsg("cannot create %s: %s", state_home(), strerror(-err));
-		return EXIT_ERR;
-	}
-	if (image_path(o->image, "kernel", path, sizeof(path)) < 0 ||
-	    image_path(o->image, "initrd", path, sizeof(path)) < 0 ||
-	    image_path(o->image, "rootfs", rootfs, sizeof(rootfs)) < 0 || stat(rootfs, &st) < 0) {
-		errmsg("no image '%s' in %s/images (see sandboxctl images; tools/dev setup "
-		       "installs "
-		       "busybox and debian)",
-		       o->image, state_home());
-		return EXIT_ERR;
-	}
-	if (o->disk_size_gib && o->disk_size_gib << 30 < (uint64_t)st.st_size) {
-		errmsg("--disk-size %llu: the image '%s' alone needs %llu MiB",
-		       (unsigned long long)o->disk_size_gib, o->image,
-		       (unsigned long long)(st.st_size + (1 << 20) - 1) >> 20);
-		return EXIT_USAGE;
-	}
-	/* Warm: the image's ready snapshot for these options, when there is one. */
-	if (find_vmm(vmm, sizeof(vmm)) == 0 && strchr(vmm, '/') &&
-	    ready_name(o, vmm, ready, sizeof(ready)) == 0 && ready_restore(o, ready, sb) == 0)
-		return EXIT_OK;
-	memset(sb, 0, sizeof(*sb));
-	snprintf(sb->image, sizeof(sb->image), "%s", o->image);
-	for (unsigned i = 0; i < o->ndisks; i++) {
-		char *real = realpath(o->disks[i], NULL);
-
-		if (!real || strchr(real, ',') || strchr(real, '\n') ||
-		    strlen(real) >= DISK_PATH_MAX) {
-			errmsg("--disk %s: %s", o->disks[i],
-			       real ? "a path with a comma or a newline, or too long"
-				    : strerror(errno));
-			free(real);
-			return EXIT_USAGE;
-		}
-		snprintf(sb->disks[i].path, DISK_PATH_MAX, "%s", real);
-		sb->disks[i].ro = o->disks_ro[i];
-		free(real);
-	}
-	sb->ndisks = o->ndisks;
-	sb->cpus = o->cpus;
-	sb->memory_mib = o->memory_mib;
-	sb->created = (uint64_t)time(NULL);
-	sb->network = !o->no_network;
-	sb->deadline = o->ttl_s ? sb->created + o->ttl_s : 0;
-	sb->lifeline_fd = o->lifeline_fd;
-	snprintf(sb->top, sizeof(sb->top), "root.layer");
-
-	if ((err = sandbox_make_dir(sb, o->name)) != EXIT_OK)
-		return err;
-	if (sb->network && (err = create_net_prepare(sb, o)) != EXIT_OK) {
-		create_cleanup(sb);
-		return err;
-	}
-	if ((err = sandbox_path(sb, sb->top, path, sizeof(path))) < 0 ||
-	    (err = disk_create_overlay_len(path, rootfs, 0, o->disk_size_gib << 30, &derr)) < 0) {
-		errmsg("%s: cannot create the root disk: %s", sb->id,
-		       derr.msg[0] ? derr.msg : strerror(-err));
-		create_cleanup(sb);
-		return EXIT_ERR;
-	}
-	if ((err = sandbox_start_vmm(sb, o->console, NULL, o->timeout_s, o->no_wait, &r)) < 0) {
-		err = ctl_failed(&r, err);
-		create_cleanup(sb);
-		return err;
-	}
-	if (ready[0])
-		ready_make(sb, ready); /* the next create of these options restores it */
-	/* After the ready snapshot: no sandbox's CA is in another's trust store. */
-	if (sb->network && !o->no_wait && (err = sandbox_install_ca(sb, &r)) < 0) {
-		err = ctl_failed(&r, err);
-		create_cleanup(sb);
-		return err;
-	}
-	return EXIT_OK;
-}
-
 /* The proxy's spelling of a policy option of create: the same name. */
 static const char *net_flag(const char *name)
 {
@@ -332,7 +241,12 @@ int cmd_create(int argc, char **argv)
 		free(net_opts);
 		return EXIT_USAGE;
 	}
-	status = sandbox_create(&o, &sb);
+	{
+		struct lc_report r = CTL_REPORT;
+		int err = sandbox_create(&o, &sb, &r);
+
+		status = err < 0 ? ctl_failed(&r, err) : EXIT_OK;
+	}
 	if (status == EXIT_OK)
 		printf("%s\n", sb.id);
 	free(net_opts);

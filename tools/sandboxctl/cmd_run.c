@@ -112,6 +112,7 @@ static unsigned run_step_env(const struct jobspec *js, const struct job_step *st
 static unsigned run_cache_restore(const struct jobspec *js, const struct create_opts *co,
 				  struct sandbox *sb, char *cache, size_t len, struct job_report *r)
 {
+	struct lc_report lc = CTL_REPORT;
 	char name[128];
 	uint64_t t0 = now_ms();
 	int err;
@@ -121,7 +122,7 @@ static unsigned run_cache_restore(const struct jobspec *js, const struct create_
 		return 0;
 	}
 	printable_copy(js->steps[js->cache_step - 1].name, name, sizeof(name));
-	if ((err = ready_restore(co, cache, sb)) < 0) {
+	if ((err = ready_restore(co, cache, sb, &lc)) < 0) {
 		fprintf(stderr, "==> cache: no state after step %u (%s) for this spec yet\n",
 			js->cache_step, name);
 		memset(sb, 0, sizeof(*sb));
@@ -143,6 +144,7 @@ static void run_cache_keep(struct sandbox *sb, const struct jobspec *js,
 			   const struct create_opts *co, const char *cache, uint64_t max_gib,
 			   struct job_report *r)
 {
+	struct lc_report lc = CTL_REPORT;
 	char again[NAME_MAX_LEN + 2];
 	uint64_t t0 = now_ms();
 	int status;
@@ -153,13 +155,13 @@ static void run_cache_keep(struct sandbox *sb, const struct jobspec *js,
 		errmsg("cache: the job's files changed while it ran: the state is not kept");
 		return;
 	}
-	status = snapshot_take_once(sb, cache);
-
+	status = snapshot_take_once(sb, cache, &lc);
 	if (status == -EBUSY) {
 		fprintf(stderr, "==> cache: another run is keeping this state\n");
 		return;
 	}
-	if (status != EXIT_OK) {
+	if (status < 0) {
+		ctl_failed(&lc, status);
 		errmsg("cache: could not keep the state after step %u: the next run runs it too",
 		       js->cache_step);
 		return;
@@ -305,7 +307,12 @@ int cmd_run(int argc, char **argv)
 		(unsigned long long)js.memory_mib);
 	if (js.cache_step && !no_cache)
 		first = run_cache_restore(&js, &co, &sb, cache, sizeof(cache), &rep);
-	status = first ? EXIT_OK : sandbox_create(&co, &sb);
+	if (!first) {
+		struct lc_report lc = CTL_REPORT;
+		int e = sandbox_create(&co, &sb, &lc);
+
+		status = e < 0 ? ctl_failed(&lc, e) : EXIT_OK;
+	}
 	if (lifeline[0] >= 0)
 		close(lifeline[0]); /* the VMM has its own */
 	if (status != EXIT_OK) {

@@ -82,10 +82,11 @@ int cmd_restore(int argc, char **argv)
 	};
 	const char *name = NULL;
 	char dir[4200];
+	struct lc_report r = CTL_REPORT;
 	struct snap_meta m;
 	struct sandbox sb;
 	struct boot_src src;
-	int c, status;
+	int c, err, status;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -116,18 +117,19 @@ int cmd_restore(int argc, char **argv)
 		errmsg("'%.80s' is not a snapshot name", argv[optind]);
 		return EXIT_USAGE;
 	}
-	if ((status = host_check_linux()) || (status = state_init() < 0 ? EXIT_ERR : 0) ||
-	    (status = snapshot_open_checked(argv[optind], dir, sizeof(dir), &m)))
+	if ((status = host_check_linux()) || (status = state_init() < 0 ? EXIT_ERR : 0))
 		return status;
+	if ((err = sandbox_snapshot_open(argv[optind], dir, sizeof(dir), &m, &r)) < 0)
+		return ctl_failed(&r, err);
 	if (!m.has_memory) {
 		errmsg("snapshot '%s' has no memory file", argv[optind]);
 		return EXIT_ERR;
 	}
 	src = (struct boot_src){.dir = dir};
-	status = snapshot_restore_into(dir, &m, name, NULL, &src, false, &sb);
-	if (status == EXIT_OK)
-		printf("%s\n", sb.id);
-	return status;
+	if ((err = sandbox_restore(dir, &m, name, NULL, &src, false, &sb, &r)) < 0)
+		return ctl_failed(&r, err);
+	printf("%s\n", sb.id);
+	return EXIT_OK;
 }
 
 /* ---- fork ID [-n N] ---- */
@@ -186,15 +188,17 @@ int cmd_fork(int argc, char **argv)
 	/* The children map the parent's frozen RAM; their VMMs start together. */
 	src = (struct boot_src){.dir = t.dir, .memory = t.out.memory_path};
 	for (; started < n; started++)
-		if ((status = snapshot_restore_into(t.dir, &t.meta, NULL, NULL, &src, true,
-						    &children[started])))
+		if ((err = sandbox_restore(t.dir, &t.meta, NULL, NULL, &src, true,
+					   &children[started], &r)) < 0) {
+			status = ctl_failed(&r, err);
 			break;
+		}
 	for (unsigned i = 0; i < started; i++) {
 		int e = sandbox_wait_restored(&children[i], RESTORE_TIMEOUT_S, &r);
 
 		if (e < 0) {
 			status = ctl_failed(&r, e);
-			create_cleanup(&children[i]);
+			sandbox_discard(&children[i], &r);
 			continue;
 		}
 		printf("%s\n", children[i].id);
@@ -272,9 +276,10 @@ int sandbox_resume_suspended(struct sandbox *sb)
 
 	if ((status = host_check_linux()))
 		return status;
-	if ((err = suspend_name(sb, name, sizeof(name))) < 0 ||
-	    (status = snapshot_open_checked(name, dir, sizeof(dir), &m)))
-		return status ? status : EXIT_ERR;
+	if ((err = suspend_name(sb, name, sizeof(name))) < 0)
+		return EXIT_ERR;
+	if ((err = sandbox_snapshot_open(name, dir, sizeof(dir), &m, &r)) < 0)
+		return ctl_failed(&r, err);
 	/* The sandbox's own top layer is the empty one over the frozen one: the disk is as
 	 * the snapshot saw it, and the VM goes on writing where it was. */
 	src = (struct boot_src){.dir = dir};

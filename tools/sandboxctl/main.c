@@ -49,9 +49,16 @@ static void usage(FILE *f)
 		"status, 128+N killed by signal N, 124 timeout (docs/sandboxctl.md).\n");
 }
 
+volatile sig_atomic_t sandbox_interrupted;
+
 void ctl_note(void *ctx, const char *line)
 {
 	errmsg("%s", line);
+}
+
+void ctl_show_log(void *ctx, const char *path, unsigned lines)
+{
+	print_tail(path, lines);
 }
 
 const struct lc_report ctl_report = CTL_REPORT;
@@ -60,11 +67,18 @@ int ctl_failed(const struct lc_report *r, int err)
 {
 	if (r->error[0])
 		errmsg("%s", r->error);
-	else
+	else if (!r->bad_option) /* (else it was said: the proxy's policy, on stderr) */
 		errmsg("%s", strerror(-err));
-	if (r->log[0])
-		print_tail(r->log, r->log_lines);
-	return err == -ESRCH ? EXIT_SANDBOX : EXIT_ERR;
+	lc_show_log(r);
+	return err == -ESRCH ? EXIT_SANDBOX : r->bad_option ? EXIT_USAGE : EXIT_ERR;
+}
+
+int host_check_linux(void)
+{
+	struct lc_report r = CTL_REPORT;
+	int err = sandbox_host_check(&r);
+
+	return err < 0 ? ctl_failed(&r, err) : 0;
 }
 
 int sandbox_resolve(const char *ref, struct sandbox *sb)

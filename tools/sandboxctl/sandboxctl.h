@@ -32,9 +32,10 @@
  * (ctl_note). A verb that can fail gets one of its own, `struct lc_report r = CTL_REPORT;`,
  * and its failure is said by ctl_failed. */
 void ctl_note(void *ctx, const char *line);
+void ctl_show_log(void *ctx, const char *path, unsigned lines); /* print_tail */
 #define CTL_REPORT                                                                                 \
 	{                                                                                          \
-		.note = ctl_note, .interrupted = &sandbox_interrupted                              \
+		.note = ctl_note, .show_log = ctl_show_log, .interrupted = &sandbox_interrupted    \
 	}
 extern const struct lc_report ctl_report;
 /* A verb's failure said for the command line: its message (else the errno's) on stderr, then
@@ -45,71 +46,16 @@ int ctl_failed(const struct lc_report *r, int err);
  * not an id or name) with the message printed. */
 int sandbox_resolve(const char *ref, struct sandbox *sb);
 
-/* ---- host.c: can sandboxes boot here? ---- */
-
-/* Why a host of KVM `flavour` (enum kvm_flavour) cannot boot a sandbox, or NULL when it can:
- * no usable /dev/kvm, or kvm-pvm. */
-const char *host_refusal(int flavour, bool kvm_usable);
-/* Before a VMM is started: 0 when this host can boot sandboxes (or SANDBOX_SKIP_HOST_CHECK=1
- * says to try anyway), else prints why not and what works here and returns EXIT_SANDBOX. */
+/* sandbox_host_check, its refusal said: 0, or EXIT_SANDBOX. */
 int host_check_linux(void);
 
-/* ---- cmd_create.c ---- */
+/* ---- main.c: the signal that interrupted this command ---- */
 
-struct create_opts {
-	const char *image;
-	const char *name; /* NULL: the id is the name */
-	const char *console;
-	unsigned cpus;
-	uint64_t memory_mib;
-	uint64_t disk_size_gib; /* 0: the image's */
-	unsigned timeout_s;	/* for the agent's first answer */
-	bool no_wait;
-	bool cold;			    /* boot even when a ready snapshot could be restored */
-	const char *disks[EXTRA_DISKS_MAX]; /* --disk PATH[:ro], checked by create */
-	bool disks_ro[EXTRA_DISKS_MAX];
-	unsigned ndisks;
-	bool no_network; /* --network none: no NIC */
-	/* The policy options for sandbox-proxy prepare (--allow D, --policy F, ...), as words. */
-	char **net_opts;
-	unsigned nnet_opts;
-	uint64_t ttl_s;	 /* --ttl: the sandbox's lifetime (0: none), up to CREATE_TTL_MAX_S */
-	int lifeline_fd; /* > 0: the VMM's --lifeline (sandboxctl run's pipe), sb->lifeline_fd */
-};
-#define CREATE_OPTS_DEFAULT                                                                        \
-	{                                                                                          \
-		.image = CREATE_DEFAULT_IMAGE, .cpus = 1, .memory_mib = 512, .timeout_s = 60,      \
-	}
 /* The signal that interrupted this command, 0 while none did: set by the handler of a command
- * that lets SIGINT, SIGTERM and SIGHUP interrupt its waits (run). The waits for an agent give
- * up when it is set, so a create fails (and cleans up) within a poll's 500 ms. */
+ * that lets SIGINT, SIGTERM and SIGHUP interrupt its waits (run). The lifecycle's waits for an
+ * agent give up when it is set (CTL_REPORT), so a create fails (and cleans up) within a poll's
+ * 500 ms. */
 extern volatile sig_atomic_t sandbox_interrupted;
-/* Create and start a sandbox (create's whole job but printing the id). Prints its errors and
- * returns an exit status; on failure nothing of the sandbox is left. */
-int sandbox_create(const struct create_opts *o, struct sandbox *sb);
-/* ---- sb_make.c: the making of a sandbox's directory and its undoing ---- */
-
-/* Under the sandboxes' lock: check `name` (NULL: the id is the name) is free, pick an id,
- * make the directory and write sb's config. Prints its errors; returns an exit status. */
-int sandbox_make_dir(struct sandbox *sb, const char *name);
-/* Undo a failed create: kill its VMM, remove its directory. */
-void create_cleanup(struct sandbox *sb);
-
-/* ---- ready.c: warm creates from an image's ready snapshot ---- */
-
-/* The ready snapshot's name for these options and VMM binary (".ready-<image>-<key>"), or
- * -ENOTSUP when the options always boot (--cold, --disk, --no-wait). */
-int ready_name(const struct create_opts *o, const char *vmm, char *out, size_t len);
-/* Restore the ready snapshot `name` as the new sandbox `sb`: 0, or -errno (printed when it
- * was there but failed) and nothing of `sb` is left, so the caller boots instead. */
-int ready_restore(const struct create_opts *o, const char *name, struct sandbox *sb);
-/* After a boot of the options `name` stands for: snapshot `sb` as that ready snapshot,
- * unless another create is making it; a failure is printed and otherwise ignored. */
-void ready_make(struct sandbox *sb, const char *name);
-/* Snapshot `sb` as `name` unless it exists or another sandboxctl is making it (a lock):
- * EXIT_OK when it is there (made now or before), -EBUSY (not printed) while another makes
- * it, else an exit status (printed). */
-int snapshot_take_once(struct sandbox *sb, const char *name);
 
 /* ---- exec.c: one command through the agent ---- */
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The making of a sandbox, whatever it is made from (an image: cmd_create.c; a snapshot:
+ * The making of a sandbox, whatever it is made from (an image: create.c; a snapshot:
  * restore.c): its id and directory under one lock, its proxy's files, and the undoing of a
  * make that failed. The floor below create, restore and the warm create (ready.c).
  */
@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sandboxctl.h"
+#include "client.h"
 
 static int new_id(char id[ID_LEN + 1])
 {
@@ -37,17 +37,16 @@ static int uid_taken(const struct sandbox *sb, void *opaque)
 	return sandbox_uid(sb->id) == sandbox_uid(opaque) ? -EEXIST : 0;
 }
 
-/* Undo a failed create: no process, no socket, no directory. */
-void create_cleanup(struct sandbox *sb)
+void sandbox_discard(struct sandbox *sb, const struct lc_report *r)
 {
 	if (sb->pid)
-		if (sandbox_stop_vmm(sb, true, &ctl_report) < 0)
-			errmsg("%s: cannot stop the VMM (pid %d)", sb->id, (int)sb->pid);
+		if (sandbox_stop_vmm(sb, true, r) < 0)
+			lc_note(r, "%s: cannot stop the VMM (pid %d)", sb->id, (int)sb->pid);
 	cgroup_remove(sb);
 	remove_flat_dir(sb->dir);
 }
 
-int sandbox_make_dir(struct sandbox *sb, const char *name)
+int sandbox_make_dir(struct sandbox *sb, const char *name, struct lc_report *r)
 {
 	char lock[4200];
 	int err, lock_fd;
@@ -55,16 +54,17 @@ int sandbox_make_dir(struct sandbox *sb, const char *name)
 	/* The name check and the directory are made under one lock: two creates of one name
 	 * cannot both succeed. */
 	if ((err = path_fmt(lock, sizeof(lock), "%s/sandboxes/.lock", state_home())) < 0)
-		return EXIT_ERR;
+		return err;
 	lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (lock_fd < 0 || flock(lock_fd, LOCK_EX) < 0) {
-		errmsg("cannot lock %s: %m", lock);
-		return EXIT_ERR;
+		err = -errno;
+		if (lock_fd >= 0)
+			close(lock_fd);
+		return lc_fail(r, err, "cannot lock %s: %s", lock, strerror(-err));
 	}
 	if (name && sandbox_foreach(name_taken, (void *)name) == -EEXIST) {
-		errmsg("a sandbox named '%s' exists already", name);
 		close(lock_fd);
-		return EXIT_ERR;
+		return lc_fail(r, -EEXIST, "a sandbox named '%s' exists already", name);
 	}
 	for (int tries = 0;; tries++) {
 		if ((err = new_id(sb->id)) < 0 ||
@@ -88,23 +88,20 @@ int sandbox_make_dir(struct sandbox *sb, const char *name)
 		err = sandbox_save(sb);
 	close(lock_fd);
 	if (err < 0) {
-		errmsg("cannot create the sandbox's directory: %s", strerror(-err));
 		if (sb->dir[0] && sb->id[0])
 			remove_flat_dir(sb->dir);
-		return EXIT_ERR;
+		return lc_fail(r, err, "cannot create the sandbox's directory: %s", strerror(-err));
 	}
-	return EXIT_OK;
+	return 0;
 }
 
-int create_net_prepare(const struct sandbox *sb, const struct create_opts *o)
+int sandbox_net_prepare(const struct sandbox *sb, const struct create_opts *o, struct lc_report *r)
 {
 	int err = proxy_prepare(sb, o->net_opts, o->nnet_opts);
 
-	if (err == -EINVAL)
-		return EXIT_USAGE; /* the proxy said what is wrong with the policy */
-	if (err < 0) {
-		errmsg("%s: cannot prepare its proxy: %s", sb->id, strerror(-err));
-		return EXIT_ERR;
-	}
-	return EXIT_OK;
+	if (err == -EINVAL) /* the proxy said on stderr what is wrong with the policy */
+		return lc_bad_option(r, "%s", "");
+	if (err < 0)
+		return lc_fail(r, err, "%s: cannot prepare its proxy: %s", sb->id, strerror(-err));
+	return 0;
 }

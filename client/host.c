@@ -10,7 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sandboxctl.h"
+#include <errno.h>
+
+#include "client.h"
 #include "kvm.h"
 
 #define HOST_CHECK_ENV "SANDBOX_SKIP_HOST_CHECK"
@@ -42,7 +44,7 @@ const char *host_refusal(int flavour, bool kvm_usable)
 	return NULL;
 }
 
-int host_check_linux(void)
+int sandbox_host_check(struct lc_report *r)
 {
 	const char *skip = getenv(HOST_CHECK_ENV), *why;
 
@@ -51,6 +53,5 @@ int host_check_linux(void)
 	why = host_refusal(kvm_detect_flavour("/sys/module"), access("/dev/kvm", R_OK | W_OK) == 0);
 	if (!why)
 		return 0;
-	errmsg("%s", why);
-	return EXIT_SANDBOX;
+	return lc_fail(r, -ESRCH, "%s", why);
 }

@@ -6,7 +6,8 @@
  * hash (kernel, initrd, rootfs), the VMM binary and its state format, this host's CPU, the
  * memory, vCPUs, disk size and kernel command line. When none matches, create boots, and
  * then snapshots that fresh sandbox as the ready one (the first create of a key pays for it,
- * once: a lock makes racing creates take it once).
+ * once: a lock makes racing creates take it once). Part of the lifecycle (client.h): what
+ * goes wrong is a note in the caller's report, and the create boots instead.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,7 +21,7 @@
 #include <openssl/evp.h>
 
 #include "api_proto.h"
-#include "sandboxctl.h"
+#include "client.h"
 
 /* The lines of /proc/cpuinfo's first CPU that say what a guest may have seen of it. */
 static void ready_cpu(EVP_MD_CTX *ctx)
@@ -83,69 +84,74 @@ int ready_name(const struct create_opts *o, const char *vmm, char *out, size_t l
 			md[1], md[2], md[3], md[4], md[5], md[6], md[7]);
 }
 
-int ready_restore(const struct create_opts *o, const char *name, struct sandbox *sb)
+int ready_restore(const struct create_opts *o, const char *name, struct sandbox *sb,
+		  struct lc_report *r)
 {
 	char dir[4200], msg[640];
 	struct snap_meta m;
 	struct boot_src src;
+	int err;
 
 	if (snap_dir(name, dir, sizeof(dir)) < 0 || access(dir, F_OK) < 0)
 		return -ENOENT;
 	if (snap_open(dir, &m, msg, sizeof(msg)) < 0 ||
 	    (!m.has_memory && snprintf(msg, sizeof(msg), "no memory file") > 0)) {
-		errmsg("the ready snapshot %s is unusable (%s): booting instead", name, msg);
+		lc_note(r, "the ready snapshot %s is unusable (%s): booting instead", name, msg);
 		return -EBADMSG;
 	}
 	src = (struct boot_src){.dir = dir};
 	if (m.network != !o->no_network) {
-		errmsg("the ready snapshot %s is unusable (its network is not this create's): "
-		       "booting instead",
-		       name);
+		lc_note(r,
+			"the ready snapshot %s is unusable (its network is not this create's): "
+			"booting instead",
+			name);
 		return -EBADMSG;
 	}
-	if (snapshot_restore_create(dir, &m, o, &src, sb) != EXIT_OK) {
-		errmsg("restoring the ready snapshot %s failed: booting instead", name);
+	if ((err = sandbox_restore_create(dir, &m, o, &src, sb, r)) < 0) {
+		if (r && r->error[0])
+			lc_note(r, "%s", r->error);
+		lc_show_log(r);
+		lc_note(r, "restoring the ready snapshot %s failed: booting instead", name);
+		lc_clear(r);
 		return -EIO;
 	}
 	return 0;
 }
 
-int snapshot_take_once(struct sandbox *sb, const char *name)
+int snapshot_take_once(struct sandbox *sb, const char *name, struct lc_report *r)
 {
 	char lock[4200], dir[4200];
 	struct snap_take t = {.name = name};
-	struct lc_report r = CTL_REPORT;
-	int fd, err, status = EXIT_OK;
+	int fd, err = 0;
 
 	if (path_fmt(lock, sizeof(lock), "%s/snapshots/%s.lock", state_home(), name) < 0 ||
-	    snap_dir(name, dir, sizeof(dir)) < 0) {
-		errmsg("%s: a snapshot name too long", name);
-		return EXIT_ERR;
-	}
+	    snap_dir(name, dir, sizeof(dir)) < 0)
+		return lc_fail(r, -ENAMETOOLONG, "%s: a snapshot name too long", name);
 	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		errmsg("%s: %m", lock);
-		return EXIT_ERR;
-	}
+	if (fd < 0)
+		return lc_fail(r, -errno, "%s: %s", lock, strerror(errno));
 	/* Another sandboxctl is making it: this one goes on without. */
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		close(fd);
 		return -EBUSY;
 	}
-	if (access(dir, F_OK) < 0 && (err = sandbox_snapshot(sb, &t, &r)) < 0)
-		status = ctl_failed(&r, err);
+	if (access(dir, F_OK) < 0)
+		err = sandbox_snapshot(sb, &t, r);
 	close(fd);
-	return status;
+	return err;
 }
 
-void ready_make(struct sandbox *sb, const char *name)
+void ready_make(struct sandbox *sb, const char *name, struct lc_report *r)
 {
 	char dir[4200];
-
-	int status;
+	int err;
 
 	if (snap_dir(name, dir, sizeof(dir)) == 0 && access(dir, F_OK) < 0 &&
-	    (status = snapshot_take_once(sb, name)) != EXIT_OK && status != -EBUSY)
-		errmsg("%s: could not make the ready snapshot %s (the next create boots too)",
-		       sb->id, name);
+	    (err = snapshot_take_once(sb, name, r)) < 0 && err != -EBUSY) {
+		if (r && r->error[0])
+			lc_note(r, "%s", r->error);
+		lc_note(r, "%s: could not make the ready snapshot %s (the next create boots too)",
+			sb->id, name);
+		lc_clear(r);
+	}
 }

@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A sandbox from a snapshot (docs/snapshots.md): its directory (make.c), an overlay over the
+ * snapshot's root layer, its proxy's files from the snapshot or from a create's options (a
+ * warm create, ready.c), and a VMM restoring the snapshot's memory and devices. restore,
+ * fork, resume of a suspended sandbox and the warm create all come here. A lifecycle verb
+ * (client.h): errors as values, in the caller's report.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "disk.h"
+#include "client.h"
+
+/* sandbox_restore, with the proxy's files made from `o` (a create) or taken from the
+ * snapshot (NULL). */
+static int restore_into(const char *dir, const struct snap_meta *m, const char *name,
+			const char *console, const struct boot_src *src, bool no_wait,
+			const struct create_opts *o, struct sandbox *sb, struct lc_report *r);
+
+int sandbox_restore(const char *dir, const struct snap_meta *m, const char *name,
+		    const char *console, const struct boot_src *src, bool no_wait,
+		    struct sandbox *sb, struct lc_report *r)
+{
+	return restore_into(dir, m, name, console, src, no_wait, NULL, sb, r);
+}
+
+int sandbox_restore_create(const char *dir, const struct snap_meta *m, const struct create_opts *o,
+			   const struct boot_src *src, struct sandbox *sb, struct lc_report *r)
+{
+	return restore_into(dir, m, o->name, o->console, src, false, o, sb, r);
+}
+
+static int restore_into(const char *dir, const struct snap_meta *m, const char *name,
+			const char *console, const struct boot_src *src, bool no_wait,
+			const struct create_opts *o, struct sandbox *sb, struct lc_report *r)
+{
+	char top[4200], parent[4200];
+	struct disk_error derr = {""};
+	int err;
+
+	memset(sb, 0, sizeof(*sb));
+	snprintf(sb->image, sizeof(sb->image), "%s", m->image);
+	snprintf(sb->base, sizeof(sb->base), "%s", m->name);
+	snprintf(sb->top, sizeof(sb->top), "root.layer");
+	sb->cpus = m->cpus;
+	sb->memory_mib = m->memory_mib;
+	sb->created = (uint64_t)time(NULL);
+	for (unsigned i = 0; i < m->ndisks; i++) {
+		snprintf(sb->disks[i].path, DISK_PATH_MAX, "%s", m->disks[i]);
+		sb->disks[i].ro = true;
+	}
+	sb->ndisks = m->ndisks;
+	sb->network = m->network;
+	if (o) { /* a warm create: its lifetime and lifeline are the create's */
+		sb->deadline = o->ttl_s ? sb->created + o->ttl_s : 0;
+		sb->lifeline_fd = o->lifeline_fd;
+	}
+	if ((err = sandbox_make_dir(sb, name, r)) < 0)
+		return err;
+	if (sb->network) {
+		if (o)
+			err = sandbox_net_prepare(sb, o, r);
+		else if ((err = proxy_files_load(dir, sb)) < 0)
+			lc_fail(r, err, "%s: the snapshot's proxy files: %s", sb->id,
+				strerror(-err));
+		if (err < 0) {
+			sandbox_discard(sb, r);
+			return err;
+		}
+	}
+	if ((err = sandbox_path(sb, sb->top, top, sizeof(top))) < 0 ||
+	    (err = path_fmt(parent, sizeof(parent), "%s/%s", dir, m->root_layer)) < 0 ||
+	    (err = disk_create_overlay(top, parent, 0, &derr)) < 0) {
+		lc_fail(r, err, "%s: cannot create the root disk over the snapshot's: %s", sb->id,
+			derr.msg[0] ? derr.msg : strerror(-err));
+		sandbox_discard(sb, r);
+		return err;
+	}
+	if ((err = sandbox_start_vmm(sb, console, src, RESTORE_TIMEOUT_S, no_wait, r)) < 0)
+		sandbox_discard(sb, r);
+	return err;
+}
+
+int sandbox_snapshot_open(const char *name, char *dir, size_t dir_len, struct snap_meta *m,
+			  struct lc_report *r)
+{
+	char msg[640] = "";
+	int err;
+
+	if ((err = snap_dir(name, dir, dir_len)) < 0 ||
+	    (err = snap_open(dir, m, msg, sizeof(msg))) < 0)
+		return lc_fail(r, err, "snapshot '%s': %s", name,
+			       err == -ENOENT ? "no such snapshot"
+			       : msg[0]	      ? msg
+					      : strerror(-err));
+	return 0;
+}
