@@ -207,6 +207,19 @@ enum sandbox_state sandbox_state(const struct sandbox *sb, uint64_t *uptime_ms);
  * had to force goes to `r`); then its proxy, network and cgroup, mark it stopped and remove
  * its sockets. 0 or -errno. */
 int sandbox_stop_vmm(struct sandbox *sb, bool force, const struct lc_report *r) __must_check;
+/* stop: the guest's disks synced (its agent, best effort), then sandbox_stop_vmm. 0 or -errno
+ * with r->error. */
+int sandbox_stop(struct sandbox *sb, struct lc_report *r) __must_check;
+/* start: boot a stopped (or dead) sandbox again from its own disk, waiting up to `timeout_s`
+ * for its agent; a failure leaves it stopped. 0, -EBUSY (it runs), -ESRCH (no sandbox boots
+ * here, its VMM or agent failed) or -errno, with r->error. */
+int sandbox_start(struct sandbox *sb, unsigned timeout_s, struct lc_report *r) __must_check;
+/* pause (park its vCPUs) or resume (run them again) a running sandbox: 0, -ESRCH (not
+ * running, or its VMM does not answer) or the VMM's -errno, with r->error. */
+int sandbox_pause(struct sandbox *sb, bool pause, struct lc_report *r) __must_check;
+/* rm: its VMM killed (only with `force` when it runs: else -EBUSY), its proxy, network,
+ * cgroup and directory removed, and the hidden snapshots it held (snapshots_gc). */
+int sandbox_rm(struct sandbox *sb, bool force, struct lc_report *r) __must_check;
 
 /* ---- cgroup.c: a sandbox's resource limits (docs/hardening.md, "Resource limits") ---- */
 
@@ -650,5 +663,27 @@ void ready_make(struct sandbox *sb, const char *name, struct lc_report *r);
  * there (made now or before), -EBUSY (r->error empty) while another makes it, else -errno
  * with r->error. */
 int snapshot_take_once(struct sandbox *sb, const char *name, struct lc_report *r);
+
+/* ---- suspend.c: suspend and resume, lifecycle verbs ---- */
+
+/* Snapshot `sb` to disk as .suspend-<id> and end its VMM (t->out: the VMM's figures). 0, or
+ * -ESRCH (not running) or -errno with r->error; a failed snapshot leaves it running. */
+int sandbox_suspend(struct sandbox *sb, struct snap_take *t, struct lc_report *r) __must_check;
+/* Resume a suspended sandbox: a VMM restoring its suspend over its own top layer. 0, or
+ * -errno with r->error; a failure leaves it suspended, to be tried again. */
+int sandbox_resume_suspended(struct sandbox *sb, struct lc_report *r) __must_check;
+/* After rm of a sandbox: remove the hidden snapshots (its suspend, unused forks) it held. */
+void snapshots_gc(const struct sandbox *removed);
+
+/* ---- fork.c: fork, a lifecycle verb ---- */
+
+/* `n` children of running `parent`, each going on from its state now: a live snapshot (t: the
+ * VMM's figures, the parent's pause among them), then `n` sandboxes restoring it over the
+ * parent's frozen RAM, started together and waited for. *started of them were started, and
+ * ok[i] says which of those answered; the others are removed. 0 when all `n` did, else the
+ * last failure's -errno with r->error (the earlier ones were notes); a failure before the
+ * children (the host check, the snapshot) leaves t->dir empty. */
+int sandbox_fork(struct sandbox *parent, unsigned n, struct sandbox *children, bool *ok,
+		 unsigned *started, struct snap_take *t, struct lc_report *r) __must_check;
 
 #endif

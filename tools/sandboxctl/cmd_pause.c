@@ -3,14 +3,13 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "api_proto.h"
 #include "sandboxctl.h"
 
 int cmd_pause(int argc, char **argv)
 {
 	bool pause = strcmp(argv[0], "pause") == 0;
+	struct lc_report r = CTL_REPORT;
 	struct sandbox sb;
-	int32_t error;
 	int err, status;
 
 	if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
@@ -27,19 +26,8 @@ int cmd_pause(int argc, char **argv)
 	if ((status = sandbox_resolve(argv[1], &sb)))
 		return status;
 	if (!pause && sandbox_state(&sb, NULL) == SB_SUSPENDED)
-		return sandbox_resume_suspended(&sb);
-	if (!sandbox_vmm_alive(&sb)) {
-		errmsg("%s: not running (%s)", sb.id, sandbox_state_name(sandbox_state(&sb, NULL)));
-		return EXIT_SANDBOX;
-	}
-	err = api_call(&sb, pause ? API_PAUSE : API_RESUME, 5000, &error, NULL);
-	if (err < 0) {
-		errmsg("%s: the VMM's api.sock does not answer: %s", sb.id, strerror(-err));
-		return EXIT_SANDBOX;
-	}
-	if (error) {
-		errmsg("%s: %s failed: %s", sb.id, argv[0], strerror(-error));
-		return EXIT_ERR;
-	}
-	return EXIT_OK;
+		err = sandbox_resume_suspended(&sb, &r);
+	else
+		err = sandbox_pause(&sb, pause, &r);
+	return err < 0 ? ctl_failed(&r, err) : EXIT_OK;
 }

@@ -34,6 +34,7 @@ int cmd_rm(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	for (; i < argc; i++) {
+		struct lc_report r = CTL_REPORT;
 		struct sandbox sb;
 		int s, err;
 
@@ -41,27 +42,8 @@ int cmd_rm(int argc, char **argv)
 			status = s;
 			continue;
 		}
-		if (sandbox_vmm_alive(&sb)) {
-			if (!force) {
-				errmsg("%s is %s: stop it first, or rm -f", sb.id,
-				       sandbox_state_name(sandbox_state(&sb, NULL)));
-				status = EXIT_ERR;
-				continue;
-			}
-			if ((err = sandbox_stop_vmm(&sb, true, &ctl_report)) < 0) {
-				errmsg("%s: cannot kill the VMM (pid %d): %s", sb.id, (int)sb.pid,
-				       strerror(-err));
-				status = EXIT_ERR;
-				continue;
-			}
-		}
-		if (sb.network) { /* a dead VMM's proxy and namespace */
-			proxy_stop(&sb);
-			net_teardown(&sb);
-		}
-		cgroup_remove(&sb); /* a dead VMM's */
-		remove_flat_dir(sb.dir);
-		snapshots_gc(&sb);
+		if ((err = sandbox_rm(&sb, force, &r)) < 0)
+			status = ctl_failed(&r, err);
 	}
 	return status;
 }

@@ -142,11 +142,10 @@ int cmd_fork(int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	static struct sandbox children[FORK_MAX];
-	char name[NAME_MAX_LEN + 2];
-	struct snap_take t = {.flags = API_SNAPSHOT_LIVE};
+	bool ok[FORK_MAX];
+	struct snap_take t;
 	struct lc_report r = CTL_REPORT;
 	struct sandbox parent;
-	struct boot_src src;
 	uint64_t n = 1, t0 = now_ms();
 	unsigned started = 0;
 	int c, err, status = EXIT_OK;
@@ -179,48 +178,29 @@ int cmd_fork(int argc, char **argv)
 		fputs("usage: sandboxctl fork [-n N] ID\n", stderr);
 		return EXIT_USAGE;
 	}
-	if ((status = sandbox_resolve(argv[optind], &parent)) || (status = host_check_linux()))
+	if ((status = sandbox_resolve(argv[optind], &parent)))
 		return status;
-	snprintf(name, sizeof(name), ".fork-%s-%llu", parent.id, (unsigned long long)now_ms());
-	t.name = name;
-	if ((err = sandbox_snapshot(&parent, &t, &r)) < 0)
-		return ctl_failed(&r, err);
-	/* The children map the parent's frozen RAM; their VMMs start together. */
-	src = (struct boot_src){.dir = t.dir, .memory = t.out.memory_path};
-	for (; started < n; started++)
-		if ((err = sandbox_restore(t.dir, &t.meta, NULL, NULL, &src, true,
-					   &children[started], &r)) < 0) {
-			status = ctl_failed(&r, err);
-			break;
-		}
-	for (unsigned i = 0; i < started; i++) {
-		int e = sandbox_wait_restored(&children[i], RESTORE_TIMEOUT_S, &r);
-
-		if (e < 0) {
-			status = ctl_failed(&r, e);
-			sandbox_discard(&children[i], &r);
-			continue;
-		}
-		printf("%s\n", children[i].id);
-	}
+	err = sandbox_fork(&parent, (unsigned)n, children, ok, &started, &t, &r);
+	if (err < 0 && !t.dir[0])
+		return ctl_failed(&r,
+				  err); /* no snapshot to fork from: the host, or the snapshot */
+	for (unsigned i = 0; i < started; i++)
+		if (ok[i])
+			printf("%s\n", children[i].id);
+	if (err < 0)
+		status = ctl_failed(&r, err);
 	fprintf(stderr, "fork: %u of %llu children in %llu ms, the parent paused %.2f ms\n",
 		status == EXIT_OK ? started : 0, (unsigned long long)n,
 		(unsigned long long)(now_ms() - t0), (double)t.out.pause_us / 1000.0);
 	return status;
 }
 
-/* ---- suspend ID, resume of a suspended sandbox ---- */
-
-static int suspend_name(const struct sandbox *sb, char *out, size_t len)
-{
-	return path_fmt(out, len, ".suspend-%s", sb->id);
-}
+/* ---- suspend ID (resume: cmd_pause.c) ---- */
 
 int cmd_suspend(int argc, char **argv)
 {
-	char name[NAME_MAX_LEN + 2], marker[4200];
-	struct snap_take t = {.flags = API_SNAPSHOT_STOP};
 	struct lc_report r = CTL_REPORT;
+	struct snap_take t;
 	struct sandbox sb;
 	int status, err;
 
@@ -236,77 +216,10 @@ int cmd_suspend(int argc, char **argv)
 	}
 	if ((status = sandbox_resolve(argv[1], &sb)))
 		return status;
-	if ((err = suspend_name(&sb, name, sizeof(name))) < 0)
-		return EXIT_ERR;
-	t.name = name;
-	if ((err = sandbox_snapshot(&sb, &t, &r)) < 0) {
-		int32_t error;
-
-		status = ctl_failed(&r, err);
-		/* The VMM may have stayed paused for the snapshot that failed: run it
-		 * again. */
-		if (api_call(&sb, API_RESUME, 2000, &error, NULL) < 0)
-			errmsg("%s: cannot resume it after the failed suspend", sb.id);
-		return status;
-	}
-	/* The marker first: from here the snapshot is the sandbox. */
-	if ((err = sandbox_path(&sb, "suspended", marker, sizeof(marker))) < 0 ||
-	    (err = write_file_atomic(marker, name, strlen(name), 0600)) < 0) {
-		errmsg("%s: cannot mark it suspended: %s", sb.id, strerror(-err));
-		return EXIT_ERR;
-	}
-	if ((err = sandbox_stop_vmm(&sb, false, &ctl_report)) < 0) {
-		errmsg("%s: cannot end its VMM: %s", sb.id, strerror(-err));
-		return EXIT_ERR;
-	}
-	if (sandbox_path(&sb, "stopped", marker, sizeof(marker)) == 0)
-		unlink(marker);
+	if ((err = sandbox_suspend(&sb, &t, &r)) < 0)
+		return ctl_failed(&r, err);
 	fprintf(stderr, "suspended %s: %llu MiB of memory written in %.1f ms\n", sb.id,
 		(unsigned long long)(t.out.memory_bytes >> 20), (double)t.out.total_us / 1000.0);
-	return EXIT_OK;
-}
-
-int sandbox_resume_suspended(struct sandbox *sb)
-{
-	char name[NAME_MAX_LEN + 2], dir[4200], marker[4200];
-	struct snap_meta m;
-	struct boot_src src;
-	struct lc_report r = CTL_REPORT;
-	int status, err;
-
-	if ((status = host_check_linux()))
-		return status;
-	if ((err = suspend_name(sb, name, sizeof(name))) < 0)
-		return EXIT_ERR;
-	if ((err = sandbox_snapshot_open(name, dir, sizeof(dir), &m, &r)) < 0)
-		return ctl_failed(&r, err);
-	/* The sandbox's own top layer is the empty one over the frozen one: the disk is as
-	 * the snapshot saw it, and the VM goes on writing where it was. */
-	src = (struct boot_src){.dir = dir};
-	if ((err = sandbox_start_vmm(sb, NULL, &src, RESTORE_TIMEOUT_S, false, &r)) < 0) {
-		status = ctl_failed(&r, err);
-		char top[4200], frozen[4200];
-		struct disk_error derr = {""};
-
-		if (sandbox_stop_vmm(sb, true, &ctl_report) < 0)
-			return status;
-		if (sandbox_path(sb, "stopped", marker, sizeof(marker)) == 0)
-			unlink(marker); /* still suspended: resume can be tried again */
-		/* The guest ran meanwhile and may have written the top layer: an empty one
-		 * again, or the next resume would put the snapshot's RAM over a newer disk.
-		 */
-		if (sandbox_path(sb, sb->top, top, sizeof(top)) < 0 ||
-		    sandbox_path(sb, m.root_layer, frozen, sizeof(frozen)) < 0 || unlink(top) < 0 ||
-		    disk_create_overlay(top, frozen, 0, &derr) < 0)
-			errmsg("%s: cannot make its top layer empty again (%s): do not "
-			       "resume it",
-			       sb->id, derr.msg[0] ? derr.msg : strerror(errno));
-		return status;
-	}
-	if (sandbox_path(sb, "suspended", marker, sizeof(marker)) == 0)
-		unlink(marker);
-	/* The VM maps the memory file privately: its pages stay until the VM ends. */
-	remove_flat_dir(dir);
 	return EXIT_OK;
 }
 
@@ -478,42 +391,4 @@ int cmd_snapshots(int argc, char **argv)
 	if (l.json)
 		printf("]\n");
 	return EXIT_OK;
-}
-
-/* ---- after rm ---- */
-
-static int base_users(const struct sandbox *sb, void *opaque)
-{
-	struct list_ctx *l = opaque;
-
-	l->users += strcmp(sb->base, l->rm) == 0;
-	return 0;
-}
-
-static int snapshot_parent_users(const char *name, void *opaque)
-{
-	struct list_ctx *l = opaque;
-	char dir[4200], msg[640];
-	struct snap_meta m;
-
-	if (snap_dir(name, dir, sizeof(dir)) == 0 && snap_open(dir, &m, msg, sizeof(msg)) == 0)
-		l->users += strcmp(m.parent, l->rm) == 0;
-	return 0;
-}
-
-void snapshots_gc(const struct sandbox *removed)
-{
-	char name[NAME_MAX_LEN + 2], dir[4200];
-	struct list_ctx l = {0};
-
-	if (suspend_name(removed, name, sizeof(name)) == 0 && snap_dir(name, dir, sizeof(dir)) == 0)
-		remove_flat_dir(dir);
-	if (strncmp(removed->base, ".fork-", 6) != 0)
-		return; /* a named or a ready snapshot stays */
-	l.rm = removed->base;
-	sandbox_foreach(base_users, &l);
-	/* A snapshot taken of a child goes through the fork's layers too. */
-	snap_foreach(snapshot_parent_users, &l);
-	if (!l.users && snap_dir(removed->base, dir, sizeof(dir)) == 0)
-		remove_flat_dir(dir);
 }

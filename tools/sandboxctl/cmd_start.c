@@ -25,10 +25,8 @@ int cmd_start(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	char marker[4200];
 	struct lc_report r = CTL_REPORT;
 	struct sandbox sb;
-	enum sandbox_state st;
 	unsigned timeout_s = 60;
 	uint64_t v;
 	int c, status, err;
@@ -57,31 +55,8 @@ int cmd_start(int argc, char **argv)
 	}
 	if ((status = sandbox_resolve(argv[optind], &sb)))
 		return status;
-	if ((status = host_check_linux()))
-		return status;
-	st = sandbox_state(&sb, NULL);
-	if (st != SB_STOPPED && st != SB_DEAD) {
-		errmsg("%s is %s: only a stopped or dead sandbox can be started", sb.id,
-		       sandbox_state_name(st));
-		return EXIT_ERR;
-	}
-	if (st == SB_DEAD && (err = sandbox_stop_vmm(&sb, true, &ctl_report)) < 0) {
-		errmsg("%s: cannot clean up after its dead VMM: %s", sb.id, strerror(-err));
-		return EXIT_ERR;
-	}
-	if ((err = sandbox_path(&sb, "stopped", marker, sizeof(marker))) < 0 ||
-	    (unlink(marker) < 0 && errno != ENOENT)) {
-		errmsg("%s: cannot clear its stopped marker: %s", sb.id,
-		       strerror(err < 0 ? -err : errno));
-		return EXIT_ERR;
-	}
-	if ((err = sandbox_start_vmm(&sb, NULL, NULL, timeout_s, false, &r)) < 0) {
-		status = ctl_failed(&r, err);
-		/* Leave it stopped, as it was, rather than half started. */
-		if (sandbox_stop_vmm(&sb, true, &ctl_report) < 0)
-			errmsg("%s: cannot stop the VMM (pid %d)", sb.id, (int)sb.pid);
-		return status;
-	}
+	if ((err = sandbox_start(&sb, timeout_s, &r)) < 0)
+		return ctl_failed(&r, err);
 	printf("%s\n", sb.id);
 	return EXIT_OK;
 }

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "proto.h"
 #include "sandboxctl.h"
 
 static const char stop_usage[] = "usage: sandboxctl stop ID\n"
@@ -16,21 +15,9 @@ static const char stop_usage[] = "usage: sandboxctl stop ID\n"
 				 "down (SIGTERM, then SIGKILL, when it does not within 10 s).\n"
 				 "The sandbox stays (state stopped) until sandboxctl rm.\n";
 
-/* Ask the agent to sync the guest's file systems; best effort. */
-static void stop_sync_guest(const struct sandbox *sb)
-{
-	struct agent_conn c;
-	struct proto_frame f;
-
-	if (agent_connect(sb, 2000, &c) < 0)
-		return;
-	/* Best effort: whatever the answer, the VMM is stopped next. */
-	(void)!agent_call(&c, PROTO_MSG_SYNC, NULL, 0, 5000, NULL, NULL, &f);
-	agent_close(&c);
-}
-
 int cmd_stop(int argc, char **argv)
 {
+	struct lc_report r = CTL_REPORT;
 	struct sandbox sb;
 	int err, status;
 
@@ -44,11 +31,7 @@ int cmd_stop(int argc, char **argv)
 	}
 	if ((status = sandbox_resolve(argv[1], &sb)))
 		return status;
-	if (sandbox_vmm_alive(&sb) && sandbox_state(&sb, NULL) == SB_RUNNING)
-		stop_sync_guest(&sb);
-	if ((err = sandbox_stop_vmm(&sb, false, &ctl_report)) < 0) {
-		errmsg("%s: cannot stop the VMM (pid %d): %s", sb.id, (int)sb.pid, strerror(-err));
-		return EXIT_ERR;
-	}
+	if ((err = sandbox_stop(&sb, &r)) < 0)
+		return ctl_failed(&r, err);
 	return EXIT_OK;
 }

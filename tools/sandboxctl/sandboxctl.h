@@ -142,10 +142,6 @@ int cmd_restore(int argc, char **argv);
 int cmd_fork(int argc, char **argv);
 int cmd_suspend(int argc, char **argv);
 int cmd_snapshots(int argc, char **argv);
-/* resume of a suspended sandbox (cmd_pause.c's resume calls it). */
-int sandbox_resume_suspended(struct sandbox *sb);
-/* After rm of a sandbox: remove the hidden snapshots (its suspend, unused forks) it held. */
-void snapshots_gc(const struct sandbox *removed);
 /* The bytes a snapshot's directory takes on disk (its files' blocks). */
 uint64_t snapshot_dir_bytes(const char *dir);
 /* How many sandboxes run from the snapshot `name`, and snapshots were taken of them. */
