@@ -334,22 +334,22 @@ out:
 	return err;
 }
 
-void agent_print_error(const char *what, const struct proto_frame *f)
+const char *agent_error_text(const struct proto_frame *f, char *out, size_t len)
 {
 	uint32_t e = f->hdr.len >= sizeof(struct proto_error) ? proto_get_le32(f->payload) : 0;
 	size_t n = f->hdr.len > sizeof(struct proto_error) ? f->hdr.len - sizeof(struct proto_error)
 							   : 0;
-	char msg[512];
 
+	if (!len)
+		return out;
 	/* the message is guest text: printable only, and a NUL in it ends it */
-	if (n > sizeof(msg) - 1)
-		n = sizeof(msg) - 1;
-	memcpy(msg, f->payload + sizeof(struct proto_error), n);
-	msg[n] = '\0';
-	n = strlen(msg);
-	printable(msg, n, false);
-	if (n)
-		errmsg("%s: %s", what, msg);
-	else
-		errmsg("%s: %s", what, strerror((int)e));
+	if (n > len - 1)
+		n = len - 1;
+	memcpy(out, f->payload + sizeof(struct proto_error), n);
+	out[n] = '\0';
+	n = strlen(out);
+	printable(out, n, false);
+	if (!n)
+		snprintf(out, len, "%s", strerror((int)e));
+	return out;
 }

@@ -568,10 +568,13 @@ int cgroup_create(const struct sandbox *sb, bool fork_child, uint64_t memory_ext
 			return err;
 		}
 		if (!warned)
-			errmsg("warning: no usable cgroup v2 or v1 controllers (memory, cpu, "
-			       "pids): sandboxes run without resource limits");
+			snprintf(err_msg, err_len,
+				 "warning: no usable cgroup v2 or v1 controllers (memory, cpu, "
+				 "pids): sandboxes run without resource limits");
+		else if (err_len)
+			err_msg[0] = '\0';
 		warned = true;
-		return 0;
+		return 1;
 	}
 	c.memory_base = cgroup_memory_limit(sb->memory_mib, fork_child);
 	if (memory_extra > UINT64_MAX / 4 - c.memory_base)
@@ -631,7 +634,7 @@ int cgroup_enter(const struct sandbox *sb)
 	return 0;
 }
 
-void cgroup_remove(const struct sandbox *sb)
+void cgroup_remove(const struct sandbox *sb, const struct lc_report *r)
 {
 	char path[4200];
 	struct cg c;
@@ -644,8 +647,8 @@ void cgroup_remove(const struct sandbox *sb)
 	cg_rmdirs(&c);
 	for (int i = 0; i < CG_NCTL; i++)
 		if (c.dirs[i][0] && access(c.dirs[i], F_OK) == 0)
-			errmsg("%s: cannot remove its cgroup %s: %s", sb->id, c.dirs[i],
-			       strerror(EBUSY));
+			lc_note(r, "%s: cannot remove its cgroup %s: %s", sb->id, c.dirs[i],
+				strerror(EBUSY));
 	if (sandbox_path(sb, "cgroup", path, sizeof(path)) == 0)
 		(void)unlink(path);
 }

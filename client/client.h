@@ -6,7 +6,9 @@
  * frames, and agent_call, which assigns a call's id and waits for its final frame), and small
  * helpers (util.c).
  *
- * Functions return 0 or -errno and print nothing unless their comment says so.
+ * Functions return 0 or -errno and print nothing: what a lifecycle verb has to say goes through
+ * its caller's reporter (struct lc_report). Only a child forked to exec another program (the
+ * VMM, the proxy, nft) writes its own failure to exec on the stderr it was given.
  */
 #ifndef SANDBOX_CLIENT_H
 #define SANDBOX_CLIENT_H
@@ -20,6 +22,8 @@
 #define __must_check __attribute__((warn_unused_result))
 
 #include "hostutil.h" /* now_ms, write_all, write_file_atomic, read_file, parse_u64 */
+
+struct lc_report; /* lifecycle.c's reporter, below */
 
 #define ID_LEN		     12 /* hex digits of a sandbox id */
 #define EXTRA_DISKS_MAX	     3	/* --disk: /dev/vdb, vdc, vdd beside the root disk */
@@ -144,16 +148,17 @@ int sandbox_save(const struct sandbox *sb) __must_check;
 int sandbox_load(const char *id, struct sandbox *sb) __must_check;
 /* Find a sandbox by full id, unique id prefix or name: 0, -EINVAL (`ref` cannot be an id or
  * a name), -ENOENT (none), -ENOTUNIQ (a prefix of several), or -errno reading the state. */
-int sandbox_find(const char *ref, struct sandbox *sb) __must_check;
+int sandbox_find(const char *ref, struct sandbox *sb, const struct lc_report *r) __must_check;
 /* The path of a file in the sandbox's directory. */
 int sandbox_path(const struct sandbox *sb, const char *file, char *out, size_t len) __must_check;
 /* Field 22 of /proc/PID/stat: when the process started, in clock ticks since boot. */
 int pid_start_time(pid_t pid, uint64_t *out) __must_check;
 /* Is the VMM of pid file alive (and really ours: its command line names this directory)? */
 bool sandbox_vmm_alive(const struct sandbox *sb);
-/* Call `fn` for every sandbox directory that loads (others are reported on stderr). Returns
- * the number of sandboxes, or -errno. */
-int sandbox_foreach(int (*fn)(const struct sandbox *sb, void *opaque), void *opaque);
+/* Call `fn` for every sandbox directory that loads (others are notes through `r`, which may
+ * be NULL). Returns the number of sandboxes, or -errno. */
+int sandbox_foreach(int (*fn)(const struct sandbox *sb, void *opaque), void *opaque,
+		    const struct lc_report *r);
 /* True while process `pid` lives and is not a zombie. */
 bool pid_running(pid_t pid);
 /* $SANDBOX_HOME/images/<name>/<file>; -ENOENT when the image lacks it. */
@@ -241,17 +246,18 @@ uint64_t cgroup_memory_limit(uint64_t memory_mib, bool fork_child);
  * limits, and record it in sb->dir/cgroup; an existing one (a restart) gets them anew. The
  * memory limit is cgroup_memory_limit's plus `memory_extra`: what the sandbox holds in memory
  * by design besides (its writable disks, when they live on tmpfs).
- * Where neither version is usable (auto) it prints one warning per process and returns 0
- * with no cgroup; a forced version that is not there, or a failure, is -errno with
- * `err_msg` saying what. */
+ * Where neither version is usable (auto) it returns 1 with no cgroup and, the first time in a
+ * process, a warning in `err_msg` (else it is empty); a forced version that is not there, or
+ * a failure, is -errno with `err_msg` saying what. */
 int cgroup_create(const struct sandbox *sb, bool fork_child, uint64_t memory_extra, char *err_msg,
 		  size_t err_len) __must_check;
 /* Move the calling process into the cgroup of `sb` (between fork and exec: no malloc). 0
  * when `sb` has no cgroup. */
 int cgroup_enter(const struct sandbox *sb) __must_check;
 /* Remove the cgroup of `sb` once its processes are gone (an rmdir that finds one still
- * leaving is retried for 2 s; then it is reported), and its record. */
-void cgroup_remove(const struct sandbox *sb);
+ * leaving is retried for 2 s; then it is a note through `r`, which may be NULL), and its
+ * record. */
+void cgroup_remove(const struct sandbox *sb, const struct lc_report *r);
 /* Around a snapshot of `sb` that leaves memory charged to its cgroup: a fork's (its frozen RAM
  * stays charged to the parent while children map it), or any snapshot whose files land on
  * tmpfs. Begin raises the memory limit by its RAM (the snapshot copies at most that) under a
@@ -470,8 +476,9 @@ int agent_ping(const struct sandbox *sb, unsigned timeout_ms, uint64_t *uptime_m
 int agent_call(struct agent_conn *c, uint16_t type, const void *payload, uint32_t len,
 	       int timeout_ms, int (*on_frame)(void *arg, const struct proto_frame *f), void *arg,
 	       struct proto_frame *final) __must_check;
-/* Print an ERROR frame's message as "sandboxctl: what: message (strerror)". */
-void agent_print_error(const char *what, const struct proto_frame *f);
+/* An ERROR frame's message, made printable (guest text), else its errno's strerror, in `out`;
+ * returns out. */
+const char *agent_error_text(const struct proto_frame *f, char *out, size_t len);
 
 /* ---- agent_files.c: small files through the agent, in memory ---- */
 
@@ -673,7 +680,7 @@ int sandbox_suspend(struct sandbox *sb, struct snap_take *t, struct lc_report *r
  * -errno with r->error; a failure leaves it suspended, to be tried again. */
 int sandbox_resume_suspended(struct sandbox *sb, struct lc_report *r) __must_check;
 /* After rm of a sandbox: remove the hidden snapshots (its suspend, unused forks) it held. */
-void snapshots_gc(const struct sandbox *removed);
+void snapshots_gc(const struct sandbox *removed, const struct lc_report *r);
 
 /* ---- fork.c: fork, a lifecycle verb ---- */
 

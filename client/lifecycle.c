@@ -87,7 +87,7 @@ int sandbox_stop_vmm(struct sandbox *sb, bool force, const struct lc_report *r)
 		proxy_stop(sb);
 		net_teardown(sb);
 	}
-	cgroup_remove(sb); /* its processes are gone */
+	cgroup_remove(sb, r); /* its processes are gone */
 	if ((err = sandbox_path(sb, "stopped", path, sizeof(path))) < 0 ||
 	    (err = write_file_atomic(path, "", 0, 0600)) < 0)
 		return err;
@@ -187,8 +187,8 @@ int sandbox_rm(struct sandbox *sb, bool force, struct lc_report *r)
 		proxy_stop(sb);
 		net_teardown(sb);
 	}
-	cgroup_remove(sb); /* a dead VMM's */
+	cgroup_remove(sb, r); /* a dead VMM's */
 	remove_flat_dir(sb->dir);
-	snapshots_gc(sb);
+	snapshots_gc(sb, r);
 	return 0;
 }

@@ -42,7 +42,7 @@ void sandbox_discard(struct sandbox *sb, const struct lc_report *r)
 	if (sb->pid)
 		if (sandbox_stop_vmm(sb, true, r) < 0)
 			lc_note(r, "%s: cannot stop the VMM (pid %d)", sb->id, (int)sb->pid);
-	cgroup_remove(sb);
+	cgroup_remove(sb, r);
 	remove_flat_dir(sb->dir);
 }
 
@@ -62,7 +62,7 @@ int sandbox_make_dir(struct sandbox *sb, const char *name, struct lc_report *r)
 			close(lock_fd);
 		return lc_fail(r, err, "cannot lock %s: %s", lock, strerror(-err));
 	}
-	if (name && sandbox_foreach(name_taken, (void *)name) == -EEXIST) {
+	if (name && sandbox_foreach(name_taken, (void *)name, r) == -EEXIST) {
 		close(lock_fd);
 		return lc_fail(r, -EEXIST, "a sandbox named '%s' exists already", name);
 	}
@@ -71,7 +71,7 @@ int sandbox_make_dir(struct sandbox *sb, const char *name, struct lc_report *r)
 		    (err = path_fmt(sb->dir, sizeof(sb->dir), "%s/sandboxes/%s", state_home(),
 				    sb->id)) < 0)
 			break;
-		if (sandbox_foreach(uid_taken, sb->id) == -EEXIST) {
+		if (sandbox_foreach(uid_taken, sb->id, r) == -EEXIST) {
 			err = -EEXIST;
 			if (tries == 100)
 				break;

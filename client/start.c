@@ -451,8 +451,10 @@ int sandbox_start_vmm(struct sandbox *sb, const char *console_opt, const struct 
 	if ((err = cgroup_create(sb, src && src->memory, tmpfs_disk_bytes(sb), path,
 				 sizeof(path))) < 0)
 		return lc_fail(r, err, "%s: %s", sb->id, path);
+	if (err > 0 && path[0]) /* no cgroup here: said once */
+		lc_note(r, "%s", path);
 	if (sb->network && (err = net_start(sb, r)) < 0) {
-		cgroup_remove(sb);
+		cgroup_remove(sb, r);
 		return err;
 	}
 	/* A restored guest announced its agent before the snapshot: it is pinged instead. */
@@ -470,7 +472,7 @@ int sandbox_start_vmm(struct sandbox *sb, const char *console_opt, const struct 
 			proxy_stop(sb);
 			net_teardown(sb);
 		}
-		cgroup_remove(sb);
+		cgroup_remove(sb, r);
 		return lc_fail(r, err, "%s: cannot start the VMM: %s", sb->id, strerror(-err));
 	}
 	sb->pid = pid;

@@ -296,7 +296,7 @@ static int resolve_scan(const struct sandbox *sb, void *opaque)
 	return 0;
 }
 
-int sandbox_find(const char *ref, struct sandbox *sb)
+int sandbox_find(const char *ref, struct sandbox *sb, const struct lc_report *lr)
 {
 	struct resolve_scan *r;
 	int n, err = -ENOENT;
@@ -306,7 +306,7 @@ int sandbox_find(const char *ref, struct sandbox *sb)
 	if (!(r = calloc(1, sizeof(*r)))) /* two sandboxes' records: not on a thread's stack */
 		return -ENOMEM;
 	r->ref = ref;
-	n = sandbox_foreach(resolve_scan, r);
+	n = sandbox_foreach(resolve_scan, r, lr);
 	if (n < 0)
 		err = n;
 	else if (r->nexact == 1 || (r->nexact == 0 && r->nprefix == 1)) {
@@ -318,7 +318,8 @@ int sandbox_find(const char *ref, struct sandbox *sb)
 	return err;
 }
 
-int sandbox_foreach(int (*fn)(const struct sandbox *sb, void *opaque), void *opaque)
+int sandbox_foreach(int (*fn)(const struct sandbox *sb, void *opaque), void *opaque,
+		    const struct lc_report *r)
 {
 	char path[4096];
 	struct dirent *e;
@@ -339,8 +340,8 @@ int sandbox_foreach(int (*fn)(const struct sandbox *sb, void *opaque), void *opa
 		if (err < 0) {
 			/* -ENOENT: being created or removed */
 			if (err != -ENOENT)
-				errmsg("%s/%s: unreadable config (%s): skipped", path, e->d_name,
-				       strerror(-err));
+				lc_note(r, "%s/%s: unreadable config (%s): skipped", path,
+					e->d_name, strerror(-err));
 			err = 0;
 			continue;
 		}

@@ -115,7 +115,7 @@ static int snapshot_parent_users(const char *name, void *opaque)
 	return 0;
 }
 
-void snapshots_gc(const struct sandbox *removed)
+void snapshots_gc(const struct sandbox *removed, const struct lc_report *r)
 {
 	char name[NAME_MAX_LEN + 2], dir[4200];
 	struct users u = {.name = removed->base};
@@ -124,7 +124,7 @@ void snapshots_gc(const struct sandbox *removed)
 		remove_flat_dir(dir);
 	if (strncmp(removed->base, ".fork-", 6) != 0)
 		return; /* a named or a ready snapshot stays */
-	sandbox_foreach(base_users, &u);
+	sandbox_foreach(base_users, &u, r);
 	/* A snapshot taken of a child goes through the fork's layers too. */
 	snap_foreach(snapshot_parent_users, &u);
 	if (!u.n && snap_dir(removed->base, dir, sizeof(dir)) == 0)

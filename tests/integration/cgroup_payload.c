@@ -470,7 +470,7 @@ static void remove_checked(const struct sandbox *sb)
 
 	for (int i = 0; i < 3; i++)
 		cg_dir(sb, ctls[i], dirs[i], sizeof(dirs[i]));
-	cgroup_remove(sb);
+	cgroup_remove(sb, NULL);
 	for (int i = 0; i < 3; i++)
 		if (access(dirs[i], F_OK) == 0)
 			fail("%s is still there after cgroup_remove", dirs[i]);

@@ -56,7 +56,7 @@ Test(cgroup, no_record_no_cgroup)
 	cr_assert(eq(int, cgroup_enter(&sb), 0));
 	cr_assert(eq(int, cgroup_snap_begin(&sb, &f), 0));
 	cr_assert(eq(int, cgroup_snap_end(&sb, &f, true, 0), 0));
-	cgroup_remove(&sb); /* nothing to do, nothing printed */
+	cgroup_remove(&sb, NULL); /* nothing to do, nothing said */
 }
 
 Test(cgroup, bad_records_are_refused)
@@ -118,7 +118,7 @@ Test(cgroup, directories_that_are_not_cgroups_are_not_touched)
 	cr_assert(eq(int, cgroup_stats(&sb, &st), -ENOENT));
 	cr_assert(eq(int, cgroup_enter(&sb), -ENOTDIR));
 	cr_assert(stat(procs, &s) < 0 && errno == ENOENT, "cgroup_enter wrote %s", procs);
-	cgroup_remove(&sb);
+	cgroup_remove(&sb, NULL);
 	cr_assert(stat(dir, &s) == 0, "cgroup_remove removed %s", dir);
 }
 

@@ -105,7 +105,7 @@ int cmd_ls(int argc, char **argv)
 	else
 		printf("%-12s  %-20s  %-8s  %-12s  %4s  %8s  %-8s  %8s  %10s  %s\n", "ID", "NAME",
 		       "STATE", "IMAGE", "CPUS", "MEMORY", "UPTIME", "CPU-USED", "MEM-USED", "TTL");
-	n = sandbox_foreach(ls_one, &json);
+	n = sandbox_foreach(ls_one, &json, &ctl_report);
 	if (json)
 		printf("%s]\n", json == 2 ? "\n" : "");
 	if (n < 0) {

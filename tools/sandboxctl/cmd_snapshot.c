@@ -319,7 +319,7 @@ unsigned snapshot_users(const char *name)
 {
 	struct list_ctx l = {.rm = name, .quiet = true};
 
-	sandbox_foreach(count_sandbox_users, &l);
+	sandbox_foreach(count_sandbox_users, &l, &ctl_report);
 	snap_foreach(count_snapshot_users, &l);
 	return l.users;
 }
@@ -345,7 +345,7 @@ static int snapshot_rm(int argc, char **argv)
 		return EXIT_ERR;
 	}
 	l.rm = name;
-	sandbox_foreach(count_sandbox_users, &l);
+	sandbox_foreach(count_sandbox_users, &l, &ctl_report);
 	snap_foreach(count_snapshot_users, &l);
 	if (l.users && !force) {
 		errmsg("snapshot '%s' is in use (above): not removed (-f removes it, and "

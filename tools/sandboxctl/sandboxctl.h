@@ -46,6 +46,8 @@ int ctl_failed(const struct lc_report *r, int err);
  * not an id or name) with the message printed. */
 int sandbox_resolve(const char *ref, struct sandbox *sb);
 
+/* An ERROR frame's message (agent_error_text) as "sandboxctl: what: message". */
+void agent_print_error(const char *what, const struct proto_frame *f);
 /* sandbox_host_check, its refusal said: 0, or EXIT_SANDBOX. */
 int host_check_linux(void);
 
