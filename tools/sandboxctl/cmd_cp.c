@@ -68,17 +68,6 @@ static void cp_late(const char *what, const struct cp_budget *b)
 		       what, (unsigned long long)b->spent_ms / 1000, CP_FLOOR_S, CP_MIN_RATE >> 10);
 }
 
-static const char cp_usage[] =
-	"usage: sandboxctl cp [--timeout SEC] FILE ID:PATH\n"
-	"       sandboxctl cp [--timeout SEC] ID:PATH FILE\n"
-	"\n"
-	"Copy a regular file into or out of a running sandbox (ID: id, unique prefix or name).\n"
-	"A PATH or FILE that is a directory (or ends in /) receives the file under its own\n"
-	"name. FILE - is stdin or stdout. The mode's permission bits are kept.\n"
-	"Out of a sandbox, no more is taken than the size the guest gives for the file (64 MiB\n"
-	"for one that says 0 bytes, as /proc's do, or a symlink). A copy stops with an error\n"
-	"after 60 s plus 1 s per MiB, or after --timeout SEC; nothing is left under FILE.\n";
-
 /* "ID:PATH" -> the sandbox and PATH; false when `arg` is a local path. */
 static bool split_remote(char *arg, char **path)
 {
@@ -400,8 +389,7 @@ int cmd_cp(int argc, char **argv)
 	int status, err;
 
 	if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
-		fputs(cp_usage, stdout);
-		return EXIT_OK;
+		return ctl_help("cp");
 	}
 	if (argc >= 3 && strcmp(argv[1], "--timeout") == 0) {
 		if (!parse_u64(argv[2], 1, 7 * 24 * 3600, &v)) {
@@ -413,8 +401,7 @@ int cmd_cp(int argc, char **argv)
 		argv += 2;
 	}
 	if (argc != 3) {
-		fputs(cp_usage, stderr);
-		return EXIT_USAGE;
+		return ctl_usage("cp");
 	}
 	if (split_remote(argv[2], &rpath)) {
 		in = true;

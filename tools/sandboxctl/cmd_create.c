@@ -31,51 +31,6 @@
 #include "proto.h"
 #include "sandboxctl.h"
 
-static const char create_usage[] =
-	"usage: sandboxctl create [--image NAME] [--cpus N] [--memory MiB] [--disk-size G]\n"
-	"                         [--name NAME] [--timeout SEC] [--console PATH] [--no-wait]\n"
-	"                         [--disk PATH[:ro]]... [--cold] [--network none|proxy]\n"
-	"                         [--policy FILE] [--allow DOMAIN]... [--deny DOMAIN]...\n"
-	"                         [--allow-cidr CIDR]... [--allow-port N]... [--deny-all]\n"
-	"                         [--credential HOST:HEADER=ENVVAR]... [--egress-bytes N]\n"
-	"                         [--resolver IP[:PORT]] [--ca-file FILE] [--ttl DURATION]\n"
-	"\n"
-	"Create a sandbox from an image (default: " CREATE_DEFAULT_IMAGE "), start its VM and\n"
-	"print its id once the guest agent answers.\n"
-	"  --image NAME     an installed image (sandboxctl images)\n"
-	"  --cpus N         vCPUs, 1-32 (default 1)\n"
-	"  --memory MiB     guest RAM, 64-65536 (default 512)\n"
-	"  --disk-size G    the root disk's size in GiB (default: the image's); the guest's\n"
-	"                   root file system grows to fill it at boot\n"
-	"  --name NAME      a name usable instead of the id ([A-Za-z0-9][A-Za-z0-9._-]*, unique)\n"
-	"  --timeout SEC    how long to wait for the agent (default 60)\n"
-	"  --console PATH   the VMM's output (the guest console) there instead of console.log\n"
-	"  --no-wait        print the id once the VMM is started, without waiting for the agent\n"
-	"  --ttl DURATION   the sandbox's lifetime (90s, 10m, 2h, up to 7d): its VM is stopped\n"
-	"                   then (it shows dead); a start after a stop gets what is left\n"
-	"  --cold           boot, even where a ready snapshot of the image could be restored\n"
-	"                   (create restores one when there is one for these options; --disk\n"
-	"                   and --no-wait always boot: docs/snapshots.md)\n"
-	"  --disk PATH[:ro] an extra disk, /dev/vdb then vdc, vdd (up to 3): a layer file\n"
-	"                   (sandbox-disk create) or a raw image (always read-only); :ro makes\n"
-	"                   it read-only for the guest\n"
-	"  --network MODE   proxy (default): a NIC whose every connection goes through the\n"
-	"                   sandbox's egress proxy and its policy; none: no NIC\n"
-	"  --policy FILE    the proxy's policy (YAML, docs/network.md); the options below add\n"
-	"                   to it. Default: public names on ports 80 and 443\n"
-	"  --allow DOMAIN   allow a name (*.example.com: the names below it); --deny refuses one\n"
-	"  --allow-cidr C   allow raw addresses (and names resolving) in C\n"
-	"  --allow-port N   allow port N (default 80 and 443)\n"
-	"  --deny-all       nothing but the allow lists\n"
-	"  --credential HOST:HEADER=ENVVAR  the proxy sets HEADER on HOST's requests to the value\n"
-	"                   of ENVVAR (read now; the guest never sees it)\n"
-	"  --egress-bytes N the most bytes the guest may send out\n"
-	"  --resolver IP[:PORT]  the DNS server the proxy asks (default: the host's)\n"
-	"  --ca-file FILE   what the proxy trusts upstream for opened TLS (default: the host's)\n"
-	"Environment: SANDBOX_VMM, the sandbox-vmm binary (default: beside sandboxctl in the\n"
-	"build tree or installed, else on PATH); SANDBOX_SKIP_HOST_CHECK=1 boots even on a\n"
-	"host whose KVM cannot boot Linux (kvm-pvm: exit status 125 without it).\n";
-
 /* The proxy's spelling of a policy option of create: the same name. */
 static const char *net_flag(const char *name)
 {
@@ -224,11 +179,9 @@ int cmd_create(int argc, char **argv)
 			break;
 		}
 		case 'h':
-			fputs(create_usage, stdout);
-			return EXIT_OK;
+			return ctl_help("create");
 		default:
-			fputs(create_usage, stderr);
-			return EXIT_USAGE;
+			return ctl_usage("create");
 		}
 	}
 	if (optind != argc) {

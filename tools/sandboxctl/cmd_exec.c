@@ -15,28 +15,6 @@
 
 #define ENV_MAX 1024
 
-static const char exec_usage[] =
-	"usage: sandboxctl exec ID [-i] [-t] [--env K=V]... [--cwd DIR] [--user UID[:GID]]\n"
-	"                          [--timeout SEC] [-- CMD...]\n"
-	"\n"
-	"Run CMD in the sandbox ID (id, unique id prefix or name), streaming its stdout and\n"
-	"stderr to ours as it runs, and exit with its status. Without CMD, the image's\n"
-	"Entrypoint and Cmd (an image imported with images import --oci).\n"
-	"  -i, --interactive  forward our stdin to the command (EOF closes its stdin)\n"
-	"  -t, --tty          run it on a pseudo-terminal (stdout carries both streams); with -i\n"
-	"                     and a terminal on our stdin, ours goes raw and its size follows\n"
-	"  -e, --env K=V      set a variable (repeatable); PATH, HOME and LANG have defaults,\n"
-	"                     an imported image's Env comes between\n"
-	"  -w, --cwd DIR      its working directory (default the image's WorkingDir, else /)\n"
-	"  -u, --user UID[:GID]  run as these numeric ids (root: 0:0; GID defaults to UID);\n"
-	"                     default the image's User, else root\n"
-	"  --timeout SEC      kill it (its whole process group) after SEC seconds: status 124\n"
-	"SIGINT, SIGTERM, SIGHUP and SIGQUIT go to the command. A second SIGINT, SIGTERM or\n"
-	"SIGHUP, or 5 s after a SIGTERM or SIGHUP the command did not end on, ends exec at once\n"
-	"(the command is killed) with 128+N, as a shell does.\n"
-	"Exit status: the command's; 128+N when signal N killed it; 124 timeout; 126 it could\n"
-	"not be started (bad --cwd, ...); 127 not found; 125 the sandbox is unusable.\n";
-
 int sandbox_resolve_running(const char *ref, struct sandbox *sb)
 {
 	enum sandbox_state st;
@@ -125,11 +103,9 @@ int cmd_exec(int argc, char **argv)
 			o.timeout_s = (unsigned)v;
 			break;
 		case 'h':
-			fputs(exec_usage, stdout);
-			return EXIT_OK;
+			return ctl_help("exec");
 		default:
-			fputs(exec_usage, stderr);
-			return EXIT_USAGE;
+			return ctl_usage("exec");
 		}
 	}
 	if (argc - optind < 1) {

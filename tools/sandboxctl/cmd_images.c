@@ -26,21 +26,6 @@
 
 #define SAMPLE_LEN (1u << 20)
 
-static const char images_usage[] =
-	"usage: sandboxctl images [ls]\n"
-	"       sandboxctl images import NAME --kernel PATH --initrd PATH --rootfs PATH\n"
-	"       sandboxctl images import NAME --oci ARCHIVE [--kernel PATH --initrd PATH]\n"
-	"\n"
-	"ls       list the installed images (the default)\n"
-	"import   install (or update) image NAME from a guest kernel, an initramfs holding\n"
-	"         sandbox-init, and a raw ext4 root image; a rootfs on the same file system is\n"
-	"         hard-linked, others are copied sparsely\n"
-	"  --oci  the root file system from an OCI image layout (a directory or a tar of one) or\n"
-	"         a docker save archive: its linux/amd64 image's layers, checked by their\n"
-	"         digests; its Env, WorkingDir, User, Entrypoint and Cmd become exec's and run's\n"
-	"         defaults (exec.conf). The kernel and initrd default to the debian image's, else\n"
-	"         busybox's. Everything in the archive is checked: see docs/images.md\n";
-
 /* Hash `len` bytes of `fd` from `off` into `ctx`. */
 static int hash_range(EVP_MD_CTX *ctx, int fd, off_t off, uint64_t len)
 {
@@ -356,11 +341,9 @@ static int images_import(int argc, char **argv)
 			oci = optarg;
 			break;
 		case 'h':
-			fputs(images_usage, stdout);
-			return EXIT_OK;
+			return ctl_help("images");
 		default:
-			fputs(images_usage, stderr);
-			return EXIT_USAGE;
+			return ctl_usage("images");
 		}
 	}
 	if (oci && optind + 1 == argc && !rootfs && !kernel != !initrd) {
@@ -471,14 +454,12 @@ static int images_list(void)
 int cmd_images(int argc, char **argv)
 {
 	if (argc < 2 || strcmp(argv[1], "ls") == 0)
-		return argc <= 2 ? images_list() : (fputs(images_usage, stderr), EXIT_USAGE);
+		return argc <= 2 ? images_list() : ctl_usage("images");
 	if (strcmp(argv[1], "import") == 0)
 		return images_import(argc - 1, argv + 1);
 	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
-		fputs(images_usage, stdout);
-		return EXIT_OK;
+		return ctl_help("images");
 	}
 	errmsg("images: unknown subcommand '%s'", argv[1]);
-	fputs(images_usage, stderr);
-	return EXIT_USAGE;
+	return ctl_usage("images");
 }

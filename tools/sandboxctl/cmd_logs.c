@@ -9,11 +9,6 @@
 
 #include "sandboxctl.h"
 
-static const char logs_usage[] = "usage: sandboxctl logs ID\n"
-				 "\n"
-				 "Print the sandbox's console.log: the guest's serial console and\n"
-				 "the VMM's messages.\n";
-
 int cmd_logs(int argc, char **argv)
 {
 	char path[4200], buf[65536];
@@ -22,12 +17,10 @@ int cmd_logs(int argc, char **argv)
 	int fd, status;
 
 	if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
-		fputs(logs_usage, stdout);
-		return EXIT_OK;
+		return ctl_help("logs");
 	}
 	if (argc != 2) {
-		fputs(logs_usage, stderr);
-		return EXIT_USAGE;
+		return ctl_usage("logs");
 	}
 	if ((status = sandbox_resolve(argv[1], &sb)))
 		return status;

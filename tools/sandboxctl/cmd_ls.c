@@ -6,14 +6,6 @@
 
 #include "sandboxctl.h"
 
-static const char ls_usage[] =
-	"usage: sandboxctl ls [--json]\n"
-	"\n"
-	"List sandboxes: id, name, state (running, paused, stopped, dead:\n"
-	"its VMM is gone without a stop), image, cpus, memory, uptime, and\n"
-	"from its cgroup the CPU time and memory used (sandboxctl stats), and what\n"
-	"is left of its lifetime (create --ttl; - for none).\n";
-
 /* Seconds as 42s, 3m07s or 5h02m. */
 static void fmt_secs(uint64_t s, char *out, size_t len)
 {
@@ -92,12 +84,10 @@ int cmd_ls(int argc, char **argv)
 		if (strcmp(argv[i], "--json") == 0) {
 			json = 1;
 		} else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-			fputs(ls_usage, stdout);
-			return EXIT_OK;
+			return ctl_help("ls");
 		} else {
 			errmsg("ls: unexpected argument '%s'", argv[i]);
-			fputs(ls_usage, stderr);
-			return EXIT_USAGE;
+			return ctl_usage("ls");
 		}
 	}
 	if (json)

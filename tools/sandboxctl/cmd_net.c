@@ -15,21 +15,6 @@
 
 #include "sandboxctl.h"
 
-static const char net_usage[] =
-	"usage: sandboxctl net policy ID\n"
-	"       sandboxctl net log ID [--follow]\n"
-	"\n"
-	"policy: the policy the sandbox's proxy enforces (normalised, without secret values).\n"
-	"log: the proxy's audit log, one JSON object per connection attempt or DNS query\n"
-	"(time, proto, name, addr, port, decision, rule, bytes each way); --follow waits for\n"
-	"more until the sandbox stops (or ^C).\n";
-
-static const char port_usage[] =
-	"usage: sandboxctl port ID GUESTPORT [HOSTPORT]\n"
-	"\n"
-	"Forward 127.0.0.1:HOSTPORT (default GUESTPORT) on the host to the guest's TCP port\n"
-	"GUESTPORT, until the sandbox stops. Prints the host address.\n";
-
 /* Copy the file's bytes from `off` to stdout (made printable on a terminal: the names in
  * it are the guest's); the new offset, or -errno. */
 static long long dump_from(int fd, long long off)
@@ -116,8 +101,7 @@ int cmd_net(int argc, char **argv)
 	bool follow = false;
 
 	if (argc >= 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
-		fputs(net_usage, stdout);
-		return EXIT_OK;
+		return ctl_help("net");
 	}
 	if (argc == 3 && strcmp(argv[1], "policy") == 0)
 		return net_policy(argv[2]);
@@ -127,13 +111,11 @@ int cmd_net(int argc, char **argv)
 				follow = true;
 				continue;
 			}
-			fputs(net_usage, stderr);
-			return EXIT_USAGE;
+			return ctl_usage("net");
 		}
 		return net_log(argv[2], follow);
 	}
-	fputs(net_usage, stderr);
-	return EXIT_USAGE;
+	return ctl_usage("net");
 }
 
 int cmd_port(int argc, char **argv)
@@ -143,12 +125,10 @@ int cmd_port(int argc, char **argv)
 	int status, err;
 
 	if (argc >= 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
-		fputs(port_usage, stdout);
-		return EXIT_OK;
+		return ctl_help("port");
 	}
 	if (argc < 3 || argc > 4) {
-		fputs(port_usage, stderr);
-		return EXIT_USAGE;
+		return ctl_usage("port");
 	}
 	if (!parse_u64(argv[2], 1, 65535, &guest) ||
 	    (argc == 4 && !parse_u64(argv[3], 1, 65535, &host))) {

@@ -12,17 +12,10 @@ int cmd_pause(int argc, char **argv)
 	struct sandbox sb;
 	int err, status;
 
-	if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
-		printf("usage: sandboxctl %s ID\n\n%s\n", argv[0],
-		       pause ? "Stop the sandbox's vCPUs at a clean point; a paused sandbox uses "
-			       "no CPU."
-			     : "Run a paused sandbox's vCPUs again, or restore a suspended one.");
-		return EXIT_OK;
-	}
-	if (argc != 2) {
-		fprintf(stderr, "usage: sandboxctl %s ID\n", argv[0]);
-		return EXIT_USAGE;
-	}
+	if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0))
+		return ctl_help(pause ? "pause" : "resume");
+	if (argc != 2)
+		return ctl_usage(pause ? "pause" : "resume");
 	if ((status = sandbox_resolve(argv[1], &sb)))
 		return status;
 	if (!pause && sandbox_state(&sb, NULL) == SB_SUSPENDED)

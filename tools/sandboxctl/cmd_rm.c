@@ -5,11 +5,6 @@
 
 #include "sandboxctl.h"
 
-static const char rm_usage[] = "usage: sandboxctl rm [-f] ID...\n"
-			       "\n"
-			       "Remove sandboxes: their directory, disk and sockets. A running or\n"
-			       "paused sandbox is refused unless -f (then its VMM is killed).\n";
-
 int cmd_rm(int argc, char **argv)
 {
 	bool force = false;
@@ -19,8 +14,7 @@ int cmd_rm(int argc, char **argv)
 		if (strcmp(argv[i], "-f") == 0 || strcmp(argv[i], "--force") == 0) {
 			force = true;
 		} else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-			fputs(rm_usage, stdout);
-			return EXIT_OK;
+			return ctl_help("rm");
 		} else if (strcmp(argv[i], "--") == 0) {
 			i++;
 			break;
@@ -30,8 +24,7 @@ int cmd_rm(int argc, char **argv)
 		}
 	}
 	if (i == argc) {
-		fputs(rm_usage, stderr);
-		return EXIT_USAGE;
+		return ctl_usage("rm");
 	}
 	for (; i < argc; i++) {
 		struct lc_report r = CTL_REPORT;

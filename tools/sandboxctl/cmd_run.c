@@ -22,32 +22,6 @@
 
 #include "sandboxctl.h"
 
-static const char run_usage[] =
-	"usage: sandboxctl run [--keep] [--json] [--junit FILE] [--artifacts DIR] [--no-cache]\n"
-	"                      [--cache-max GIB] JOB.yaml\n"
-	"       sandboxctl run --check JOB.yaml\n"
-	"\n"
-	"Create a sandbox for the job spec, run its steps in order (each as sh -c, stopping at\n"
-	"the first that fails), then remove the sandbox (--keep: leave it running). Without\n"
-	"--keep the sandbox's VM stops when this command ends, however it ends. SIGINT, SIGTERM\n"
-	"and SIGHUP go to the running step; a second one (or 5 s after a SIGTERM) ends the job\n"
-	"with 128+N and the sandbox is removed.\n"
-	"--check only parses the spec and prints it normalised (exit 0), or its error (exit 2).\n"
-	"--json: events on stdout, one JSON object a line (job-started, step-started, output,\n"
-	"step-ended, cache, artifact, job-ended) instead of the steps' output. --junit FILE: a\n"
-	"JUnit report, a test case a step. Secrets' values are masked (***) in all output.\n"
-	"Spec keys (docs/jobspec.md): image, cpus, memory (MiB), disk (GiB), timeout (s, the\n"
-	"whole job), env, network (none or a policy), secrets (credential rules), files (copied\n"
-	"in first), steps (name, run, timeout, env, workdir, continue-on-error), artifacts\n"
-	"(copied out at the end, also after a failed step, under DIR at their guest paths;\n"
-	"default ./artifacts), cache (a step's name: the state after it is snapshotted, and the\n"
-	"next run of the same spec, files and image restores it and skips the steps up to it;\n"
-	"--no-cache runs them all and keeps nothing; the job snapshots take at most\n"
-	"--cache-max GiB, default 16, the least recently used evicted). Exit status: the first\n"
-	"failing step's\n"
-	"(but for continue-on-error), 0 when all pass, 124 on a timeout, 2 for a spec error\n"
-	"(FILE:LINE:COLUMN: what), 125 when the sandbox cannot be created.\n";
-
 #define RUN_CACHE_MAX_GIB 16 /* the job snapshots' budget without --cache-max */
 
 /* The lifeline: a pipe, both ends close-on-exec (no other child inherits them) and above
@@ -232,16 +206,13 @@ int cmd_run(int argc, char **argv)
 			}
 			break;
 		case 'h':
-			fputs(run_usage, stdout);
-			return EXIT_OK;
+			return ctl_help("run");
 		default:
-			fputs(run_usage, stderr);
-			return EXIT_USAGE;
+			return ctl_usage("run");
 		}
 	}
 	if (optind + 1 != argc) {
-		fputs(run_usage, stderr);
-		return EXIT_USAGE;
+		return ctl_usage("run");
 	}
 	if (jobspec_load(argv[optind], &js, err, sizeof(err)) < 0) {
 		errmsg("%s", err);

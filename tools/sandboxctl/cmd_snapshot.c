@@ -24,8 +24,6 @@
 #include "disk.h"
 #include "sandboxctl.h"
 
-#define FORK_MAX 64 /* children of one fork (docs/snapshots.md) */
-
 /* ---- snapshot ID NAME ---- */
 
 int cmd_snapshot(int argc, char **argv)
@@ -37,21 +35,10 @@ int cmd_snapshot(int argc, char **argv)
 
 	if (argc >= 2 && strcmp(argv[1], "rm") == 0)
 		return cmd_snapshots(argc, argv);
-	if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
-		puts("usage: sandboxctl snapshot ID NAME\n"
-		     "       sandboxctl snapshot rm [-f] NAME\n\n"
-		     "Snapshot a running or paused sandbox (its memory, devices and disk) "
-		     "as "
-		     "NAME;\n"
-		     "it runs on. rm removes one (refused while a sandbox or another "
-		     "snapshot\n"
-		     "depends on it, unless -f).");
-		return EXIT_OK;
-	}
-	if (argc != 3) {
-		fputs("usage: sandboxctl snapshot ID NAME\n", stderr);
-		return EXIT_USAGE;
-	}
+	if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0))
+		return ctl_help("snapshot");
+	if (argc != 3)
+		return ctl_usage("snapshot");
 	if (!valid_name(argv[2])) {
 		errmsg("snapshot name '%.80s': use [A-Za-z0-9][A-Za-z0-9._-]*, at most %d "
 		       "characters (no '/')",
@@ -99,20 +86,13 @@ int cmd_restore(int argc, char **argv)
 			name = optarg;
 			break;
 		case 'h':
-			puts("usage: sandboxctl restore [--name NAME] SNAPSHOT\n\n"
-			     "A new sandbox from a snapshot, running from where it was "
-			     "taken; "
-			     "print "
-			     "its\nid once its agent answers.");
-			return EXIT_OK;
+			return ctl_help("restore");
 		default:
 			return EXIT_USAGE;
 		}
 	}
-	if (optind != argc - 1) {
-		fputs("usage: sandboxctl restore [--name NAME] SNAPSHOT\n", stderr);
-		return EXIT_USAGE;
-	}
+	if (optind != argc - 1)
+		return ctl_usage("restore");
 	if (!valid_name(argv[optind])) {
 		errmsg("'%.80s' is not a snapshot name", argv[optind]);
 		return EXIT_USAGE;
@@ -160,24 +140,13 @@ int cmd_fork(int argc, char **argv)
 			}
 			break;
 		case 'h':
-			printf("usage: sandboxctl fork [-n N] ID\n\n"
-			       "N (1-%d, default 1) copies of a running sandbox, each "
-			       "going on "
-			       "from "
-			       "its\nstate now with its own disk layer and identity; the "
-			       "parent "
-			       "runs "
-			       "on.\nPrints the children's ids, one per line.\n",
-			       FORK_MAX);
-			return EXIT_OK;
+			return ctl_help("fork");
 		default:
 			return EXIT_USAGE;
 		}
 	}
-	if (optind != argc - 1) {
-		fputs("usage: sandboxctl fork [-n N] ID\n", stderr);
-		return EXIT_USAGE;
-	}
+	if (optind != argc - 1)
+		return ctl_usage("fork");
 	if ((status = sandbox_resolve(argv[optind], &parent)))
 		return status;
 	err = sandbox_fork(&parent, (unsigned)n, children, ok, &started, &t, &r);
@@ -204,16 +173,10 @@ int cmd_suspend(int argc, char **argv)
 	struct sandbox sb;
 	int status, err;
 
-	if (argc != 2 || argv[1][0] == '-') {
-		/* --help is asked for (stdout, 0); anything else is a usage error */
-		bool help = argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"));
-
-		fputs("usage: sandboxctl suspend ID\n\nSnapshot a sandbox to disk and end "
-		      "its VM: "
-		      "it holds no memory and no CPU\nuntil `sandboxctl resume ID`.\n",
-		      help ? stdout : stderr);
-		return help ? EXIT_OK : EXIT_USAGE;
-	}
+	if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0))
+		return ctl_help("suspend");
+	if (argc != 2 || argv[1][0] == '-')
+		return ctl_usage("suspend");
 	if ((status = sandbox_resolve(argv[1], &sb)))
 		return status;
 	if ((err = sandbox_suspend(&sb, &t, &r)) < 0)
@@ -332,10 +295,8 @@ static int snapshot_rm(int argc, char **argv)
 	char dir[4200];
 	struct stat st;
 
-	if (argc != 3 + force) {
-		fputs("usage: sandboxctl snapshot rm [-f] NAME\n", stderr);
-		return EXIT_USAGE;
-	}
+	if (argc != 3 + force)
+		return ctl_usage("snapshot rm");
 	if (!valid_name(name) || snap_dir(name, dir, sizeof(dir)) < 0) {
 		errmsg("'%.80s' is not a snapshot name", name);
 		return EXIT_USAGE;
@@ -370,14 +331,10 @@ int cmd_snapshots(int argc, char **argv)
 			l.json = true;
 		else if (strcmp(argv[i], "--all") == 0 || strcmp(argv[i], "-a") == 0)
 			l.all = true;
-		else {
-			fputs("usage: sandboxctl snapshots [--json] [--all]\n\nList "
-			      "snapshots "
-			      "(--all: also a fork's and a suspended sandbox's).\n",
-			      strcmp(argv[i], "-h") && strcmp(argv[i], "--help") ? stderr : stdout);
-			return strcmp(argv[i], "-h") && strcmp(argv[i], "--help") ? EXIT_USAGE
-										  : EXIT_OK;
-		}
+		else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
+			return ctl_help("snapshots");
+		else
+			return ctl_usage("snapshots");
 	}
 	if (l.json)
 		printf("[");

@@ -12,12 +12,6 @@
 
 #include "sandboxctl.h"
 
-static const char start_usage[] =
-	"usage: sandboxctl start [--timeout SEC] ID\n"
-	"\n"
-	"Boot a stopped (or dead) sandbox again from its own root disk and print its id once\n"
-	"the guest agent answers (within SEC seconds, default 60).\n";
-
 int cmd_start(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -42,16 +36,13 @@ int cmd_start(int argc, char **argv)
 			timeout_s = (unsigned)v;
 			break;
 		case 'h':
-			fputs(start_usage, stdout);
-			return EXIT_OK;
+			return ctl_help("start");
 		default:
-			fputs(start_usage, stderr);
-			return EXIT_USAGE;
+			return ctl_usage("start");
 		}
 	}
 	if (optind != argc - 1) {
-		fputs(start_usage, stderr);
-		return EXIT_USAGE;
+		return ctl_usage("start");
 	}
 	if ((status = sandbox_resolve(argv[optind], &sb)))
 		return status;

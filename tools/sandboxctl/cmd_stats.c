@@ -9,14 +9,6 @@
 
 #include "sandboxctl.h"
 
-static const char stats_usage[] =
-	"usage: sandboxctl stats ID [--json]\n"
-	"\n"
-	"Print what the sandbox's cgroup counted (its VMM, proxy and port forwarders):\n"
-	"CPU time used, memory now, at its peak and its limit, bytes read and written,\n"
-	"processes and threads. Nothing to print for a sandbox without a cgroup (stopped,\n"
-	"or a host without usable cgroups: exit status 1).\n";
-
 /* "12.3 MiB", or "max" for an unlimited limit. */
 void stats_fmt_bytes(uint64_t v, char *out, size_t len)
 {
@@ -74,19 +66,16 @@ int cmd_stats(int argc, char **argv)
 		if (strcmp(argv[i], "--json") == 0) {
 			json = true;
 		} else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-			fputs(stats_usage, stdout);
-			return EXIT_OK;
+			return ctl_help("stats");
 		} else if (!ref && argv[i][0] != '-') {
 			ref = argv[i];
 		} else {
 			errmsg("stats: unexpected argument '%.64s'", argv[i]);
-			fputs(stats_usage, stderr);
-			return EXIT_USAGE;
+			return ctl_usage("stats");
 		}
 	}
 	if (!ref) {
-		fputs(stats_usage, stderr);
-		return EXIT_USAGE;
+		return ctl_usage("stats");
 	}
 	if ((status = sandbox_resolve(ref, &sb)))
 		return status;

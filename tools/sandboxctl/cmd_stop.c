@@ -9,12 +9,6 @@
 
 #include "sandboxctl.h"
 
-static const char stop_usage[] = "usage: sandboxctl stop ID\n"
-				 "\n"
-				 "Stop the sandbox's VM: the guest syncs its disk, the VMM shuts\n"
-				 "down (SIGTERM, then SIGKILL, when it does not within 10 s).\n"
-				 "The sandbox stays (state stopped) until sandboxctl rm.\n";
-
 int cmd_stop(int argc, char **argv)
 {
 	struct lc_report r = CTL_REPORT;
@@ -22,12 +16,10 @@ int cmd_stop(int argc, char **argv)
 	int err, status;
 
 	if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
-		fputs(stop_usage, stdout);
-		return EXIT_OK;
+		return ctl_help("stop");
 	}
 	if (argc != 2) {
-		fputs(stop_usage, stderr);
-		return EXIT_USAGE;
+		return ctl_usage("stop");
 	}
 	if ((status = sandbox_resolve(argv[1], &sb)))
 		return status;

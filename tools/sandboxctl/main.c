@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * sandboxctl: create, drive and destroy sandboxes (docs/sandboxctl.md). Dispatches to one
- * function per command, each in its own cmd_*.c, which returns the process's exit status.
+ * sandboxctl: create, drive and destroy sandboxes (docs/sandboxctl.md). Dispatches through the
+ * command table (commands.c) to one function per command, each in its own cmd_*.c, which
+ * returns the process's exit status.
  */
 #include <errno.h>
 #include <signal.h>
@@ -10,39 +11,13 @@
 
 #include "sandboxctl.h"
 
-static const struct {
-	const char *name;
-	int (*fn)(int argc, char **argv);
-	const char *what;
-} commands[] = {
-	{"create", cmd_create, "create a sandbox and print its id once its agent answers"},
-	{"exec", cmd_exec, "run a command in a sandbox, streaming its output"},
-	{"cp", cmd_cp, "copy a file into or out of a sandbox"},
-	{"run", cmd_run, "run a job spec (YAML) in a fresh sandbox"},
-	{"ls", cmd_ls, "list sandboxes"},
-	{"stats", cmd_stats, "a sandbox's CPU, memory and I/O used, and its limits"},
-	{"logs", cmd_logs, "print a sandbox's console"},
-	{"pause", cmd_pause, "stop a sandbox's vCPUs"},
-	{"resume", cmd_pause, "run a paused sandbox's vCPUs again"},
-	{"stop", cmd_stop, "stop a sandbox's VM (its disk stays)"},
-	{"start", cmd_start, "boot a stopped sandbox again, from its own disk"},
-	{"rm", cmd_rm, "remove a sandbox"},
-	{"snapshot", cmd_snapshot, "snapshot a sandbox (memory, devices, disk) under a name"},
-	{"restore", cmd_restore, "a new sandbox from a snapshot, running where it was"},
-	{"fork", cmd_fork, "copies of a running sandbox, each going on from its state"},
-	{"suspend", cmd_suspend, "snapshot a sandbox to disk and end its VM (resume ID)"},
-	{"snapshots", cmd_snapshots, "list snapshots"},
-	{"images", cmd_images, "list or import images"},
-	{"net", cmd_net, "a sandbox's network policy and audit log"},
-	{"port", cmd_port, "forward a host port on 127.0.0.1 to a sandbox's port"},
-};
-
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: sandboxctl COMMAND [ARGS...]   (sandboxctl COMMAND --help)\n"
 		   "       sandboxctl --version\n\n");
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].what);
+	for (const struct ctl_command *c = ctl_commands; c->name; c++)
+		if (c->what)
+			fprintf(f, "  %-8s %s\n", c->name, c->what);
 	fprintf(f,
 		"\nState lives in $SANDBOX_HOME (default /var/lib/sandbox).\n"
 		"Exit status: 0 ok, 1 error, 2 usage, 125 sandbox unusable; exec: the command's\n"
@@ -107,6 +82,8 @@ int sandbox_resolve(const char *ref, struct sandbox *sb)
 
 int main(int argc, char **argv)
 {
+	const struct ctl_command *c;
+
 	signal(SIGPIPE, SIG_IGN);
 	if (argc < 2) {
 		usage(stderr);
@@ -121,9 +98,9 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return EXIT_OK;
 	}
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		if (strcmp(argv[1], commands[i].name) == 0)
-			return commands[i].fn(argc - 1, argv + 1);
+	c = ctl_command_find(argv[1]);
+	if (c && c->fn)
+		return c->fn(argc - 1, argv + 1);
 	errmsg("unknown command '%.64s'", argv[1]);
 	usage(stderr);
 	return EXIT_USAGE;

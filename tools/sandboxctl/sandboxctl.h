@@ -3,8 +3,9 @@
  * sandboxctl: the command line that creates, drives and destroys sandboxes. No daemon: every
  * command reads the state under $SANDBOX_HOME, talks to the sandbox's VMM (api.sock,
  * wire/api_proto.h) and agent (vsock.sock, wire/proto.h) and exits. One file per command
- * (cmd_*.c); the state directory and the clients are the host-side client library
- * (client/client.h); this header is what the commands share besides.
+ * (cmd_*.c), one table of them with every usage text (commands.c); the state directory and the
+ * clients are the host-side client library (client/client.h); this header is what the commands
+ * share besides.
  *
  * Internal functions return 0 or -errno and print nothing unless their comment says so;
  * commands (cmd_*) print one-line errors and return an exit status (docs/sandboxctl.md).
@@ -25,6 +26,29 @@
 #define EXIT_TIMEOUT  124 /* exec --timeout expired (as timeout(1)) */
 #define EXIT_SANDBOX  125 /* the sandbox is unusable: unknown, not running, VMM or agent dead */
 #define EXIT_CMD_EXEC 126 /* found but could not be executed (from the agent) */
+
+/* ---- commands.c: the command table ---- */
+
+/* A row of the table, as kvmtool's builtins: a command (fn and what set), or the usage of a
+ * subcommand of one ("snapshot rm": fn and what NULL, neither run nor listed). */
+struct ctl_command {
+	const char *name;
+	int (*fn)(int argc, char **argv); /* argv[0] is the name; returns the exit status */
+	const char *what;		  /* the line sandboxctl --help lists */
+	const char *help;		  /* NAME --help prints it on stdout */
+	const char *usage;		  /* a usage error prints it on stderr: the help, or its
+					   * synopsis (snapshot, restore, fork, pause, resume) */
+};
+/* The commands in the order sandboxctl --help lists them, then the subcommands' rows; the last
+ * row's name is NULL. */
+extern const struct ctl_command ctl_commands[];
+/* The row named `name`, or NULL. */
+const struct ctl_command *ctl_command_find(const char *name);
+/* The help of the row `name` (a literal: one not in the table is said on stderr, EXIT_ERR) on
+ * stdout; returns EXIT_OK. */
+int ctl_help(const char *name);
+/* The usage of the row `name` on stderr; returns EXIT_USAGE. */
+int ctl_usage(const char *name);
 
 /* ---- main.c ---- */
 
@@ -121,6 +145,7 @@ int job_artifacts_out(const struct sandbox *sb, const struct jobspec *js, const 
 		      struct job_report *r);
 int cmd_run(int argc, char **argv);
 /* cmd_snapshot.c: snapshot, restore, fork, suspend, snapshots, snapshot rm */
+#define FORK_MAX 64 /* children of one fork (docs/snapshots.md; fork's help says it) */
 int cmd_snapshot(int argc, char **argv);
 /* ---- restore.c: a sandbox from a snapshot (restore, fork, resume, the warm create) ---- */
 
