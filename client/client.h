@@ -55,7 +55,11 @@ char *const *child_env(void);
 bool parse_duration(const char *s, uint64_t max_s, uint64_t *out_s);
 /* True for [A-Za-z0-9][A-Za-z0-9._-]{0,NAME_MAX_LEN-1}. */
 bool valid_name(const char *s);
-/* Print the last `nlines` lines of the file `path` to stderr, each indented, for errors. */
+/* The last `nlines` lines of the file `path` (its last 8 KiB at most), made printable, each
+ * indented under a "--- last lines of PATH ---" line, into `out` (cut to fit, NUL-terminated);
+ * returns its length, 0 when the file cannot be read. */
+size_t tail_format(const char *path, unsigned nlines, char *out, size_t out_len);
+/* Print tail_format's text on stderr, for errors. */
 void print_tail(const char *path, unsigned nlines);
 /* Remove a directory of plain files and of subdirectories of plain files (a sandbox's, whose
  * proxy/ is one, or an image's), never following a link. */
@@ -173,11 +177,12 @@ int image_path(const char *name, const char *file, char *out, size_t len) __must
  * when the sandbox is not in a state it can act on (not running, say), so that a front end
  * can tell an unusable sandbox from a failure. */
 #define LC_ERROR_MAX 1024 /* errmsg's line */
+#define LC_LOG_MAX   (8192 + 4096 + 1024)
 struct lc_report {
 	void (*note)(void *ctx, const char *line);
-	/* Not NULL: show the last `lines` lines of the log `path` now (a failure the verb goes on
-	 * after: a console), as the caller shows a failed verb's r->log. */
-	void (*show_log)(void *ctx, const char *path, unsigned lines);
+	/* Not NULL: show a log's end (lc_log's text) now: a failure the verb goes on after, as the
+	 * caller shows a failed verb's r->log. */
+	void (*show_log)(void *ctx, const char *text);
 	void *ctx;
 	/* Not NULL: the caller's flag, set to a signal's number by its handler; the waits give up
 	 * (the verb fails, and cleans up) within 500 ms of it. */
@@ -185,9 +190,9 @@ struct lc_report {
 	char error[LC_ERROR_MAX];
 	/* With an error: the caller's options were at fault (lc_bad_option), not the host. */
 	bool bad_option;
-	/* With an error: a log whose last `log_lines` lines say more (a console), or "". */
-	char log[4200];
-	unsigned log_lines;
+	/* With an error: the end of a log that says more (a console; lc_log), or "". Its text,
+	 * not its path: the log may go with the sandbox that failed. */
+	char log[LC_LOG_MAX];
 };
 /* Say one line through `r` (may be NULL). */
 void lc_note(const struct lc_report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -200,7 +205,7 @@ int lc_bad_option(struct lc_report *r, const char *fmt, ...) __attribute__((form
 void lc_show_log(const struct lc_report *r);
 /* Forget the error (a verb that went on after one). */
 void lc_clear(struct lc_report *r);
-/* Point the error at the last `lines` lines of `path` (r may be NULL). */
+/* Keep the last `lines` lines of `path` as the error's log (r may be NULL). */
 void lc_log(struct lc_report *r, const char *path, unsigned lines);
 /* The signal that interrupted the caller, or 0. */
 int lc_interrupted(const struct lc_report *r);

@@ -15,15 +15,14 @@
  * this one takes its place. */
 static int child_failed(struct lc_report *r, const struct lc_report *cr, int err, int last)
 {
+	if (!r)
+		return err;
 	if (last < 0) {
 		lc_note(r, "%s", r->error);
 		lc_show_log(r);
 	}
-	if (r) {
-		memcpy(r->error, cr->error, sizeof(r->error));
-		memcpy(r->log, cr->log, sizeof(r->log));
-		r->log_lines = cr->log_lines;
-	}
+	memcpy(r->error, cr->error, sizeof(r->error));
+	memcpy(r->log, cr->log, sizeof(r->log));
 	return err;
 }
 

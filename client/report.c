@@ -12,7 +12,7 @@
 
 void lc_note(const struct lc_report *r, const char *fmt, ...)
 {
-	char line[512];
+	char line[LC_ERROR_MAX];
 	va_list ap;
 
 	if (!r || !r->note)
@@ -37,14 +37,14 @@ int lc_fail(struct lc_report *r, int err, const char *fmt, ...)
 
 void lc_log(struct lc_report *r, const char *path, unsigned lines)
 {
-	if (r && path && snprintf(r->log, sizeof(r->log), "%s", path) < (int)sizeof(r->log))
-		r->log_lines = lines;
+	if (r && path)
+		tail_format(path, lines, r->log, sizeof(r->log));
 }
 
 void lc_show_log(const struct lc_report *r)
 {
 	if (r && r->show_log && r->log[0])
-		r->show_log(r->ctx, r->log, r->log_lines);
+		r->show_log(r->ctx, r->log);
 }
 
 void lc_clear(struct lc_report *r)
@@ -52,7 +52,6 @@ void lc_clear(struct lc_report *r)
 	if (r) {
 		r->error[0] = '\0';
 		r->log[0] = '\0';
-		r->log_lines = 0;
 		r->bad_option = false;
 	}
 }

@@ -293,6 +293,8 @@ int sandbox_snapshot(struct sandbox *sb, struct snap_take *t, struct lc_report *
 	if (err < 0) {
 		lc_fail(r, err, "%s: the snapshot failed: %s", sb->id,
 			msg[0] ? msg : strerror(-err));
+		/* (the VMM's errno is its word: it never makes the sandbox "unusable", 125) */
+		err = err == -ESRCH ? -EIO : err;
 		goto fail_rm;
 	}
 	/* The VMM goes on over the new top now (sandbox_find_top finds it there, once it is

@@ -201,25 +201,29 @@ int path_fmt(char *out, size_t len, const char *fmt, ...)
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
-void print_tail(const char *path, unsigned nlines)
+size_t tail_format(const char *path, unsigned nlines, char *out, size_t out_len)
 {
 	char buf[8192];
 	struct stat st;
+	size_t o = 0;
 	ssize_t n;
 	off_t off;
-	int fd;
+	int fd, w;
 
+	if (!out_len)
+		return 0;
+	out[0] = '\0';
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0 || fstat(fd, &st) < 0) {
 		if (fd >= 0)
 			close(fd);
-		return;
+		return 0;
 	}
 	off = st.st_size > (off_t)sizeof(buf) - 1 ? st.st_size - (off_t)sizeof(buf) + 1 : 0;
 	n = pread(fd, buf, sizeof(buf) - 1, off);
 	close(fd);
 	if (n <= 0)
-		return;
+		return 0;
 	buf[n] = '\0';
 	/* Find the start of the last `nlines` lines (a trailing newline ends the last one). */
 	char *p = buf + n;
@@ -236,14 +240,25 @@ void print_tail(const char *path, unsigned nlines)
 	}
 	/* the console is guest output: no control characters reach our terminal */
 	printable(p, strlen(p), true);
-	fprintf(stderr, "--- last lines of %s ---\n", path);
-	for (char *line = p; *line;) {
+	w = snprintf(out, out_len, "--- last lines of %s ---\n", path);
+	o = w < 0 ? 0 : (size_t)w < out_len ? (size_t)w : out_len - 1;
+	for (char *line = p; *line && o < out_len - 1;) {
 		char *nl = strchr(line, '\n');
 		size_t l = nl ? (size_t)(nl - line) : strlen(line);
 
-		fprintf(stderr, "  %.*s\n", (int)l, line);
+		w = snprintf(out + o, out_len - o, "  %.*s\n", (int)l, line);
+		o += w < 0 ? 0 : (size_t)w < out_len - o ? (size_t)w : out_len - o - 1;
 		line += l + (nl != NULL);
 	}
+	return o;
+}
+
+void print_tail(const char *path, unsigned nlines)
+{
+	static char text[LC_LOG_MAX];
+
+	if (tail_format(path, nlines, text, sizeof(text)))
+		fputs(text, stderr);
 }
 
 /* Remove the entries of the directory open as `fd` (taken), and of its subdirectories

@@ -8,7 +8,9 @@
 #   run likewise ends (130) and removes its sandbox; a run killed with SIGKILL takes its VMM
 #   with it (the lifeline: status 7);
 #   create --ttl: the VMM gets --timeout, ls shows what is left, start after a stop gets the
-#   rest, an ended lifetime is refused (125) and shows "ended".
+#   rest, an ended lifetime is refused (125) and shows "ended";
+#   a create whose agent never answers fails (125) saying so, with the end of the console of
+#   the sandbox it removed, and leaves nothing behind.
 #
 # usage: ctl_hostile.py SANDBOXCTL FAKE_VMM
 import json, os, shutil, signal, subprocess, sys, tempfile, time
@@ -262,6 +264,22 @@ def check_ttl():
           f"{'exit 6' in log_lines()}), ls shows it dead")
 
 
+def check_silent_agent():
+    before = set(os.listdir(os.path.join(home, "sandboxes")))
+    r = subprocess.run([ctl, "create", "--image", "fake", "--network", "none", "--memory", "128",
+                        "--timeout", "2"], env=dict(env, FAKE_VMM_MUTE="1",
+                                                   FAKE_VMM_SAY="fake console: still booting"),
+                       capture_output=True, timeout=60)
+    err = r.stderr.decode(errors="replace")
+    if r.returncode != 125 or "did not answer within 2 s" not in err:
+        fail(f"create with a silent agent: status {r.returncode}, stderr {err!r}")
+    if "--- last lines of " not in err or "  fake console: still booting" not in err:
+        fail(f"create with a silent agent did not show its console's end: {err!r}")
+    if set(os.listdir(os.path.join(home, "sandboxes"))) - before:
+        fail("create with a silent agent left its sandbox behind")
+    print("ok: create with a silent agent: 125, the console's end shown, nothing left")
+
+
 def main():
     os.makedirs(os.path.join(home, "images", "fake"))
     for name, size in (("kernel", 1), ("initrd", 1), ("rootfs", 16 << 20)):
@@ -271,6 +289,7 @@ def main():
     check_cp(sid)
     check_exec(sid)
     check_ttl()
+    check_silent_agent()
     if os.geteuid() == 0 and shutil.which("ip") and shutil.which("nft"):
         check_run()  # run's sandbox has a network: a namespace and the proxy
     else:

@@ -175,6 +175,8 @@ def main():
     lifeline = int(opt.get("--lifeline", "-1"))
     ready = opt["--vsock"] + "_53"
     mute = os.environ.get("FAKE_VMM_MUTE") == "1"
+    if os.environ.get("FAKE_VMM_SAY"):  # a line on the console (its stdout: console.log)
+        print(os.environ["FAKE_VMM_SAY"], flush=True)
     if os.path.exists(ready) and not mute:  # the guest announces its agent (unread, maybe)
         r = socket.socket(socket.AF_UNIX)
         try:

@@ -69,7 +69,10 @@ if [ "$where" = native ]; then
 	[ "$alone" = 0 ] || lock=-x
 	# (where the build dir is read-only, as it may be for a command run by hand, no lock)
 	[ -w "$build" ] || lock=""
-	eval "exec ${lock:+flock $lock \"\$build/.route-native\"} env$envs timeout -k 5 \"\$timeout\"$args"
+	# timeout first, exec'ed: it stays in meson's process group (a session leader cannot
+	# leave it), so meson's kill reaches the lock's waiter and CMD alike, and the wait for
+	# the lock counts against the bound; -o: CMD does not hold the lock's fd.
+	eval "exec timeout -k 5 \"\$timeout\" ${lock:+flock -o $lock \"\$build/.route-native\"} env$envs$args"
 fi
 
 image=${SANDBOX_CACHE:-${SANDBOX_HOME:-/var/lib/sandbox}/cache}/devhost/current
@@ -81,8 +84,8 @@ command -v qemu-system-x86_64 >/dev/null ||
 # In L1 a payload test runs on L1's last CPU (a pool's L1 has one), as sandboxctl's VMMs do there
 # (tools/devhost/vmm-pinned): a nested guest whose vCPU thread moves between L1's CPUs now and
 # then triple-faults (docs/hosts.md, "The emulated host's triple faults"). A Linux-guest test
-# keeps both CPUs for its own programs (servers, proxies, clients): its sandboxes' VMMs are
-# pinned by sandboxctl there, and linux_boot.sh's single boots were never seen to fault.
+# keeps every CPU of its L1 (the pool's have one; an own L1 two) for its own programs
+# (servers, proxies, clients): its sandboxes' VMMs are pinned by sandboxctl there.
 what=""
 for a in "$@"; do what="$what $(q "$a")"; done
 [ "$linux" = 1 ] || set -- sh -c 'n=$(nproc); exec taskset -c $((n - 1)) "$@"' pinned "$@"

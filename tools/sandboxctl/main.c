@@ -31,9 +31,9 @@ void ctl_note(void *ctx, const char *line)
 	errmsg("%s", line);
 }
 
-void ctl_show_log(void *ctx, const char *path, unsigned lines)
+void ctl_show_log(void *ctx, const char *text)
 {
-	print_tail(path, lines);
+	fputs(text, stderr);
 }
 
 const struct lc_report ctl_report = CTL_REPORT;

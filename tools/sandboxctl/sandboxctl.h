@@ -56,15 +56,16 @@ int ctl_usage(const char *name);
  * (ctl_note). A verb that can fail gets one of its own, `struct lc_report r = CTL_REPORT;`,
  * and its failure is said by ctl_failed. */
 void ctl_note(void *ctx, const char *line);
-void ctl_show_log(void *ctx, const char *path, unsigned lines); /* print_tail */
+void ctl_show_log(void *ctx, const char *text); /* a log's end, on stderr */
 #define CTL_REPORT                                                                                 \
 	{                                                                                          \
 		.note = ctl_note, .show_log = ctl_show_log, .interrupted = &sandbox_interrupted    \
 	}
 extern const struct lc_report ctl_report;
-/* A verb's failure said for the command line: its message (else the errno's) on stderr, then
- * the end of the log it names; returns EXIT_SANDBOX for -ESRCH (the sandbox cannot be acted
- * on), else EXIT_ERR. */
+/* A verb's failure said for the command line: its message (else the errno's, unless the
+ * caller's options were at fault and said so already) on stderr, then the end of the log it
+ * kept; returns EXIT_SANDBOX for -ESRCH (the sandbox cannot be acted on), EXIT_USAGE for a bad
+ * option (r->bad_option), else EXIT_ERR. */
 int ctl_failed(const struct lc_report *r, int err);
 /* sandbox_find, its error said for the command line: 0, or EXIT_SANDBOX (unknown, ambiguous,
  * not an id or name) with the message printed. */
@@ -147,24 +148,6 @@ int cmd_run(int argc, char **argv);
 /* cmd_snapshot.c: snapshot, restore, fork, suspend, snapshots, snapshot rm */
 #define FORK_MAX 64 /* children of one fork (docs/snapshots.md; fork's help says it) */
 int cmd_snapshot(int argc, char **argv);
-/* ---- restore.c: a sandbox from a snapshot (restore, fork, resume, the warm create) ---- */
-
-/* A new sandbox over the snapshot `dir` (meta `m`): its own directory and top layer over the
- * snapshot's frozen root layer; then its VMM restoring `src` (not waiting when `no_wait`),
- * its console to `console` (NULL: console.log). Prints its errors; returns an exit status,
- * and on failure nothing of it is left. */
-int snapshot_restore_into(const char *dir, const struct snap_meta *m, const char *name,
-			  const char *console, const struct boot_src *src, bool no_wait,
-			  struct sandbox *sb);
-/* The same, for a create that restores a ready snapshot: the proxy's policy and CA are made
- * anew from `o` rather than taken from the snapshot. */
-int snapshot_restore_create(const char *dir, const struct snap_meta *m, const struct create_opts *o,
-			    const struct boot_src *src, struct sandbox *sb);
-/* Make the proxy's files of a new networked sandbox from `o` (sandbox-proxy prepare).
- * Prints its errors; returns an exit status. */
-int create_net_prepare(const struct sandbox *sb, const struct create_opts *o);
-/* snap_open of snapshots/<name>, printing why not. Returns an exit status. */
-int snapshot_open_checked(const char *name, char *dir, size_t dir_len, struct snap_meta *m);
 int cmd_restore(int argc, char **argv);
 int cmd_fork(int argc, char **argv);
 int cmd_suspend(int argc, char **argv);
