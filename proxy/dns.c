@@ -719,8 +719,8 @@ static void dns_handle(struct dns_job *j)
 	if (atomic_fetch_add(&dns_workers, 1) >= DNS_WORKERS_MAX) {
 		atomic_fetch_sub(&dns_workers, 1);
 		dns_reply(j, DNS_RCODE_SERVFAIL, NULL);
-		if (dns_log_budget())
-			dns_audit(j->q.name, NULL, "error", rule, "too many queries at once");
+		/* a refusal at a limit the guest reached: a denial (counted past the rate) */
+		dns_audit(j->q.name, NULL, "deny", "too many queries at once", NULL);
 		free(j);
 		return;
 	}

@@ -58,7 +58,10 @@ int jail_close_inherited(int keep_fd)
 }
 
 /* What the proxy writes in DIR/proxy. */
-static const char *const jail_files[] = {"audit.log", "audit.log.1", "dns.map", "egress.left"};
+static const char *const jail_files[] = {"audit.log",	"audit.log.1", "audit.log.2", "audit.log.3",
+					 "audit.log.4", "audit.log.5", "audit.log.6", "audit.log.7",
+					 "audit.log.8", "dns.map",     "egress.left"};
+_Static_assert(AUDIT_GENERATIONS == 8, "jail_files lists audit.log's generations");
 
 int jail_state_dir(const char *dir, struct proxy_jail *j, char *err, size_t errlen)
 {

@@ -386,12 +386,14 @@ static int cmd_run(int argc, char **argv)
 		close(ready_fd);
 	}
 	/* Connections die with the process: only the egress budget left is kept, every few
-	 * seconds and at the end, so a restarted proxy does not start it afresh. */
-	for (;;) {
-		struct timespec every = {.tv_sec = 5};
+	 * seconds and at the end, so a restarted proxy does not start it afresh. Each second
+	 * the audit log says the denials it counted (audit_tick). */
+	for (unsigned tick = 1;; tick++) {
+		struct timespec every = {.tv_sec = 1};
 
 		sig = sigtimedwait(&set, NULL, &every);
-		if (px.pol->egress_bytes)
+		audit_tick();
+		if (px.pol->egress_bytes && (tick % 5 == 0 || sig == SIGTERM || sig == SIGINT))
 			main_save_budget(&px);
 		if (sig == SIGTERM || sig == SIGINT)
 			break;

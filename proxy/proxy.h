@@ -227,8 +227,17 @@ void audit_close(void);
 /* One JSON line into `buf` (NUL-terminated, "\n" included); the length, truncated lines end
  * well-formed. `time_ms` is milliseconds since the epoch. */
 size_t audit_format(char *buf, size_t len, const struct audit_event *ev, uint64_t time_ms);
-/* Append one line for `ev` (one write(2); thread-safe); dropped when no log is open. */
+/* Append one line for `ev` (one write(2); thread-safe); dropped when no log is open. Allow and
+ * error lines are always written; past AUDIT_DENY_RATE deny lines in a second the rest are
+ * counted, by protocol and rule, into the next second's "deny-summary" line. */
 void audit_log(const struct audit_event *ev);
+/* Write the last second's summary when it is due (the proxy's main loop, once a second, so
+ * a flood's count is said even when nothing else is logged after it). */
+void audit_tick(void);
+/* The size past which audit.log is rotated (0: AUDIT_FILE_MAX); for tests. */
+void audit_set_file_max(uint64_t bytes);
+#define AUDIT_FILE_MAX	  (32u << 20) /* bytes before audit.log becomes audit.log.1 */
+#define AUDIT_GENERATIONS 8	      /* audit.log.1 .. .8 kept */
 /* JSON-escape `s` into `out` (without quotes); returns the length, `out` NUL-terminated and cut
  * at a whole escape when too small. */
 size_t audit_json_escape(const char *s, char *out, size_t len);

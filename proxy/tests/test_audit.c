@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* proxy/audit.c: JSON lines, escaping of hostile names, one line per event. */
 #include <criterion/criterion.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,39 +77,177 @@ Test(audit, file)
 	unlink(path);
 }
 
-/* A guest's flood does not become a flood of lines: at most 200 a second, then one line saying
- * how many were left out. */
-Test(audit, rate_limited)
+/* Start at the beginning of a second, so what follows falls in one second. */
+static void second_start(void)
+{
+	struct timespec ts, now;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	do {
+		usleep(1000);
+		clock_gettime(CLOCK_REALTIME, &now);
+	} while (now.tv_sec == ts.tv_sec);
+}
+
+static unsigned long long count_after(const char *text, const char *key)
+{
+	const char *p = strstr(text, key);
+
+	return p ? strtoull(p + strlen(key), NULL, 10) : 0;
+}
+
+/* A guest's flood of denials does not push a connection's line out (issue 29): 10,000 denied
+ * queries in the second a connection ends, and its allow line with its bytes is there; at most
+ * 20 denials are written whole, and the summary's count says how many others there were. */
+Test(audit, denials_flood_keeps_allow_line)
 {
 	char path[] = "/tmp/test_audit_XXXXXX", *text, *p;
 	int fd = mkstemp(path);
-	struct audit_event ev = {.proto = "dns", .name = "x.test", .decision = "deny", .rule = "r"};
-	unsigned lines = 0;
-	struct timespec ts;
+	struct audit_event deny = {
+		.proto = "dns", .name = "x.test", .decision = "deny", .rule = "r"};
+	struct audit_event allow = {.proto = "tls",
+				    .name = "ok.test",
+				    .decision = "allow",
+				    .rule = "allow ok.test",
+				    .bytes_up = 123456,
+				    .bytes_down = 654321,
+				    .has_bytes = true};
+	unsigned whole = 0, lines = 0;
+	unsigned long long summarised = 0;
 
 	cr_assert_geq(fd, 0);
 	close(fd);
 	cr_assert_eq(audit_open(path), 0);
-	clock_gettime(CLOCK_REALTIME, &ts);
-	/* start at the beginning of a second, so the flood falls in one or two seconds */
-	do {
-		struct timespec now;
-
-		clock_gettime(CLOCK_REALTIME, &now);
-		if (now.tv_sec != ts.tv_sec)
-			break;
-		usleep(1000);
-	} while (1);
-	for (int i = 0; i < 5000; i++)
-		audit_log(&ev);
+	second_start();
+	for (int i = 0; i < 10000; i++) {
+		audit_log(&deny);
+		if (i == 5000)
+			audit_log(&allow);
+	}
 	sleep(1);
-	audit_log(&ev); /* a new second: the summary comes first */
+	audit_tick(); /* the next second: the summary, with nothing else logged */
+	audit_close();
+	cr_assert_eq(read_file_follow(path, 1 << 22, &text, NULL), 0);
+	cr_assert(strstr(text, "\"name\":\"ok.test\"") &&
+			  strstr(text, "\"bytes_up\":123456,\"bytes_down\":654321"),
+		  "the allow line is lost:\n%.2000s", text);
+	for (p = text; (p = strstr(p, "\"decision\":\"deny\"")); p++)
+		whole++;
+	for (p = text; (p = strstr(p, "\"decision\":\"deny-summary\"")); p++)
+		summarised += count_after(p, "\"count\":");
+	for (p = text; (p = strchr(p, '\n')); p++)
+		lines++;
+	/* (the flood may straddle a second: twice the rate at most) */
+	cr_assert_leq(whole, 2 * 20, "%u deny lines written whole", whole);
+	cr_assert_eq(whole + summarised, 10000, "%u whole + %llu summarised", whole, summarised);
+	cr_assert_leq(lines, 2 * 20 + 1 + 2, "%u lines", lines);
+	cr_assert(strstr(text, "{\"proto\":\"dns\",\"rule\":\"r\",\"count\":"), "%.2000s", text);
+	free(text);
+	unlink(path);
+}
+
+/* Allow and error lines are never dropped, however many. */
+Test(audit, allow_lines_all_written)
+{
+	char path[] = "/tmp/test_audit_XXXXXX", *text, *p;
+	int fd = mkstemp(path);
+	struct audit_event allow = {.proto = "tcp",
+				    .addr = "203.0.113.9",
+				    .port = 22,
+				    .decision = "allow",
+				    .rule = "allow-cidr"};
+	struct audit_event error = {.proto = "tls",
+				    .name = "e.test",
+				    .decision = "error",
+				    .rule = "r",
+				    .error = "upstream refused"};
+	unsigned lines = 0;
+
+	cr_assert_geq(fd, 0);
+	close(fd);
+	cr_assert_eq(audit_open(path), 0);
+	second_start();
+	for (int i = 0; i < 1000; i++) {
+		audit_log(&allow);
+		audit_log(&error);
+	}
 	audit_close();
 	cr_assert_eq(read_file_follow(path, 1 << 22, &text, NULL), 0);
 	for (p = text; (p = strchr(p, '\n')); p++)
 		lines++;
-	cr_assert_leq(lines, 2 * 200 + 2, "%u lines", lines);
-	cr_assert(strstr(text, "\"decision\":\"suppressed\""), "no summary line");
+	cr_assert_eq(lines, 2000);
 	free(text);
 	unlink(path);
+}
+
+/* Rotation keeps generations: two rotations in a row lose no line, and past eight the oldest
+ * goes, never the newest. */
+Test(audit, rotations_keep_recent_history)
+{
+	char dir[] = "/tmp/test_audit_XXXXXX", path[256], gen[300], name[32], *text;
+	struct audit_event allow = {.proto = "tls", .name = name, .decision = "allow", .rule = "r"};
+	unsigned found = 0;
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/audit.log", dir);
+	cr_assert_eq(audit_open(path), 0);
+	audit_set_file_max(2048);
+	/* ~100-byte lines, 2 KiB files: a rotation every ~20 lines, checked a second apart */
+	for (unsigned i = 0; i < 3; i++) {
+		for (unsigned j = 0; j < 25; j++) {
+			snprintf(name, sizeof(name), "n%u-%u.test", i, j);
+			audit_log(&allow);
+		}
+		second_start();
+	}
+	audit_log(&allow); /* a new second: the last rotation */
+	audit_close();
+	/* every line of the three rounds, in audit.log, .1 or .2 */
+	for (unsigned i = 0; i < 3; i++)
+		for (unsigned j = 0; j < 25; j++) {
+			char want[48];
+			bool seen = false;
+
+			snprintf(want, sizeof(want), "\"n%u-%u.test\"", i, j);
+			for (unsigned g = 0; g <= 3 && !seen; g++) {
+				if (g)
+					snprintf(gen, sizeof(gen), "%s.%u", path, g);
+				else
+					snprintf(gen, sizeof(gen), "%s", path);
+				if (read_file_follow(gen, 1 << 20, &text, NULL) == 0) {
+					seen = strstr(text, want) != NULL;
+					free(text);
+				}
+			}
+			found += seen;
+		}
+	cr_assert_eq(found, 75, "%u of 75 lines kept over the rotations", found);
+	snprintf(gen, sizeof(gen), "%s.2", path);
+	cr_assert_eq(access(gen, F_OK), 0, "two rotations made no audit.log.2");
+	/* ten more rotations: no generation past .8 */
+	cr_assert_eq(audit_open(path), 0);
+	for (unsigned i = 0; i < 10; i++) {
+		for (unsigned j = 0; j < 25; j++) {
+			snprintf(name, sizeof(name), "m%u-%u.test", i, j);
+			audit_log(&allow);
+		}
+		second_start();
+	}
+	audit_log(&allow);
+	audit_close();
+	audit_set_file_max(0);
+	snprintf(gen, sizeof(gen), "%s.8", path);
+	cr_assert_eq(access(gen, F_OK), 0);
+	snprintf(gen, sizeof(gen), "%s.9", path);
+	cr_assert_neq(access(gen, F_OK), 0, "a ninth generation");
+	cr_assert_eq(read_file_follow(path, 1 << 20, &text, NULL), 0);
+	free(text);
+	for (unsigned g = 0; g <= 8; g++) {
+		if (g)
+			snprintf(gen, sizeof(gen), "%s.%u", path, g);
+		else
+			snprintf(gen, sizeof(gen), "%s", path);
+		unlink(gen);
+	}
+	rmdir(dir);
 }

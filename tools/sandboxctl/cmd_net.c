@@ -69,15 +69,39 @@ static int net_log(const char *ref, bool follow)
 	struct sandbox sb;
 	char path[4200];
 	long long off = 0;
+	unsigned gens = 0;
 	int fd = -1, status;
 
 	if ((status = net_networked(ref, &sb)))
 		return status;
 	if (sandbox_path(&sb, "proxy/audit.log", path, sizeof(path)) < 0)
 		return EXIT_ERR;
+	/* The rotated generations first, oldest first (audit.log.N .. audit.log.1). The proxy's
+	 * files are its uid's: never read through a link. */
+	for (unsigned g = 1; g < 100; g++) {
+		char gen[4300];
+
+		snprintf(gen, sizeof(gen), "%s.%u", path, g);
+		if (access(gen, F_OK) < 0)
+			break;
+		gens = g;
+	}
+	for (unsigned g = gens; g > 0 && off >= 0; g--) {
+		char gen[4300];
+		int gfd;
+
+		snprintf(gen, sizeof(gen), "%s.%u", path, g);
+		if ((gfd = open(gen, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+			continue; /* rotated away meanwhile */
+		off = dump_from(gfd, 0);
+		close(gfd);
+	}
+	if (off < 0)
+		return off != -EPIPE ? EXIT_ERR : EXIT_OK;
+	off = 0;
 	for (;;) {
 		if (fd < 0)
-			fd = open(path, O_RDONLY | O_CLOEXEC);
+			fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 		if (fd < 0 && errno != ENOENT) {
 			errmsg("%s: %m", path);
 			return EXIT_ERR;
