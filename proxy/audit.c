@@ -6,13 +6,13 @@
  * from the guest.
  *
  * The guest decides how many lines there are, so they are bounded, but never by dropping what
- * the log is for: every allow and error line (a connection made, with its bytes; a failure)
- * is written whole. Denials are what a guest can make without end (a refused query costs it
- * one packet): AUDIT_DENY_RATE a second are written whole, the rest are counted by protocol
- * and rule and said once a second in one "deny-summary" line with their counts. The file is
- * rotated past AUDIT_FILE_MAX into AUDIT_GENERATIONS older files (audit.log.1 the newest), so
- * a sandbox keeps at most (AUDIT_GENERATIONS + 1) x AUDIT_FILE_MAX on the host's disk and a
- * rotation loses only the oldest generation.
+ * the log is for: every connection's allow and error line (with its bytes) is written whole.
+ * What a guest can make without end at the cost of a packet, denials and DNS answers, is
+ * summarised past AUDIT_SUMMARY_RATE a second: the rest are counted by protocol, decision and
+ * rule and said once a second in one "summary" line with their counts. A line that would take
+ * the file past AUDIT_FILE_MAX starts a new one, the old becoming the newest of
+ * AUDIT_GENERATIONS older files (audit.log.1 .. .N), so a sandbox keeps at most
+ * (AUDIT_GENERATIONS + 1) x AUDIT_FILE_MAX and a rotation loses only the oldest generation.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -25,33 +25,40 @@
 
 #include "proxy.h"
 
-#define AUDIT_LINE_MAX	  2048
-#define AUDIT_SUMMARY_MAX (AUDIT_SUM_SLOTS * 512 + 512)
-#define AUDIT_DENY_RATE	  20u /* deny lines a second written whole */
-#define AUDIT_SUM_SLOTS	  32  /* (protocol, rule) pairs a summary counts apart */
+#define AUDIT_LINE_MAX	   2048
+#define AUDIT_SUMMARY_RATE 20u /* denial and DNS lines a second written whole */
+#define AUDIT_SUM_SLOTS	   32  /* (protocol, decision, rule) kinds a summary counts apart */
+/* a summary: its head, and each kind's escaped protocol, decision and rule */
+#define AUDIT_SUMMARY_MAX  (AUDIT_SUM_SLOTS * (64 + 64 + 512 + 64) + 512)
 
 static int audit_fd = -1;
+static uint64_t audit_size; /* of the file audit_fd writes */
 static char audit_path[4096];
 static uint64_t audit_file_max = AUDIT_FILE_MAX;
 static pthread_mutex_t audit_lock = PTHREAD_MUTEX_INITIALIZER;
-static time_t audit_second;   /* the second being counted */
-static unsigned audit_denies; /* deny lines written whole in it */
-static struct audit_sum {     /* deny lines counted, not written, since the last summary */
-	char proto[16], rule[128];
+static time_t audit_second;	 /* the second being counted */
+static unsigned audit_in_second; /* summarisable lines written whole in it */
+static struct audit_sum {	 /* lines counted, not written, since the last summary */
+	char proto[16], decision[16], rule[128];
 	unsigned long long n;
 } audit_sums[AUDIT_SUM_SLOTS];
 static unsigned audit_nsums;
-static unsigned long long audit_sum_other; /* of pairs past AUDIT_SUM_SLOTS */
+static unsigned long long audit_sum_other; /* of kinds past AUDIT_SUM_SLOTS */
 
 int audit_open(const char *path)
 {
 	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+	struct stat st;
 
 	if (fd < 0)
 		return -errno;
-	audit_close();
+	pthread_mutex_lock(&audit_lock);
+	if (audit_fd >= 0)
+		close(audit_fd);
 	audit_fd = fd;
+	audit_size = fstat(fd, &st) == 0 ? (uint64_t)st.st_size : 0;
 	snprintf(audit_path, sizeof(audit_path), "%s", path);
+	pthread_mutex_unlock(&audit_lock);
 	return 0;
 }
 
@@ -60,10 +67,20 @@ int audit_open(const char *path)
 static void audit_rotate(void)
 {
 	char from[sizeof(audit_path) + 8], to[sizeof(audit_path) + 8];
-	struct stat st;
+	struct stat fst, pst;
 	int fd;
 
-	if (!audit_path[0] || fstat(audit_fd, &st) < 0 || (uint64_t)st.st_size < audit_file_max)
+	if (!audit_path[0])
+		return;
+	/* The new file first: without it (no fd left, say) nothing moves, and the fd goes on
+	 * into audit.log. And only when audit.log is still the file written: after a rotation
+	 * cut short, a second one must not shift the generations over it. */
+	snprintf(from, sizeof(from), "%s.new", audit_path);
+	if (fstat(audit_fd, &fst) < 0 || lstat(audit_path, &pst) < 0 || fst.st_ino != pst.st_ino ||
+	    fst.st_dev != pst.st_dev)
+		return;
+	fd = open(from, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
 		return;
 	for (unsigned g = AUDIT_GENERATIONS; g > 1; g--) {
 		snprintf(from, sizeof(from), "%s.%u", audit_path, g - 1);
@@ -71,13 +88,14 @@ static void audit_rotate(void)
 		(void)rename(from, to); /* (a generation not there yet: nothing to move) */
 	}
 	snprintf(to, sizeof(to), "%s.1", audit_path);
-	if (rename(audit_path, to) < 0)
+	snprintf(from, sizeof(from), "%s.new", audit_path);
+	if (rename(audit_path, to) < 0 || rename(from, audit_path) < 0) {
+		close(fd);
 		return;
-	fd = open(audit_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0)
-		return; /* the old fd goes on into audit.log.1 */
+	}
 	close(audit_fd);
 	audit_fd = fd;
+	audit_size = 0;
 }
 
 void audit_set_file_max(uint64_t bytes)
@@ -89,9 +107,11 @@ void audit_set_file_max(uint64_t bytes)
 
 void audit_close(void)
 {
+	pthread_mutex_lock(&audit_lock);
 	if (audit_fd >= 0)
 		close(audit_fd);
 	audit_fd = -1;
+	pthread_mutex_unlock(&audit_lock);
 }
 
 size_t audit_json_escape(const char *s, char *out, size_t len)
@@ -178,12 +198,26 @@ size_t audit_format(char *buf, size_t len, const struct audit_event *ev, uint64_
 	return n;
 }
 
-/* The deny lines counted since the last summary, as one line into `buf`; 0 when none. */
+/* Write `n` bytes of `line`, into a new audit.log first when it would take this one past its
+ * bound. Caller holds audit_lock. */
+static void audit_write(const char *line, size_t n)
+{
+	ssize_t w;
+
+	if (audit_size && audit_size + n > audit_file_max)
+		audit_rotate();
+	w = write(audit_fd, line, n);
+	/* a full disk loses audit lines, never connections */
+	if (w > 0)
+		audit_size += (uint64_t)w;
+}
+
+/* The lines counted since the last summary, as one line into `buf`; 0 when none. */
 static size_t audit_format_summary(char *buf, size_t len, uint64_t time_ms)
 {
-	struct audit_event ev = {.proto = "audit", .decision = "deny-summary"};
+	struct audit_event ev = {.proto = "audit", .decision = "summary"};
 	unsigned long long total = audit_sum_other;
-	char esc_p[64], esc_r[512];
+	char esc_p[64], esc_d[64], esc_r[512];
 	size_t n;
 
 	for (unsigned i = 0; i < audit_nsums; i++)
@@ -194,34 +228,40 @@ static size_t audit_format_summary(char *buf, size_t len, uint64_t time_ms)
 	if (n < 2 || n >= len)
 		return 0;
 	n -= 2; /* reopen the object: its counts follow */
-	n += (size_t)snprintf(buf + n, len - n, ",\"count\":%llu,\"rules\":[", total);
+	n += (size_t)snprintf(buf + n, len - n, ",\"count\":%llu,\"kinds\":[", total);
 	for (unsigned i = 0; i < audit_nsums && n < len; i++) {
 		audit_json_escape(audit_sums[i].proto, esc_p, sizeof(esc_p));
+		audit_json_escape(audit_sums[i].decision, esc_d, sizeof(esc_d));
 		audit_json_escape(audit_sums[i].rule, esc_r, sizeof(esc_r));
 		n += (size_t)snprintf(buf + n, len - n,
-				      "%s{\"proto\":\"%s\",\"rule\":\"%s\",\"count\":%llu}",
-				      i ? "," : "", esc_p, esc_r, audit_sums[i].n);
+				      "%s{\"proto\":\"%s\",\"decision\":\"%s\",\"rule\":\"%s\","
+				      "\"count\":%llu}",
+				      i ? "," : "", esc_p, esc_d, esc_r, audit_sums[i].n);
 	}
 	if (n < len)
 		n += (size_t)snprintf(buf + n, len - n, "],\"other\":%llu}\n", audit_sum_other);
-	if (n >= len) { /* cannot be: the slots are bounded; still one well-formed line */
-		n = (size_t)snprintf(buf, len,
-				     "{\"proto\":\"audit\",\"decision\":\"deny-summary\","
-				     "\"count\":%llu}\n",
-				     total);
-		n = n < len ? n : len - 1;
-	}
+	if (n >= len) /* AUDIT_SUMMARY_MAX holds every kind: never; still one whole line */
+		return 0;
 	return n;
 }
 
-/* Count a deny line not written: by its (protocol, rule), or as other. */
+/* Count a line not written: by its (protocol, decision, rule), or as other. */
 static void audit_count(const struct audit_event *ev)
 {
 	const char *proto = ev->proto ? ev->proto : "", *rule = ev->rule ? ev->rule : "";
+	const char *decision = ev->decision ? ev->decision : "";
+	static unsigned last; /* a flood is of one kind: look there first */
 	unsigned i;
 
+	if (last < audit_nsums && strcmp(audit_sums[last].proto, proto) == 0 &&
+	    strcmp(audit_sums[last].decision, decision) == 0 &&
+	    strncmp(audit_sums[last].rule, rule, sizeof(audit_sums[last].rule) - 1) == 0) {
+		audit_sums[last].n++;
+		return;
+	}
 	for (i = 0; i < audit_nsums; i++)
-		if (strncmp(audit_sums[i].proto, proto, sizeof(audit_sums[i].proto) - 1) == 0 &&
+		if (strcmp(audit_sums[i].proto, proto) == 0 &&
+		    strcmp(audit_sums[i].decision, decision) == 0 &&
 		    strncmp(audit_sums[i].rule, rule, sizeof(audit_sums[i].rule) - 1) == 0)
 			break;
 	if (i == audit_nsums) {
@@ -230,44 +270,65 @@ static void audit_count(const struct audit_event *ev)
 			return;
 		}
 		snprintf(audit_sums[i].proto, sizeof(audit_sums[i].proto), "%s", proto);
+		snprintf(audit_sums[i].decision, sizeof(audit_sums[i].decision), "%s", decision);
 		snprintf(audit_sums[i].rule, sizeof(audit_sums[i].rule), "%s", rule);
 		audit_sums[i].n = 0;
 		audit_nsums++;
 	}
 	audit_sums[i].n++;
+	last = i;
 }
 
-/* A new second: the summary of the one before (if any denials were counted), then a rotation
- * when the file is past its bound. Caller holds audit_lock. */
-static void audit_new_second(time_t now)
+/* The summary of the lines counted (if any), now. Caller holds audit_lock. */
+static void audit_summarise(time_t now)
 {
 	static char sum[AUDIT_SUMMARY_MAX];
-	size_t m;
+	size_t m = audit_format_summary(sum, sizeof(sum), (uint64_t)now * 1000);
 
-	if (now == audit_second)
-		return;
-	audit_second = now;
-	audit_denies = 0;
-	m = audit_format_summary(sum, sizeof(sum), (uint64_t)now * 1000);
-	if (m && write(audit_fd, sum, m) < 0) {
-		/* as audit_log's */
-	}
+	if (m)
+		audit_write(sum, m);
 	memset(audit_sums, 0, sizeof(audit_sums));
 	audit_nsums = 0;
 	audit_sum_other = 0;
-	audit_rotate();
+}
+
+/* The clock, read under audit_lock; a new second (never an older one: a thread that read the
+ * clock earlier cannot take the count back) says the one before's summary. */
+static time_t audit_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	if (ts.tv_sec > audit_second) {
+		audit_second = ts.tv_sec;
+		audit_in_second = 0;
+		audit_summarise(ts.tv_sec);
+	}
+	return ts.tv_sec;
 }
 
 void audit_tick(void)
 {
-	struct timespec ts;
-
-	if (audit_fd < 0)
-		return;
-	clock_gettime(CLOCK_REALTIME, &ts);
 	pthread_mutex_lock(&audit_lock);
-	audit_new_second(ts.tv_sec);
+	if (audit_fd >= 0)
+		audit_now();
 	pthread_mutex_unlock(&audit_lock);
+}
+
+void audit_flush(void)
+{
+	pthread_mutex_lock(&audit_lock);
+	if (audit_fd >= 0)
+		audit_summarise(audit_now());
+	pthread_mutex_unlock(&audit_lock);
+}
+
+/* Lines a guest can make without end at the cost of a packet: denials, and DNS answers (a
+ * connection's line, allow or error, is what the log is for: never summarised). */
+static bool audit_summarisable(const struct audit_event *ev)
+{
+	return (ev->decision && strcmp(ev->decision, "deny") == 0) ||
+	       (ev->proto && strcmp(ev->proto, "dns") == 0);
 }
 
 void audit_log(const struct audit_event *ev)
@@ -276,21 +337,19 @@ void audit_log(const struct audit_event *ev)
 	struct timespec ts;
 	size_t n;
 
-	if (audit_fd < 0)
-		return;
+	/* Formatted before the lock (the slow part), with the time it was asked at. */
 	clock_gettime(CLOCK_REALTIME, &ts);
+	n = audit_format(line, sizeof(line), ev,
+			 (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
 	pthread_mutex_lock(&audit_lock);
-	audit_new_second(ts.tv_sec);
-	if (ev->decision && strcmp(ev->decision, "deny") == 0 &&
-	    audit_denies++ >= AUDIT_DENY_RATE) {
-		audit_count(ev);
+	if (audit_fd < 0) {
 		pthread_mutex_unlock(&audit_lock);
 		return;
 	}
-	n = audit_format(line, sizeof(line), ev,
-			 (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
-	if (write(audit_fd, line, n) < 0) {
-		/* a full disk loses audit lines, never connections */
-	}
+	audit_now();
+	if (audit_summarisable(ev) && audit_in_second++ >= AUDIT_SUMMARY_RATE)
+		audit_count(ev);
+	else
+		audit_write(line, n);
 	pthread_mutex_unlock(&audit_lock);
 }

@@ -398,6 +398,7 @@ static int cmd_run(int argc, char **argv)
 		if (sig == SIGTERM || sig == SIGINT)
 			break;
 	}
+	audit_flush(); /* the denials of the last second */
 	_exit(0);
 }
 

@@ -227,13 +227,16 @@ void audit_close(void);
 /* One JSON line into `buf` (NUL-terminated, "\n" included); the length, truncated lines end
  * well-formed. `time_ms` is milliseconds since the epoch. */
 size_t audit_format(char *buf, size_t len, const struct audit_event *ev, uint64_t time_ms);
-/* Append one line for `ev` (one write(2); thread-safe); dropped when no log is open. Allow and
- * error lines are always written; past AUDIT_DENY_RATE deny lines in a second the rest are
- * counted, by protocol and rule, into the next second's "deny-summary" line. */
+/* Append one line for `ev` (one write(2); thread-safe); dropped when no log is open. A
+ * connection's allow and error lines are always written; denials and DNS lines past
+ * AUDIT_SUMMARY_RATE in a second are counted, by protocol, decision and rule, into the next
+ * second's "summary" line. */
 void audit_log(const struct audit_event *ev);
 /* Write the last second's summary when it is due (the proxy's main loop, once a second, so
  * a flood's count is said even when nothing else is logged after it). */
 void audit_tick(void);
+/* Write what is counted now, whatever the second (at exit). */
+void audit_flush(void);
 /* The size past which audit.log is rotated (0: AUDIT_FILE_MAX); for tests. */
 void audit_set_file_max(uint64_t bytes);
 #define AUDIT_FILE_MAX	  (32u << 20) /* bytes before audit.log becomes audit.log.1 */

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "sandboxctl.h"
@@ -64,57 +65,95 @@ static int net_policy(const char *ref)
 	return status;
 }
 
+/* The proxy keeps audit.log and its generations audit.log.1 (newest) .. .8 (proxy/proxy.h,
+ * AUDIT_GENERATIONS). */
+#define AUDIT_FILES 9
+
+/* Open a file of the proxy's (its uid's: never through a link, never a FIFO that blocks):
+ * the fd of a regular file, else -1. */
+static int open_proxy_file(const char *path)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+
+	if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
 static int net_log(const char *ref, bool follow)
 {
 	struct sandbox sb;
-	char path[4200];
+	struct stat st, seen[AUDIT_FILES];
+	char path[4200], gen[4300];
+	int fds[AUDIT_FILES], nfds = 0, fd = -1, status;
 	long long off = 0;
-	unsigned gens = 0;
-	int fd = -1, status;
 
 	if ((status = net_networked(ref, &sb)))
 		return status;
 	if (sandbox_path(&sb, "proxy/audit.log", path, sizeof(path)) < 0)
 		return EXIT_ERR;
-	/* The rotated generations first, oldest first (audit.log.N .. audit.log.1). The proxy's
-	 * files are its uid's: never read through a link. */
-	for (unsigned g = 1; g < 100; g++) {
-		char gen[4300];
-
-		snprintf(gen, sizeof(gen), "%s.%u", path, g);
-		if (access(gen, F_OK) < 0)
-			break;
-		gens = g;
-	}
-	for (unsigned g = gens; g > 0 && off >= 0; g--) {
-		char gen[4300];
+	/* Every file opened first, newest first (audit.log, .1, ..), a file seen twice (renamed
+	 * by a rotation meanwhile) once; then printed oldest first. */
+	for (unsigned g = 0; g < AUDIT_FILES; g++) {
+		bool dup = false;
 		int gfd;
 
-		snprintf(gen, sizeof(gen), "%s.%u", path, g);
-		if ((gfd = open(gen, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
-			continue; /* rotated away meanwhile */
-		off = dump_from(gfd, 0);
-		close(gfd);
-	}
-	if (off < 0)
-		return off != -EPIPE ? EXIT_ERR : EXIT_OK;
-	off = 0;
-	for (;;) {
-		if (fd < 0)
-			fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-		if (fd < 0 && errno != ENOENT) {
-			errmsg("%s: %m", path);
-			return EXIT_ERR;
+		if (g)
+			snprintf(gen, sizeof(gen), "%s.%u", path, g);
+		else
+			snprintf(gen, sizeof(gen), "%s", path);
+		if ((gfd = open_proxy_file(gen)) < 0 || fstat(gfd, &st) < 0) {
+			if (gfd >= 0)
+				close(gfd);
+			continue;
 		}
-		if (fd >= 0 && (off = dump_from(fd, off)) < 0)
-			break;
-		if (!follow)
-			break;
-		enum sandbox_state st = sandbox_state(&sb, NULL);
-		if (st != SB_RUNNING && st != SB_PAUSED)
-			break;
-		poll(NULL, 0, 200);
+		for (int i = 0; i < nfds; i++)
+			dup |= seen[i].st_ino == st.st_ino && seen[i].st_dev == st.st_dev;
+		if (dup) {
+			close(gfd);
+			continue;
+		}
+		seen[nfds] = st;
+		fds[nfds++] = gfd;
 	}
+	for (int i = nfds - 1; i >= 0 && off >= 0; i--)
+		off = dump_from(fds[i], 0);
+	/* --follow: go on in the newest, and into each new audit.log a rotation starts */
+	if (nfds && off >= 0 && follow && fstat(fds[0], &st) == 0) {
+		struct stat now;
+
+		fd = fds[0];
+		fds[0] = -1;
+		while (off >= 0) {
+			enum sandbox_state s = sandbox_state(&sb, NULL);
+
+			if (s != SB_RUNNING && s != SB_PAUSED)
+				break;
+			poll(NULL, 0, 200);
+			if ((off = dump_from(fd, off)) < 0)
+				break;
+			if (lstat(path, &now) == 0 &&
+			    (now.st_ino != st.st_ino || now.st_dev != st.st_dev)) {
+				int nfd = open_proxy_file(path);
+
+				if (nfd < 0 || fstat(nfd, &st) < 0) {
+					if (nfd >= 0)
+						close(nfd);
+					continue;
+				}
+				off = dump_from(fd, off); /* what the old one got last */
+				close(fd);
+				fd = nfd;
+				off = off < 0 ? off : 0;
+			}
+		}
+	}
+	for (int i = 0; i < nfds; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
 	if (fd >= 0)
 		close(fd);
 	return off < 0 && off != -EPIPE ? EXIT_ERR : EXIT_OK;
