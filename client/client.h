@@ -203,6 +203,9 @@ int lc_fail(struct lc_report *r, int err, const char *fmt, ...)
 int lc_bad_option(struct lc_report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Show r->log through r->show_log, when both are there. */
 void lc_show_log(const struct lc_report *r);
+/* A failure the verb goes on after (it boots instead, another child is waited for): say what
+ * r holds as notes (its message, then its log's end) and forget it. */
+void lc_demote(struct lc_report *r);
 /* Forget the error (a verb that went on after one). */
 void lc_clear(struct lc_report *r);
 /* Keep the last `lines` lines of `path` as the error's log (r may be NULL). */

@@ -17,10 +17,8 @@ static int child_failed(struct lc_report *r, const struct lc_report *cr, int err
 {
 	if (!r)
 		return err;
-	if (last < 0) {
-		lc_note(r, "%s", r->error);
-		lc_show_log(r);
-	}
+	if (last < 0)
+		lc_demote(r);
 	memcpy(r->error, cr->error, sizeof(r->error));
 	memcpy(r->log, cr->log, sizeof(r->log));
 	return err;

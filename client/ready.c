@@ -108,11 +108,8 @@ int ready_restore(const struct create_opts *o, const char *name, struct sandbox 
 		return -EBADMSG;
 	}
 	if ((err = sandbox_restore_create(dir, &m, o, &src, sb, r)) < 0) {
-		if (r && r->error[0])
-			lc_note(r, "%s", r->error);
-		lc_show_log(r);
+		lc_demote(r);
 		lc_note(r, "restoring the ready snapshot %s failed: booting instead", name);
-		lc_clear(r);
 		return -EIO;
 	}
 	return 0;
@@ -148,10 +145,8 @@ void ready_make(struct sandbox *sb, const char *name, struct lc_report *r)
 
 	if (snap_dir(name, dir, sizeof(dir)) == 0 && access(dir, F_OK) < 0 &&
 	    (err = snapshot_take_once(sb, name, r)) < 0 && err != -EBUSY) {
-		if (r && r->error[0])
-			lc_note(r, "%s", r->error);
+		lc_demote(r);
 		lc_note(r, "%s: could not make the ready snapshot %s (the next create boots too)",
 			sb->id, name);
-		lc_clear(r);
 	}
 }

@@ -35,6 +35,19 @@ int lc_fail(struct lc_report *r, int err, const char *fmt, ...)
 	return err;
 }
 
+int lc_bad_option(struct lc_report *r, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (r) {
+		r->bad_option = true;
+		va_start(ap, fmt);
+		vsnprintf(r->error, sizeof(r->error), fmt, ap);
+		va_end(ap);
+	}
+	return -EINVAL;
+}
+
 void lc_log(struct lc_report *r, const char *path, unsigned lines)
 {
 	if (r && path)
@@ -45,6 +58,14 @@ void lc_show_log(const struct lc_report *r)
 {
 	if (r && r->show_log && r->log[0])
 		r->show_log(r->ctx, r->log);
+}
+
+void lc_demote(struct lc_report *r)
+{
+	if (r && r->error[0])
+		lc_note(r, "%s", r->error);
+	lc_show_log(r);
+	lc_clear(r);
 }
 
 void lc_clear(struct lc_report *r)
@@ -59,17 +80,4 @@ void lc_clear(struct lc_report *r)
 int lc_interrupted(const struct lc_report *r)
 {
 	return r && r->interrupted ? (int)*r->interrupted : 0;
-}
-
-int lc_bad_option(struct lc_report *r, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (r) {
-		r->bad_option = true;
-		va_start(ap, fmt);
-		vsnprintf(r->error, sizeof(r->error), fmt, ap);
-		va_end(ap);
-	}
-	return -EINVAL;
 }

@@ -245,25 +245,24 @@ static size_t audit_format_summary(char *buf, size_t len, uint64_t time_ms)
 	return n;
 }
 
+/* Is slot `i` the kind (protocol, decision, rule)? */
+static bool audit_sum_is(unsigned i, const char *proto, const char *decision, const char *rule)
+{
+	return strcmp(audit_sums[i].proto, proto) == 0 &&
+	       strcmp(audit_sums[i].decision, decision) == 0 &&
+	       strncmp(audit_sums[i].rule, rule, sizeof(audit_sums[i].rule) - 1) == 0;
+}
+
 /* Count a line not written: by its (protocol, decision, rule), or as other. */
 static void audit_count(const struct audit_event *ev)
 {
 	const char *proto = ev->proto ? ev->proto : "", *rule = ev->rule ? ev->rule : "";
 	const char *decision = ev->decision ? ev->decision : "";
 	static unsigned last; /* a flood is of one kind: look there first */
-	unsigned i;
+	unsigned i = last < audit_nsums && audit_sum_is(last, proto, decision, rule) ? last : 0;
 
-	if (last < audit_nsums && strcmp(audit_sums[last].proto, proto) == 0 &&
-	    strcmp(audit_sums[last].decision, decision) == 0 &&
-	    strncmp(audit_sums[last].rule, rule, sizeof(audit_sums[last].rule) - 1) == 0) {
-		audit_sums[last].n++;
-		return;
-	}
-	for (i = 0; i < audit_nsums; i++)
-		if (strcmp(audit_sums[i].proto, proto) == 0 &&
-		    strcmp(audit_sums[i].decision, decision) == 0 &&
-		    strncmp(audit_sums[i].rule, rule, sizeof(audit_sums[i].rule) - 1) == 0)
-			break;
+	while (i < audit_nsums && !audit_sum_is(i, proto, decision, rule))
+		i++;
 	if (i == audit_nsums) {
 		if (audit_nsums == AUDIT_SUM_SLOTS) {
 			audit_sum_other++;
