@@ -308,6 +308,7 @@ static int snapshot(const char *api_path, uint32_t flags, const char *dir, int d
 	out->total_us = le64toh(res.total_us);
 	out->state_bytes = le64toh(res.state_bytes);
 	out->memory_bytes = le64toh(res.memory_bytes);
+	memcpy(out->memory_sha256, res.memory_sha256, sizeof(out->memory_sha256));
 	return frozen_paths((char *)body + sizeof(res), peer, out->memory_path,
 			    sizeof(out->memory_path));
 }

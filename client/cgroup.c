@@ -485,7 +485,10 @@ static int cg_set_io(const struct sandbox *sb, const struct cg *c)
 static int cg_set_limits(const struct sandbox *sb, const struct cg *c)
 {
 	uint64_t quota = (uint64_t)sb->cpus * CGROUP_PERIOD_US;
-	uint64_t pids = CGROUP_PIDS_BASE + (uint64_t)sb->cpus;
+	/* The VMM's share and the proxy's whole thread budget (sandbox-proxy's
+	 * PROXY_THREADS_MAX, proxy/proxy.h, also its RLIMIT_NPROC: it can never take the VMM's
+	 * share; tests/integration/proxy_flood.sh checks the two numbers agree). */
+	uint64_t pids = CGROUP_PIDS_BASE + (uint64_t)sb->cpus + CGROUP_PIDS_PROXY;
 	char val[64];
 	int err;
 

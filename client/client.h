@@ -242,7 +242,8 @@ int sandbox_rm(struct sandbox *sb, bool force, struct lc_report *r) __must_check
 #define CGROUP_OVERHEAD_BYTES (96ull << 20)
 #define CGROUP_OVERHEAD_DIV   64
 #define CGROUP_PERIOD_US      100000u	     /* CPU: --cpus periods of this per period */
-#define CGROUP_PIDS_BASE      128u	     /* pids: this many plus one per vCPU */
+#define CGROUP_PIDS_BASE      128u	     /* pids: the VMM's share, this plus one per vCPU, */
+#define CGROUP_PIDS_PROXY     1048u	     /* plus the proxy's: PROXY_THREADS_MAX (cgroup.c) */
 #define CGROUP_IO_BPS	      (256ull << 20) /* I/O on the state's disk: bytes/s each way */
 #define CGROUP_IO_IOPS	      8192ull	     /* and requests/s each way */
 #define CGROUP_DIR_MAX	      512
@@ -324,6 +325,10 @@ int net_setup(const struct sandbox *sb, char *err_msg, size_t err_len) __must_ch
 void net_teardown(const struct sandbox *sb);
 /* Let the namespace connect to the guest's TCP `port` (sandboxctl port), or stop letting it. */
 int net_forward_port(const struct sandbox *sb, unsigned port, bool add) __must_check;
+/* Run `nft -f -` in this process's network namespace with `rules` on its stdin, nft's
+ * stderr to `err_fd` (-1: ours), within 30 s: 0, -EPROTO (nft refused them or is missing:
+ * its message says which), -ETIMEDOUT, -errno. */
+int net_nft(const char *rules, int err_fd) __must_check;
 
 /* ---- proxy_client.c: the sandbox's sandbox-proxy (docs/network.md) ---- */
 
@@ -345,17 +350,16 @@ int proxy_forward(const struct sandbox *sb, unsigned guest_port, unsigned host_p
  * (the system's bundle with it), the system bundle itself and
  * /usr/local/share/ca-certificates. */
 int proxy_install_ca(const struct sandbox *sb, struct agent_conn *c) __must_check;
-/* The proxy's files (policy, credentials, CA, DNS map) into a snapshot's directory as
- * net.<file>, and back into a sandbox restored from it. */
-int proxy_files_save(const struct sandbox *sb, const char *snap_dir) __must_check;
-int proxy_files_load(const char *snap_dir, const struct sandbox *sb) __must_check;
 
 /* ---- snapstore.c: $SANDBOX_HOME/snapshots (docs/snapshots.md) ---- */
 
-#define SNAP_META_FORMAT 1
-#define SNAP_KEY_LEN	 32
-#define SNAP_HEX_LEN	 64 /* a SHA-256 in hex */
-#define SNAP_LAYERS_MAX	 64
+/* 2: the memory file's page digest and the proxy files' digests are in meta.yaml (under the
+ * MAC); format 1 is refused (its MAC covered neither). */
+#define SNAP_META_FORMAT   2
+#define SNAP_KEY_LEN	   32
+#define SNAP_HEX_LEN	   64 /* a SHA-256 in hex */
+#define SNAP_LAYERS_MAX	   64
+#define SNAP_NET_FILES_MAX 8 /* net.* files a snapshot may hold (snap_net.c has 5) */
 
 /* meta.yaml. */
 struct snap_meta {
@@ -379,6 +383,15 @@ struct snap_meta {
 	unsigned nlayers;
 	char disks[EXTRA_DISKS_MAX][DISK_PATH_MAX]; /* read-only extra disks, in order */
 	unsigned ndisks;
+	/* The memory file's page digest (wire/api_proto.h), "" when the snapshot has no memory
+	 * file (a fork's: its children map the parent's frozen RAM). */
+	char memory_sha256[SNAP_HEX_LEN + 1];
+	/* The proxy files copied into the snapshot (net.*), each with its SHA-256. */
+	struct {
+		char file[24];
+		char sha256[SNAP_HEX_LEN + 1];
+	} net[SNAP_NET_FILES_MAX];
+	unsigned nnet;
 	bool has_memory; /* snap_open: the memory file is there (a fork's snapshot has none) */
 	/* The guest has a NIC behind a proxy; its proxy's files are in the snapshot as net.*
 	 * (absent from older snapshots: none). */
@@ -402,6 +415,47 @@ int snap_open(const char *dir, struct snap_meta *m, char *err, size_t err_len) _
 /* Call `fn` for every snapshot directory's name (hidden ones too). Returns how many, or
  * the first negative return of `fn`, or -errno. */
 int snap_foreach(int (*fn)(const char *name, void *opaque), void *opaque);
+/* What a VMM restoring the snapshot `dir` is given (docs/snapshots.md, "Restore"): the state
+ * read once and checked against m's digest, in a sealed memfd; the memory file opened
+ * read-only and checked against m's page digest (-1 when `memory` is false: a fork's child
+ * maps the parent's frozen RAM). Both close-on-exec. 0, or -errno with `err`. */
+struct snap_fds {
+	int state_fd, memory_fd;
+};
+int snap_restore_open(const char *dir, const struct snap_meta *m, bool memory, struct snap_fds *fds,
+		      char *err, size_t err_len) __must_check;
+void snap_restore_close(struct snap_fds *fds);
+
+/* ---- snap_memory.c: a snapshot's memory file and state for a restore ---- */
+
+/* The memory file's page digest of a VMM's reply, in hex. */
+void snap_memory_hex(const uint8_t sha256[32], char out[SNAP_HEX_LEN + 1]);
+/* The page digest (wire/api_proto.h, api_snapshot_result) of the `size` bytes of `fd`. */
+int snap_memory_digest(int fd, uint64_t size, char out[SNAP_HEX_LEN + 1]) __must_check;
+/* At the seal of `dir`: prove no process holds dir/memory open for writing (a read lease),
+ * make it root's and read-only, and record it as checked with page digest `sha`
+ * (memory.checked). 0, or -errno with `err` (-EAGAIN: a writer holds it). */
+int snap_memory_seal(const char *dir, const char *sha, char *err, size_t err_len) __must_check;
+/* dir/memory opened read-only, of m's size and page digest: hashed in full unless
+ * memory.checked (its MAC good) says this very file was checked and has not changed since
+ * (same device, inode, size, mtime and ctime). *fd gets it. 0, or -errno with `err`. */
+int snap_memory_open(const char *dir, const struct snap_meta *m, int *fd, char *err,
+		     size_t err_len) __must_check;
+/* `len` bytes of `state` in a memfd sealed against any change: its fd, or -errno. */
+int snap_state_memfd(const void *state, size_t len) __must_check;
+
+/* ---- snap_net.c: a networked snapshot's proxy files ---- */
+
+/* One of the net.* files a snapshot may hold. */
+bool snap_valid_net_file(const char *s);
+/* The proxy's files (policy, credentials, CA, DNS map) of sandbox `sb` into snapshot
+ * directory `dir` as net.<file>. */
+int snap_net_save(const struct sandbox *sb, const char *dir) __must_check;
+/* At the seal: the SHA-256 of each net.* file of `dir` into m->net (m->network only). */
+int snap_net_seal(const char *dir, struct snap_meta *m, char *err, size_t err_len) __must_check;
+/* At a restore: each net.* file m names, read once, checked, written into sandbox `sb`. */
+int snap_net_restore(const char *dir, const struct snap_meta *m, const struct sandbox *sb,
+		     char *err, size_t err_len) __must_check;
 
 /* ---- api_client.c: wire/api_proto.h over api.sock ---- */
 
@@ -427,7 +481,8 @@ int api_request_path(const char *api_path, uint16_t type, const void *req, uint3
  * Returns 0, the VMM's -errno with its message in `msg`, or -errno of the call itself. */
 struct api_snapshot_out {
 	uint64_t pause_us, total_us, state_bytes, memory_bytes;
-	char memory_path[320]; /* API_SNAPSHOT_LIVE: the parent's frozen RAM, PATH[,PATH...] */
+	uint8_t memory_sha256[32]; /* the memory file's page digest (api_proto.h); 0s: none */
+	char memory_path[320];	   /* API_SNAPSHOT_LIVE: the parent's frozen RAM, PATH[,PATH...] */
 };
 int api_snapshot(const struct sandbox *sb, uint32_t flags, const char *dir, int dir_fd,
 		 const char *const *tops, unsigned ntops, unsigned timeout_ms,
@@ -582,6 +637,9 @@ int find_vmm(char *out, size_t len) __must_check;
 struct boot_src {
 	const char *dir;
 	const char *memory;
+	/* The checked state and memory (snap_restore_open): a restore without them is
+	 * refused. */
+	const struct snap_fds *fds;
 };
 /* Start the VMM of `sb` (its directory, config and top layer exist): its cgroup, network and
  * proxy, the detached sandbox-vmm (booting, or restoring `src` when it is not NULL), its pid

@@ -97,8 +97,7 @@ static int net_ruleset(char *buf, size_t len)
 	return n < 0 || (size_t)n >= len ? -E2BIG : 0;
 }
 
-/* Run `nft -f -` (this process's namespace) with `rules` on its stdin. */
-static int net_nft(const char *rules)
+int net_nft(const char *rules, int err_fd)
 {
 	uint64_t deadline = now_ms() + NET_NFT_TIMEOUT_MS;
 	int pipefd[2], status;
@@ -114,6 +113,8 @@ static int net_nft(const char *rules)
 	}
 	if (pid == 0) {
 		dup2(pipefd[0], 0);
+		if (err_fd >= 0)
+			dup2(err_fd, 2);
 		execlp("nft", "nft", "-f", "-", (char *)NULL);
 		fprintf(stderr, "sandboxctl: cannot run nft: %m (install nftables)\n");
 		_exit(127);
@@ -236,7 +237,7 @@ static int net_configure(void)
 	close(sock);
 	if ((err = net_ruleset(rules, sizeof(rules))) < 0)
 		return err;
-	return net_nft(rules);
+	return net_nft(rules, -1);
 }
 
 /* Make NETNS_DIR a directory; `ip netns` also makes it a shared mount, which we do not
@@ -346,7 +347,7 @@ int net_forward_port(const struct sandbox *sb, unsigned port, bool add)
 	fflush(NULL);
 	pid = fork();
 	if (pid == 0)
-		_exit(setns(fd, CLONE_NEWNET) < 0 ? 10 : net_nft(rules) < 0 ? 11 : 0);
+		_exit(setns(fd, CLONE_NEWNET) < 0 ? 10 : net_nft(rules, -1) < 0 ? 11 : 0);
 	close(fd);
 	if (pid < 0)
 		return -errno;

@@ -10,6 +10,11 @@
  * proxy/, its own directory and its jail's root (docs/hardening.md): audit.log, dns.map,
  * egress.left. proxy.pid and proxy.log are ours. A port forwarder's pid is in
  * port-<guest port>.pid.
+ *
+ * A jailed proxy connects upstream from the host's network namespace under the kernel's guard
+ * (docs/hardening.md "The proxy's jail"): `sandbox-proxy guard` prints its nftables script
+ * from the sandbox's policy (the proxy owns the policy's parser and the ranges), and we load
+ * it here, in the host's namespace, before the proxy starts, and remove it once it is gone.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -28,9 +33,17 @@
 
 #include "client.h"
 
-#define PROXY_READY_MS 15000
-#define PROXY_STOP_MS  5000
-#define GUEST_CA_DIR   "/etc/sandbox"
+#define PROXY_READY_MS	     15000
+#define PROXY_STOP_MS	     5000
+#define GUEST_CA_DIR	     "/etc/sandbox"
+/* `sandbox-proxy guard` prints its script within this (it reads one policy file). */
+#define PROXY_GUARD_MS	     15000
+/* The guard's script: ~70 rules of the shared table and ~70 bytes a rule of this proxy's (its
+ * resolver, an allow-cidr each: at most 4096, the proxy's POL_MAX_LIST), with room to spare. */
+#define PROXY_GUARD_TEXT_MAX (1u << 20)
+/* Every proxy uid (sandbox_proxy_uid of the ids' 16 bits): one without a guard is refused. */
+#define PROXY_UID_FIRST	     (SANDBOX_UID_BASE + SANDBOX_PROXY_UID_OFFSET)
+#define PROXY_UID_LAST	     (PROXY_UID_FIRST + 0xffffu)
 
 int proxy_binary(char *out, size_t len)
 {
@@ -214,6 +227,159 @@ static int proxy_spawn_ready(char **argv, unsigned fd_at, const char *log, bool 
 	return err;
 }
 
+/* Run `sandbox-proxy guard` with `argv` (argv[0] filled in) and its stdout in *text (NUL
+ * ended, at most PROXY_GUARD_TEXT_MAX), its stderr to `log_fd`, within PROXY_GUARD_MS. */
+static int proxy_guard_script(char **argv, int log_fd, char **text)
+{
+	static char bin[PATH_MAX];
+	uint64_t deadline = now_ms() + PROXY_GUARD_MS;
+	size_t len = 0;
+	char *buf = NULL;
+	int p[2], status, err = 0;
+	pid_t pid;
+
+	if (proxy_binary(bin, sizeof(bin)) < 0)
+		return -ENAMETOOLONG;
+	argv[0] = bin;
+	buf = malloc(PROXY_GUARD_TEXT_MAX + 1);
+	if (!buf)
+		return -ENOMEM;
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		free(buf);
+		return -errno;
+	}
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0) {
+		err = -errno;
+		close(p[0]);
+		close(p[1]);
+		free(buf);
+		return err;
+	}
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDONLY);
+
+		if (null > 0)
+			dup2(null, 0);
+		dup2(p[1], 1);
+		if (log_fd >= 0)
+			dup2(log_fd, 2);
+		execv(bin, argv);
+		fprintf(stderr, "sandboxctl: cannot run %s: %m\n", bin);
+		_exit(127);
+	}
+	close(p[1]);
+	for (;;) {
+		struct pollfd pfd = {.fd = p[0], .events = POLLIN};
+		uint64_t now = now_ms();
+		ssize_t n;
+		int ready;
+
+		if (now >= deadline) {
+			err = -ETIMEDOUT;
+			break;
+		}
+		ready = poll(&pfd, 1, (int)(deadline - now));
+		if (ready < 0 && errno != EINTR) {
+			err = -errno;
+			break;
+		}
+		if (ready <= 0)
+			continue; /* the deadline is checked above */
+		n = read(p[0], buf + len, PROXY_GUARD_TEXT_MAX + 1 - len);
+		if (n < 0 && errno != EINTR && errno != EAGAIN) {
+			err = -errno;
+			break;
+		}
+		if (n == 0)
+			break;
+		if (n > 0 && (len += (size_t)n) > PROXY_GUARD_TEXT_MAX) {
+			err = -E2BIG;
+			break;
+		}
+	}
+	close(p[0]);
+	if (err < 0)
+		kill(pid, SIGKILL);
+	/* It closed its stdout, or was killed: its end is near either way. */
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR) {
+			status = -1;
+			break;
+		}
+	if (err == 0 && (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0))
+		err = -EPROTO;
+	if (err < 0) {
+		free(buf);
+		return err;
+	}
+	buf[len] = '\0';
+	*text = buf;
+	return 0;
+}
+
+/* The sandbox's proxy.log, for appending what the guard's steps say; -1 when it cannot be. */
+static int proxy_log_open(const struct sandbox *sb)
+{
+	char log[4200];
+
+	if (sandbox_path(sb, "proxy.log", log, sizeof(log)) < 0)
+		return -1;
+	return open(log, O_WRONLY | O_CREAT | O_APPEND | O_NOCTTY | O_CLOEXEC, 0600);
+}
+
+/* Load (`dir` given) or remove the kernel's guard of proxy uid `uid` in our network namespace
+ * (the host's): the script from `sandbox-proxy guard`, through nft. What failed is said in
+ * `log_fd` (proxy.log), besides what sandbox-proxy and nft printed there. */
+static int proxy_guard(const char *dir, uid_t uid, int log_fd)
+{
+	char uid_s[16], range[32], *text = NULL, line[256];
+	char *load[] = {NULL, "guard", (char *)dir, "--uid", uid_s, "--uids", range, NULL};
+	char *remove[] = {NULL, "guard", "--remove", "--uid", uid_s, NULL};
+	int err, n;
+
+	snprintf(uid_s, sizeof(uid_s), "%u", (unsigned)uid);
+	snprintf(range, sizeof(range), "%u-%u", PROXY_UID_FIRST, PROXY_UID_LAST);
+	err = proxy_guard_script(dir ? load : remove, log_fd, &text);
+	if (err == 0) {
+		err = net_nft(text, log_fd);
+		free(text);
+		if (err < 0)
+			n = snprintf(
+				line, sizeof(line),
+				"sandboxctl: nft -f - could not %s the proxy's guard (table inet "
+				"sandbox_guard, uid %u): %s%s\n",
+				dir ? "load" : "remove", (unsigned)uid, strerror(-err),
+				err == -EPROTO ? " (nft refused it, or is not installed: "
+						 "nftables, with nft_fib and nft_reject)"
+					       : "");
+	} else {
+		n = snprintf(line, sizeof(line),
+			     "sandboxctl: sandbox-proxy guard could not write the proxy's guard "
+			     "(uid %u): %s\n",
+			     (unsigned)uid, strerror(-err));
+	}
+	if (err < 0 && log_fd >= 0 && n > 0 &&
+	    write_all(log_fd, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1) < 0) {
+		/* the error is returned all the same */
+	}
+	return err;
+}
+
+/* Remove the guard of `sb`'s proxy uid `uid` (its proxy is gone); a failure is said in
+ * proxy.log and leaves a guard no process uses, replaced at the next start. */
+static void proxy_guard_drop(const struct sandbox *sb, uid_t uid)
+{
+	int log_fd = proxy_log_open(sb);
+
+	if (proxy_guard(NULL, uid, log_fd) < 0) {
+		/* said in proxy.log */
+	}
+	if (log_fd >= 0)
+		close(log_fd);
+}
+
 int proxy_start(const struct sandbox *sb)
 {
 	char ns[256], log[4200], jail[64];
@@ -231,11 +397,23 @@ int proxy_start(const struct sandbox *sb)
 		argv[8] = jail;
 	}
 	if ((err = net_ns_path(sb, ns, sizeof(ns))) < 0 ||
-	    (err = sandbox_path(sb, "proxy.log", log, sizeof(log))) < 0 ||
-	    (err = proxy_spawn_ready(argv, 6, log, jailed, sb, &pid)) < 0)
+	    (err = sandbox_path(sb, "proxy.log", log, sizeof(log))) < 0)
 		return err;
-	if ((err = write_pid(sb, "proxy.pid", pid)) < 0)
+	/* Jailed, it starts under its guard, or not at all (a stale one is replaced). */
+	if (jailed) {
+		int log_fd = proxy_log_open(sb);
+
+		err = proxy_guard(sb->dir, id, log_fd);
+		if (log_fd >= 0)
+			close(log_fd);
+		if (err < 0)
+			return err;
+	}
+	if ((err = proxy_spawn_ready(argv, 6, log, jailed, sb, &pid)) == 0 &&
+	    (err = write_pid(sb, "proxy.pid", pid)) < 0)
 		proxy_kill(pid);
+	if (err < 0 && jailed)
+		proxy_guard_drop(sb, id);
 	return err;
 }
 
@@ -256,6 +434,10 @@ void proxy_stop(const struct sandbox *sb)
 		proxy_kill(pid);
 	if (sandbox_path(sb, "proxy.pid", path, sizeof(path)) == 0)
 		unlink(path);
+	/* Its guard, the proxy gone (a port forwarder, of the same uid, needs none: it only
+	 * answers connections made to it, which the guard lets through for any proxy uid). */
+	if (jail_enabled())
+		proxy_guard_drop(sb, sandbox_proxy_uid(sb->id));
 	/* and every port forwarder */
 	d = opendir(sb->dir);
 	if (!d)
@@ -371,67 +553,4 @@ out:
 	free(sys);
 	free(bundle);
 	return err;
-}
-
-/* The proxy's files a snapshot keeps: where they are in the sandbox, their name in the
- * snapshot. dns.map may not exist yet. */
-static const struct {
-	const char *in_sandbox, *in_snapshot;
-} proxy_files[] = {
-	{"policy.yaml", "net.policy.yaml"}, {"credentials", "net.credentials"},
-	{"ca.pem", "net.ca.pem"},	    {"ca.key", "net.ca.key"},
-	{"proxy/dns.map", "net.dns.map"},
-};
-
-/* Copy `from` to `to` (atomically, mode 0600); -ENOENT when `from` is missing. */
-static int copy_small_file(const char *from, const char *to)
-{
-	char *buf = NULL;
-	size_t len;
-	int err;
-
-	if ((err = read_file(from, 16 << 20, &buf, &len)) < 0)
-		return err;
-	err = write_file_atomic(to, buf, len, 0600);
-	free(buf);
-	return err;
-}
-
-/* From the sandbox `sb_dir` into the snapshot `snap_dir` (`save`) or back. */
-static int proxy_files_copy(const char *sb_dir, const char *snap_dir, bool save)
-{
-	char in_sb[4200], in_snap[4200];
-	int err;
-
-	for (size_t i = 0; i < sizeof(proxy_files) / sizeof(proxy_files[0]); i++) {
-		if ((err = path_fmt(in_sb, sizeof(in_sb), "%s/%s", sb_dir,
-				    proxy_files[i].in_sandbox)) < 0 ||
-		    (err = path_fmt(in_snap, sizeof(in_snap), "%s/%s", snap_dir,
-				    proxy_files[i].in_snapshot)) < 0)
-			return err;
-		err = save ? copy_small_file(in_sb, in_snap) : copy_small_file(in_snap, in_sb);
-		if (err == -ENOENT && strcmp(proxy_files[i].in_snapshot, "net.dns.map") == 0)
-			continue;
-		if (err < 0)
-			return err;
-	}
-	return 0;
-}
-
-int proxy_files_save(const struct sandbox *sb, const char *snap_dir)
-{
-	return proxy_files_copy(sb->dir, snap_dir, true);
-}
-
-int proxy_files_load(const char *snap_dir, const struct sandbox *sb)
-{
-	char dir[4200];
-	int err;
-
-	/* The proxy's own directory, root's until its next start makes it the proxy's. */
-	if ((err = sandbox_path(sb, "proxy", dir, sizeof(dir))) < 0)
-		return err;
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-		return -errno;
-	return proxy_files_copy(sb->dir, snap_dir, false);
 }

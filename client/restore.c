@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A sandbox from a snapshot (docs/snapshots.md): its directory (make.c), an overlay over the
- * snapshot's root layer, its proxy's files from the snapshot or from a create's options (a
- * warm create, ready.c), and a VMM restoring the snapshot's memory and devices. restore,
+ * snapshot's root layer, its proxy's files from the snapshot (each checked against meta.yaml)
+ * or from a create's options (a warm create, ready.c), and a VMM restoring the snapshot's
+ * state and memory as checked here, handed over as fds (snap_restore_open). restore,
  * fork, resume of a suspended sandbox and the warm create all come here. A lifecycle verb
  * (client.h): errors as values, in the caller's report.
  */
@@ -37,8 +38,10 @@ static int restore_into(const char *dir, const struct snap_meta *m, const char *
 			const char *console, const struct boot_src *src, bool no_wait,
 			const struct create_opts *o, struct sandbox *sb, struct lc_report *r)
 {
-	char top[4200], parent[4200];
+	char top[4200], parent[4200], msg[640] = "";
 	struct disk_error derr = {""};
+	struct snap_fds fds;
+	struct boot_src checked;
 	int err;
 
 	memset(sb, 0, sizeof(*sb));
@@ -63,9 +66,9 @@ static int restore_into(const char *dir, const struct snap_meta *m, const char *
 	if (sb->network) {
 		if (o)
 			err = sandbox_net_prepare(sb, o, r);
-		else if ((err = proxy_files_load(dir, sb)) < 0)
+		else if ((err = snap_net_restore(dir, m, sb, msg, sizeof(msg))) < 0)
 			lc_fail(r, err, "%s: the snapshot's proxy files: %s", sb->id,
-				strerror(-err));
+				msg[0] ? msg : strerror(-err));
 		if (err < 0) {
 			sandbox_discard(sb, r);
 			return err;
@@ -79,7 +82,18 @@ static int restore_into(const char *dir, const struct snap_meta *m, const char *
 		sandbox_discard(sb, r);
 		return err;
 	}
-	if ((err = sandbox_start_vmm(sb, console, src, RESTORE_TIMEOUT_S, no_wait, r)) < 0)
+	/* The state and (unless a fork's child maps the parent's frozen RAM) the memory, checked
+	 * against the MAC'd digests and given to the VMM as they were checked. */
+	if ((err = snap_restore_open(dir, m, !src->memory, &fds, msg, sizeof(msg))) < 0) {
+		lc_fail(r, err, "%s: %s", sb->id, msg[0] ? msg : strerror(-err));
+		sandbox_discard(sb, r);
+		return err;
+	}
+	checked = *src;
+	checked.fds = &fds;
+	err = sandbox_start_vmm(sb, console, &checked, RESTORE_TIMEOUT_S, no_wait, r);
+	snap_restore_close(&fds);
+	if (err < 0)
 		sandbox_discard(sb, r);
 	return err;
 }

@@ -319,7 +319,21 @@ int sandbox_snapshot(struct sandbox *sb, struct snap_take *t, struct lc_report *
 	t->meta.memory_bytes = sb->memory_mib << 20;
 	snprintf(t->meta.root_layer, sizeof(t->meta.root_layer), "%s", old_top);
 	t->meta.network = sb->network;
-	if (sb->network && (err = proxy_files_save(sb, tmp)) < 0) {
+	/* The memory file's page digest, as the VMM computed it while writing the file: a
+	 * snapshot whose memory the MAC cannot cover is not made. */
+	if (!(t->flags & API_SNAPSHOT_LIVE) || (t->flags & API_SNAPSHOT_DURABLE)) {
+		static const uint8_t none[sizeof(t->out.memory_sha256)];
+
+		if (memcmp(t->out.memory_sha256, none, sizeof(none)) == 0) {
+			err = lc_fail(r, -EPROTO,
+				      "%s: the VMM gave no digest of the memory file (an older "
+				      "VMM?): refused",
+				      sb->id);
+			goto fail_rm;
+		}
+		snap_memory_hex(t->out.memory_sha256, t->meta.memory_sha256);
+	}
+	if (sb->network && (err = snap_net_save(sb, tmp)) < 0) {
 		lc_fail(r, err, "%s: cannot keep its proxy's files in the snapshot: %s", sb->id,
 			strerror(-err));
 		goto fail_rm;

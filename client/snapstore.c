@@ -5,7 +5,8 @@
  * layer's parent path is relative to its directory, and both trees sit two levels below
  * $SANDBOX_HOME), `meta.yaml` and `mac`. The MAC is an HMAC-SHA256, keyed by the host's
  * $SANDBOX_HOME/snapshot.key, over meta.yaml then state.fdt: a snapshot is checked before a
- * byte of either is parsed, and meta.yaml carries the SHA-256 of the state and of each layer.
+ * byte of either is parsed, and meta.yaml carries the SHA-256 of the state, of each layer and
+ * proxy file, and the memory file's page digest (snap_memory.c, snap_net.c).
  */
 #include <dirent.h>
 #include <endian.h>
@@ -226,6 +227,10 @@ static int meta_format(const struct snap_meta *m, char *buf, size_t len)
 	META_PUT("state_sha256: %s\n", m->state_sha256);
 	META_PUT("root_layer: %s\n", m->root_layer);
 	META_PUT("network: %s\n", m->network ? "proxy" : "none");
+	META_PUT("memory_sha256: %s\n", m->memory_sha256[0] ? m->memory_sha256 : "none");
+	META_PUT("net_files:\n");
+	for (unsigned i = 0; i < m->nnet; i++)
+		META_PUT("  - {net: %s, sha256: %s}\n", m->net[i].file, m->net[i].sha256);
 	META_PUT("layers:\n");
 	for (unsigned i = 0; i < m->nlayers; i++)
 		META_PUT("  - {file: %s, sha256: %s}\n", m->layers[i].file, m->layers[i].sha256);
@@ -268,7 +273,7 @@ static int meta_parse(char *buf, struct snap_meta *m, char *err, size_t err_len)
 {
 	char *save = NULL;
 	unsigned line_no = 0, seen = 0;
-	enum { NONE, LAYERS, DISKS } list = NONE;
+	enum { NONE, LAYERS, DISKS, NET } list = NONE;
 	uint64_t v;
 
 	memset(m, 0, sizeof(*m));
@@ -288,6 +293,19 @@ static int meta_parse(char *buf, struct snap_meta *m, char *err, size_t err_len)
 			snprintf(m->layers[m->nlayers++].sha256, SNAP_HEX_LEN + 1, "%s", val2);
 			continue;
 		}
+		if (strncmp(line, "  - {net: ", 10) == 0 && list == NET) {
+			if (m->nnet == SNAP_NET_FILES_MAX ||
+			    sscanf(line, "  - {net: %23[^,], sha256: %64[0-9a-f]}", val, val2) !=
+				    2 ||
+			    !snap_valid_net_file(val) || !is_hex64(val2))
+				goto bad;
+			for (unsigned i = 0; i < m->nnet; i++)
+				if (strcmp(m->net[i].file, val) == 0)
+					goto bad; /* twice */
+			snprintf(m->net[m->nnet].file, sizeof(m->net[0].file), "%s", val);
+			snprintf(m->net[m->nnet++].sha256, SNAP_HEX_LEN + 1, "%s", val2);
+			continue;
+		}
 		if (strncmp(line, "  - {path: \"", 12) == 0 && list == DISKS) {
 			size_t n = strlen(line);
 
@@ -301,9 +319,12 @@ static int meta_parse(char *buf, struct snap_meta *m, char *err, size_t err_len)
 		}
 		if (sscanf(line, "%31[a-z_0-9]: %1031[^\n]", key, val) != 2) {
 			if (sscanf(line, "%31[a-z_0-9]:%c", key, val) == 1 &&
-			    (strcmp(key, "layers") == 0 || strcmp(key, "disks") == 0)) {
-				list = key[0] == 'l' ? LAYERS : DISKS;
-				seen |= key[0] == 'l' ? 1u << 12 : 1u << 13;
+			    (strcmp(key, "layers") == 0 || strcmp(key, "disks") == 0 ||
+			     strcmp(key, "net_files") == 0)) {
+				list = key[0] == 'l' ? LAYERS : key[0] == 'd' ? DISKS : NET;
+				seen |= key[0] == 'l'	? 1u << 12
+					: key[0] == 'd' ? 1u << 13
+							: 1u << 14;
 				continue;
 			}
 			goto bad;
@@ -341,6 +362,14 @@ static int meta_parse(char *buf, struct snap_meta *m, char *err, size_t err_len)
 		META_NUM("state_bytes", 9, 64, STATE_MAX, m->state_bytes)
 		META_STR("state_sha256", 10, is_hex64(u), m->state_sha256)
 		META_STR("root_layer", 11, snap_valid_layer_name(u), m->root_layer)
+		if (strcmp(key, "memory_sha256") == 0) {
+			if (strcmp(u, "none") != 0 && !is_hex64(u))
+				goto bad;
+			snprintf(m->memory_sha256, sizeof(m->memory_sha256), "%s",
+				 strcmp(u, "none") == 0 ? "" : u);
+			seen |= 1u << 15;
+			continue;
+		}
 		if (strcmp(key, "network") == 0) {
 			if (strcmp(u, "proxy") != 0 && strcmp(u, "none") != 0)
 				goto bad;
@@ -351,7 +380,16 @@ static int meta_parse(char *buf, struct snap_meta *m, char *err, size_t err_len)
 #undef META_STR
 		goto bad;
 	}
-	if (seen != (1u << 14) - 1)
+	/* The format first: an older one lacks keys this one needs, and says so plainly. */
+	if ((seen & 1u) && m->format != SNAP_META_FORMAT)
+		return snap_fail(err, err_len, -EPROTONOSUPPORT,
+				 "snapshot format %u, this sandboxctl reads format %u%s", m->format,
+				 SNAP_META_FORMAT,
+				 m->format < SNAP_META_FORMAT
+					 ? " (an older sandboxctl's, whose MAC did not cover the "
+					   "memory and the proxy's files: take the snapshot again)"
+					 : "");
+	if (seen != (1u << 16) - 1)
 		return snap_fail(err, err_len, -EBADMSG, "meta.yaml: a key is missing");
 	return 0;
 bad:
@@ -397,6 +435,17 @@ int snap_seal(const char *dir, struct snap_meta *m, char *err, size_t err_len)
 			goto out;
 		}
 	}
+	if ((r = snap_net_seal(dir, m, err, err_len)) < 0)
+		goto out;
+	/* The state read-only too; the memory file (when there is one) proven to have no
+	 * writer left, made read-only, and recorded as checked. */
+	if ((r = path_fmt(path, sizeof(path), "%s/state.fdt", dir)) < 0 ||
+	    (chmod(path, 0400) < 0 && (r = -errno))) {
+		snap_fail(err, err_len, r, "%s: %s", path, strerror(-r));
+		goto out;
+	}
+	if (m->memory_sha256[0] && (r = snap_memory_seal(dir, m->memory_sha256, err, err_len)) < 0)
+		goto out;
 	meta = malloc(META_MAX);
 	if (!meta) {
 		r = -ENOMEM;
@@ -475,11 +524,17 @@ int snap_open(const char *dir, struct snap_meta *m, char *err, size_t err_len)
 		r = snap_fail(err, err_len, -EBADMSG, "%s: state.fdt changed since the MAC", dir);
 		goto out;
 	}
-	/* The memory file's size, not its content (it is as large as the guest's RAM). A fork's
-	 * snapshot has none: its children map the parent's frozen RAM. */
+	/* The memory file's size here; its content when it is restored (snap_restore_open:
+	 * hashing all of RAM is not for every listing). A fork's snapshot has none: its
+	 * children map the parent's frozen RAM. */
 	if ((r = path_fmt(path, sizeof(path), "%s/memory", dir)) < 0)
 		goto out;
-	if (stat(path, &st) == 0) {
+	if (!m->memory_sha256[0]) {
+		/* none under the MAC: a memory file there is not the snapshot's */
+	} else if (stat(path, &st) < 0) {
+		r = snap_fail(err, err_len, -EBADMSG, "%s: the memory file is gone", dir);
+		goto out;
+	} else {
 		if ((uint64_t)st.st_size != m->memory_bytes) {
 			r = snap_fail(err, err_len, -EBADMSG,
 				      "%s: the memory file is %llu bytes, the snapshot's RAM is "
@@ -508,6 +563,57 @@ out:
 	free(state);
 	free(mac);
 	return r;
+}
+
+int snap_restore_open(const char *dir, const struct snap_meta *m, bool memory, struct snap_fds *fds,
+		      char *err, size_t err_len)
+{
+	char *state = NULL, got[SNAP_HEX_LEN + 1];
+	size_t state_len;
+	int r;
+
+	fds->state_fd = fds->memory_fd = -1;
+	/* Read once more, checked against the authenticated digest: these bytes, and no later
+	 * content of the file, are what the VMM loads. */
+	if ((r = read_state(dir, &state, &state_len)) < 0) {
+		snap_fail(err, err_len, r, "%s/state.fdt: %s", dir, strerror(-r));
+		goto fail;
+	}
+	if ((r = snap_buf_sha256(state, state_len, got)) < 0)
+		goto fail;
+	if (strcmp(got, m->state_sha256) != 0 || state_len != m->state_bytes) {
+		r = snap_fail(err, err_len, -EBADMSG, "%s: state.fdt changed since the MAC", dir);
+		goto fail;
+	}
+	if ((fds->state_fd = snap_state_memfd(state, state_len)) < 0) {
+		r = snap_fail(err, err_len, fds->state_fd, "a sealed copy of the state: %s",
+			      strerror(-fds->state_fd));
+		goto fail;
+	}
+	if (memory) {
+		if (!m->memory_sha256[0]) {
+			r = snap_fail(err, err_len, -EBADMSG, "%s: the snapshot has no memory file",
+				      dir);
+			goto fail;
+		}
+		if ((r = snap_memory_open(dir, m, &fds->memory_fd, err, err_len)) < 0)
+			goto fail;
+	}
+	free(state);
+	return 0;
+fail:
+	free(state);
+	snap_restore_close(fds);
+	return r;
+}
+
+void snap_restore_close(struct snap_fds *fds)
+{
+	if (fds->state_fd >= 0)
+		close(fds->state_fd);
+	if (fds->memory_fd >= 0)
+		close(fds->memory_fd);
+	fds->state_fd = fds->memory_fd = -1;
 }
 
 int snap_foreach(int (*fn)(const char *name, void *opaque), void *opaque)

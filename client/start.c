@@ -81,7 +81,7 @@ static int spawn_vmm(const struct sandbox *sb, const char *console_opt, const st
 {
 	char vmm[PATH_MAX], kernel[4200], initrd[4200], disk[4200], api[4200], vsock[4200];
 	char cpus[16], mem[32], console[4200], ns[256], net[320], jail[4200], ttl[24];
-	char lifeline[16];
+	char lifeline[16], state_fd[16], memory_fd[16];
 	char cmdline[sizeof(GUEST_CMDLINE " " NET_GUEST_CMDLINE)];
 	int err, fd;
 	pid_t child;
@@ -119,14 +119,25 @@ static int spawn_vmm(const struct sandbox *sb, const char *console_opt, const st
 
 	if (src) {
 		/* The guest, its RAM and vCPUs are the snapshot's; the devices are this
-		 * sandbox's, in the same order as when it was taken. */
+		 * sandbox's, in the same order as when it was taken. The state and memory go
+		 * as the fds they were checked through, never to be opened by path again. */
+		if (!src->fds || src->fds->state_fd < 0 ||
+		    (!src->memory && src->fds->memory_fd < 0))
+			return -EINVAL;
 		argc = 0;
 		argv[argc++] = vmm;
 		argv[argc++] = "--restore";
 		argv[argc++] = (char *)src->dir;
+		snprintf(state_fd, sizeof(state_fd), "%d", src->fds->state_fd);
+		argv[argc++] = "--restore-state-fd";
+		argv[argc++] = state_fd;
 		if (src->memory) {
 			argv[argc++] = "--restore-memory";
 			argv[argc++] = (char *)src->memory;
+		} else {
+			snprintf(memory_fd, sizeof(memory_fd), "%d", src->fds->memory_fd);
+			argv[argc++] = "--restore-memory-fd";
+			argv[argc++] = memory_fd;
 		}
 		argv[argc++] = "--disk";
 		argv[argc++] = disk;
@@ -184,8 +195,14 @@ static int spawn_vmm(const struct sandbox *sb, const char *console_opt, const st
 		dup2(fd, 2);
 		if (fd > 2)
 			close(fd);
+		/* The fds of ours it inherits: the lifeline, a restore's checked state and
+		 * memory. */
 		if (sb->lifeline_fd > 0)
-			fcntl(sb->lifeline_fd, F_SETFD, 0); /* the one fd of ours it inherits */
+			fcntl(sb->lifeline_fd, F_SETFD, 0);
+		if (src && src->fds->state_fd >= 0)
+			fcntl(src->fds->state_fd, F_SETFD, 0);
+		if (src && !src->memory && src->fds->memory_fd >= 0)
+			fcntl(src->fds->memory_fd, F_SETFD, 0);
 		execvpe(vmm, argv, child_env());
 		fprintf(stderr, "sandboxctl: cannot run %s: %m\n", vmm);
 		_exit(127);

@@ -51,8 +51,9 @@ int sandbox_suspend(struct sandbox *sb, struct snap_take *t, struct lc_report *r
 
 int sandbox_resume_suspended(struct sandbox *sb, struct lc_report *r)
 {
-	char name[NAME_MAX_LEN + 2], dir[4200], marker[4200];
+	char name[NAME_MAX_LEN + 2], dir[4200], marker[4200], msg[640] = "";
 	struct snap_meta m;
+	struct snap_fds fds;
 	struct boot_src src;
 	int err;
 
@@ -63,8 +64,13 @@ int sandbox_resume_suspended(struct sandbox *sb, struct lc_report *r)
 		return err;
 	/* The sandbox's own top layer is the empty one over the frozen one: the disk is as
 	 * the snapshot saw it, and the VM goes on writing where it was. */
-	src = (struct boot_src){.dir = dir};
-	if ((err = sandbox_start_vmm(sb, NULL, &src, RESTORE_TIMEOUT_S, false, r)) < 0) {
+	if ((err = snap_restore_open(dir, &m, true, &fds, msg, sizeof(msg))) < 0)
+		return lc_fail(r, err, "%s: its suspend snapshot: %s", sb->id,
+			       msg[0] ? msg : strerror(-err));
+	src = (struct boot_src){.dir = dir, .fds = &fds};
+	err = sandbox_start_vmm(sb, NULL, &src, RESTORE_TIMEOUT_S, false, r);
+	snap_restore_close(&fds);
+	if (err < 0) {
 		char top[4200], frozen[4200];
 		struct disk_error derr = {""};
 

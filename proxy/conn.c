@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The guest's TCP connections (docs/network.md "Decisions"): a thread each, at most CONN_MAX.
+ * The guest's TCP connections (docs/network.md "Decisions"): accepted and held without a thread
+ * by the waiting room (waiting.c) until their first bytes decide them (conn_new, conn_take,
+ * conn_silent), then served on a thread each, at most CONN_MAX at once (conn_serve).
  * The transparent listener learns the dialed address from SO_ORIGINAL_DST (a synthetic address
  * names the name), reads the first bytes (sniff.c: SNI or Host), decides by name before any
  * upstream connection exists, and connects only to addresses it resolved itself. The explicit
@@ -19,6 +21,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "http1.h"
 #include "mitm.h"
 #include "proxy.h"
 
@@ -36,6 +39,15 @@ struct conn {
 	const char *error;
 	uint64_t up, down;
 	bool has_bytes;
+	/* Set when accepted (conn_new), before the first byte is read. */
+	bool explicit;		   /* the HTTP proxy listener, else the transparent one */
+	uint64_t deadline_ms;	   /* when the client's first bytes must have come */
+	bool is_synth;		   /* transparent: dialed a synthetic address ... */
+	char synth[NAME_MAX_TEXT]; /* ... that names this */
+	bool short_wait;	   /* transparent: a destination known without its bytes, not web */
+	unsigned takes;		   /* conn_take's reads that did not decide */
+	bool dribbled;		   /* ... more than CONN_TAKES_MAX */
+	bool reset;		   /* the guest reset it while it waited */
 };
 
 static void conn_audit(struct conn *c, const char *decision)
@@ -131,7 +143,13 @@ static int conn_open_upstream(struct conn *c, const struct sockaddr *raw)
 	if (!policy_check_name(px->pol, c->name, c->port, c->rule, sizeof(c->rule)))
 		return -EACCES;
 	err = dns_lookup(px->dns, (struct sockaddr *)&px->pol->resolver_sa, px->pol->resolver_salen,
-			 c->name, addrs, DNS_MAX_ADDRS, &n);
+			 px->pol->egress_bytes ? &px->budget : NULL, c->name, addrs, DNS_MAX_ADDRS,
+			 &n);
+	if (dns_refusal_rule(err)) {
+		/* the sandbox's DNS rate or egress budget is spent: refused, nothing sent */
+		snprintf(c->rule, sizeof(c->rule), "%s", dns_refusal_rule(err));
+		return -EACCES;
+	}
 	if (err < 0) {
 		c->error = err == -ENOENT ? "no such name" : "name resolution failed";
 		return err;
@@ -192,31 +210,49 @@ static int conn_mitm(struct conn *c, const struct pol_cred *cred)
 	return err;
 }
 
-/* After the decision and the upstream connection: the interception or the relay. */
-static void conn_serve_upstream(struct conn *c, bool tls)
+/* What the guest's first bytes were found to be, for conn_serve_upstream. */
+enum conn_carry {
+	CARRY_TLS,	/* a ClientHello whose name was decided on */
+	CARRY_HTTP,	/* an HTTP/1.x request the strict parser took */
+	CARRY_OTHER,	/* positively neither: copied raw */
+	CARRY_UNDECIDED /* nothing yet (a server-first port): the first bytes decide later */
+};
+
+/*
+ * After the decision and the upstream connection: the interception, the HTTP relay or the
+ * raw relay. Plain HTTP, and whatever a server-first connection's guest sends first, goes
+ * through http_relay: every request must name `host` (the name decided on, or the address
+ * when there is none), so no byte of a request for another host goes upstream.
+ */
+static void conn_serve_upstream(struct conn *c, enum conn_carry what, const char *host)
 {
 	const struct pol_cred *cred = c->name[0] ? policy_find_cred(c->px->pol, c->name) : NULL;
+	_Atomic int64_t *budget = c->px->pol->egress_bytes ? &c->px->budget : NULL;
 	int err;
 
-	if (cred && tls) {
+	if (cred && what == CARRY_TLS) {
 		strncat(c->rule, " (credentials)", sizeof(c->rule) - strlen(c->rule) - 1);
 		err = conn_mitm(c, cred);
-	} else if (!tls && c->name[0] && !strcmp(c->proto, "http")) {
-		/* Every request on the connection must name the host decided on. */
+	} else if (what == CARRY_HTTP || what == CARRY_UNDECIDED) {
 		const char *why;
 
-		err = http_relay(c->cfd, c->ufd, c->buf, c->len, c->name, c->px->idle_ms,
-				 c->px->pol->egress_bytes ? &c->px->budget : NULL, &c->up, &c->down,
-				 &why);
+		if (what == CARRY_HTTP)
+			err = http_relay(c->cfd, c->ufd, c->buf, c->len, host, c->px->idle_ms,
+					 budget, &c->up, &c->down, &why);
+		else
+			err = http_relay_gated(c->cfd, c->ufd, host, !cred, c->px->idle_ms, budget,
+					       &c->up, &c->down, &why);
 		c->has_bytes = true;
-		c->error = why;
-		if (err == -EACCES) {
+		if (err == -EACCES || err == -EPROTO || err == -EBADMSG) {
+			snprintf(c->rule, sizeof(c->rule), "deny (%s%s)",
+				 err == -EPROTO ? "malformed HTTP request: " : "",
+				 why ? why : "refused");
 			conn_audit(c, "deny");
 			return;
 		}
+		c->error = why;
 	} else {
-		err = conn_relay(c->cfd, c->ufd, c->buf, c->len, c->px->idle_ms,
-				 c->px->pol->egress_bytes ? &c->px->budget : NULL, &c->up,
+		err = conn_relay(c->cfd, c->ufd, c->buf, c->len, c->px->idle_ms, budget, &c->up,
 				 &c->down);
 		c->has_bytes = true;
 		if (err == -EDQUOT)
@@ -227,6 +263,44 @@ static void conn_serve_upstream(struct conn *c, bool tls)
 			c->error = "relay failed";
 	}
 	conn_audit(c, err < 0 && err != -ETIMEDOUT ? "error" : "allow");
+}
+
+/*
+ * Refuse first bytes that are malformed TLS or HTTP (`k`), or that stopped before they said
+ * what they are (SNIFF_MORE): an attempt at HTTP gets a 400 and the parser's reason.
+ */
+static void conn_refuse_first(struct conn *c, enum sniff_kind k)
+{
+	char name[NAME_MAX_TEXT];
+	const char *why = NULL;
+	size_t head;
+
+	if (k == SNIFF_BAD_TLS || (c->len && c->buf[0] == 22)) {
+		snprintf(c->rule, sizeof(c->rule), "deny (malformed TLS ClientHello)");
+	} else {
+		if (k == SNIFF_BAD_HTTP)
+			(void)sniff_http(c->buf, c->len, name, sizeof(name), &head, &why);
+		snprintf(c->rule, sizeof(c->rule), "deny (malformed HTTP request: %s)",
+			 why			   ? why
+			 : k == SNIFF_BAD_HTTP	   ? "head too large"
+			 : c->len < sizeof(c->buf) ? "an incomplete head"
+						   : "head too large");
+		conn_say(c, "400 Bad Request", c->rule);
+	}
+	conn_audit(c, "deny");
+}
+
+/* Ports 80 and 443 carry TLS or HTTP: nothing else goes there raw, so that the sniffer's
+ * "positively something else" is not the only guard of the Host check on them. */
+static bool conn_web_port(uint16_t port)
+{
+	return port == 80 || port == 443;
+}
+
+static void conn_refuse_other(struct conn *c)
+{
+	snprintf(c->rule, sizeof(c->rule), "deny (neither TLS nor HTTP on port %u)", c->port);
+	conn_audit(c, "deny");
 }
 
 /* Refuse a credentialed host over plain HTTP: see the file's comment. */
@@ -240,100 +314,143 @@ static bool conn_refuse_plain_cred(struct conn *c)
 	return true;
 }
 
-static void conn_transparent(struct conn *c)
+/* The milliseconds left before c->deadline_ms (0 once passed). */
+static unsigned conn_left_ms(const struct conn *c)
+{
+	uint64_t now = now_ms();
+
+	return c->deadline_ms > now ? (unsigned)(c->deadline_ms - now) : 0;
+}
+
+/* Accepted on the transparent listener: where the guest dialed, and so how long its first
+ * bytes may take. -EACCES (the line written) when it cannot go anywhere. */
+static int conn_transparent_begin(struct conn *c)
 {
 	socklen_t ol = sizeof(c->orig);
-	char synth[NAME_MAX_TEXT] = "", sniffed[NAME_MAX_TEXT] = "";
-	enum sniff_kind k;
-	bool is_synth, web, short_wait;
-	int err;
+	bool web;
 
 	c->proto = "tcp";
 	if (getsockopt(c->cfd, SOL_IP, SO_ORIGINAL_DST, &c->orig, &ol) < 0) {
 		snprintf(c->rule, sizeof(c->rule), "deny (no original destination)");
 		conn_audit(c, "deny");
-		return;
+		return -EACCES;
 	}
 	c->port = ntohs(c->orig.sin_port);
 	inet_ntop(AF_INET, &c->orig.sin_addr, c->addr, sizeof(c->addr));
-	is_synth = (ntohl(c->orig.sin_addr.s_addr) & SYNTH_MASK) == SYNTH_NET;
-	if (is_synth && dns_synth_name(c->px->dns, c->orig.sin_addr, synth, sizeof(synth)) < 0) {
+	c->is_synth = (ntohl(c->orig.sin_addr.s_addr) & SYNTH_MASK) == SYNTH_NET;
+	if (c->is_synth &&
+	    dns_synth_name(c->px->dns, c->orig.sin_addr, c->synth, sizeof(c->synth)) < 0) {
 		snprintf(c->rule, sizeof(c->rule), "deny unknown synthetic address %s", c->addr);
 		conn_audit(c, "deny");
-		return;
+		return -EACCES;
 	}
 	/* Server-first protocols (ssh, smtp) send nothing: wait for the client only briefly
 	 * where the destination is known without its bytes. */
 	web = c->port == 80 || c->port == 443;
-	short_wait = !web && (is_synth || policy_check_addr(c->px->pol, (struct sockaddr *)&c->orig,
-							    c->port, c->rule, sizeof(c->rule)));
+	c->short_wait =
+		!web && (c->is_synth || policy_check_addr(c->px->pol, (struct sockaddr *)&c->orig,
+							  c->port, c->rule, sizeof(c->rule)));
 	c->rule[0] = 0;
-	k = conn_read_first(c, short_wait ? CONN_SERVER_FIRST_MS : CONN_FIRST_MS, sniffed,
-			    sizeof(sniffed));
+	c->deadline_ms = now_ms() + (c->short_wait ? CONN_SERVER_FIRST_MS : CONN_FIRST_MS);
+	return 0;
+}
+
+/* A decided connection from the waiting room (waiting.c): c->buf holds what it sent so far;
+ * reading goes on until its deadline. */
+static void conn_transparent(struct conn *c)
+{
+	const char *synth = c->synth;
+	char sniffed[NAME_MAX_TEXT] = "";
+	char host[NAME_MAX_TEXT];
+	enum sniff_kind k;
+	enum conn_carry what = CARRY_OTHER;
+	bool is_synth = c->is_synth, short_wait = c->short_wait;
+	int err;
+
+	k = conn_read_first(c, conn_left_ms(c), sniffed, sizeof(sniffed));
 	if (k == SNIFF_MORE && c->len > 0 && c->buf[0] == 22)
 		k = SNIFF_BAD_TLS; /* a ClientHello that never completed is not let through raw */
+	if (k == SNIFF_MORE && c->len == 0)
+		k = SNIFF_OTHER; /* silence: refused below unless its server speaks first */
 	switch (k) {
 	case SNIFF_TLS:
 		c->proto = "tls";
 		snprintf(c->name, sizeof(c->name), "%s", sniffed[0] ? sniffed : synth);
+		what = CARRY_TLS;
 		break;
 	case SNIFF_HTTP:
 		c->proto = "http";
 		snprintf(c->name, sizeof(c->name), "%s", sniffed);
+		what = CARRY_HTTP;
 		break;
 	case SNIFF_BAD_TLS:
 	case SNIFF_BAD_HTTP:
+	case SNIFF_MORE:
+		/* Refused: malformed, or first bytes that stopped (a stall, EOF, a full buffer)
+		 * before they said what they are. Only bytes that are positively neither TLS
+		 * nor an attempt at HTTP go anywhere raw. */
 		c->proto = k == SNIFF_BAD_TLS ? "tls" : "http";
 		snprintf(c->name, sizeof(c->name), "%s", synth);
-		snprintf(c->rule, sizeof(c->rule), "deny (malformed %s)",
-			 k == SNIFF_BAD_TLS ? "TLS ClientHello" : "HTTP request");
-		conn_audit(c, "deny");
+		conn_refuse_first(c, k);
 		return;
-	case SNIFF_MORE:
 	case SNIFF_OTHER:
-		if (is_synth) {
-			snprintf(c->name, sizeof(c->name), "%s", synth);
-		} else if (!short_wait && c->len == 0) {
+		if (!short_wait && c->len == 0) {
 			snprintf(c->rule, sizeof(c->rule), "deny (nothing sent within %u s)",
 				 CONN_FIRST_MS / 1000);
 			conn_audit(c, "deny");
 			return;
 		}
+		if (is_synth)
+			snprintf(c->name, sizeof(c->name), "%s", synth);
+		if (c->len && conn_web_port(c->port)) {
+			conn_refuse_other(c);
+			return;
+		}
+		what = c->len ? CARRY_OTHER : CARRY_UNDECIDED;
 		break;
 	}
-	if (!strcmp(c->proto, "http") && conn_refuse_plain_cred(c))
+	if (what == CARRY_HTTP && conn_refuse_plain_cred(c))
 		return;
+	snprintf(host, sizeof(host), "%s", c->name[0] ? c->name : c->addr);
 	err = conn_open_upstream(c, (struct sockaddr *)&c->orig);
 	if (err < 0) {
-		if (!strcmp(c->proto, "http"))
+		if (what == CARRY_HTTP)
 			conn_say(c, err == -EACCES ? "403 Forbidden" : "502 Bad Gateway",
 				 err == -EACCES ? c->rule : c->error);
 		conn_audit(c, err == -EACCES ? "deny" : "error");
 		return;
 	}
-	conn_serve_upstream(c, k == SNIFF_TLS);
+	conn_serve_upstream(c, what, host);
 }
 
-/* Read an HTTP request head on the explicit listener; its length or -errno. */
+/* What c->buf holds of an explicit proxy request: the head's length once whole, 0 while
+ * it may still come, -EPROTO when its method is not one, -E2BIG when it fills the buffer. */
+static int conn_head_state(const struct conn *c)
+{
+	const uint8_t *e = memmem(c->buf, c->len, "\r\n\r\n", 4);
+
+	if (e)
+		return (int)(e - c->buf) + 4;
+	for (size_t i = 0; i < c->len && c->buf[i] != ' '; i++) {
+		if (c->buf[i] < 'A' || c->buf[i] > 'Z' || i > 16)
+			return -EPROTO;
+	}
+	return c->len == sizeof(c->buf) ? -E2BIG : 0;
+}
+
+/* Read an HTTP request head on the explicit listener until c->deadline_ms; its length or
+ * -errno. */
 static int conn_read_head(struct conn *c)
 {
-	uint64_t deadline = now_ms() + CONN_FIRST_MS;
-
 	for (;;) {
-		const uint8_t *e = memmem(c->buf, c->len, "\r\n\r\n", 4);
+		int head = conn_head_state(c);
 		uint64_t now = now_ms();
 		struct pollfd pfd = {.fd = c->cfd, .events = POLLIN};
 		ssize_t n;
 
-		if (e)
-			return (int)(e - c->buf) + 4;
-		for (size_t i = 0; i < c->len && c->buf[i] != ' '; i++) {
-			if (c->buf[i] < 'A' || c->buf[i] > 'Z' || i > 16)
-				return -EPROTO;
-		}
-		if (c->len == sizeof(c->buf))
-			return -E2BIG;
-		if (now >= deadline || poll(&pfd, 1, (int)(deadline - now)) <= 0)
+		if (head != 0)
+			return head;
+		if (now >= c->deadline_ms || poll(&pfd, 1, (int)(c->deadline_ms - now)) <= 0)
 			return -ETIMEDOUT;
 		n = recv(c->cfd, c->buf + c->len, sizeof(c->buf) - c->len, MSG_DONTWAIT);
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -344,8 +461,10 @@ static int conn_read_head(struct conn *c)
 	}
 }
 
-/* CONNECT host:port: decide, connect, 200, then the tunnel (checked like a transparent one:
- * a ClientHello in it must name the CONNECT host). */
+/* CONNECT host:port: decide, connect, 200, then the tunnel, checked like a transparent
+ * connection: a ClientHello in it must name the CONNECT host, and so must every HTTP request
+ * (http_relay); malformed or stalled first bytes are refused, only bytes that are positively
+ * something else go raw. */
 static void conn_connect_tunnel(struct conn *c, const char *target, size_t head)
 {
 	static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
@@ -353,7 +472,8 @@ static void conn_connect_tunnel(struct conn *c, const char *target, size_t head)
 	struct sockaddr_storage raw;
 	socklen_t rawlen;
 	enum sniff_kind k;
-	bool cred;
+	enum conn_carry what;
+	bool cred, web;
 	int err;
 
 	c->proto = "connect";
@@ -383,104 +503,122 @@ static void conn_connect_tunnel(struct conn *c, const char *target, size_t head)
 	memmove(c->buf, c->buf + head, c->len - head);
 	c->len -= head;
 	cred = c->name[0] && policy_find_cred(c->px->pol, c->name);
-	k = conn_read_first(c, c->port == 443 || cred ? CONN_FIRST_MS : CONN_SERVER_FIRST_MS, sni,
-			    sizeof(sni));
+	/* The tunnel's first bytes go through the gate a transparent connection's go through.
+	 * Web ports and credentialed hosts wait for them; elsewhere a server may speak first. */
+	web = c->port == 80 || c->port == 443 || cred;
+	k = conn_read_first(c, web ? CONN_FIRST_MS : CONN_SERVER_FIRST_MS, sni, sizeof(sni));
 	if (k == SNIFF_MORE && c->len > 0 && c->buf[0] == 22)
 		k = SNIFF_BAD_TLS;
-	if (k == SNIFF_BAD_TLS ||
-	    (k == SNIFF_TLS && sni[0] && c->name[0] && strcmp(sni, c->name))) {
+	if (k == SNIFF_BAD_TLS || k == SNIFF_BAD_HTTP || (k == SNIFF_MORE && c->len > 0)) {
+		conn_refuse_first(c, k);
+		return;
+	}
+	if (k == SNIFF_OTHER && c->len && conn_web_port(c->port)) {
+		conn_refuse_other(c);
+		return;
+	}
+	if (k == SNIFF_TLS && sni[0] && c->name[0] && strcmp(sni, c->name)) {
+		snprintf(c->rule, sizeof(c->rule), "deny (the SNI differs from the CONNECT host)");
+		conn_audit(c, "deny");
+		return;
+	}
+	if ((cred && k != SNIFF_TLS) || (web && k == SNIFF_MORE)) {
 		snprintf(c->rule, sizeof(c->rule), "deny (%s)",
-			 k == SNIFF_BAD_TLS ? "malformed TLS ClientHello"
-					    : "the SNI differs from the CONNECT host");
+			 cred ? "credentialed host without TLS" : "nothing sent within 10 s");
 		conn_audit(c, "deny");
 		return;
 	}
-	if (cred && k != SNIFF_TLS) {
-		snprintf(c->rule, sizeof(c->rule), "deny credentialed host without TLS");
-		conn_audit(c, "deny");
-		return;
-	}
-	conn_serve_upstream(c, k == SNIFF_TLS);
+	what = k == SNIFF_TLS	 ? CARRY_TLS
+	       : k == SNIFF_HTTP ? CARRY_HTTP
+	       : c->len		 ? CARRY_OTHER
+				 : CARRY_UNDECIDED;
+	conn_serve_upstream(c, what, c->name[0] ? c->name : host);
 }
 
-/* Copy the head's header lines but the hop-by-hop and Host ones into `out`. */
-static size_t conn_copy_headers(const uint8_t *head, size_t hlen, char *out, size_t outlen)
-{
-	static const char *drop[] = {
-		"host:", "connection:", "proxy-connection:", "keep-alive:", "proxy-authorization:",
-		"te:",	 "upgrade:"};
-	const char *line = memchr(head, '\n', hlen), *end = (const char *)head + hlen - 2;
-	size_t o = 0;
-
-	for (line = line ? line + 1 : end; line < end;) {
-		const char *eol = memmem(line, (size_t)(end - line) + 2, "\r\n", 2);
-		size_t ll = (size_t)(eol - line) + 2;
-		bool keep = true;
-
-		for (size_t i = 0; i < sizeof(drop) / sizeof(drop[0]); i++) {
-			if (strncasecmp(line, drop[i], strlen(drop[i])) == 0)
-				keep = false;
-		}
-		if (keep && o + ll < outlen) {
-			memcpy(out + o, line, ll);
-			o += ll;
-		}
-		line = eol + 2;
-	}
-	return o;
-}
-
-/* GET http://host[:port]/path: decide, then forward in origin form with one request per
- * connection (Connection: close), Host set from the URI. */
+/*
+ * GET http://host[:port]/path: the head parsed strictly (an absolute-form request), decided by
+ * the URI's host, then forwarded in origin form with Connection: close and the URI's Host
+ * (http1_origin_head): what goes upstream is only what was parsed, and http_relay holds it and
+ * every later request to that host. `method` and `target` (the lenient first look) are not
+ * used past the choice of this path.
+ */
 static void conn_absolute(struct conn *c, const char *method, const char *target, size_t head)
 {
-	const char *auth = target + 7, *path = strchr(auth, '/');
-	char host[NAME_MAX_TEXT], *req;
-	size_t alen = path ? (size_t)(path - auth) : strlen(auth), o;
+	struct http1_head *h = malloc(sizeof(*h));
+	const char *reason = NULL, *auth, *path;
+	char host[NAME_MAX_TEXT], *req = NULL;
+	size_t hl, alen, plen, o;
 	struct sockaddr_storage raw;
 	socklen_t rawlen;
-	bool http10 = memmem(c->buf, head, "HTTP/1.0\r\n", 10) != NULL;
-	int err;
+	int err, status = 400;
 
+	(void)method;
+	(void)target;
 	c->proto = "http";
+	if (!h) {
+		c->error = "out of memory";
+		conn_audit(c, "error");
+		goto out;
+	}
+	if (http1_head_find((const char *)c->buf, c->len, CONN_PEEK_MAX, &hl, &reason) != 0 ||
+	    hl != head ||
+	    http1_parse_proxy_request((const char *)c->buf, hl, h, &status, &reason) < 0) {
+		snprintf(c->rule, sizeof(c->rule), "deny (malformed HTTP request: %s)",
+			 reason ? reason : "head not found");
+		conn_say(c,
+			 status == 501	 ? "501 Not Implemented"
+			 : status == 417 ? "417 Expectation Failed"
+					 : "400 Bad Request",
+			 c->rule);
+		conn_audit(c, "deny");
+		goto out;
+	}
+	auth = h->target + 7;
+	path = memchr(auth, '/', h->target_len - 7);
+	alen = path ? (size_t)(path - auth) : h->target_len - 7;
+	plen = path ? h->target_len - 7 - alen : 0;
 	if (sniff_split_hostport(auth, alen, host, sizeof(host), 80, &c->port) < 0 ||
 	    (netpol_hostport_parse(host, c->port, &raw, &rawlen) < 0 &&
 	     !netpol_name_norm(host, c->name, sizeof(c->name)))) {
 		snprintf(c->rule, sizeof(c->rule), "deny (bad request URI)");
 		conn_say(c, "400 Bad Request", c->rule);
 		conn_audit(c, "deny");
-		return;
+		goto out;
 	}
 	if (conn_refuse_plain_cred(c))
-		return;
+		goto out;
+	if (c->name[0])
+		snprintf(host, sizeof(host), "%s", c->name);
 	err = conn_open_upstream(c, (struct sockaddr *)&raw);
 	if (err < 0) {
 		conn_say(c, err == -EACCES ? "403 Forbidden" : "502 Bad Gateway",
 			 err == -EACCES ? c->rule : c->error);
 		conn_audit(c, err == -EACCES ? "deny" : "error");
-		return;
+		goto out;
 	}
-	req = malloc(CONN_PEEK_MAX + 4096);
-	if (!req)
-		return;
-	o = (size_t)snprintf(req, 4096, "%s %s HTTP/1.%c\r\nHost: %.*s\r\nConnection: close\r\n",
-			     method, path ? path : "/", http10 ? '0' : '1', (int)alen, auth);
-	o += conn_copy_headers(c->buf, head, req + o, CONN_PEEK_MAX + 4096 - o - 2);
-	memcpy(req + o, "\r\n", 2);
-	o += 2;
+	req = malloc(CONN_PEEK_MAX);
+	if (!req) {
+		c->error = "out of memory";
+		conn_audit(c, "error");
+		goto out;
+	}
 	/* The body bytes that came with the head follow it. */
-	if (o + c->len - head <= CONN_PEEK_MAX) {
-		memcpy(req + o, c->buf + head, c->len - head);
-		o += c->len - head;
-		memcpy(c->buf, req, o);
-		c->len = o;
-		conn_serve_upstream(c, false);
-	} else {
+	if (http1_origin_head(h, auth, alen, path ? path : "/", path ? plen : 1, req, CONN_PEEK_MAX,
+			      &o) < 0 ||
+	    o + c->len - hl > CONN_PEEK_MAX) {
 		snprintf(c->rule, sizeof(c->rule), "deny (request head too large)");
 		conn_say(c, "431 Request Header Fields Too Large", c->rule);
 		conn_audit(c, "deny");
+		goto out;
 	}
+	memcpy(req + o, c->buf + hl, c->len - hl);
+	o += c->len - hl;
+	memcpy(c->buf, req, o);
+	c->len = o;
+	conn_serve_upstream(c, CARRY_HTTP, host);
+out:
 	free(req);
+	free(h);
 }
 
 static void conn_explicit(struct conn *c)
@@ -513,79 +651,111 @@ static void conn_explicit(struct conn *c)
 	}
 }
 
-struct conn_start {
-	struct conn *c;
-	bool explicit;
-};
-
-static void *conn_thread(void *arg)
+/* A connection's end: its sockets closed, its memory freed. */
+static void conn_free(struct conn *c)
 {
-	struct conn_start *s = arg;
-	struct conn *c = s->c;
-
-	if (s->explicit)
-		conn_explicit(c);
-	else
-		conn_transparent(c);
 	close(c->cfd);
 	if (c->ufd >= 0)
 		close(c->ufd);
-	atomic_fetch_sub(&c->px->nconns, 1);
 	free(c);
-	free(s);
-	return NULL;
 }
 
-void *conn_accept_loop(void *arg)
+int conn_new(struct proxy *px, int fd, bool explicit, struct conn **out, uint64_t *deadline_ms)
 {
-	struct conn_listener *l = arg;
-	struct proxy *px = l->px;
-	pthread_attr_t attr;
+	struct conn *c = calloc(1, sizeof(*c));
+	int err;
 
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&attr, 256 << 10);
-	for (;;) {
-		int fd = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC);
-		struct conn_start *s;
-		struct conn *c;
-		pthread_t t;
+	if (!c) {
+		struct audit_event ev = {.proto = explicit ? "http" : "tcp",
+					 .decision = "deny",
+					 .rule = "deny (out of memory)"};
 
-		if (fd < 0) {
-			if (errno == EMFILE || errno == ENFILE || errno == ENOMEM)
-				usleep(10000);
-			continue;
-		}
-		if (atomic_fetch_add(&px->nconns, 1) >= CONN_MAX) {
-			struct audit_event ev = {.proto = l->explicit ? "http" : "tcp",
-						 .decision = "deny",
-						 .rule = "deny (too many connections: 512)"};
-
-			atomic_fetch_sub(&px->nconns, 1);
-			close(fd);
-			audit_log(&ev);
-			continue;
-		}
-		c = calloc(1, sizeof(*c));
-		s = calloc(1, sizeof(*s));
-		if (!c || !s) {
-			free(c);
-			free(s);
-			close(fd);
-			atomic_fetch_sub(&px->nconns, 1);
-			continue;
-		}
-		c->px = px;
-		c->cfd = fd;
-		c->ufd = -1;
-		s->c = c;
-		s->explicit = l->explicit;
-		if (pthread_create(&t, &attr, conn_thread, s) != 0) {
-			close(fd);
-			free(c);
-			free(s);
-			atomic_fetch_sub(&px->nconns, 1);
-		}
+		close(fd);
+		audit_log(&ev);
+		return -ENOMEM;
 	}
-	return NULL;
+	c->px = px;
+	c->cfd = fd;
+	c->ufd = -1;
+	c->explicit = explicit;
+	if (explicit) {
+		c->proto = "http";
+		c->deadline_ms = now_ms() + CONN_FIRST_MS;
+	} else if ((err = conn_transparent_begin(c)) < 0) {
+		conn_free(c);
+		return err;
+	}
+	*out = c;
+	*deadline_ms = c->deadline_ms;
+	return 0;
+}
+
+int conn_take(struct conn *c, bool *eof)
+{
+	char name[NAME_MAX_TEXT];
+
+	*eof = false;
+	while (c->len < sizeof(c->buf)) {
+		ssize_t n = recv(c->cfd, c->buf + c->len, sizeof(c->buf) - c->len, MSG_DONTWAIT);
+
+		if (n > 0) {
+			c->len += (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		*eof = true; /* the end, or an error: nothing more will come */
+		c->reset = n < 0;
+		return 1;
+	}
+	if (c->len == sizeof(c->buf))
+		return 1;
+	if (c->explicit
+		    ? conn_head_state(c) != 0
+		    : c->len && sniff_classify(c->buf, c->len, name, sizeof(name)) != SNIFF_MORE)
+		return 1;
+	if (c->len && ++c->takes >= CONN_TAKES_MAX) {
+		c->dribbled = true;
+		return 1;
+	}
+	return 0;
+}
+
+_Static_assert(CONN_FIRST_MS == 10000, "conn_silent's rules say 10 s");
+
+const char *conn_silent(const struct conn *c, bool eof)
+{
+	_Static_assert(CONN_TAKES_MAX == 64, "the rule says 64");
+
+	if (c->dribbled)
+		return "deny (first bytes in more than 64 reads)";
+	if (c->reset)
+		return "deny (reset before it was served)"; /* no upstream for a torn-down socket */
+	if (c->len)
+		return NULL;
+	if (c->explicit)
+		return eof ? "deny (closed before a request)" : "deny (no request within 10 s)";
+	if (c->short_wait)
+		return NULL; /* server-first: its server speaks first (after a half-close too) */
+	return eof ? "deny (closed before sending)" : "deny (nothing sent within 10 s)";
+}
+
+void conn_refuse(struct conn *c, const char *rule)
+{
+	snprintf(c->rule, sizeof(c->rule), "%s", rule);
+	if (c->explicit && c->len)
+		conn_say(c, "503 Service Unavailable", c->rule);
+	conn_audit(c, "deny");
+	conn_free(c);
+}
+
+void conn_serve(struct conn *c)
+{
+	if (c->explicit)
+		conn_explicit(c);
+	else
+		conn_transparent(c);
+	conn_free(c);
 }

@@ -5,10 +5,14 @@
  * 10.0.128.0/17 (stable, kept in DIR/dns.map), an AAAA query with an empty answer, and a
  * denied name with NXDOMAIN without asking anyone. Allowed names are resolved by a small stub
  * resolver of our own (UDP to the policy's resolver; never the host's resolver library, so the
- * tests control every answer), with a bounded cache that conn.c uses too.
+ * tests control every answer), with a bounded cache that conn.c uses too. The packets' format
+ * is dns_wire.c's; anything malformed is dropped and logged.
  *
- * Every packet is hostile: names are read with bounds on every label and pointer, pointers only
- * go backwards (no loops), sizes are capped; anything malformed is dropped and logged.
+ * A query the proxy sends its resolver is what leaves the sandbox, whoever asked (the guest's
+ * query for a new name, or a connection to a name not in the cache): each is taken from the
+ * sandbox's rate (DNS_UPSTREAM_RATE, a token bucket) and its bytes from the egress budget
+ * before it is sent, and refused when either is spent. A name the cache or the synthetic map
+ * knows is answered at once, on the server's thread, asking no one.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -23,274 +27,8 @@
 
 #include "proxy.h"
 
-#define DNS_HDR		   12
-#define DNS_TYPE_A	   1
-#define DNS_TYPE_CNAME	   5
-#define DNS_TYPE_AAAA	   28
-#define DNS_CLASS_IN	   1
-#define DNS_RCODE_OK	   0
-#define DNS_RCODE_FORMERR  1
-#define DNS_RCODE_SERVFAIL 2
-#define DNS_RCODE_NXDOMAIN 3
-#define DNS_RCODE_NOTIMP   4
-#define DNS_RCODE_REFUSED  5
-#define DNS_TIMEOUT_MS	   2000
-#define DNS_CACHE_MAX	   1024
-#define DNS_MAX_RR	   64
-#define DNS_ANSWER_TTL	   60
-#define DNS_RECV_MAX	   4096
-
-static uint16_t dns_get16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] << 8 | p[1]);
-}
-
-static void dns_put16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)(v >> 8);
-	p[1] = (uint8_t)v;
-}
-
-/* ---- the wire format ---- */
-
-int dns_read_name(const uint8_t *pkt, size_t len, size_t *off, char *out, size_t outlen)
-{
-	size_t pos = *off, o = 0, limit = pos; /* a pointer must point below `limit` */
-	bool jumped = false;
-	unsigned hops = 0;
-
-	if (outlen == 0)
-		return -EINVAL;
-	for (;;) {
-		uint8_t l;
-
-		if (pos >= len)
-			return -EINVAL;
-		l = pkt[pos];
-		if ((l & 0xc0) == 0xc0) {
-			size_t to;
-
-			if (pos + 1 >= len || ++hops > 64)
-				return -EINVAL;
-			to = (size_t)(l & 0x3f) << 8 | pkt[pos + 1];
-			/* Strictly backwards and past the header: no loops. */
-			if (to < DNS_HDR || to >= limit)
-				return -EINVAL;
-			if (!jumped)
-				*off = pos + 2;
-			jumped = true;
-			limit = to;
-			pos = to;
-			continue;
-		}
-		if (l & 0xc0)
-			return -EINVAL; /* the 0x40 and 0x80 label types */
-		if (l == 0) {
-			if (!jumped)
-				*off = pos + 1;
-			break;
-		}
-		if (pos + 1 + l > len || o + l + 1 > 255 || o + l + 1 >= outlen)
-			return -EINVAL;
-		if (o)
-			out[o++] = '.';
-		for (unsigned i = 0; i < l; i++) {
-			char c = (char)pkt[pos + 1 + i];
-
-			if (c >= 'A' && c <= 'Z')
-				c = (char)(c - 'A' + 'a');
-			if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
-			      c == '_'))
-				return -EINVAL;
-			out[o++] = c;
-		}
-		pos += 1 + l;
-	}
-	out[o] = 0;
-	return 0;
-}
-
-int dns_parse_query(const uint8_t *pkt, size_t len, struct dns_query *q)
-{
-	size_t off = DNS_HDR;
-
-	if (len < DNS_HDR || len > DNS_RECV_MAX)
-		return -EINVAL;
-	q->id = dns_get16(pkt);
-	q->flags = dns_get16(pkt + 2);
-	if (q->flags & 0x8000)
-		return -EINVAL; /* a response */
-	if (dns_get16(pkt + 4) != 1 || dns_get16(pkt + 6) != 0 || dns_get16(pkt + 8) != 0)
-		return -EINVAL;
-	if (dns_read_name(pkt, len, &off, q->name, sizeof(q->name)) < 0)
-		return -EINVAL;
-	if (off + 4 > len)
-		return -EINVAL;
-	q->qtype = dns_get16(pkt + off);
-	q->qclass = dns_get16(pkt + off + 2);
-	q->qend = off + 4;
-	return 0;
-}
-
-/* Encode dotted `name` as labels at buf; the length or -EINVAL. */
-static int dns_put_name(uint8_t *buf, size_t len, const char *name)
-{
-	size_t o = 0;
-
-	while (*name) {
-		const char *dot = strchr(name, '.');
-		size_t l = dot ? (size_t)(dot - name) : strlen(name);
-
-		if (l == 0 || l > 63 || o + 1 + l + 1 > len || o + 1 + l > 254)
-			return -EINVAL;
-		buf[o++] = (uint8_t)l;
-		memcpy(buf + o, name, l);
-		o += l;
-		name += l + (dot ? 1 : 0);
-	}
-	if (o + 1 > len)
-		return -EINVAL;
-	buf[o++] = 0;
-	return (int)o;
-}
-
-int dns_build_query(uint8_t *buf, size_t len, uint16_t id, const char *name, uint16_t qtype)
-{
-	int n;
-
-	if (len < DNS_HDR + 4)
-		return -EINVAL;
-	memset(buf, 0, DNS_HDR);
-	dns_put16(buf, id);
-	dns_put16(buf + 2, 0x0100); /* RD */
-	dns_put16(buf + 4, 1);
-	n = dns_put_name(buf + DNS_HDR, len - DNS_HDR - 4, name);
-	if (n < 0)
-		return n;
-	dns_put16(buf + DNS_HDR + n, qtype);
-	dns_put16(buf + DNS_HDR + n + 2, DNS_CLASS_IN);
-	return DNS_HDR + n + 4;
-}
-
-int dns_parse_answer(const uint8_t *pkt, size_t len, uint16_t id, const char *name,
-		     struct in_addr *addrs, unsigned max, unsigned *naddrs, uint32_t *ttl,
-		     unsigned *rcode)
-{
-	struct {
-		char owner[NAME_MAX_TEXT];
-		uint16_t type;
-		uint32_t ttl;
-		union {
-			struct in_addr a;
-			char target[NAME_MAX_TEXT];
-		} u;
-	} *rr = NULL;
-	char qname[NAME_MAX_TEXT], cur[NAME_MAX_TEXT];
-	size_t off = DNS_HDR;
-	unsigned an, nrr = 0, n = 0;
-	uint32_t minttl = UINT32_MAX;
-	int err = -EINVAL;
-
-	*naddrs = 0;
-	if (len < DNS_HDR || dns_get16(pkt) != id || !(dns_get16(pkt + 2) & 0x8000) ||
-	    dns_get16(pkt + 4) != 1)
-		return -EINVAL;
-	*rcode = dns_get16(pkt + 2) & 0xf;
-	an = dns_get16(pkt + 6);
-	if (dns_read_name(pkt, len, &off, qname, sizeof(qname)) < 0 || strcmp(qname, name) != 0 ||
-	    off + 4 > len || dns_get16(pkt + off) != DNS_TYPE_A ||
-	    dns_get16(pkt + off + 2) != DNS_CLASS_IN)
-		return -EINVAL;
-	off += 4;
-	if (an > DNS_MAX_RR)
-		an = DNS_MAX_RR;
-	rr = calloc(an ? an : 1, sizeof(*rr));
-	if (!rr)
-		return -ENOMEM;
-	for (unsigned i = 0; i < an; i++) {
-		uint16_t type, cls, rdlen;
-		uint32_t t;
-
-		if (dns_read_name(pkt, len, &off, rr[nrr].owner, sizeof(rr[nrr].owner)) < 0 ||
-		    off + 10 > len)
-			goto out;
-		type = dns_get16(pkt + off);
-		cls = dns_get16(pkt + off + 2);
-		t = (uint32_t)dns_get16(pkt + off + 4) << 16 | dns_get16(pkt + off + 6);
-		rdlen = dns_get16(pkt + off + 8);
-		off += 10;
-		if (off + rdlen > len)
-			goto out;
-		rr[nrr].type = type;
-		rr[nrr].ttl = t;
-		if (cls == DNS_CLASS_IN && type == DNS_TYPE_A && rdlen == 4) {
-			memcpy(&rr[nrr].u.a, pkt + off, 4);
-			nrr++;
-		} else if (cls == DNS_CLASS_IN && type == DNS_TYPE_CNAME) {
-			size_t roff = off;
-
-			if (dns_read_name(pkt, off + rdlen, &roff, rr[nrr].u.target,
-					  sizeof(rr[nrr].u.target)) < 0)
-				goto out;
-			nrr++;
-		}
-		off += rdlen;
-	}
-	/* Follow the CNAME chain from the question, at most 8 links. */
-	snprintf(cur, sizeof(cur), "%s", name);
-	for (unsigned hop = 0; hop < 8 && n == 0; hop++) {
-		const char *next = NULL;
-
-		for (unsigned i = 0; i < nrr; i++) {
-			if (strcmp(rr[i].owner, cur) != 0)
-				continue;
-			if (rr[i].type == DNS_TYPE_A && n < max) {
-				addrs[n++] = rr[i].u.a;
-				minttl = rr[i].ttl < minttl ? rr[i].ttl : minttl;
-			} else if (rr[i].type == DNS_TYPE_CNAME && !next) {
-				next = rr[i].u.target;
-				minttl = rr[i].ttl < minttl ? rr[i].ttl : minttl;
-			}
-		}
-		if (n || !next)
-			break;
-		snprintf(cur, sizeof(cur), "%s", next);
-	}
-	*naddrs = n;
-	*ttl = minttl == UINT32_MAX ? 0 : minttl;
-	err = 0;
-out:
-	free(rr);
-	return err;
-}
-
-int dns_build_response(const uint8_t *pkt, const struct dns_query *q, unsigned rcode,
-		       const struct in_addr *a, uint8_t *out, size_t outlen)
-{
-	size_t n = q->qend;
-
-	if (q->qend < DNS_HDR || n + 16 > outlen)
-		return -EINVAL;
-	memcpy(out, pkt, q->qend);
-	/* QR, the query's opcode and RD, AA, RA, the rcode. */
-	dns_put16(out + 2,
-		  (uint16_t)(0x8000 | (q->flags & 0x7900) | 0x0400 | 0x0080 | (rcode & 0xf)));
-	dns_put16(out + 4, 1);
-	dns_put16(out + 6, a ? 1 : 0);
-	dns_put16(out + 8, 0);
-	dns_put16(out + 10, 0);
-	if (a) {
-		dns_put16(out + n, 0xc000 | DNS_HDR);
-		dns_put16(out + n + 2, DNS_TYPE_A);
-		dns_put16(out + n + 4, DNS_CLASS_IN);
-		dns_put16(out + n + 6, 0);
-		dns_put16(out + n + 8, DNS_ANSWER_TTL);
-		dns_put16(out + n + 10, 4);
-		memcpy(out + n + 12, a, 4);
-		n += 16;
-	}
-	return (int)n;
-}
+#define DNS_TIMEOUT_MS 2000
+#define DNS_CACHE_MAX  1024
 
 /* ---- the synthetic map and the cache ---- */
 
@@ -305,13 +43,21 @@ struct dns_cache_entry {
 struct dns_state {
 	pthread_mutex_t lock;
 	char *names[SYNTH_SIZE]; /* by index in the pool; dns_reserved for unusable slots */
+	/* Each name's keyed hash (dns_tag): a probe compares these before a name, so names a
+	 * guest made to share one probe chain cost a word each to pass, not a strcmp. */
+	uint32_t tags[SYNTH_SIZE], tag_key;
 	unsigned nnames;
 	int map_fd;
 	struct dns_cache_entry cache[DNS_CACHE_MAX];
+	/* The upstream queries' token bucket, in thousandths of a query, as of `refilled_ms`:
+	 * DNS_UPSTREAM_RATE thousandths come back each millisecond (that many a second). */
+	uint64_t tokens_milli, refilled_ms;
 };
 
 static char dns_reserved[] = "";
 
+/* Where a name's probe chain starts: unkeyed, so dns.map's placements stay where a restarted
+ * proxy looks for them. */
 static uint32_t dns_hash(const char *s)
 {
 	uint32_t h = 2166136261u;
@@ -321,17 +67,30 @@ static uint32_t dns_hash(const char *s)
 	return h;
 }
 
+/* A name's tag: the same hash from a random start of this process's, so which names share a
+ * tag is not the guest's to choose. */
+static uint32_t dns_tag(const struct dns_state *d, const char *s)
+{
+	uint32_t h = 2166136261u ^ d->tag_key;
+
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 16777619u;
+	return h ^ (h >> 15);
+}
+
 /* The slot of `name`, or the first free slot of its probe chain (*found false). */
 static unsigned dns_slot(struct dns_state *d, const char *name, bool *found)
 {
 	unsigned i = dns_hash(name) % SYNTH_SIZE;
+	uint32_t tag = dns_tag(d, name);
 
 	for (unsigned k = 0; k < SYNTH_SIZE; k++, i = (i + 1) % SYNTH_SIZE) {
 		if (!d->names[i]) {
 			*found = false;
 			return i;
 		}
-		if (d->names[i] != dns_reserved && strcmp(d->names[i], name) == 0) {
+		if (d->tags[i] == tag && d->names[i] != dns_reserved &&
+		    strcmp(d->names[i], name) == 0) {
 			*found = true;
 			return i;
 		}
@@ -352,8 +111,12 @@ struct dns_state *dns_state_new(const char *map_path, char *err, size_t errlen)
 	}
 	pthread_mutex_init(&d->lock, NULL);
 	d->map_fd = -1;
-	d->names[0] = dns_reserved;		 /* 10.0.128.0 */
-	d->names[SYNTH_SIZE - 1] = dns_reserved; /* 10.0.255.255 */
+	d->tokens_milli = DNS_UPSTREAM_BURST * 1000ull;
+	d->refilled_ms = now_ms();
+	if (getrandom(&d->tag_key, sizeof(d->tag_key), 0) != sizeof(d->tag_key))
+		d->tag_key = (uint32_t)now_ms() ^ (uint32_t)getpid(); /* only speed rests on it */
+	d->names[0] = dns_reserved;				      /* 10.0.128.0 */
+	d->names[SYNTH_SIZE - 1] = dns_reserved;		      /* 10.0.255.255 */
 	if (!map_path)
 		return d;
 	e = read_file(map_path, 64u << 20, &text, NULL); /* its own file: never a link */
@@ -378,6 +141,7 @@ struct dns_state *dns_state_new(const char *map_path, char *err, size_t errlen)
 		if (d->names[idx])
 			continue;
 		d->names[idx] = strdup(norm);
+		d->tags[idx] = dns_tag(d, norm);
 		d->nnames++;
 	}
 	free(text);
@@ -426,6 +190,7 @@ int dns_synth_get(struct dns_state *d, const char *name, struct in_addr *out)
 			err = -ENOMEM;
 			goto out;
 		}
+		d->tags[i] = dns_tag(d, name);
 		d->nnames++;
 		n = snprintf(line, sizeof(line), "%s %s\n", inet_ntoa(a), name);
 		if (d->map_fd >= 0 && write_all(d->map_fd, line, (size_t)n) < 0)
@@ -451,6 +216,20 @@ int dns_synth_name(struct dns_state *d, struct in_addr a, char *name, size_t len
 	}
 	pthread_mutex_unlock(&d->lock);
 	return err;
+}
+
+/* The synthetic address of `name` if it has one already (nothing allocated). */
+static bool dns_synth_known(struct dns_state *d, const char *name, struct in_addr *out)
+{
+	bool found;
+	unsigned i;
+
+	pthread_mutex_lock(&d->lock);
+	i = dns_slot(d, name, &found);
+	pthread_mutex_unlock(&d->lock);
+	if (found)
+		out->s_addr = htonl(SYNTH_NET | i);
+	return found;
 }
 
 /* A fresh cache entry for `name`: its result and addresses. 1 on a hit. */
@@ -504,10 +283,91 @@ static void dns_cache_put(struct dns_state *d, const char *name, const struct in
 	pthread_mutex_unlock(&d->lock);
 }
 
+/* ---- what leaves: the rate and the budget ---- */
+
+/* One upstream query from the bucket (`take` false: only look whether there is one). */
+static bool dns_rate_take(struct dns_state *d, bool take)
+{
+	const uint64_t full = DNS_UPSTREAM_BURST * 1000ull;
+	uint64_t now = now_ms();
+	bool ok;
+
+	pthread_mutex_lock(&d->lock);
+	if (now > d->refilled_ms) {
+		uint64_t room = full - d->tokens_milli, ms = now - d->refilled_ms;
+
+		/* DNS_UPSTREAM_RATE a second is that many thousandths a millisecond; `full` ms
+		 * fill any bucket, so the product is bounded. */
+		ms = ms < full ? ms : full;
+		d->tokens_milli += ms * DNS_UPSTREAM_RATE < room ? ms * DNS_UPSTREAM_RATE : room;
+		d->refilled_ms = now;
+	}
+	ok = d->tokens_milli >= 1000;
+	if (ok && take)
+		d->tokens_milli -= 1000;
+	pthread_mutex_unlock(&d->lock);
+	return ok;
+}
+
+/* Take `len` bytes of the egress budget (NULL: no budget), all or nothing: a query is sent
+ * whole or not at all, and never takes the budget below zero. */
+static bool dns_budget_take(_Atomic int64_t *budget, int64_t len)
+{
+	int64_t cur;
+
+	if (!budget)
+		return true;
+	cur = atomic_load(budget);
+	do {
+		if (cur < len)
+			return false;
+	} while (!atomic_compare_exchange_weak(budget, &cur, cur - len));
+	return true;
+}
+
+const char *dns_refusal_rule(int err)
+{
+	return err == -EAGAIN	? "deny (DNS rate limit)"
+	       : err == -EDQUOT ? "deny (egress budget exhausted)"
+				: NULL;
+}
+
+/* ---- the stub resolver ---- */
+
+/* A token back (a query that was not sent after all). */
+static void dns_rate_give(struct dns_state *d)
+{
+	pthread_mutex_lock(&d->lock);
+	if (d->tokens_milli + 1000 <= DNS_UPSTREAM_BURST * 1000ull)
+		d->tokens_milli += 1000;
+	pthread_mutex_unlock(&d->lock);
+}
+
+/* Send query `q` to the resolver on `fd` once the rate and the budget allow it (-EAGAIN,
+ * -EDQUOT: nothing sent). The token first: a refusal by the rate never dips the budget a relay
+ * is reading. A query that did not leave costs neither. */
+static int dns_send(struct dns_state *d, _Atomic int64_t *budget, int fd, const uint8_t *q,
+		    size_t qlen)
+{
+	if (!dns_rate_take(d, true))
+		return -EAGAIN;
+	if (!dns_budget_take(budget, (int64_t)qlen)) {
+		dns_rate_give(d);
+		return -EDQUOT;
+	}
+	if (send(fd, q, qlen, 0) == (ssize_t)qlen)
+		return 0;
+	if (budget)
+		atomic_fetch_add(budget, (int64_t)qlen);
+	dns_rate_give(d);
+	return -EIO; /* (never -EAGAIN: that is the rate's) */
+}
+
 /* One exchange with the resolver: a fresh socket (a random source port), a random id; replies
  * from elsewhere or to another id are ignored. */
-static int dns_ask(const struct sockaddr *rs, socklen_t rlen, const char *name,
-		   struct in_addr *addrs, unsigned max, unsigned *n, uint32_t *ttl)
+static int dns_ask(struct dns_state *d, const struct sockaddr *rs, socklen_t rlen,
+		   _Atomic int64_t *budget, const char *name, struct in_addr *addrs, unsigned max,
+		   unsigned *n, uint32_t *ttl)
 {
 	uint8_t q[DNS_MAX_PKT], r[DNS_RECV_MAX];
 	uint16_t id;
@@ -521,12 +381,16 @@ static int dns_ask(const struct sockaddr *rs, socklen_t rlen, const char *name,
 		return qlen;
 	fd = socket(rs->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
-		return -errno;
+		return -EIO;
 	/* connect: the kernel drops datagrams from any other address and port. */
-	if (connect(fd, rs, rlen) < 0 || send(fd, q, (size_t)qlen, 0) != qlen) {
-		err = -errno;
+	if (connect(fd, rs, rlen) < 0) {
+		err = -EIO;
 		goto out;
 	}
+	err = dns_send(d, budget, fd, q, (size_t)qlen);
+	if (err < 0)
+		goto out;
+	err = -ETIMEDOUT;
 	for (;;) {
 		uint64_t now = now_ms();
 		struct pollfd pfd = {.fd = fd, .events = POLLIN};
@@ -561,7 +425,8 @@ out:
 }
 
 int dns_lookup(struct dns_state *d, const struct sockaddr *resolver, socklen_t rlen,
-	       const char *name, struct in_addr *addrs, unsigned max, unsigned *n)
+	       _Atomic int64_t *budget, const char *name, struct in_addr *addrs, unsigned max,
+	       unsigned *n)
 {
 	uint32_t ttl = 0;
 	int err, hit;
@@ -572,9 +437,14 @@ int dns_lookup(struct dns_state *d, const struct sockaddr *resolver, socklen_t r
 	hit = dns_cache_get(d, name, addrs, max, n);
 	if (hit)
 		return hit > 0 ? 0 : hit;
-	err = dns_ask(resolver, rlen, name, addrs, max, n, &ttl);
-	if (err == -ETIMEDOUT || err == -EIO)
-		err = dns_ask(resolver, rlen, name, addrs, max, n, &ttl); /* one retry */
+	err = dns_ask(d, resolver, rlen, budget, name, addrs, max, n, &ttl);
+	if (err == -ETIMEDOUT || err == -EIO) {
+		/* One retry, a query like any other; refused, the first failure is the answer. */
+		int again = dns_ask(d, resolver, rlen, budget, name, addrs, max, n, &ttl);
+
+		if (!dns_refusal_rule(again))
+			err = again;
+	}
 	if (err == 0)
 		dns_cache_put(d, name, addrs, *n, 0, ttl);
 	else if (err == -ENOENT)
@@ -589,6 +459,7 @@ struct dns_job {
 	struct sockaddr_storage from;
 	socklen_t fromlen;
 	struct dns_query q;
+	char rule[RULE_LEN]; /* the policy's rule that allowed the name */
 	uint8_t pkt[DNS_RECV_MAX];
 	size_t len;
 };
@@ -617,24 +488,37 @@ static void dns_audit(const char *name, const char *addr, const char *decision, 
 	audit_log(&ev);
 }
 
-/* An allowed name's A query: resolve, drop special answers, answer the synthetic address. */
-static void dns_answer_a(struct dns_job *j, const char *rule)
+/* The egress budget the sandbox's queries are charged to; NULL when its policy has none. */
+static _Atomic int64_t *dns_budget(struct proxy *px)
+{
+	return px->pol->egress_bytes ? &px->budget : NULL;
+}
+
+/* Answer an allowed name's A query from its lookup (`err`, the addresses): drop special
+ * answers, answer the synthetic address. */
+static void dns_answer_a(struct dns_job *j, int err, const struct in_addr *addrs, unsigned n)
 {
 	struct proxy *px = j->px;
-	struct in_addr addrs[DNS_MAX_ADDRS], synth;
+	struct in_addr synth;
 	char why[RULE_LEN] = "", first[INET_ADDRSTRLEN] = "";
-	unsigned n, ok = 0;
-	int err = dns_lookup(px->dns, (struct sockaddr *)&px->pol->resolver_sa,
-			     px->pol->resolver_salen, j->q.name, addrs, DNS_MAX_ADDRS, &n);
+	unsigned ok = 0;
 
+	if (dns_refusal_rule(err)) {
+		/* The sandbox's rate or budget is spent and nothing was sent: a denial at a
+		 * limit. REFUSED, not SERVFAIL: the sandbox says no (as to a name whose every
+		 * address is special); SERVFAIL says the resolver failed, which it did not. */
+		dns_reply(j, DNS_RCODE_REFUSED, NULL);
+		dns_audit(j->q.name, NULL, "deny", dns_refusal_rule(err), NULL);
+		return;
+	}
 	if (err == -ENOENT) {
 		dns_reply(j, DNS_RCODE_NXDOMAIN, NULL);
-		dns_audit(j->q.name, NULL, "error", rule, "no such name upstream");
+		dns_audit(j->q.name, NULL, "error", j->rule, "no such name upstream");
 		return;
 	}
 	if (err < 0) {
 		dns_reply(j, DNS_RCODE_SERVFAIL, NULL);
-		dns_audit(j->q.name, NULL, "error", rule,
+		dns_audit(j->q.name, NULL, "error", j->rule,
 			  err == -ETIMEDOUT ? "upstream resolver timed out" : "upstream failure");
 		return;
 	}
@@ -654,20 +538,58 @@ static void dns_answer_a(struct dns_job *j, const char *rule)
 	}
 	if (dns_synth_get(px->dns, j->q.name, &synth) < 0) {
 		dns_reply(j, DNS_RCODE_SERVFAIL, NULL);
-		dns_audit(j->q.name, first, "error", rule, "synthetic pool full");
+		dns_audit(j->q.name, first, "error", j->rule, "synthetic pool full");
 		return;
 	}
 	dns_reply(j, DNS_RCODE_OK, &synth);
-	dns_audit(j->q.name, first, "allow", rule, NULL);
+	dns_audit(j->q.name, first, "allow", j->rule, NULL);
+}
+
+/* Answer at once, on the server's thread, what needs no query upstream: a name the cache
+ * holds; a name the synthetic map has (its address again: the guest may dial it without
+ * asking anyway, and the connection resolves the name and refuses special addresses itself);
+ * no resolver; a query the budget or the rate would refuse (only a look: the worker takes
+ * them as it sends, so that a flood past them costs no thread). False: a worker must ask. */
+static bool dns_answer_now(struct dns_job *j)
+{
+	struct proxy *px = j->px;
+	_Atomic int64_t *budget = dns_budget(px);
+	struct in_addr addrs[DNS_MAX_ADDRS], synth;
+	unsigned n = 0;
+	int hit = dns_cache_get(px->dns, j->q.name, addrs, DNS_MAX_ADDRS, &n), err;
+
+	if (hit) {
+		dns_answer_a(j, hit > 0 ? 0 : hit, addrs, n);
+		return true;
+	}
+	if (dns_synth_known(px->dns, j->q.name, &synth)) {
+		dns_reply(j, DNS_RCODE_OK, &synth);
+		dns_audit(j->q.name, NULL, "allow", j->rule, NULL);
+		return true;
+	}
+	if (!px->pol->resolver_salen)
+		err = -ENETUNREACH;
+	else if (budget && atomic_load(budget) <= 0)
+		err = -EDQUOT;
+	else if (!dns_rate_take(px->dns, false))
+		err = -EAGAIN;
+	else
+		return false;
+	dns_answer_a(j, err, NULL, 0);
+	return true;
 }
 
 static void *dns_worker(void *arg)
 {
 	struct dns_job *j = arg;
-	char rule[RULE_LEN];
+	struct proxy *px = j->px;
+	struct in_addr addrs[DNS_MAX_ADDRS];
+	unsigned n = 0;
+	int err = dns_lookup(px->dns, (struct sockaddr *)&px->pol->resolver_sa,
+			     px->pol->resolver_salen, dns_budget(px), j->q.name, addrs,
+			     DNS_MAX_ADDRS, &n);
 
-	policy_check_name(j->px->pol, j->q.name, 0, rule, sizeof(rule));
-	dns_answer_a(j, rule);
+	dns_answer_a(j, err, addrs, n);
 	free(j);
 	atomic_fetch_sub(&dns_workers, 1);
 	return NULL;
@@ -688,7 +610,6 @@ static bool dns_log_budget(void)
 static void dns_handle(struct dns_job *j)
 {
 	struct proxy *px = j->px;
-	char rule[RULE_LEN];
 	pthread_t t;
 	pthread_attr_t attr;
 
@@ -703,16 +624,20 @@ static void dns_handle(struct dns_job *j)
 		free(j);
 		return;
 	}
-	if (!policy_check_name(px->pol, j->q.name, 0, rule, sizeof(rule))) {
+	if (!policy_check_name(px->pol, j->q.name, 0, j->rule, sizeof(j->rule))) {
 		/* Denied: NXDOMAIN, and the query never leaves the host. */
 		dns_reply(j, DNS_RCODE_NXDOMAIN, NULL);
-		dns_audit(j->q.name, NULL, "deny", rule, NULL);
+		dns_audit(j->q.name, NULL, "deny", j->rule, NULL);
 		free(j);
 		return;
 	}
 	if (j->q.qtype != DNS_TYPE_A) {
 		/* The guest has no IPv6; other types have nothing for it either. */
 		dns_reply(j, DNS_RCODE_OK, NULL);
+		free(j);
+		return;
+	}
+	if (dns_answer_now(j)) {
 		free(j);
 		return;
 	}

@@ -6,7 +6,9 @@
  * Transfer-Encoding, any coding but "chunked". A proxy that accepts less than the server behind
  * it cannot be made to frame a message differently from it.
  */
+#include <ctype.h>
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -53,6 +55,37 @@ int http1_head_find(const char *buf, size_t len, size_t max_len, size_t *head_le
 bool http1_field_is(const struct http1_field *f, const char *name)
 {
 	return f->name_len == strlen(name) && strncasecmp(f->name, name, f->name_len) == 0;
+}
+
+/* Does the field's name read as one of the fields that frame or route a message once '_' is
+ * taken for '-' (as CGI and Rack servers do: Transfer_Encoding becomes HTTP_TRANSFER_ENCODING,
+ * the same key as Transfer-Encoding's)? Such a name would mean one thing to us and another to
+ * such a server. */
+static bool http1_field_underscored(const struct http1_field *f)
+{
+	static const char *const framing[] = {"content-length",
+					      "transfer-encoding",
+					      "host",
+					      "connection",
+					      "upgrade",
+					      "expect",
+					      "te",
+					      "trailer"};
+
+	if (!memchr(f->name, '_', f->name_len))
+		return false;
+	for (size_t i = 0; i < sizeof(framing) / sizeof(framing[0]); i++) {
+		size_t n = strlen(framing[i]), k = 0;
+
+		if (n != f->name_len)
+			continue;
+		while (k < n && (tolower((unsigned char)f->name[k]) == framing[i][k] ||
+				 (f->name[k] == '_' && framing[i][k] == '-')))
+			k++;
+		if (k == n)
+			return true;
+	}
+	return false;
 }
 
 static bool http1_value_is(const struct http1_field *f, const char *v)
@@ -108,6 +141,56 @@ static int http1_version(const char *p, size_t len)
 }
 
 /*
+ * One field line [p, eol) without its CRLF, by the rules of a head's fields: a token, a colon
+ * with no whitespace before it, a value of field-vchars, SP and HTAB (OWS trimmed into *f), no
+ * obsolete line folding. Trailer lines (http1_trailer_line) are held to the same rules.
+ */
+static int http1_field_line(const char *p, const char *eol, struct http1_field *f,
+			    const char **reason)
+{
+	const char *colon, *v, *ve;
+
+	if ((size_t)(eol - p) > HTTP1_LINE_MAX) {
+		*reason = "header line too long";
+		return -EPROTO;
+	}
+	if (p < eol && (*p == ' ' || *p == '\t')) {
+		*reason = "obsolete line folding";
+		return -EPROTO;
+	}
+	for (colon = p; colon < eol && http1_tchar((unsigned char)*colon); colon++)
+		;
+	if (colon == p || colon == eol || *colon != ':') {
+		*reason = colon < eol && (*colon == ' ' || *colon == '\t')
+				  ? "whitespace before colon"
+				  : "malformed header name";
+		return -EPROTO;
+	}
+	for (v = colon + 1; v < eol && (*v == ' ' || *v == '\t'); v++)
+		;
+	for (ve = eol; ve > v && (ve[-1] == ' ' || ve[-1] == '\t'); ve--)
+		;
+	for (const char *c = v; c < ve; c++) {
+		if (!http1_value_char((unsigned char)*c)) {
+			*reason = "control character in header";
+			return -EPROTO;
+		}
+	}
+	f->name = p;
+	f->name_len = (size_t)(colon - p);
+	f->value = v;
+	f->value_len = (size_t)(ve - v);
+	return 0;
+}
+
+int http1_trailer_line(const char *line, size_t len, const char **reason)
+{
+	struct http1_field f;
+
+	return http1_field_line(line, line + len, &f, reason);
+}
+
+/*
  * The field lines from `p` to the head's end (the final empty line included), into h->fields,
  * with the framing fields interpreted.
  */
@@ -119,7 +202,6 @@ static int http1_parse_fields(const char *p, const char *end, struct http1_head 
 	h->content_length = -1;
 	for (;;) {
 		const char *eol = memchr(p, '\r', (size_t)(end - p));
-		const char *colon, *v, *ve;
 		struct http1_field *f;
 
 		/* http1_head_find guarantees every LF has its CR; a CR must have its LF */
@@ -129,43 +211,20 @@ static int http1_parse_fields(const char *p, const char *end, struct http1_head 
 		}
 		if (eol == p)
 			break; /* the empty line */
-		if ((size_t)(eol - p) > HTTP1_LINE_MAX) {
-			*reason = "header line too long";
-			return -EPROTO;
-		}
-		if (*p == ' ' || *p == '\t') {
-			*reason = "obsolete line folding";
-			return -EPROTO;
-		}
 		if (h->nfields >= max_fields) {
 			*reason = "too many headers";
 			return -EPROTO;
 		}
-		for (colon = p; colon < eol && http1_tchar((unsigned char)*colon); colon++)
-			;
-		if (colon == p || colon == eol || *colon != ':') {
-			*reason = colon < eol && (*colon == ' ' || *colon == '\t')
-					  ? "whitespace before colon"
-					  : "malformed header name";
+		f = &h->fields[h->nfields];
+		if (http1_field_line(p, eol, f, reason))
 			return -EPROTO;
-		}
-		for (v = colon + 1; v < eol && (*v == ' ' || *v == '\t'); v++)
-			;
-		for (ve = eol; ve > v && (ve[-1] == ' ' || ve[-1] == '\t'); ve--)
-			;
-		for (const char *c = v; c < ve; c++) {
-			if (!http1_value_char((unsigned char)*c)) {
-				*reason = "control character in header";
-				return -EPROTO;
-			}
-		}
-		f = &h->fields[h->nfields++];
-		f->name = p;
-		f->name_len = (size_t)(colon - p);
-		f->value = v;
-		f->value_len = (size_t)(ve - v);
+		h->nfields++;
 		p = eol + 2;
 
+		if (http1_field_underscored(f)) {
+			*reason = "a framing field's name with '_'";
+			return -EPROTO;
+		}
 		if (http1_field_is(f, "content-length")) {
 			if (++n_cl > 1 || http1_parse_length(f, &h->content_length)) {
 				*reason =
@@ -220,8 +279,13 @@ static void http1_default_close(struct http1_head *h)
 		h->close = true;
 }
 
-int http1_parse_request(const char *head, size_t len, struct http1_head *h, int *status,
-			const char **reason)
+/*
+ * A request head with its target in origin form ("/path", or "*" for OPTIONS) or, for the
+ * explicit proxy (`absolute`), in absolute form "http://authority/path", whose authority names
+ * the host and makes Host optional.
+ */
+static int http1_parse_request_form(const char *head, size_t len, struct http1_head *h, int *status,
+				    const char **reason, bool absolute)
 {
 	const char *end = head + len, *eol, *sp1, *sp2;
 	int err;
@@ -253,9 +317,16 @@ int http1_parse_request(const char *head, size_t len, struct http1_head *h, int 
 	h->method_len = (size_t)(sp1 - head);
 	h->target = sp1 + 1;
 	h->target_len = (size_t)(sp2 - sp1 - 1);
-	/* origin-form only (and "*" for OPTIONS): an absolute-form target would name a host too */
-	if (h->target[0] != '/' && !(h->target_len == 1 && h->target[0] == '*' &&
-				     h->method_len == 7 && memcmp(h->method, "OPTIONS", 7) == 0)) {
+	if (absolute) {
+		if (h->target_len <= 7 || strncasecmp(h->target, "http://", 7) != 0) {
+			*reason = "request target not an http:// URI";
+			return -EPROTO;
+		}
+	} else if (h->target[0] != '/' &&
+		   !(h->target_len == 1 && h->target[0] == '*' && h->method_len == 7 &&
+		     memcmp(h->method, "OPTIONS", 7) == 0)) {
+		/* origin-form only (and "*" for OPTIONS): an absolute-form target would name a
+		 * host too */
 		*reason = "request target not in origin form";
 		return -EPROTO;
 	}
@@ -270,7 +341,7 @@ int http1_parse_request(const char *head, size_t len, struct http1_head *h, int 
 			*status = 417;
 		return err;
 	}
-	if (!h->host) {
+	if (!h->host && !absolute) {
 		*reason = "no Host";
 		return -EPROTO;
 	}
@@ -292,6 +363,18 @@ int http1_parse_request(const char *head, size_t len, struct http1_head *h, int 
 	}
 	http1_default_close(h);
 	return 0;
+}
+
+int http1_parse_request(const char *head, size_t len, struct http1_head *h, int *status,
+			const char **reason)
+{
+	return http1_parse_request_form(head, len, h, status, reason, false);
+}
+
+int http1_parse_proxy_request(const char *head, size_t len, struct http1_head *h, int *status,
+			      const char **reason)
+{
+	return http1_parse_request_form(head, len, h, status, reason, true);
 }
 
 int http1_parse_response(const char *head, size_t len, struct http1_head *h, const char **reason)
@@ -390,5 +473,52 @@ int http1_chunk_size(const char *line, size_t len, uint64_t *size)
 		if (!http1_value_char((unsigned char)line[i]))
 			return -EPROTO;
 	*size = v;
+	return 0;
+}
+
+/* Fields that describe one hop, not the request: an explicit proxy's client sends them to us. */
+static bool http1_hop_field(const struct http1_field *f)
+{
+	static const char *const hop[] = {"host",	"connection",	       "proxy-connection",
+					  "keep-alive", "proxy-authorization", "te",
+					  "upgrade"};
+
+	for (size_t i = 0; i < sizeof(hop) / sizeof(hop[0]); i++)
+		if (http1_field_is(f, hop[i]))
+			return true;
+	return false;
+}
+
+int http1_origin_head(const struct http1_head *h, const char *authority, size_t authority_len,
+		      const char *path, size_t path_len, char *out, size_t out_len, size_t *len)
+{
+	size_t o;
+	int n;
+
+	n = snprintf(out, out_len, "%.*s %.*s HTTP/1.%d\r\nHost: %.*s\r\nConnection: close\r\n",
+		     (int)h->method_len, h->method, (int)path_len, path, h->minor,
+		     (int)authority_len, authority);
+	if (n < 0 || (size_t)n >= out_len)
+		return -E2BIG;
+	o = (size_t)n;
+	for (unsigned i = 0; i < h->nfields; i++) {
+		const struct http1_field *f = &h->fields[i];
+
+		if (http1_hop_field(f))
+			continue;
+		if (f->name_len + f->value_len + 4 > out_len - o)
+			return -E2BIG;
+		memcpy(out + o, f->name, f->name_len);
+		o += f->name_len;
+		memcpy(out + o, ": ", 2);
+		memcpy(out + o + 2, f->value, f->value_len);
+		o += 2 + f->value_len;
+		memcpy(out + o, "\r\n", 2);
+		o += 2;
+	}
+	if (out_len - o < 2)
+		return -E2BIG;
+	memcpy(out + o, "\r\n", 2);
+	*len = o + 2;
 	return 0;
 }

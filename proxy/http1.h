@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The strict HTTP/1.1 head parser of the interception (http1.c): requests from a hostile guest
- * and responses from a hostile server, refused at the first thing that two parsers could read
- * two ways (RFC 9112 section 11.2). Pure functions on a buffer; nothing here does I/O.
+ * The strict HTTP/1.1 head parser of the proxy (http1.c): requests from a hostile guest on
+ * every path plain HTTP takes (sniff.c, http_relay.c, the explicit proxy in conn.c) and in the
+ * interception, and responses from a hostile server, refused at the first thing that two
+ * parsers could read two ways (RFC 9112 section 11.2). Pure functions on a buffer; nothing
+ * here does I/O.
  */
 #ifndef SANDBOX_PROXY_HTTP1_H
 #define SANDBOX_PROXY_HTTP1_H
@@ -55,6 +57,14 @@ int http1_head_find(const char *buf, size_t len, size_t max_len, size_t *head_le
 int http1_parse_request(const char *head, size_t len, struct http1_head *h, int *status,
 			const char **reason) __attribute__((warn_unused_result));
 
+/*
+ * Parse an explicit proxy's request head, its target in absolute form "http://authority/..."
+ * (h->target is the whole URI; Host is optional, the URI names the host); the rest as
+ * http1_parse_request.
+ */
+int http1_parse_proxy_request(const char *head, size_t len, struct http1_head *h, int *status,
+			      const char **reason) __attribute__((warn_unused_result));
+
 /* Parse a response head: 0 or -EPROTO with *reason. */
 int http1_parse_response(const char *head, size_t len, struct http1_head *h, const char **reason)
 	__attribute__((warn_unused_result));
@@ -64,6 +74,25 @@ bool http1_host_matches(const char *value, size_t len, const char *name);
 
 /* The size of a chunk-size line without its CRLF ("1a;ext"): 0 or -EPROTO (bad hex, overflow). */
 int http1_chunk_size(const char *line, size_t len, uint64_t *size)
+	__attribute__((warn_unused_result));
+
+/*
+ * Check one trailer field line of a chunked body (without its CRLF) by the rules of a head's
+ * field lines: 0, or -EPROTO with *reason (obsolete folding, a bare CR or LF, a malformed
+ * name, a control character). The caller drops the line either way.
+ */
+int http1_trailer_line(const char *line, size_t len, const char **reason)
+	__attribute__((warn_unused_result));
+
+/*
+ * Write a parsed absolute-form request head (http1_parse_proxy_request) into out[0, out_len)
+ * in origin form, for the server: "METHOD path HTTP/1.x", Host from the URI's authority,
+ * Connection: close, then the guest's fields but the hop-by-hop ones (Host, Connection,
+ * Proxy-Connection, Keep-Alive, Proxy-Authorization, TE, Upgrade), each as "name: value".
+ * 0 with *len, or -E2BIG when it does not fit.
+ */
+int http1_origin_head(const struct http1_head *h, const char *authority, size_t authority_len,
+		      const char *path, size_t path_len, char *out, size_t out_len, size_t *len)
 	__attribute__((warn_unused_result));
 
 /* Is the field's name `name` (case-insensitive)? */

@@ -183,7 +183,12 @@ out:
 	return rc;
 }
 
-/* A listening socket on 10.0.2.1:port in the current namespace. */
+/* A listening socket on 10.0.2.1:port in the current namespace. Its backlog holds a burst of
+ * connections (the kernel caps it at net.core.somaxconn, 4096 by default) while the waiting
+ * room accepts them: past it a SYN is dropped, and a normal connection among a guest's 2000
+ * at once waited a second for its retransmission (proxy_flood.sh with a backlog of 1024). */
+#define MAIN_BACKLOG 4096
+
 static int main_listen(int type, uint16_t port, int *out)
 {
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
@@ -194,7 +199,7 @@ static int main_listen(int type, uint16_t port, int *out)
 	inet_pton(AF_INET, PROXY_GW_ADDR, &sa.sin_addr);
 	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
 	    bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    (type == SOCK_STREAM && listen(fd, 1024) < 0)) {
+	    (type == SOCK_STREAM && listen(fd, MAIN_BACKLOG) < 0)) {
 		int e = -errno;
 
 		close(fd);
@@ -311,7 +316,6 @@ static void main_save_budget(struct proxy *px)
 static int cmd_run(int argc, char **argv)
 {
 	static struct proxy px = {.explicit_fd = -1, .tproxy_fd = -1, .dns_fd = -1};
-	static struct conn_listener lx, lt;
 	static struct proxy_jail jail;
 	const char *netns = NULL;
 	char err[600] = "";
@@ -350,7 +354,8 @@ static int cmd_run(int argc, char **argv)
 		fprintf(stderr, "sandbox-proxy: %s\n", err[0] ? err : "cannot load the policy");
 		return PROXY_EXIT_ERR;
 	}
-	if (main_listeners(&px, netns, err, sizeof(err)) < 0) {
+	if (main_listeners(&px, netns, err, sizeof(err)) < 0 ||
+	    waiting_init(&px, err, sizeof(err)) < 0) {
 		fprintf(stderr, "sandbox-proxy: %s\n", err);
 		return PROXY_EXIT_ERR;
 	}
@@ -361,9 +366,9 @@ static int cmd_run(int argc, char **argv)
 	}
 	if (!jail.on)
 		proxy_log("not jailed (no --jail): debugging only");
-	/* Two fds a connection, at most CONN_MAX of them (the jail set its own limit). */
-	if (!jail.on && getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 4096) {
-		rl.rlim_cur = rl.rlim_max < 4096 ? rl.rlim_max : 4096;
+	/* The fds of its connections, waiting and served (the jail set its own limit). */
+	if (!jail.on && getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < PROXY_JAIL_NOFILE) {
+		rl.rlim_cur = rl.rlim_max < PROXY_JAIL_NOFILE ? rl.rlim_max : PROXY_JAIL_NOFILE;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
 	/* The signals wait for the main thread; no other thread sees them. */
@@ -372,10 +377,9 @@ static int cmd_run(int argc, char **argv)
 	sigaddset(&set, SIGINT);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	lx = (struct conn_listener){.px = &px, .fd = px.explicit_fd, .explicit = true};
-	lt = (struct conn_listener){.px = &px, .fd = px.tproxy_fd, .explicit = false};
-	if (pthread_create(&t, NULL, conn_accept_loop, &lx) != 0 ||
-	    pthread_create(&t, NULL, conn_accept_loop, &lt) != 0 ||
+	/* The fixed threads (PROXY_THREADS_FIXED): this one, the waiting room (which starts a
+	 * thread a decided connection), the DNS server (a thread a query resolved). */
+	if (pthread_create(&t, NULL, waiting_run, &px) != 0 ||
 	    pthread_create(&t, NULL, dns_serve, &px) != 0) {
 		fprintf(stderr, "sandbox-proxy: cannot start threads\n");
 		return PROXY_EXIT_ERR;
@@ -447,6 +451,8 @@ int main(int argc, char **argv)
 		return cmd_run(argc - 1, argv + 1);
 	if (strcmp(argv[1], "forward") == 0)
 		return cmd_forward(argc - 1, argv + 1);
+	if (strcmp(argv[1], "guard") == 0)
+		return guard_command(argc - 1, argv + 1);
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
 		fputs(usage, stdout);
 		return 0;

@@ -3,7 +3,8 @@
  * The policy's decisions (docs/network.md "Decisions"): names against the domain lists, raw
  * addresses against the CIDR lists, the addresses a name resolved to against the special
  * ranges (and the host's own addresses). Building it is policy_build.c's, its text
- * policy_file.c's.
+ * policy_file.c's; the special ranges are netpolicy/ranges.c's, shared with the kernel's
+ * guard on the jailed proxy's connects (netpolicy/guard.c).
  */
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -108,15 +109,6 @@ static unsigned policy_addr_bytes(const struct sockaddr *sa, const uint8_t **b)
 	return 0;
 }
 
-static bool policy_prefix_eq(const uint8_t *a, const uint8_t *b, unsigned prefix)
-{
-	unsigned full = prefix / 8, rest = prefix % 8;
-
-	if (memcmp(a, b, full) != 0)
-		return false;
-	return rest == 0 || ((a[full] ^ b[full]) & (0xff00u >> rest)) == 0;
-}
-
 bool policy_cidr_contains(const struct netpol_cidr *c, const struct sockaddr *sa)
 {
 	const uint8_t *b;
@@ -124,68 +116,14 @@ bool policy_cidr_contains(const struct netpol_cidr *c, const struct sockaddr *sa
 	uint8_t v4[4];
 
 	if (n == 16 && c->family == AF_INET &&
-	    policy_prefix_eq(b, (const uint8_t[12]){[10] = 0xff, [11] = 0xff}, 96)) {
+	    netpol_prefix_eq(b, (const uint8_t[12]){[10] = 0xff, [11] = 0xff}, 96)) {
 		memcpy(v4, b + 12, 4); /* a v4-mapped address is its IPv4 address */
 		b = v4;
 		n = 4;
 	}
 	if ((n == 4 && c->family != AF_INET) || (n == 16 && c->family != AF_INET6) || n == 0)
 		return false;
-	return policy_prefix_eq(b, c->addr, c->prefix);
-}
-
-static const char *policy_v4_class(const uint8_t *a)
-{
-	static const struct {
-		uint8_t net[4];
-		unsigned prefix;
-		const char *what;
-	} ranges[] = {
-		{{0, 0, 0, 0}, 8, "unspecified"},	 {{10, 0, 0, 0}, 8, "private"},
-		{{100, 64, 0, 0}, 10, "CGNAT"},		 {{127, 0, 0, 0}, 8, "loopback"},
-		{{169, 254, 0, 0}, 16, "link-local"},	 {{172, 16, 0, 0}, 12, "private"},
-		{{192, 0, 0, 0}, 24, "reserved"},	 {{192, 168, 0, 0}, 16, "private"},
-		{{198, 18, 0, 0}, 15, "reserved"},	 {{224, 0, 0, 0}, 4, "multicast"},
-		{{255, 255, 255, 255}, 32, "broadcast"}, {{240, 0, 0, 0}, 4, "reserved"},
-	};
-
-	for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++) {
-		if (policy_prefix_eq(a, ranges[i].net, ranges[i].prefix))
-			return ranges[i].what;
-	}
-	return NULL;
-}
-
-static const char *policy_v6_class(const uint8_t *a)
-{
-	static const uint8_t zero[16], mapped[12] = {[10] = 0xff, [11] = 0xff},
-				       nat64[12] = {0x00, 0x64, 0xff, 0x9b};
-	static const struct {
-		uint8_t net[2];
-		unsigned prefix;
-		const char *what;
-	} ranges[] = {
-		{{0xfe, 0x80}, 10, "link-local"},
-		{{0xfe, 0xc0}, 10, "private"},
-		{{0xfc, 0x00}, 7, "private"},
-		{{0xff, 0x00}, 8, "multicast"},
-	};
-
-	if (memcmp(a, zero, 15) == 0 && a[15] == 1)
-		return "loopback";
-	if (memcmp(a, zero, 16) == 0)
-		return "unspecified";
-	if (memcmp(a, mapped, 12) == 0 || memcmp(a, nat64, 12) == 0)
-		return policy_v4_class(a + 12) ? policy_v4_class(a + 12) : NULL;
-	if (memcmp(a, zero, 12) == 0)
-		return "reserved"; /* IPv4-compatible, deprecated */
-	if (a[0] == 0x20 && a[1] == 0x02)
-		return policy_v4_class(a + 2); /* 6to4 carries an IPv4 address */
-	for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++) {
-		if (policy_prefix_eq(a, ranges[i].net, ranges[i].prefix))
-			return ranges[i].what;
-	}
-	return NULL;
+	return netpol_prefix_eq(b, c->addr, c->prefix);
 }
 
 const char *policy_special_class(const struct policy *p, const struct sockaddr *sa)
@@ -196,7 +134,7 @@ const char *policy_special_class(const struct policy *p, const struct sockaddr *
 
 	if (n == 0)
 		return "unknown-family";
-	c = n == 4 ? policy_v4_class(b) : policy_v6_class(b);
+	c = netpol_special_class(b, n); /* the table the kernel's guard is written from */
 	if (c)
 		return c;
 	for (unsigned i = 0; p && i < p->nown; i++) {

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sandbox-proxy's internal header (docs/network.md): the policy (policy.c), the audit log
- * (audit.c), the DNS server and stub resolver (dns.c), the sniffing of a connection's first
- * bytes (sniff.c), the connections (conn.c), the inbound forwarder (forward.c) and small helpers
- * (util.c). The TLS interception is mitm.h's.
+ * (audit.c), the DNS server and stub resolver (dns.c, its wire format dns_wire.c), the
+ * sniffing of a connection's first bytes (sniff.c), the connections (conn.c), the inbound
+ * forwarder (forward.c) and small helpers (util.c). The TLS interception is mitm.h's.
  *
  * Functions return 0 or -errno and print nothing unless their comment says so.
  */
@@ -166,22 +166,36 @@ int policy_cred_header(struct pol_cred *c, const char *name, enum cred_source ki
 /* ---- http_relay.c ---- */
 
 /* Relay plain HTTP decided by the name `name`: every request the guest sends (the first is in
- * pre[0, npre)) is parsed strictly and must have Host `name`; bodies are framed. Responses are
- * copied back as they come. 0, -EACCES (a request for another host), -EPROTO (a request the
- * parser refuses), -EDQUOT (the egress budget), -ETIMEDOUT, -errno; *why says which. */
+ * pre[0, npre)) is parsed strictly and must have Host `name`; bodies are framed, chunked ones
+ * re-encoded with their trailers dropped. A refused request is answered (400, 403, 417, 501)
+ * when nothing went upstream before it. Responses are copied back as they come. 0, -EACCES (a
+ * request for another host), -EPROTO (a request the parser refuses), -EDQUOT (the egress
+ * budget), -ETIMEDOUT, -errno; *why says which. */
 int http_relay(int gfd, int ufd, const void *pre, size_t npre, const char *name, unsigned idle_ms,
 	       _Atomic int64_t *budget, uint64_t *up, uint64_t *down,
 	       const char **why) __must_check;
+/* A connection opened before the guest sent a byte (a server-first port): upstream's bytes go
+ * to the guest as they come, and the guest's first bytes, when they come, decide as
+ * sniff_classify says: an attempt at HTTP is relayed as http_relay does (every request must
+ * name `name`; without `http_ok`, a credentialed host's, refused: -EACCES), a ClientHello
+ * that names a host must name `name` (-EACCES), a malformed one is -EBADMSG, bytes that are
+ * positively something else are copied raw, and bytes that stop before they decide are
+ * -EPROTO. Returns as http_relay. */
+int http_relay_gated(int gfd, int ufd, const char *name, bool http_ok, unsigned idle_ms,
+		     _Atomic int64_t *budget, uint64_t *up, uint64_t *down,
+		     const char **why) __must_check;
 
 /* ---- jail.c, seccomp.c: the proxy's jail (docs/hardening.md) ---- */
 
-/* The limits of a jailed proxy: two fds a connection (at most CONN_MAX) and its DNS
- * workers'; the largest file it writes (dns.map's cap, or the audit log past its rotation
- * size by a second's lines) and a margin; a thread a connection, its HTTP relay's second,
- * the DNS workers and the few of its own. */
-#define PROXY_JAIL_NOFILE (2 * CONN_MAX + DNS_WORKERS_MAX + 64)
+/* The limits of a jailed proxy: an fd a waiting connection (WAIT_MAX), two a served one
+ * (CONN_MAX) and two more for its HTTP relay's splice pipe, its DNS workers' and a margin for
+ * the listeners, the files and the epoll; the largest file it writes (dns.map's cap, or the
+ * audit log past its rotation size by a second's lines) and a margin; its thread budget
+ * (RLIMIT_NPROC counts the tasks of its uid: the proxy's own, shared only with its port
+ * forwarders). */
+#define PROXY_JAIL_NOFILE (WAIT_MAX + 4 * CONN_MAX + DNS_WORKERS_MAX + 64)
 #define PROXY_JAIL_FSIZE  ((64u << 20) + (1u << 20))
-#define PROXY_JAIL_NPROC  (2 * CONN_MAX + DNS_WORKERS_MAX + 16)
+#define PROXY_JAIL_NPROC  PROXY_THREADS_MAX
 
 struct proxy_jail {
 	bool on;   /* --jail given; else uid and gid are 0 */
@@ -206,6 +220,10 @@ int jail_state_dir(const char *dir, struct proxy_jail *j, char *err, size_t errl
 int jail_enter(const struct proxy_jail *j, char *err, size_t errlen) __must_check;
 /* The filter of what a running proxy calls (proxy/seccomp.c); anything else kills it. */
 int proxy_seccomp_install(void) __must_check;
+/* `sandbox-proxy guard` (proxy/guard.c): the nftables script of the kernel's guard on a
+ * jailed proxy's upstream connects, from DIR's policy, on stdout (or, --remove, the one that
+ * removes it). Returns the exit status. */
+int guard_command(int argc, char **argv);
 
 /* ---- audit.c ---- */
 
@@ -245,10 +263,26 @@ void audit_set_file_max(uint64_t bytes);
  * at a whole escape when too small. */
 size_t audit_json_escape(const char *s, char *out, size_t len);
 
-/* ---- dns.c ---- */
+/* ---- dns_wire.c, dns.c ---- */
 
-#define DNS_MAX_ADDRS 16
-#define DNS_MAX_PKT   1232
+#define DNS_MAX_ADDRS	   16
+#define DNS_MAX_PKT	   1232
+#define DNS_RECV_MAX	   4096 /* a query or an answer read: larger ones are dropped */
+#define DNS_TYPE_A	   1
+#define DNS_CLASS_IN	   1
+#define DNS_RCODE_OK	   0
+#define DNS_RCODE_SERVFAIL 2
+#define DNS_RCODE_NXDOMAIN 3
+#define DNS_RCODE_NOTIMP   4
+#define DNS_RCODE_REFUSED  5
+/* The queries a sandbox's proxy sends its resolver (docs/network.md "Decisions"), a token
+ * bucket: DNS_UPSTREAM_BURST at once, DNS_UPSTREAM_RATE a second after that. A query that
+ * goes upstream is the one way a name leaves without a connection: unique names under a zone
+ * whose nameserver the guest's owner runs carry up to 253 bytes each, so this bounds that
+ * channel to about 5 KB a second. A page load or a package install asks tens of new names
+ * (the burst) and a few a second after; a cached or already answered name takes nothing. */
+#define DNS_UPSTREAM_RATE  20
+#define DNS_UPSTREAM_BURST 100
 
 struct dns_query {
 	uint16_t id, flags, qtype, qclass;
@@ -283,10 +317,17 @@ void dns_state_free(struct dns_state *d);
 int dns_synth_get(struct dns_state *d, const char *name, struct in_addr *out) __must_check;
 /* The name of a synthetic address; -ENOENT if none. */
 int dns_synth_name(struct dns_state *d, struct in_addr a, char *name, size_t len) __must_check;
-/* Resolve `name`'s A records through `resolver` (the cache first): UDP, random id and port,
- * a 2 s timeout and one retry. -ENOENT for NXDOMAIN or no address, -ETIMEDOUT, -EIO. */
+/* Resolve `name`'s A records through `resolver` (the cache first, which costs nothing): UDP,
+ * random id and port, a 2 s timeout and one retry. Each query sent is first taken from `d`'s
+ * rate (DNS_UPSTREAM_*) and its size from `budget` (the egress budget; NULL: none); without
+ * them nothing is sent and the lookup is -EAGAIN (the rate) or -EDQUOT (the budget).
+ * -ENOENT for NXDOMAIN or no address, -ETIMEDOUT, -EIO, -ENETUNREACH (no resolver). */
 int dns_lookup(struct dns_state *d, const struct sockaddr *resolver, socklen_t rlen,
-	       const char *name, struct in_addr *addrs, unsigned max, unsigned *n) __must_check;
+	       _Atomic int64_t *budget, const char *name, struct in_addr *addrs, unsigned max,
+	       unsigned *n) __must_check;
+/* The audit rule of a lookup refused before a query left (-EAGAIN: "deny (DNS rate limit)",
+ * -EDQUOT: "deny (egress budget exhausted)"); NULL for any other result. */
+const char *dns_refusal_rule(int err);
 
 struct proxy;
 /* Serve DNS on `fd` (UDP, bound) until the process ends. Runs on its own thread. */
@@ -304,15 +345,20 @@ enum sniff_kind {
 };
 
 /* Classify the first bytes of a connection; `name` gets the SNI (may stay empty: a
- * ClientHello without one) or the Host (without a port). */
+ * ClientHello without one) or the Host (without a port). SNIFF_OTHER only for bytes that are
+ * positively neither TLS nor an attempt at HTTP (sniff_http); SNIFF_MORE while undecided (a
+ * caller that stops waiting refuses what came, unless nothing came). */
 enum sniff_kind sniff_classify(const uint8_t *buf, size_t len, char *name, size_t namelen);
 /* The SNI of a ClientHello carried in TLS records at buf: SNIFF_TLS, SNIFF_MORE (truncated),
  * SNIFF_OTHER (not a handshake record) or SNIFF_BAD_TLS. */
 enum sniff_kind sniff_tls(const uint8_t *buf, size_t len, char *name, size_t namelen);
-/* An HTTP/1.x request head: SNIFF_HTTP with the Host's name (port dropped), SNIFF_MORE,
- * SNIFF_OTHER or SNIFF_BAD_HTTP. `head_len` gets the length through the blank line. */
+/* An HTTP/1.x request head, parsed strictly (http1.c): SNIFF_HTTP with the Host's name (port
+ * dropped) and `head_len` the length through the blank line; SNIFF_BAD_HTTP for anything that
+ * could be an attempt at HTTP (any-case method, leading CR or LF, bare LF lines) but does not
+ * parse, *why the parser's reason; SNIFF_MORE while the head is incomplete; SNIFF_OTHER for
+ * bytes that are positively not HTTP. */
 enum sniff_kind sniff_http(const uint8_t *buf, size_t len, char *name, size_t namelen,
-			   size_t *head_len);
+			   size_t *head_len, const char **why);
 /* An HTTP/1.x request line: METHOD (upper case) SP target SP HTTP/1.0|1.1. -EAGAIN when no
  * whole line is there yet, -EINVAL when malformed. */
 int sniff_request_line(const uint8_t *buf, size_t len, char *method, size_t mlen, char *target,
@@ -323,13 +369,30 @@ int sniff_split_hostport(const char *s, size_t len, char *host, size_t hostlen, 
 
 /* ---- conn.c ---- */
 
-#define CONN_MAX	     512
-#define DNS_WORKERS_MAX	     64	   /* queries resolved at once (dns.c) */
+#define CONN_MAX	    512 /* connections served at once: a thread each, two for HTTP */
+#define DNS_WORKERS_MAX	    16	/* queries resolved at once (dns.c): a thread each */
+/* Accepted connections that have not yet said where they go (waiting.c): an fd and a slot
+ * each, no thread. Past this the oldest is closed: a flood of silent connections never
+ * keeps a new one out. */
+#define WAIT_MAX	    1024
+/* The proxy's whole thread budget: two a served connection (its own and http_relay's), the
+ * DNS workers, and its fixed ones (main, the waiting room, the DNS server; the parent that
+ * waits when it forked into its pid namespace itself) with a margin. RLIMIT_NPROC of the
+ * jailed proxy, and its share of the sandbox's pids.max: client.h's CGROUP_PIDS_PROXY says
+ * the same number (tests/integration/proxy_flood.sh checks). */
+#define PROXY_THREADS_FIXED 8
+#define PROXY_THREADS_MAX   1048
+_Static_assert(PROXY_THREADS_MAX == 2 * CONN_MAX + DNS_WORKERS_MAX + PROXY_THREADS_FIXED,
+	       "the thread budget is the sum of its parts");
 #define CONN_FIRST_MS	     10000 /* the client's first bytes */
 #define CONN_SERVER_FIRST_MS 300   /* ... on a synthetic address off 80/443 */
 #define CONN_CONNECT_MS	     5000
 #define CONN_IDLE_MS	     600000
 #define CONN_PEEK_MAX	     16384
+/* Reads of a connection's first bytes before they must have decided: a client sends its
+ * ClientHello or request head in a few writes; one dribbling a byte a read would make the
+ * waiting room sniff the growing buffer again for each (CONN_PEEK_MAX times). */
+#define CONN_TAKES_MAX	     64
 
 struct mitm_ca;
 struct ssl_ctx_st;
@@ -341,20 +404,48 @@ struct proxy {
 	struct dns_state *dns;
 	struct mitm_ca *ca;
 	struct ssl_ctx_st *upstream_ctx;
-	_Atomic int64_t budget; /* egress bytes left, when pol->egress_bytes */
-	_Atomic unsigned nconns;
+	_Atomic int64_t budget;	 /* egress bytes left, when pol->egress_bytes */
+	_Atomic unsigned nconns; /* connections served now, a thread each (waiting.c) */
 	int explicit_fd, tproxy_fd, dns_fd;
 	unsigned idle_ms;
 };
 
-/* Accept connections on `fd` until the process ends, a thread each (at most CONN_MAX).
- * `explicit` selects the HTTP proxy protocol, else the transparent listener. */
-struct conn_listener {
-	struct proxy *px;
-	int fd;
-	bool explicit;
-};
-void *conn_accept_loop(void *listener);
+/* A guest's connection (conn.c), from its accept to its end. */
+struct conn;
+/* A connection just accepted (`fd` taken) on the explicit listener (the HTTP proxy
+ * protocol) or the transparent one: 0 with *out and, in *deadline_ms, when its first bytes
+ * must have come (CONN_FIRST_MS; CONN_SERVER_FIRST_MS where a server-first protocol is
+ * known to go). -errno when refused at once (an unknown synthetic address): the line
+ * written, `fd` closed. */
+int conn_new(struct proxy *px, int fd, bool explicit, struct conn **out,
+	     uint64_t *deadline_ms) __must_check;
+/* Read what the guest sent so far, never blocking. 1 when the bytes decide (a whole
+ * ClientHello or request head, or something else), the buffer is full, the guest ended
+ * (*eof), or CONN_TAKES_MAX reads did not decide (conn_silent refuses it); 0 while more may
+ * come. */
+int conn_take(struct conn *c, bool *eof) __must_check;
+/* At its deadline or end (`eof`), or once conn_take said 1: the refusal's rule when the
+ * connection said nothing and its protocol needs the client's first bytes (or it closed), or
+ * its first bytes came in more than CONN_TAKES_MAX reads without deciding, or the guest reset
+ * it; else NULL: it is served. */
+const char *conn_silent(const struct conn *c, bool eof);
+/* Refuse: the deny line with `rule` (an explicit client that spoke gets a 503), the
+ * connection closed and freed. */
+void conn_refuse(struct conn *c, const char *rule);
+/* Serve a connection the waiting room decided (on a thread of its own, which may start a
+ * second: http_relay) until it ends; its line written, closed and freed. */
+void conn_serve(struct conn *c);
+
+/* ---- waiting.c ---- */
+
+/* Before the jail: the epoll set with px's two listeners (made non-blocking). A message in
+ * `err` on failure. */
+int waiting_init(struct proxy *px, char *err, size_t errlen) __must_check;
+/* Accept on both listeners and keep each connection in the epoll set, at no thread, until
+ * conn_take decides it or its deadline passes; then a thread serves it (at most CONN_MAX at
+ * once: the rest wait for one, up to CONN_FIRST_MS). Runs on its own thread (`proxy` unused:
+ * waiting_init's) until the process ends. */
+void *waiting_run(void *proxy);
 /* Relay between two connected sockets (made non-blocking) until both sides closed, an error,
  * `idle_ms` without bytes or the budget ends; `pre` (the client's bytes already read) goes to
  * `b_fd` first. Each EOF is passed on as a half-close. Counts bytes each way; a non-NULL

@@ -9,7 +9,8 @@
  * AF_INET6 only), relay bytes (splice through a pipe for HTTP), answer DNS and ask the
  * resolver, append to the audit log and dns.map, rotate the audit log and rewrite
  * egress.left (open, rename and unlink inside its root, which holds only its own files),
- * and start a thread per connection (clone with CLONE_THREAD only). No execve, no fork, no
+ * hold connections in an epoll set until they say where they go, and start a thread per
+ * decided connection (clone with CLONE_THREAD only). No execve, no fork, no
  * ptrace, no mount, no executable mapping.
  */
 #include <errno.h>
@@ -65,6 +66,9 @@ static const int proxy_calls[] = {
 	SCMP_SYS(getpeername),	     /* same */
 	SCMP_SYS(poll),		     /* waits with a deadline */
 	SCMP_SYS(ppoll),	     /* same */
+	SCMP_SYS(epoll_wait),	     /* the waiting room (its set made before the jail) */
+	SCMP_SYS(epoll_pwait),	     /* same (glibc may call either) */
+	SCMP_SYS(epoll_ctl),	     /* same: a connection in and out of the set */
 	SCMP_SYS(futex),	     /* mutexes, condition variables */
 	SCMP_SYS(set_robust_list),   /* a new thread */
 	SCMP_SYS(rseq),		     /* same */

@@ -1,18 +1,26 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What a connection's first bytes say about where it goes: the SNI of a TLS ClientHello (which
- * may span several records and reads) or the Host of an HTTP/1.x request head. The bytes are
- * the guest's: every length is checked against what was received before it is used, and a
- * ClientHello is capped at 16 KiB.
+ * may span several records and reads) or the Host of an HTTP/1.x request head. Anything that
+ * could be an attempt at HTTP is held to the interception's strict parser (http1.c) and refused
+ * when it does not parse; only bytes that are positively neither are "other", which a caller
+ * may relay raw (docs/network.md "Decisions", plain HTTP). The bytes are the guest's: every
+ * length is checked against what was received before it is used, and a ClientHello is capped
+ * at 16 KiB.
  */
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "http1.h"
 #include "proxy.h"
+
+/* tchar of RFC 9110 section 5.6.2: what a method is made of */
+#define SNIFF_TCHARS "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 #define SNIFF_HELLO_MAX CONN_PEEK_MAX
 
@@ -224,61 +232,104 @@ int sniff_request_line(const uint8_t *buf, size_t len, char *method, size_t mlen
 	return 0;
 }
 
-enum sniff_kind sniff_http(const uint8_t *buf, size_t len, char *name, size_t namelen,
-			   size_t *head_len)
+/*
+ * Could these first bytes be an attempt at an HTTP/1.x request, however malformed? A lenient
+ * server skips empty lines before a request line, takes any case of a method, a tab for a
+ * space and a bare LF for a line end, answers HTTP/0.9 (a request line without a version,
+ * whatever its method) and picks the site of an absolute URI over any Host; one behind a
+ * PROXY-protocol listener drops that header and reads the request after it. So the test is
+ * wide: a PROXY-protocol header (v1's "PROXY ", v2's signature); else after any CR, LF, SP or
+ * HTAB, a token (tchar, any case) then SP or HTAB, then a target that is a path ("/"), "*" or
+ * an absolute URI (a scheme, "://"), or a first line that names an HTTP version ("HTTP/",
+ * any case). SNIFF_HTTP when they could be (the strict parser decides), SNIFF_OTHER when they
+ * are positively something else (a first line without any of these, a byte no request line
+ * starts with: a binary protocol, an SSH banner, SMTP, Redis' and memcached's text commands),
+ * SNIFF_MORE while undecided.
+ */
+static enum sniff_kind sniff_http_attempt(const uint8_t *buf, size_t len)
 {
-	const char *s = (const char *)buf, *end, *line;
-	char method[17], target[2048];
-	bool have_host = false;
-	size_t i;
+	static const uint8_t proxy_v2[] = "\r\n\r\n\0\r\nQUIT\n";
+	size_t i = 0, tok, n = len < 6 ? len : 6;
 
-	/* A method: upper-case letters then a space. */
-	for (i = 0; i < len && i < 17; i++) {
-		if (buf[i] == ' ' && i > 0)
-			break;
-		if (!isupper(buf[i]))
-			return SNIFF_OTHER;
-	}
+	if (memcmp(buf, proxy_v2, len < 12 ? len : 12) == 0)
+		return len < 12 ? SNIFF_MORE : SNIFF_HTTP;
+	if (strncasecmp((const char *)buf, "PROXY ", n) == 0)
+		return n < 6 ? SNIFF_MORE : SNIFF_HTTP;
+	while (i < len && (buf[i] == '\r' || buf[i] == '\n' || buf[i] == ' ' || buf[i] == '\t'))
+		i++;
+	for (tok = i; i < len && buf[i] && strchr(SNIFF_TCHARS, buf[i]); i++)
+		;
 	if (i == len)
 		return SNIFF_MORE;
-	if (i == 17)
+	if (i == tok || (buf[i] != ' ' && buf[i] != '\t'))
 		return SNIFF_OTHER;
-	end = memmem(s, len, "\r\n\r\n", 4);
-	if (!end)
+	while (i < len && (buf[i] == ' ' || buf[i] == '\t'))
+		i++;
+	if (i == len)
 		return SNIFF_MORE;
-	*head_len = (size_t)(end - s) + 4;
-	if (sniff_request_line(buf, len, method, sizeof(method), target, sizeof(target)) < 0)
-		return SNIFF_BAD_HTTP;
-	line = memchr(s, '\n', len) + 1;
-	while (line < end + 2) {
-		const char *eol = memmem(line, (size_t)(end + 2 - line), "\r\n", 2);
-		size_t ll = (size_t)(eol - line);
+	if (buf[i] == '/' || buf[i] == '*')
+		return SNIFF_HTTP; /* origin form, HTTP/0.9's "GET /path", OPTIONS * */
+	if (isalpha(buf[i])) {
+		size_t j = i + 1;
 
-		if (ll >= 5 && strncasecmp(line, "host:", 5) == 0) {
-			const char *v = line + 5, *ve = eol;
-			uint16_t port;
-
-			if (have_host)
-				return SNIFF_BAD_HTTP; /* two Hosts: which one would the server use?
-							*/
-			while (v < ve && (*v == ' ' || *v == '\t'))
-				v++;
-			while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
-				ve--;
-			if (sniff_split_hostport(v, (size_t)(ve - v), name, namelen, 80, &port) <
-				    0 ||
-			    !sniff_host_ok(name, namelen))
-				return SNIFF_BAD_HTTP;
-			have_host = true;
-		}
-		line = eol + 2;
+		while (j < len &&
+		       (isalnum(buf[j]) || buf[j] == '+' || buf[j] == '-' || buf[j] == '.'))
+			j++;
+		if (j + 3 > len && memcmp(buf + j, "://", len - j) == 0)
+			return SNIFF_MORE;
+		if (j + 3 <= len && memcmp(buf + j, "://", 3) == 0)
+			return SNIFF_HTTP; /* an absolute URI: any scheme, as servers take it */
 	}
-	return have_host ? SNIFF_HTTP : SNIFF_BAD_HTTP;
+	for (; i < len && buf[i] != '\n'; i++) {
+		if (i + 5 <= len && strncasecmp((const char *)buf + i, "HTTP/", 5) == 0)
+			return SNIFF_HTTP;
+	}
+	return i == len ? SNIFF_MORE : SNIFF_OTHER;
+}
+
+enum sniff_kind sniff_http(const uint8_t *buf, size_t len, char *name, size_t namelen,
+			   size_t *head_len, const char **why)
+{
+	struct http1_head *h;
+	const char *reason = NULL;
+	enum sniff_kind k;
+	int status;
+	uint16_t port;
+
+	*why = NULL;
+	k = sniff_http_attempt(buf, len);
+	if (k != SNIFF_HTTP)
+		return k;
+	if (http1_head_find((const char *)buf, len, CONN_PEEK_MAX, head_len, &reason) < 0) {
+		if (!reason)
+			return SNIFF_MORE;
+		*why = reason;
+		return SNIFF_BAD_HTTP;
+	}
+	h = malloc(sizeof(*h));
+	if (!h) {
+		*why = "out of memory";
+		return SNIFF_BAD_HTTP;
+	}
+	k = SNIFF_BAD_HTTP;
+	if (http1_parse_request((const char *)buf, *head_len, h, &status, &reason) < 0)
+		*why = reason;
+	else if (h->host_len >= namelen ||
+		 sniff_split_hostport(h->host, h->host_len, name, namelen, 80, &port) < 0 ||
+		 !sniff_host_ok(name, namelen))
+		*why = "a Host that is no name or address";
+	else
+		k = SNIFF_HTTP;
+	free(h);
+	if (k != SNIFF_HTTP)
+		name[0] = 0;
+	return k;
 }
 
 enum sniff_kind sniff_classify(const uint8_t *buf, size_t len, char *name, size_t namelen)
 {
 	size_t head;
+	const char *why;
 	enum sniff_kind k;
 
 	name[0] = 0;
@@ -286,7 +337,8 @@ enum sniff_kind sniff_classify(const uint8_t *buf, size_t len, char *name, size_
 		return SNIFF_MORE;
 	if (buf[0] == 22)
 		return sniff_tls(buf, len, name, namelen);
-	k = sniff_http(buf, len, name, namelen, &head);
+	k = sniff_http(buf, len, name, namelen, &head, &why);
+	/* A head (or an undecided start) that fills the buffer is refused, never relayed. */
 	if (k == SNIFF_MORE && len >= CONN_PEEK_MAX)
 		return SNIFF_BAD_HTTP;
 	return k;

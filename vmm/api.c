@@ -78,7 +78,7 @@ static int api_reply(struct api_conn *c, const struct api_hdr *req, int32_t erro
 	uint8_t msg[sizeof(struct api_hdr) + sizeof(struct api_result) + API_REPLY_EXTRA_MAX];
 	struct api_hdr h = {
 		.magic = htole32(API_MAGIC),
-		.version = htole16(API_VERSION),
+		.version = req->version, /* the request's: 1 or 2 (api_proto.h) */
 		.type = htole16((uint16_t)(le16toh(req->type) | API_REPLY)),
 		.id = req->id,
 		.len = htole32((uint32_t)sizeof(struct api_result) + extra_len),
@@ -179,14 +179,19 @@ static int api_snapshot(struct api_conn *c, const struct api_hdr *h, const uint8
 					   .total_us = htole64(st.total_ns / 1000),
 					   .state_bytes = htole64(st.state_bytes),
 					   .memory_bytes = htole64(st.memory_bytes)};
+	memcpy(res.memory_sha256, st.memory_sha256, sizeof(res.memory_sha256));
 	{
+		/* A version 1 client's result ends before the digest. */
+		size_t rlen = le16toh(h->version) < 2
+				      ? offsetof(struct api_snapshot_result, memory_sha256)
+				      : sizeof(res);
 		uint8_t body[sizeof(res) + sizeof(st.memory_path)];
 		size_t plen = strnlen(st.memory_path, sizeof(st.memory_path) - 1) + 1;
 
-		memcpy(body, &res, sizeof(res));
-		memcpy(body + sizeof(res), st.memory_path, plen - 1);
-		body[sizeof(res) + plen - 1] = '\0';
-		return api_reply(c, h, 0, body, (uint32_t)(sizeof(res) + plen));
+		memcpy(body, &res, rlen);
+		memcpy(body + rlen, st.memory_path, plen - 1);
+		body[rlen + plen - 1] = '\0';
+		return api_reply(c, h, 0, body, (uint32_t)(rlen + plen));
 	}
 }
 
@@ -234,8 +239,8 @@ int api_msg_len(const struct api_hdr *h)
 	uint32_t len = le32toh(h->len);
 	uint16_t type = le16toh(h->type);
 
-	if (le32toh(h->magic) != API_MAGIC || le16toh(h->version) != API_VERSION ||
-	    len > API_PAYLOAD_MAX || (type & API_REPLY))
+	if (le32toh(h->magic) != API_MAGIC || le16toh(h->version) < API_VERSION_MIN ||
+	    le16toh(h->version) > API_VERSION || len > API_PAYLOAD_MAX || (type & API_REPLY))
 		return -EPROTO;
 	if (type < sizeof(api_types) / sizeof(api_types[0]) && api_types[type].name &&
 	    len < api_types[type].min_len)

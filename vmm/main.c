@@ -129,6 +129,43 @@ static int open_console(const char *path)
 	return fd;
 }
 
+/*
+ * Close every inherited fd from 3 up but those the options name (--lifeline,
+ * --restore-state-fd, --restore-memory-fd): each must lie below JAIL_FD_KVM, where the
+ * filters name KVM's fds. 0 or an exit status.
+ */
+static int close_inherited(const struct options *o)
+{
+	int keep[3] = {o->lifeline_fd, o->restore_state_fd, o->restore_memory_fd}, n = 0;
+	unsigned from = 3;
+
+	for (int i = 0; i < 3; i++) {
+		if (keep[i] < 0)
+			continue;
+		if (keep[i] >= JAIL_FD_KVM) {
+			log_error("--jail: give inherited fds below %d (fd %d)", JAIL_FD_KVM,
+				  keep[i]);
+			return VM_EXIT_BAD_INPUT;
+		}
+		keep[n++] = keep[i];
+	}
+	for (int i = 0; i < n; i++) /* sort the few kept, ascending */
+		for (int j = i + 1; j < n; j++)
+			if (keep[j] < keep[i]) {
+				int t = keep[i];
+
+				keep[i] = keep[j];
+				keep[j] = t;
+			}
+	for (int i = 0; i < n; i++) {
+		if ((unsigned)keep[i] > from)
+			close_range(from, (unsigned)keep[i] - 1, 0);
+		from = (unsigned)keep[i] + 1;
+	}
+	close_range(from, ~0u, 0);
+	return 0;
+}
+
 /* The snapshot's state, far enough to size the VM; its RAM and vCPU count become the
  * options'. Returns 0 or an exit status after one line naming the problem. */
 static char img_paths[4096];
@@ -136,7 +173,16 @@ static char *img_memory[MEM_DELTAS_MAX + 1];
 static unsigned img_nmemory;
 static int open_snapshot(const char *dir, struct snap_image *img, struct options *o)
 {
-	if (snap_image_open(dir, img) < 0) {
+	int err;
+
+	/* The state sandboxctl checked against the snapshot's MAC, as a sealed memfd: read
+	 * from there, never DIR/state.fdt again (a file replaced after the check). */
+	if (o->restore_state_fd >= 0)
+		err = snap_image_read(o->restore_state_fd, dir, img);
+	else
+		err = snap_image_open(dir, img);
+	o->restore_state_fd = -1; /* closed */
+	if (err < 0) {
 		log_error("--restore %s: %s", dir, img->r.msg);
 		snap_image_close(img);
 		return VM_EXIT_BAD_INPUT;
@@ -357,6 +403,9 @@ int main(int argc, char **argv)
 	}
 	if (o.check)
 		return run_check();
+	/* The snapshot memory file's digest, made ready before the jail (mem_copy_to_fd). */
+	if (mem_digest_init() < 0)
+		log_warn("no SHA-256 from OpenSSL: snapshots of this VM will fail");
 
 	/* docs/style.md rule 10: a VMM without its sandbox says so at every start. */
 	if (!o.jail_arg)
@@ -376,15 +425,10 @@ int main(int argc, char **argv)
 		}
 		/* Kill or log (SANDBOX_SECCOMP), decided before anything runs. */
 		seccomp_decide_action();
-		/* Nothing inherited goes into the jail but stdin, stdout, stderr and the
-		 * lifeline. */
-		if (o.lifeline_fd < 0) {
-			close_range(3, ~0u, 0);
-		} else {
-			if (o.lifeline_fd > 3)
-				close_range(3, (unsigned)o.lifeline_fd - 1, 0);
-			close_range((unsigned)o.lifeline_fd + 1, ~0u, 0);
-		}
+		/* Nothing inherited goes into the jail but stdin, stdout, stderr, the
+		 * lifeline and a restore's checked state and memory. */
+		if ((status = close_inherited(&o)) != 0)
+			return status;
 		if ((err = jail_pid_namespace(&o.jail)) < 0) {
 			log_error("--jail: cannot make a pid namespace: %s", strerror(-err));
 			return VM_EXIT_VMM_ERROR;
@@ -430,8 +474,9 @@ int main(int argc, char **argv)
 		return status;
 	}
 	console_fd = open_console(o.console_path);
-	if (console_fd < 0 || vm_create_from(&vm, o.memory_mib << 20, o.boot.ncpus,
-					     (const char *const *)img_memory, img_nmemory) < 0) {
+	if (console_fd < 0 ||
+	    vm_create_from(&vm, o.memory_mib << 20, o.boot.ncpus, o.restore_memory_fd,
+			   (const char *const *)img_memory, img_nmemory) < 0) {
 		for (unsigned i = 0; i < o.ndisks; i++)
 			disk_close(disks[i]);
 		snap_image_close(&img);

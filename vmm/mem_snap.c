@@ -11,6 +11,7 @@
  * lower files, for the parent and for the children alike. A chain longer than
  * MEM_DELTAS_MAX + 1 files is compacted into one new memfd (a copy of all of RAM).
  */
+#include <endian.h>
 #include <errno.h>
 #include <sys/syscall.h>
 #include <linux/capability.h>
@@ -20,6 +21,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <openssl/evp.h>
 
 #include "vmm.h"
 
@@ -88,13 +91,26 @@ static int mem_map_layers(struct guest_mem *mem)
 	return 0;
 }
 
-static int mem_open_checked(const char *path, uint64_t ram_len)
+/* `fd` (taken: closed on failure) when it is a file of exactly `ram_len` bytes; else, with
+ * `fd` < 0, `path` opened. A path in /proc is a fork parent's frozen RAM (another VMM's fd):
+ * it must be sealed against writing and resizing, or that VMM could change this one's pages
+ * the guest has not touched yet (or cut them off: SIGBUS). */
+static int mem_open_checked(int fd, const char *path, uint64_t ram_len)
 {
+	const int frozen = F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW;
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int seals;
 
 	if (fd < 0)
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
 		return -errno;
+	if (path && strncmp(path, "/proc/", 6) == 0 &&
+	    ((seals = fcntl(fd, F_GET_SEALS)) < 0 || (seals & frozen) != frozen)) {
+		log_error("%s: a parent's RAM not sealed against writing", path);
+		close(fd);
+		return -EPERM;
+	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != ram_len) {
 		log_error("%s: %llu bytes, the snapshot's RAM is %llu", path,
 			  (unsigned long long)st.st_size, (unsigned long long)ram_len);
@@ -104,15 +120,18 @@ static int mem_open_checked(const char *path, uint64_t ram_len)
 	return fd;
 }
 
-int mem_open_files(struct guest_mem *mem, const char *const *paths, unsigned npaths,
+int mem_open_files(struct guest_mem *mem, const char *const *paths, unsigned npaths, int first_fd,
 		   uint64_t ram_len)
 {
 	void *base;
 	int fd, err;
 
-	if (npaths < 1 || npaths > MEM_DELTAS_MAX + 1)
+	if (npaths < 1 || npaths > MEM_DELTAS_MAX + 1) {
+		if (first_fd >= 0)
+			close(first_fd);
 		return -EINVAL;
-	fd = mem_open_checked(paths[0], ram_len);
+	}
+	fd = mem_open_checked(first_fd, paths[0], ram_len);
 	if (fd < 0)
 		return fd;
 	base = mem_map_aligned(fd, ram_len, MAP_PRIVATE);
@@ -126,7 +145,7 @@ int mem_open_files(struct guest_mem *mem, const char *const *paths, unsigned npa
 	mem->private_file = true;
 	mem->ndeltas = 0;
 	for (unsigned i = 1; i < npaths; i++) {
-		if ((fd = mem_open_checked(paths[i], ram_len)) < 0) {
+		if ((fd = mem_open_checked(-1, paths[i], ram_len)) < 0) {
 			err = fd;
 			goto fail;
 		}
@@ -215,14 +234,64 @@ int mem_pagemap_open(void)
 	return err;
 }
 
-int mem_copy_to_fd(const struct guest_mem *mem, int fd, uint64_t *written)
+/*
+ * The memory file's page digest (wire/api_proto.h, api_snapshot_result): SHA-256 fetched once,
+ * before the jail (OpenSSL may read its configuration on first use, which the jail's filters
+ * and its empty root would refuse). A digest context made and tried here, so that nothing in
+ * the jail is a first use.
+ */
+static EVP_MD *mem_sha256;
+
+int mem_digest_init(void)
+{
+	EVP_MD_CTX *ctx;
+	uint8_t md[32];
+	unsigned len = 0;
+	bool ok;
+
+	if (mem_sha256)
+		return 0;
+	mem_sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
+	ctx = EVP_MD_CTX_new();
+	ok = mem_sha256 && ctx && EVP_DigestInit_ex2(ctx, mem_sha256, NULL) &&
+	     EVP_DigestUpdate(ctx, md, 0) && EVP_DigestFinal_ex(ctx, md, &len) && len == 32;
+	EVP_MD_CTX_free(ctx);
+	if (!ok) {
+		EVP_MD_free(mem_sha256);
+		mem_sha256 = NULL;
+		return -ENOSYS;
+	}
+	return 0;
+}
+
+/* One page that is not all zeros into the page digest: its offset, then its bytes. */
+static int mem_digest_page(EVP_MD_CTX *ctx, uint64_t off, const uint8_t *page, uint64_t len)
+{
+	uint64_t le = htole64(off);
+
+	return EVP_DigestUpdate(ctx, &le, sizeof(le)) && EVP_DigestUpdate(ctx, page, len) ? 0
+											  : -EIO;
+}
+
+int mem_copy_to_fd(const struct guest_mem *mem, int fd, uint64_t *written, uint8_t sha256[32])
 {
 	uint64_t run_start = 0, run_len = 0;
+	EVP_MD_CTX *ctx = NULL;
+	unsigned mdlen = 0;
 	int err = 0, pm = -1;
 
 	*written = 0;
-	if (ftruncate(fd, (off_t)mem->ram_len) < 0)
-		return -errno;
+	if (sha256) {
+		ctx = EVP_MD_CTX_new();
+		if (!mem_sha256 || !ctx || !EVP_DigestInit_ex2(ctx, mem_sha256, NULL)) {
+			EVP_MD_CTX_free(ctx);
+			return -ENOSYS; /* mem_digest_init not called, or it failed */
+		}
+	}
+	if (ftruncate(fd, (off_t)mem->ram_len) < 0) {
+		err = -errno;
+		goto out;
+	}
 	if (mem->private_file && mem_pagemap_open() == 0)
 		pm = pagemap_fd;
 	for (uint64_t off = 0; off < mem->ram_len; off += MEM_SCAN_CHUNK) {
@@ -235,6 +304,11 @@ int mem_copy_to_fd(const struct guest_mem *mem, int fd, uint64_t *written)
 			uint64_t plen = off + len - p < MEM_PAGE ? off + len - p : MEM_PAGE;
 			bool zero = plen == MEM_PAGE && mem_page_is_zero(mem->base + p);
 
+			/* Hashed as it is written: the VM is paused (or this is a frozen
+			 * view, sealed files), so these are the bytes the pwrite below puts
+			 * in the file. */
+			if (!zero && ctx && (err = mem_digest_page(ctx, p, mem->base + p, plen)))
+				goto out;
 			if (!zero && run_len && run_start + run_len == p &&
 			    run_len < MEM_WRITE_MAX) {
 				run_len += plen;
@@ -255,7 +329,10 @@ int mem_copy_to_fd(const struct guest_mem *mem, int fd, uint64_t *written)
 	}
 	if (run_len && !(err = mem_pwrite_full(fd, mem->base + run_start, run_len, run_start)))
 		*written += run_len;
+	if (!err && ctx && (!EVP_DigestFinal_ex(ctx, sha256, &mdlen) || mdlen != 32))
+		err = -EIO;
 out:
+	EVP_MD_CTX_free(ctx);
 	return err;
 }
 
@@ -358,7 +435,7 @@ int mem_freeze(struct guest_mem *mem)
 			  (unsigned long long)(written >> 10));
 	} else {
 		/* Compact: one file with all of RAM replaces the chain. */
-		if ((err = mem_copy_to_fd(mem, fd, &written)) < 0)
+		if ((err = mem_copy_to_fd(mem, fd, &written, NULL)) < 0)
 			goto fail;
 		mem_seal(fd);
 		close(mem->fd);

@@ -54,6 +54,11 @@ static void usage(FILE *f)
 		"  --restore-memory PATH[,PATH...]  with --restore: map these instead of\n"
 		"                    DIR/memory (a fork's frozen RAM, as the API's SNAPSHOT\n"
 		"                    reply names it: a file, then the layers over it)\n"
+		"  --restore-state-fd FD  with --restore: read the state from this inherited\n"
+		"                    fd (the bytes sandboxctl checked, a sealed memfd) instead\n"
+		"                    of DIR/state.fdt; DIR then only names the snapshot\n"
+		"  --restore-memory-fd FD  with --restore: map this inherited fd (opened\n"
+		"                    read-only, checked) instead of DIR/memory\n"
 		"  --jail DIR,uid=N,gid=N[,netns=PATH]  once everything is open, confine the VMM\n"
 		"                    to DIR (its new root) in namespaces of its own as uid N,\n"
 		"                    gid N, with no capabilities; the paths it is given must lie\n"
@@ -148,6 +153,8 @@ int options_parse(int argc, char **argv, struct options *o)
 		{"net", required_argument, NULL, 'N'},
 		{"restore", required_argument, NULL, 'R'},
 		{"restore-memory", required_argument, NULL, 'M'},
+		{"restore-state-fd", required_argument, NULL, 'S'},
+		{"restore-memory-fd", required_argument, NULL, 'F'},
 		{"jail", required_argument, NULL, 'J'},
 		{"check", no_argument, NULL, 'C'},
 		{"verbose", no_argument, NULL, 'v'},
@@ -163,6 +170,8 @@ int options_parse(int argc, char **argv, struct options *o)
 	o->boot.ncpus = 1;
 	o->memory_mib = 256;
 	o->lifeline_fd = -1;
+	o->restore_state_fd = -1;
+	o->restore_memory_fd = -1;
 	while ((c = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'k':
@@ -263,6 +272,26 @@ int options_parse(int argc, char **argv, struct options *o)
 		case 'M':
 			o->restore_memory = optarg;
 			break;
+		case 'S':
+		case 'F': {
+			int *fd = c == 'S' ? &o->restore_state_fd : &o->restore_memory_fd;
+			struct stat st;
+
+			/* A regular file (the state: a memfd, sealed by sandboxctl; the memory:
+			 * opened read-only); ours from here: not inherited further. */
+			if (!parse_uint(optarg, 3, INT_MAX, &v) || fstat((int)v, &st) < 0 ||
+			    !S_ISREG(st.st_mode) ||
+			    (c == 'F' && (fcntl((int)v, F_GETFL) & O_ACCMODE) != O_RDONLY) ||
+			    fcntl((int)v, F_SETFD, FD_CLOEXEC) < 0) {
+				log_error("%s %s: give an inherited fd (3 up) of a regular file "
+					  "(the memory: opened read-only)",
+					  c == 'S' ? "--restore-state-fd" : "--restore-memory-fd",
+					  optarg);
+				return VM_EXIT_BAD_INPUT;
+			}
+			*fd = (int)v;
+			break;
+		}
 		case 'J':
 			if (!(o->jail_arg = strdup(optarg)) ||
 			    jail_parse(o->jail_arg, &o->jail) < 0) {
@@ -293,8 +322,14 @@ int options_parse(int argc, char **argv, struct options *o)
 	}
 	if (o->check)
 		return 0;
-	if (o->restore_memory && !o->restore_dir) {
-		log_error("--restore-memory goes with --restore");
+	if ((o->restore_memory || o->restore_state_fd >= 0 || o->restore_memory_fd >= 0) &&
+	    !o->restore_dir) {
+		log_error("--restore-memory, --restore-state-fd and --restore-memory-fd go with "
+			  "--restore");
+		return VM_EXIT_BAD_INPUT;
+	}
+	if (o->restore_memory && o->restore_memory_fd >= 0) {
+		log_error("--restore-memory or --restore-memory-fd, not both");
 		return VM_EXIT_BAD_INPUT;
 	}
 	if (o->restore_dir) {

@@ -20,9 +20,7 @@
 int snap_image_open(const char *dir, struct snap_image *img)
 {
 	char path[4096];
-	struct stat stt;
-	int fd, err;
-	ssize_t n;
+	int fd;
 
 	memset(img, 0, sizeof(*img));
 	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, SNAP_STATE_FILE) >= sizeof(path))
@@ -30,10 +28,20 @@ int snap_image_open(const char *dir, struct snap_image *img)
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return snapr_fail(&img->r, -errno, "%s: %s", path, strerror(errno));
+	return snap_image_read(fd, path, img);
+}
+
+int snap_image_read(int fd, const char *name, struct snap_image *img)
+{
+	struct stat stt;
+	int err;
+	ssize_t n;
+
+	memset(img, 0, sizeof(*img));
 	if (fstat(fd, &stt) < 0 || !S_ISREG(stt.st_mode) || stt.st_size < 64 ||
 	    (uint64_t)stt.st_size > SNAP_STATE_MAX) {
 		close(fd);
-		return snapr_fail(&img->r, -EBADMSG, "%s: not a state file (%lld bytes)", path,
+		return snapr_fail(&img->r, -EBADMSG, "%s: not a state file (%lld bytes)", name,
 				  (long long)stt.st_size);
 	}
 	img->len = (size_t)stt.st_size;
@@ -42,11 +50,13 @@ int snap_image_open(const char *dir, struct snap_image *img)
 		close(fd);
 		return -ENOMEM;
 	}
+	/* Read once, whole: what is parsed and loaded is this copy, whatever the file does
+	 * after (a memfd sandboxctl sealed cannot change; a path could be replaced). */
 	n = pread(fd, img->buf, img->len, 0);
 	close(fd);
 	if (n != (ssize_t)img->len) {
 		err = n < 0 ? -errno : -EIO;
-		return snapr_fail(&img->r, err, "%s: cannot read it", path);
+		return snapr_fail(&img->r, err, "%s: cannot read it", name);
 	}
 	return snap_image_parse(img);
 }

@@ -28,9 +28,10 @@
 
 /* ---- writing ---- */
 
-static int snap_write_memory(const struct guest_mem *mem, int fd, uint64_t *written)
+static int snap_write_memory(const struct guest_mem *mem, int fd, uint64_t *written,
+			     uint8_t sha256[32])
 {
-	int err = mem_copy_to_fd(mem, fd, written);
+	int err = mem_copy_to_fd(mem, fd, written, sha256);
 
 	if (!err && fsync(fd) < 0)
 		err = -errno;
@@ -39,7 +40,8 @@ static int snap_write_memory(const struct guest_mem *mem, int fd, uint64_t *writ
 
 /* Write a fork's frozen RAM (mem_freeze: the memory files, not the running guest's mapping)
  * as the snapshot's `memory`. */
-static int snap_write_frozen(struct vm *vm, int dirfd, uint64_t *written, char *msg, size_t msg_len)
+static int snap_write_frozen(struct vm *vm, int dirfd, uint64_t *written, uint8_t sha256[32],
+			     char *msg, size_t msg_len)
 {
 	struct guest_mem frozen = vm->mem;
 	uint8_t *area;
@@ -57,9 +59,9 @@ static int snap_write_frozen(struct vm *vm, int dirfd, uint64_t *written, char *
 	frozen.base = area;
 	err = mem_map_frozen_view(&frozen);
 	fd = err ? -1
-		 : openat(dirfd, SNAP_MEMORY_FILE, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		 : openat(dirfd, SNAP_MEMORY_FILE, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (!err)
-		err = fd < 0 ? -errno : snap_write_memory(&frozen, fd, written);
+		err = fd < 0 ? -errno : snap_write_memory(&frozen, fd, written, sha256);
 	if (!err && fsync(dirfd) < 0)
 		err = -errno;
 	if (err)
@@ -197,15 +199,19 @@ int vm_snapshot(struct vm *vm, const struct snapshot_req *req, struct snapshot_s
 			goto out_resume;
 		}
 	} else {
-		memfd = openat(dirfd, SNAP_MEMORY_FILE, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
+		memfd = openat(dirfd, SNAP_MEMORY_FILE, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
 			       0600);
-		if (memfd < 0 ||
-		    (err = snap_write_memory(&vm->mem, memfd, &st->memory_bytes)) < 0) {
+		if (memfd < 0 || (err = snap_write_memory(&vm->mem, memfd, &st->memory_bytes,
+							  st->memory_sha256)) < 0) {
 			err = memfd < 0 ? -errno : err;
 			snprintf(msg, msg_len, "writing %s/%s: %s", req->dir, SNAP_MEMORY_FILE,
 				 strerror(-err));
 			goto out_resume;
 		}
+		/* Our only fd to the file, closed before the reply: sandboxctl seals the
+		 * snapshot only once no process has it open for writing (a read lease). */
+		close(memfd);
+		memfd = -1;
 	}
 	/* Disks last: a snapshot that failed before this point leaves them as they were. */
 	if ((err = snap_freeze_disks(vm, req, msg, msg_len)) < 0)
@@ -224,7 +230,8 @@ out_resume:
 		vcpu_resume_all(vm);
 	/* The durable copy of a fork's memory, from the frozen file, while the guest runs. */
 	if (!err && req->live && req->durable)
-		err = snap_write_frozen(vm, dirfd, &st->memory_bytes, msg, msg_len);
+		err = snap_write_frozen(vm, dirfd, &st->memory_bytes, st->memory_sha256, msg,
+					msg_len);
 out:
 	if (memfd >= 0)
 		close(memfd);

@@ -81,11 +81,11 @@ static int vm_add_memory(struct vm *vm)
 
 int vm_create(struct vm *vm, uint64_t ram_len, unsigned ncpus)
 {
-	return vm_create_from(vm, ram_len, ncpus, NULL, 0);
+	return vm_create_from(vm, ram_len, ncpus, -1, NULL, 0);
 }
 
-int vm_create_from(struct vm *vm, uint64_t ram_len, unsigned ncpus, const char *const *paths,
-		   unsigned npaths)
+int vm_create_from(struct vm *vm, uint64_t ram_len, unsigned ncpus, int first_fd,
+		   const char *const *paths, unsigned npaths)
 {
 	struct kvm_pit_config pit = {.flags = KVM_PIT_SPEAKER_DUMMY};
 	uint64_t identity = KVM_IDENTITY_MAP_GPA;
@@ -137,7 +137,7 @@ int vm_create_from(struct vm *vm, uint64_t ram_len, unsigned ncpus, const char *
 		log_debug("KVM_SET_TSS_ADDR refused (not VMX)");
 	if (vm_ioctl(vm->vm_fd, KVM_SET_IDENTITY_MAP_ADDR, &identity) < 0)
 		log_debug("KVM_SET_IDENTITY_MAP_ADDR refused (not VMX)");
-	err = npaths ? mem_open_files(&vm->mem, paths, npaths, ram_len)
+	err = npaths ? mem_open_files(&vm->mem, paths, npaths, first_fd, ram_len)
 		     : mem_create(&vm->mem, ram_len);
 	if (err == -EBADMSG)
 		goto fail; /* mem_open_files said why */

@@ -160,11 +160,12 @@ void *mem_map_aligned(int fd, uint64_t len, int share);
 
 /* ---- mem_snap.c: guest RAM in snapshots and forks ---- */
 
-/* Map a snapshot's memory privately (copy on write): `paths[0]`, a file of exactly `ram_len`
+/* Map a snapshot's memory privately (copy on write): `paths[0]` (or `first_fd` when >= 0,
+ * taken; paths[0] then only names it), a file of exactly `ram_len`
  * bytes, and over it the data extents of each later one (a fork's delta layers). Pages load
  * lazily from the page cache, shared with every VM restored from the same files. -EBADMSG
  * (with a log line) for a file of another size. */
-int mem_open_files(struct guest_mem *mem, const char *const *paths, unsigned npaths,
+int mem_open_files(struct guest_mem *mem, const char *const *paths, unsigned npaths, int first_fd,
 		   uint64_t ram_len) __must_check;
 /* Open /proc/self/pagemap for the snapshot code, once (the jail has no /proc): 0 or -errno. */
 int mem_pagemap_open(void);
@@ -183,8 +184,13 @@ int mem_pwrite_full(int fd, const void *buf, uint64_t len, uint64_t off) __must_
 /* The memory files as /proc/<pid>/fd/<n>[,...] for --restore-memory. */
 int mem_frozen_paths(const struct guest_mem *mem, char *out, size_t len) __must_check;
 /* Write RAM into `fd` (made RAM-sized), sparse: only pages holding something but zeros;
- * *written gets their bytes. No fsync. */
-int mem_copy_to_fd(const struct guest_mem *mem, int fd, uint64_t *written) __must_check;
+ * *written gets their bytes; `sha256` (may be NULL) the page digest of what was written
+ * (wire/api_proto.h, api_snapshot_result), which needs mem_digest_init first. No fsync. */
+int mem_copy_to_fd(const struct guest_mem *mem, int fd, uint64_t *written,
+		   uint8_t sha256[32]) __must_check;
+/* Fetch SHA-256 for the page digest, before the jail: 0, or -ENOSYS (then snapshots that
+ * write memory fail saying so). */
+int mem_digest_init(void);
 void mem_destroy(struct guest_mem *mem);
 /* Host address of [gpa, gpa+len) if the whole range is RAM in one region, else NULL.
  * Every guest address goes through here: overflow and bounds are checked. */
@@ -499,10 +505,10 @@ struct vm {
 
 /* Open /dev/kvm, check the API, create the VM with its irqchip, PIT and RAM. */
 int vm_create(struct vm *vm, uint64_t ram_len, unsigned ncpus) __must_check;
-/* The same with RAM mapped privately from a snapshot's memory files (mem_open_files; none:
- * a fresh memfd). */
-int vm_create_from(struct vm *vm, uint64_t ram_len, unsigned ncpus, const char *const *paths,
-		   unsigned npaths) __must_check;
+/* The same with RAM mapped privately from a snapshot's memory files (mem_open_files, with
+ * `first_fd`; none: a fresh memfd). */
+int vm_create_from(struct vm *vm, uint64_t ram_len, unsigned ncpus, int first_fd,
+		   const char *const *paths, unsigned npaths) __must_check;
 /* Destroy the vCPUs, every device added with vm_device_add (the last first), the RAM and the
  * VM's fds. */
 void vm_destroy(struct vm *vm);
@@ -613,6 +619,8 @@ struct snapshot_stats {
 	uint64_t total_ns;     /* the whole request */
 	uint64_t state_bytes;  /* state.fdt */
 	uint64_t memory_bytes; /* RAM bytes written (the rest are holes) */
+	/* The memory file's page digest (wire/api_proto.h), of the bytes written; 0s: none. */
+	uint8_t memory_sha256[32];
 	/* live: the frozen RAM, /proc/<pid>/fd/<n>[,...] (mem_frozen_paths), while this VMM
 	 * runs. */
 	char memory_path[320];
@@ -636,6 +644,8 @@ struct snap_image {
 };
 /* Read DIR/state.fdt and parse it (snap_image_parse). */
 int snap_image_open(const char *dir, struct snap_image *img) __must_check;
+/* The same from `fd` (taken: closed), read once whole; `name` is for messages. */
+int snap_image_read(int fd, const char *name, struct snap_image *img) __must_check;
 /* Check img->buf (img->len bytes, malloc'ed, owned by img): the tree, the format, the
  * machine's size. */
 int snap_image_parse(struct snap_image *img) __must_check;

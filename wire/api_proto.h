@@ -19,8 +19,12 @@
 #include <stdint.h>
 
 #define API_MAGIC	0x41584253u /* "SBXA" in little-endian byte order */
-#define API_VERSION	1	    /* changes with any change to this file's formats */
-/* 1 also covers SNAPSHOT: it was reserved (-EOPNOTSUPP) before it was defined. */
+#define API_VERSION	2	    /* changes with any change to this file's formats */
+/* 1 also covered SNAPSHOT: it was reserved (-EOPNOTSUPP) before it was defined. 2: the
+ * memory file's digest in api_snapshot_result. The VMM still serves version 1 requests,
+ * answered in version 1 (a SNAPSHOT result then ends before memory_sha256): the SDK's and the
+ * tests' clients that only ask for STATUS, PAUSE, RESUME or SHUTDOWN need no change. */
+#define API_VERSION_MIN 1
 #define API_PAYLOAD_MAX 4096
 #define API_REPLY	0x8000u
 
@@ -110,8 +114,17 @@ struct api_snapshot_result {
 	uint64_t total_us;     /* the whole request */
 	uint64_t state_bytes;  /* state.fdt */
 	uint64_t memory_bytes; /* RAM bytes written; the rest of the memory file is holes */
+	/*
+	 * The memory file's page digest, computed from the bytes as they were written (all
+	 * zeros when no memory file was written: a fork's LIVE snapshot without DURABLE): the
+	 * SHA-256 of, for each 4 KiB page of the file that is not all zeros, in order, its
+	 * offset (8 bytes, little-endian) then its 4096 bytes. Zero pages count for nothing,
+	 * whether holes or written, so the digest is the content's, not the file system's.
+	 * The VMM has closed every fd it had to the file before it answers.
+	 */
+	uint8_t memory_sha256[32];
 };
-_Static_assert(sizeof(struct api_snapshot_result) == 32, "api_snapshot_result is 32 bytes");
+_Static_assert(sizeof(struct api_snapshot_result) == 64, "api_snapshot_result is 64 bytes");
 
 /* The longest message a failed reply carries (with its NUL). */
 #define API_ERROR_MSG_MAX 512

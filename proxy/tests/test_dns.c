@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* proxy/dns.c: hostile queries, answers with CNAME chains, the synthetic map. */
+/* proxy/dns.c, dns_wire.c: hostile queries, answers with CNAME chains, the synthetic map, the
+ * upstream queries' rate and egress budget. */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,4 +161,169 @@ Test(dns, synthetic_map_persists)
 	dns_state_free(d);
 	unlink(path);
 	rmdir(dir);
+}
+
+/* ---- what leaves: the rate and the budget (dns_lookup against a resolver of the test's) ---- */
+
+/* A resolver on 127.0.0.1 that counts the queries it receives and answers each NXDOMAIN. */
+struct fake_resolver {
+	int fd;
+	struct sockaddr_in sa;
+	pthread_t t;
+	_Atomic unsigned queries;
+	_Atomic bool stop;
+};
+
+static void *fake_resolver_run(void *arg)
+{
+	struct fake_resolver *r = arg;
+
+	while (!atomic_load(&r->stop)) {
+		struct pollfd pfd = {.fd = r->fd, .events = POLLIN};
+		struct sockaddr_in from;
+		socklen_t fl = sizeof(from);
+		uint8_t pkt[DNS_RECV_MAX];
+		ssize_t n;
+
+		if (poll(&pfd, 1, 50) <= 0)
+			continue;
+		n = recvfrom(r->fd, pkt, sizeof(pkt), 0, (struct sockaddr *)&from, &fl);
+		if (n < 12)
+			continue;
+		atomic_fetch_add(&r->queries, 1);
+		pkt[2] |= 0x80;	   /* a response */
+		pkt[3] = 0x80 | 3; /* RA, NXDOMAIN */
+		sendto(r->fd, pkt, (size_t)n, 0, (struct sockaddr *)&from, fl);
+	}
+	return NULL;
+}
+
+static void fake_resolver_start(struct fake_resolver *r)
+{
+	socklen_t l = sizeof(r->sa);
+
+	memset(r, 0, sizeof(*r));
+	r->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	cr_assert_geq(r->fd, 0);
+	r->sa.sin_family = AF_INET;
+	r->sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cr_assert_eq(bind(r->fd, (struct sockaddr *)&r->sa, sizeof(r->sa)), 0);
+	cr_assert_eq(getsockname(r->fd, (struct sockaddr *)&r->sa, &l), 0);
+	cr_assert_eq(pthread_create(&r->t, NULL, fake_resolver_run, r), 0);
+}
+
+static void fake_resolver_stop(struct fake_resolver *r)
+{
+	atomic_store(&r->stop, true);
+	pthread_join(r->t, NULL);
+	close(r->fd);
+}
+
+static int lookup(struct dns_state *d, struct fake_resolver *r, _Atomic int64_t *budget,
+		  const char *name)
+{
+	struct in_addr addrs[DNS_MAX_ADDRS];
+	unsigned n;
+
+	return dns_lookup(d, (struct sockaddr *)&r->sa, sizeof(r->sa), budget, name, addrs,
+			  DNS_MAX_ADDRS, &n);
+}
+
+/* Unique names (each one would carry data to a zone's nameserver): the resolver receives the
+ * burst and the rate, no more; the rest are refused before a byte leaves. A cached name
+ * costs nothing, and the bucket fills again with time. */
+Test(dns, upstream_rate_limit)
+{
+	struct fake_resolver r;
+	struct dns_state *d;
+	char err[128], name[NAME_MAX_TEXT];
+	unsigned answered = 0, refused = 0, before;
+	uint64_t t0;
+	double secs;
+
+	fake_resolver_start(&r);
+	d = dns_state_new(NULL, err, sizeof(err));
+	cr_assert(d, "%s", err);
+	t0 = now_ms();
+	for (unsigned i = 0; i < 400; i++) {
+		int e;
+
+		snprintf(name, sizeof(name), "q%u.exfil.test", i);
+		e = lookup(d, &r, NULL, name);
+		cr_assert(e == -ENOENT || e == -EAGAIN, "lookup %u: %d", i, e);
+		if (e == -ENOENT)
+			answered++;
+		else
+			refused++;
+	}
+	secs = (double)(now_ms() - t0) / 1000;
+	cr_assert_eq(atomic_load(&r.queries), answered);
+	cr_assert_geq(answered, DNS_UPSTREAM_BURST);
+	cr_assert_leq(answered, DNS_UPSTREAM_BURST + DNS_UPSTREAM_RATE * (secs + 0.1),
+		      "%u queries reached the resolver in %.2f s", answered, secs);
+	cr_assert_eq(answered + refused, 400);
+	cr_assert_str_eq(dns_refusal_rule(-EAGAIN), "deny (DNS rate limit)");
+	/* Cached (NXDOMAIN): answered with the bucket empty, nothing sent. */
+	before = atomic_load(&r.queries);
+	cr_assert_eq(lookup(d, &r, NULL, "q0.exfil.test"), -ENOENT);
+	cr_assert_eq(atomic_load(&r.queries), before);
+	/* DNS_UPSTREAM_RATE a second come back: after 300 ms, some again (not one more than the
+	 * time taken since the bucket was last empty allows). */
+	t0 = now_ms();
+	usleep(300 * 1000);
+	answered = 0;
+	for (unsigned i = 0; i < 40; i++) {
+		snprintf(name, sizeof(name), "later%u.exfil.test", i);
+		if (lookup(d, &r, NULL, name) == -ENOENT)
+			answered++;
+	}
+	secs = (double)(now_ms() - t0) / 1000;
+	cr_assert(answered >= 5 && answered <= 1 + DNS_UPSTREAM_RATE * (secs + 0.01),
+		  "%u queries sent in the %.2f s after the bucket was empty", answered, secs);
+	dns_state_free(d);
+	fake_resolver_stop(&r);
+}
+
+/* Each query sent is charged its size to the egress budget before it leaves; once the budget
+ * cannot pay for one, nothing more is sent (and the budget never goes below zero). */
+Test(dns, upstream_budget)
+{
+	struct fake_resolver r;
+	struct dns_state *d;
+	char err[128], name[NAME_MAX_TEXT], label[61];
+	_Atomic int64_t budget = 1000;
+	uint8_t q[DNS_MAX_PKT];
+	int qlen, e;
+
+	memset(label, 'x', 60);
+	label[60] = 0;
+	fake_resolver_start(&r);
+	d = dns_state_new(NULL, err, sizeof(err));
+	cr_assert(d, "%s", err);
+	/* Names of one size: 3 x 60 + 1 + 12 ("a000.exfil.test" style) bytes each. */
+	snprintf(name, sizeof(name), "%s.%s.%s.a000.exfil.test", label, label, label);
+	qlen = dns_build_query(q, sizeof(q), 1, name, 1);
+	cr_assert_gt(qlen, 200);
+	for (unsigned i = 0; i < 10; i++) {
+		snprintf(name, sizeof(name), "%s.%s.%s.a%03u.exfil.test", label, label, label, i);
+		e = lookup(d, &r, &budget, name);
+		if ((int64_t)(i + 1) * qlen <= 1000)
+			cr_assert_eq(e, -ENOENT, "query %u: %d", i, e);
+		else
+			cr_assert_eq(e, -EDQUOT, "query %u: %d", i, e);
+	}
+	cr_assert_eq(atomic_load(&r.queries), (unsigned)(1000 / qlen));
+	cr_assert_eq(atomic_load(&budget), 1000 - (int64_t)(1000 / qlen) * qlen);
+	cr_assert_str_eq(dns_refusal_rule(-EDQUOT), "deny (egress budget exhausted)");
+	cr_assert_null(dns_refusal_rule(-ENOENT));
+	/* A cached name still answers: it costs nothing. */
+	snprintf(name, sizeof(name), "%s.%s.%s.a000.exfil.test", label, label, label);
+	cr_assert_eq(lookup(d, &r, &budget, name), -ENOENT);
+	/* Spent (a relay may take it below zero): a short name is refused too. */
+	atomic_store(&budget, -5);
+	cr_assert_eq(lookup(d, &r, &budget, "short.exfil.test"), -EDQUOT);
+	cr_assert_eq(atomic_load(&budget), -5);
+	cr_assert_eq(atomic_load(&r.queries), (unsigned)(1000 / qlen));
+	dns_state_free(d);
+	fake_resolver_stop(&r);
 }

@@ -141,9 +141,7 @@ Test(sniff, hostile_hellos)
 
 static enum sniff_kind http(const char *s, char *name)
 {
-	size_t head;
-
-	return sniff_http((const uint8_t *)s, strlen(s), name, NAME_MAX_TEXT, &head);
+	return sniff_classify((const uint8_t *)s, strlen(s), name, NAME_MAX_TEXT);
 }
 
 Test(sniff, http_host)
@@ -161,7 +159,8 @@ Test(sniff, http_host)
 	cr_assert_str_eq(name, "2001:db8::1");
 	cr_assert_eq(http("GET / HTTP/1.1\r\nHost: a.test\r\n", name), SNIFF_MORE);
 	cr_assert_eq(http("GE", name), SNIFF_MORE);
-	cr_assert_eq(http("get / HTTP/1.1\r\n\r\n", name), SNIFF_OTHER);
+	/* An attempt at HTTP that does not parse strictly is refused, never "other" (issue 29). */
+	cr_assert_eq(http("get / HTTP/1.1\r\n\r\n", name), SNIFF_BAD_HTTP);
 	cr_assert_eq(http("GET / HTTP/1.1\r\n\r\n", name), SNIFF_BAD_HTTP);
 	cr_assert_eq(http("GET / HTTP/1.1\r\nHost: a.test\r\nHost: b.test\r\n\r\n", name),
 		     SNIFF_BAD_HTTP);
@@ -176,4 +175,108 @@ Test(sniff, http_host)
 	cr_assert_eq(port, 80);
 	cr_assert_eq(sniff_split_hostport("[::1", 4, host, sizeof(host), 80, &port), -EINVAL);
 	cr_assert_eq(sniff_split_hostport("a:b:c", 5, host, sizeof(host), 80, &port), -EINVAL);
+}
+
+/* Issue 29: every way a lenient server could still read a request in the first bytes is an
+ * attempt at HTTP, decided by the strict parser: refused when it does not parse, undecided
+ * (never "other", never relayed raw) while it may still come. */
+Test(sniff, maybe_http_is_never_other)
+{
+	static const char *const refused[] = {
+		"get / HTTP/1.1\r\n\r\n",
+		"\r\nGET / HTTP/1.1\r\nHost: denied.test\r\n\r\n",
+		"\nGET / HTTP/1.1\r\nHost: denied.test\r\n\r\n",
+		"GET / HTTP/1.1\nHost: denied.test\n\n",
+		"GET / HTTP/1.1\r\nHost: a.test\nHost: denied.test\r\n\r\n",
+		"GET\t/ HTTP/1.1\r\nHost: denied.test\r\n\r\n",
+		"GET  / HTTP/1.1\r\nHost: denied.test\r\n\r\n",
+		"GET / http/1.1\r\nHost: denied.test\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a.test\r\nX: y\r\n z\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost : a.test\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a.test\rX: y\r\n\r\n",
+		"GET http://denied.test/ HTTP/1.1\r\nHost: a.test\r\n\r\n",
+		"GET /\r\n\r\n",
+		"FOO / HTTP/1.1\r\n\r\n",
+		/* HTTP/0.9 with an absolute URI: servers pick the site from it (any scheme) */
+		"GET http://denied.test/h1\r\n\r\n",
+		"GET x://denied.test/\r\n\r\n",
+		"post HTTP://denied.test/\r\n\r\n",
+		"OPTIONS *\r\n\r\n",
+		/* a framing field a CGI/Rack server reads with '_' as '-' */
+		"POST / HTTP/1.1\r\nHost: a.test\r\nTransfer_Encoding: chunked\r\n"
+		"Content-Length: 5\r\n\r\n",
+		"POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n"
+		"content_length: 5\r\n\r\n",
+		/* a PROXY-protocol header before a request (its listener drops it) */
+		"PROXY TCP4 10.0.0.1 10.0.0.2 1234 80\r\nGET / HTTP/1.1\r\nHost: "
+		"denied.test\r\n\r\n",
+		"proxy UNKNOWN\r\nGET / HTTP/1.1\r\nHost: denied.test\r\n\r\n",
+	};
+	static const char *const undecided[] = {
+		"\r\n",
+		"\r\n\r\n\r\n",
+		"get",
+		"get ",
+		"get /",
+		"gEt / HTTP/1.1\r\nHost: a.test\r\n",
+		"POST /x HTTP/1.1\r\nHost: a.test\r\n",
+		"FOO /x HT",
+		"x ",
+		"GET http://denied.test/h1\r\n",
+		"GET htt",
+		"GET http:/",
+		"PROX",
+	};
+	static const char *const other[] = {
+		"SSH-2.0-OpenSSH_9.6\r\n",
+		"SSH-2.0-OpenSSH_9.6 Ubuntu-3ubuntu13\r\n",
+		"*1\r\n$4\r\nPING\r\n",
+		"QUIT\r\n",
+		"GET key\r\n",
+		"get foo 0 0 1\r\n",
+		"EHLO a.test\r\n",
+		"{\"a\": 1}",
+		"\x01\x02\x03",
+	};
+	/* Any token is a method to the strict parser: these are decided by their Host. */
+	static const char *const by_host[] = {
+		"get / HTTP/1.1\r\nHost: denied.test\r\n\r\n",
+		"Get / HTTP/1.1\r\nhost: Denied.Test\r\n\r\n",
+		"m-search / HTTP/1.0\r\nHost: denied.test:80\r\n\r\n",
+	};
+	char name[NAME_MAX_TEXT];
+
+	for (size_t i = 0; i < sizeof(by_host) / sizeof(by_host[0]); i++) {
+		cr_assert_eq(http(by_host[i], name), SNIFF_HTTP, "by_host[%zu]", i);
+		cr_assert_str_eq(name, "denied.test");
+	}
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
+		cr_assert_eq(http(refused[i], name), SNIFF_BAD_HTTP, "refused[%zu]", i);
+	for (size_t i = 0; i < sizeof(undecided) / sizeof(undecided[0]); i++)
+		cr_assert_eq(http(undecided[i], name), SNIFF_MORE, "undecided[%zu]", i);
+	for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++)
+		cr_assert_eq(http(other[i], name), SNIFF_OTHER, "other[%zu]", i);
+	/* An undecided start that fills the first-bytes buffer is refused. */
+	{
+		uint8_t *b = malloc(CONN_PEEK_MAX);
+
+		memset(b, 'a', CONN_PEEK_MAX);
+		memcpy(b, "get /", 5);
+		cr_assert_eq(sniff_classify(b, CONN_PEEK_MAX, name, sizeof(name)), SNIFF_BAD_HTTP);
+		free(b);
+	}
+	cr_assert_eq(http("GET /a?b HTTP/1.0\r\nHost: A.test\r\n\r\n", name), SNIFF_HTTP);
+	cr_assert_str_eq(name, "a.test");
+	/* PROXY protocol v2's signature (a NUL in it), then a request: never relayed raw. */
+	{
+		static const uint8_t v2[] = "\r\n\r\n\0\r\nQUIT\n\x21\x11\x00\x0c"
+					    "\x0a\x00\x00\x01\x0a\x00\x00\x02\x04\xd2\x00\x50"
+					    "GET / HTTP/1.1\r\nHost: denied.test\r\n\r\n";
+
+		cr_assert_neq(sniff_classify(v2, sizeof(v2) - 1, name, sizeof(name)), SNIFF_OTHER);
+		cr_assert_neq(sniff_classify(v2, sizeof(v2) - 1, name, sizeof(name)), SNIFF_HTTP);
+		cr_assert_eq(sniff_classify(v2, 7, name, sizeof(name)), SNIFF_MORE);
+	}
 }

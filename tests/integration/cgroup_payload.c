@@ -427,7 +427,7 @@ static void check_limits(const struct sandbox *sb, pid_t pid)
 	if (strcmp(v, want) != 0)
 		fail("cpu quota '%s', want '%s'", v, want);
 	cg_file(sb, "pids", "pids.max", v, sizeof(v));
-	snprintf(want, sizeof(want), "%u", CGROUP_PIDS_BASE + sb->cpus);
+	snprintf(want, sizeof(want), "%u", CGROUP_PIDS_BASE + sb->cpus + CGROUP_PIDS_PROXY);
 	if (strcmp(v, want) != 0)
 		fail("pids.max %s, want %s", v, want);
 	static const char *const ctls[] = {"memory", "cpu", "pids"};
@@ -459,7 +459,8 @@ static void check_limits(const struct sandbox *sb, pid_t pid)
 	}
 	(void)procs;
 	printf("ok: %s cgroup %s: memory %s, cpu %u x 100 ms per 100 ms, pids %u, VMM in it\n",
-	       mode, sb->id, want_mem_fmt(sb), sb->cpus, CGROUP_PIDS_BASE + sb->cpus);
+	       mode, sb->id, want_mem_fmt(sb), sb->cpus,
+	       CGROUP_PIDS_BASE + sb->cpus + CGROUP_PIDS_PROXY);
 }
 
 /* Every cgroup directory of the record is gone after cgroup_remove. */

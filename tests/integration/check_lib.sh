@@ -9,6 +9,10 @@
 #   refuse WHAT CMD...  CMD must fail, likewise
 #   soft_fail MSG...    "FAIL: MSG", counted, and the script goes on
 #   checks_end WHAT     fail if a counted check failed ("N WHAT check(s) failed")
+#   own_netns ARGS...   re-run this script with ARGS in a network namespace of its own
+#                       (unshare -n; 77 without unshare), lo up: the host's ruleset (the
+#                       proxies' kernel guard, docs/hardening.md) never applies to the test,
+#                       and nothing the test loads reaches the host's
 # Exit statuses are route.sh's: 0 pass, 1 fail, 77 skip (only where this machine cannot serve
 # the test, saying why), 75 a failure in the emulated host (retried once there).
 
@@ -72,4 +76,14 @@ refuse() {
 checks_end() {
 	echo "$check_failed check(s) failed"
 	[ "$check_failed" = 0 ] || fail "$check_failed ${1:-} check(s) failed"
+}
+
+own_netns() {
+	command -v unshare >/dev/null 2>&1 || { echo "skipped: no unshare"; exit 77; }
+	if [ -z "${CHECK_OUTER_NETNS:-}" ]; then
+		exec env CHECK_OUTER_NETNS="$(readlink /proc/self/ns/net)" unshare -n "$0" "$@"
+	fi
+	[ "$(readlink /proc/self/ns/net)" != "$CHECK_OUTER_NETNS" ] ||
+		fail "still in the outer network namespace"
+	ip link set lo up || fail "cannot bring up lo"
 }

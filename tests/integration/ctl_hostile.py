@@ -10,16 +10,22 @@
 #   create --ttl: the VMM gets --timeout, ls shows what is left, start after a stop gets the
 #   rest, an ended lifetime is refused (125) and shows "ended";
 #   a create whose agent never answers fails (125) saying so, with the end of the console of
-#   the sandbox it removed, and leaves nothing behind.
+#   the sandbox it removed, and leaves nothing behind;
+#   snapshots (issue 29): a same-size edit of `memory` (its mtime put back) is refused at
+#   restore and at a warm create (which boots instead), state.fdt swapped after sandboxctl's
+#   check is not what the VMM loads, a seal is refused while the VMM holds `memory` open for
+#   writing, and (as root, with ip and nft) an edited net.policy.yaml or net.credentials is
+#   refused at restore.
 #
-# usage: ctl_hostile.py SANDBOXCTL FAKE_VMM
-import json, os, shutil, signal, subprocess, sys, tempfile, time
+# usage: ctl_hostile.py SANDBOXCTL FAKE_VMM [SANDBOX_DISK]
+import hashlib, json, mmap, os, shutil, signal, subprocess, sys, tempfile, time
 
 ctl, fake = sys.argv[1], sys.argv[2]
+disk_tool = sys.argv[3] if len(sys.argv) > 3 else None
 home = tempfile.mkdtemp()
 vmm_log = os.path.join(home, "fake.log")
 env = dict(os.environ, SANDBOX_HOME=home, SANDBOX_VMM=fake, SANDBOX_SKIP_HOST_CHECK="1",
-           FAKE_VMM_LOG=vmm_log)
+           FAKE_VMM_LOG=vmm_log, FAKE_VMM_SANDBOX_DISK=disk_tool or "")
 
 
 def fail(msg):
@@ -280,6 +286,137 @@ def check_silent_agent():
     print("ok: create with a silent agent: 125, the console's end shown, nothing left")
 
 
+def control(name, on):
+    """The fake VMM's control files (fake_vmm.py's header)."""
+    path = os.path.join(home, name)
+    if on:
+        open(path, "w").close()
+    elif os.path.exists(path):
+        os.unlink(path)
+
+
+def snapshot_of(sid, name, *extra):
+    r = run("snapshot", sid, name, *extra)
+    if r.returncode != 0:
+        fail(f"snapshot {sid} {name}: status {r.returncode}: {r.stderr.decode()}")
+    return os.path.join(home, "snapshots", name)
+
+
+def restore_refused(name, why, want):
+    r = run("restore", name)
+    err = r.stderr.decode()
+    if r.returncode == 0 or want not in err:
+        fail(f"restore of a snapshot whose {why}: status {r.returncode}, stdout "
+             f"{r.stdout.decode().strip()!r}, stderr {err!r}")
+    print(f"ok: restore of a snapshot whose {why} refused: {err.strip().splitlines()[-1]}")
+
+
+def edit_keeping_times(path, offset, data):
+    """A same-size edit, with the file's mtime and atime put back."""
+    st = os.stat(path)
+    os.chmod(path, 0o600)
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(data)
+    os.chmod(path, st.st_mode & 0o777)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def check_snapshots():
+    control("fake.snap", True)
+    with open(os.path.join(home, "images", "fake", "hash"), "w") as f:
+        f.write("ab" * 32 + "\n")  # an image with a hash has ready snapshots
+    sid = create()
+    snap = snapshot_of(sid, "s1")
+    for f in ("memory", "state.fdt"):
+        st = os.stat(os.path.join(snap, f))
+        if st.st_uid != 0 or st.st_mode & 0o222:
+            fail(f"a sealed snapshot's {f}: uid {st.st_uid} mode {oct(st.st_mode)}")
+    r = run("restore", "s1")
+    if r.returncode != 0:
+        fail(f"restore of a good snapshot: {r.stderr.decode()}")
+    argv = [l for l in log_lines() if l.startswith("argv ") and "--restore" in l][-1].split()
+    if "--restore-state-fd" not in argv or "--restore-memory-fd" not in argv:
+        fail(f"a restore's VMM was not given the checked state and memory as fds: {argv}")
+    print("ok: a sealed snapshot's files are root's and read-only; its restore gets them as "
+          "fds")
+    # state.fdt replaced on disk once sandboxctl checked it: the VMM loads the checked bytes
+    with open(os.path.join(snap, "state.fdt"), "rb") as f:
+        good = hashlib.sha256(f.read()).hexdigest()
+    control("fake.swap", True)
+    r = run("restore", "s1")
+    control("fake.swap", False)
+    seen = [l.split()[1] for l in log_lines() if l.startswith("state ")][-1]
+    if r.returncode == 0 and seen != good:
+        fail(f"state.fdt swapped after the check: the VMM loaded {seen}, the checked state "
+             f"is {good}")
+    print("ok: state.fdt swapped after the check: the VMM loaded the checked bytes" if
+          r.returncode == 0 else "ok: state.fdt swapped after the check: refused")
+    snap = snapshot_of(sid, "s2")
+    edit_keeping_times(os.path.join(snap, "memory"), 8192 + 3, b"X")
+    restore_refused("s2", "memory was edited (same size, same mtime)", "memory file changed")
+    # memory replaced by another user's file (a copy, or a link to a file they own) that a
+    # process still maps writable: refused, it could change after the check; once let go,
+    # the restore makes it root's and read-only before checking it
+    snap = snapshot_of(sid, "s3")
+    mem = os.path.join(snap, "memory")
+    shutil.copyfile(mem, mem + ".theirs")
+    os.chown(mem + ".theirs", 65534, 65534)
+    os.chmod(mem + ".theirs", 0o644)
+    os.replace(mem + ".theirs", mem)
+    with open(mem, "r+b") as f:
+        writer = mmap.mmap(f.fileno(), 0, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+    restore_refused("s3", "memory another process still maps writable", "open for writing")
+    writer.close()
+    r = run("restore", "s3")
+    st = os.stat(mem)
+    if r.returncode != 0 or st.st_uid != 0 or st.st_mode & 0o7777 != 0o400:
+        fail(f"restore of a snapshot whose memory is another user's: status {r.returncode}, "
+             f"uid {st.st_uid} mode {oct(st.st_mode)}: {r.stderr.decode()!r}")
+    print("ok: a restore makes another user's memory file root's and read-only first")
+    # a seal while the VMM still holds `memory` open for writing
+    sid2 = create()
+    control("fake.hold", True)
+    r = run("snapshot", sid2, "held")
+    control("fake.hold", False)
+    if r.returncode == 0 or os.path.exists(os.path.join(home, "snapshots", "held")) or \
+            "open for writing" not in r.stderr.decode():
+        fail(f"a snapshot whose memory the VMM still holds open for writing: status "
+             f"{r.returncode}: {r.stderr.decode()!r}")
+    print("ok: a seal while the VMM holds the memory file open for writing is refused")
+    # a warm create from a tampered ready snapshot boots instead
+    ready = [d for d in os.listdir(os.path.join(home, "snapshots")) if d.startswith(".ready-")
+             and not d.endswith(".lock")]
+    if not ready:
+        fail("no ready snapshot was made by the creates")
+    edit_keeping_times(os.path.join(home, "snapshots", ready[0], "memory"), 8192 + 5, b"Y")
+    r = run("create", "--image", "fake", "--network", "none", "--memory", "128")
+    argv = [l for l in log_lines() if l.startswith("argv ")][-1].split()
+    if r.returncode != 0 or "--restore" in argv or "memory file changed" not in \
+            r.stderr.decode():
+        fail(f"a warm create from a ready snapshot whose memory was edited: status "
+             f"{r.returncode}, VMM {argv[:3]}, stderr {r.stderr.decode()!r}")
+    print("ok: a warm create from a ready snapshot whose memory was edited boots instead")
+    if os.geteuid() == 0 and shutil.which("ip") and shutil.which("nft"):
+        check_snapshot_net()
+    else:
+        print("skipped: snapshot proxy files (a network needs root, ip and nft)")
+    control("fake.snap", False)
+
+
+def check_snapshot_net():
+    r = run("create", "--image", "fake", "--memory", "128", "--cold")
+    if r.returncode != 0:
+        fail(f"create with a network: {r.stderr.decode()}")
+    sid = r.stdout.decode().strip()
+    for name, f, add in (("p1", "net.policy.yaml", b"\nallow-cidr: [0.0.0.0/0]\n"),
+                         ("p2", "net.credentials", b"\n# changed\n")):
+        path = os.path.join(snapshot_of(sid, name), f)
+        with open(path, "ab") as out:
+            out.write(add)
+        restore_refused(name, f"{f} was edited", "changed since the MAC")
+
+
 def main():
     os.makedirs(os.path.join(home, "images", "fake"))
     for name, size in (("kernel", 1), ("initrd", 1), ("rootfs", 16 << 20)):
@@ -294,6 +431,10 @@ def main():
         check_run()  # run's sandbox has a network: a namespace and the proxy
     else:
         print("skipped: run (its network needs root, ip and nft)")
+    if disk_tool:
+        check_snapshots()  # last: from here creates make and use ready snapshots
+    else:
+        print("skipped: snapshots (no sandbox-disk given)")
     cleanup()
     print("ok: sandboxctl held against a hostile guest")
 

@@ -17,15 +17,22 @@
 #                             are answered OK and noted in $FAKE_VMM_LOG, as "signal N"
 #   EXEC anything else        its words on STDOUT, then EXIT 0
 # With FAKE_VMM_MUTE=1 the guest never gets as far as its agent: no announcement, no answer.
+# SNAPSHOT (not LIVE), while the file fake.snap exists beside $FAKE_VMM_LOG: writes state.fdt
+# (a marker holding the RAM's size), a sparse `memory` with one page of data, its page digest
+# in the reply (API version 2; a version 1 client gets the old reply), and the new top layer
+# ($FAKE_VMM_SANDBOX_DISK create-overlay); with fake.hold there too it keeps a writable fd to
+# `memory` after its reply, as a compromised VMM would. Restored (--restore DIR), it reads the
+# state from --restore-state-fd (else DIR/state.fdt) and logs "state SHA256" of what it read;
+# with fake.swap there, it first replaces DIR/state.fdt on disk (after sandboxctl's check).
 # Its own command line goes to $FAKE_VMM_LOG ("argv ..."), and how it ended ("exit N").
 # --timeout SEC ends it with status 6, EOF on --lifeline FD with status 7, as the VMM does.
-import os, select, signal, socket, struct, sys, threading, time
+import array, hashlib, os, select, signal, socket, struct, subprocess, sys, threading, time
 
-MAGIC, API_VERSION, REPLY = 0x41584253, 1, 0x8000
+MAGIC, REPLY = 0x41584253, 0x8000  # replies carry the request's API version
 HELLO, PING, PONG, EXEC, STARTED, STDOUT, EXIT = 1, 2, 3, 4, 5, 6, 8
 SIGNAL, OK, ERROR, FILE_WRITE, FILE_READ, DATA, END, STAT, STAT_REPLY = (
     12, 13, 14, 15, 16, 17, 18, 19, 20)
-MKDIR, SYNC = 23, 25
+MKDIR, SYNC, RESEED, SET_CLOCK = 23, 25, 26, 28
 ENOENT_MSG = b"no such file \033]0;owned\007 here"
 SIZES = {"/exact": 100000, "/oversize": 100000, "/trickle": 10 << 20}
 t0 = time.monotonic()
@@ -59,17 +66,92 @@ def frame(typ, ident, payload=b""):
     return struct.pack("<IHHQ", len(payload), typ, 0, ident) + payload
 
 
+def control(name):
+    """Whether the test's control file `name` exists beside $FAKE_VMM_LOG."""
+    path = os.environ.get("FAKE_VMM_LOG")
+    return bool(path) and os.path.exists(os.path.join(os.path.dirname(path), name))
+
+
+def recv_api(sock, n, fds):
+    """n bytes of the API socket; fds passed with them (SCM_RIGHTS) are added to fds."""
+    buf = b""
+    while len(buf) < n:
+        chunk, anc, _, _ = sock.recvmsg(n - len(buf), socket.CMSG_SPACE(4 * 4))
+        if not chunk:
+            raise EOFError
+        for level, kind, data in anc:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                a = array.array("i")
+                a.frombytes(data[:len(data) - len(data) % 4])
+                fds.extend(a)
+        buf += chunk
+    return buf
+
+
+def page_digest(path, size):
+    """wire/api_proto.h's page digest of a file: offset and bytes of each non-zero page."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for off in range(0, size, 4096):
+            page = f.read(4096)
+            if page.strip(b"\0"):
+                h.update(struct.pack("<Q", off) + page)
+    return h.digest()
+
+
+held = []  # fds a hostile VMM keeps
+
+
+def snapshot(payload, fds, version):
+    """SNAPSHOT into the directory (its fd, passed): state, memory, the new top layer."""
+    flags, nstrings = struct.unpack_from("<II", payload)
+    strings = payload[8:].split(b"\0")[:nstrings]
+    if not control("fake.snap") or flags & 2 or not fds:
+        return -95, b""
+    top = opt.get("--disk")
+    ram = int(opt.get("--memory", "0")) << 20 or restored_ram
+    dirfd = fds[0]
+    state = b"FAKESTATE %d\n" % ram + os.urandom(64)
+    fd = os.open("state.fdt", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=dirfd)
+    os.write(fd, state)
+    os.close(fd)
+    fd = os.open("memory", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=dirfd)
+    os.ftruncate(fd, ram)
+    os.pwrite(fd, b"fake guest RAM " + os.urandom(32), 8192)
+    mem_path = f"/proc/self/fd/{fd}"
+    digest = page_digest(mem_path, ram)
+    if control("fake.hold"):
+        held.append(fd)
+    else:
+        os.close(fd)
+    if len(strings) > 1 and top:
+        subprocess.run([os.environ["FAKE_VMM_SANDBOX_DISK"], "create-overlay",
+                        strings[1].decode(), top], check=True)
+        opt["--disk"] = strings[1].decode()
+    res = struct.pack("<QQQQ", 1000, 2000, len(state), 4096)
+    if version >= 2:
+        res += digest
+    return 0, res + b"\0"
+
+
 def serve_api(conn):
     try:
         while True:
-            magic, version, typ, ident, length = struct.unpack("<IHHII", recv_exact(conn, 16))
-            recv_exact(conn, length)
+            fds = []
+            magic, version, typ, ident, length = struct.unpack("<IHHII",
+                                                               recv_api(conn, 16, fds))
+            payload = recv_api(conn, length, fds)
             if typ == 1:  # STATUS: running
                 body = struct.pack("<iI", 0, 0) + struct.pack(
                     "<IIQQII", 1, 1, 128, int((time.monotonic() - t0) * 1000), os.getpid(), 0)
+            elif typ == 16:
+                err, res = snapshot(payload, fds, version)
+                body = struct.pack("<iI", err, 0) + res
             else:
-                body = struct.pack("<iI", 0 if typ == 4 else -95, 0)
-            conn.sendall(struct.pack("<IHHII", MAGIC, API_VERSION, typ | REPLY, ident,
+                body = struct.pack("<iI", 0 if typ in (2, 3, 4) else -95, 0)
+            for fd in fds:
+                os.close(fd)
+            conn.sendall(struct.pack("<IHHII", MAGIC, version, typ | REPLY, ident,
                                      len(body)) + body)
             if typ == 4:  # SHUTDOWN
                 finish(0, "shut down through the API")
@@ -105,7 +187,7 @@ def agent_frame(conn, typ, ident, payload, writes):
         conn.sendall(frame(HELLO, 0, struct.pack("<II", 2, 1 << 20)))
     elif typ == PING:
         conn.sendall(frame(PONG, ident, struct.pack("<Q", 1000)))
-    elif typ in (SYNC, MKDIR):
+    elif typ in (SYNC, MKDIR, RESEED, SET_CLOCK):
         conn.sendall(frame(OK, ident))
     elif typ == STAT:
         path = payload.rstrip(b"\0").decode()
@@ -162,14 +244,41 @@ def listen(path):
     return s
 
 
+opt = {}
+restored_ram = 0
+
+
+def restore(directory):
+    """Read the state as a restoring VMM does (after a swap on disk when asked to)."""
+    global restored_ram
+    if control("fake.swap"):
+        swapped = os.path.join(directory, "state.fdt.swap")
+        with open(swapped, "wb") as f:
+            f.write(b"FAKESTATE 0\nswapped after the check" + b"!" * 64)
+        os.rename(swapped, os.path.join(directory, "state.fdt"))
+    if "--restore-state-fd" in opt:
+        fd = int(opt["--restore-state-fd"])
+        state = os.pread(fd, 1 << 20, 0)
+        os.close(fd)
+    else:
+        with open(os.path.join(directory, "state.fdt"), "rb") as f:
+            state = f.read()
+    log("state " + hashlib.sha256(state).hexdigest())
+    try:
+        restored_ram = int(state.split(b"\n")[0].split()[1])
+    except (IndexError, ValueError):
+        finish(2, "not a state file")
+
+
 def main():
     signal.signal(signal.SIGTERM, lambda *_: finish(7, "stopped by signal 15"))
     args = sys.argv[1:]
     log("argv " + " ".join(args))
-    opt = {}
     for i, a in enumerate(args):
         if a.startswith("--") and i + 1 < len(args):
             opt.setdefault(a, args[i + 1])
+    if "--restore" in opt:
+        restore(opt["--restore"])
     api, vsock = listen(opt["--api"]), listen(opt["--vsock"])
     timeout = int(opt.get("--timeout", "0"))
     lifeline = int(opt.get("--lifeline", "-1"))

@@ -9,12 +9,19 @@
 # (sandboxctl port): the same jail in the sandbox's network namespace with an empty root,
 # relaying a connection from the host's loopback to the guest's address. 77 (skipped) when
 # not root or without iproute2.
+#
+# The test runs in a network namespace of its own (it re-runs itself under unshare -n): the
+# "host's" namespace of the proxy, where the kernel's guard of its uid is loaded as sandboxctl
+# loads it (sandbox-proxy guard, nft; proxy-guard tests the guard itself), never the host's
+# ruleset, where a proxy uid without a guard of its own is refused everything.
 set -u
 proxy=$1
 fakenet=$2
 [ "$(id -u)" = 0 ] || { echo "skipped: needs root (namespaces, setuid)"; exit 77; }
 command -v ip >/dev/null 2>&1 || { echo "skipped: no ip (iproute2)"; exit 77; }
 ip netns help 2>&1 | grep -q netns || { echo "skipped: this ip has no netns"; exit 77; }
+. "$(dirname "$0")/check_lib.sh"
+own_netns "$@"
 
 uid=$((0x50000000 + 0x10000 + 0xbeef)) # a proxy uid (SANDBOX_PROXY_UID_OFFSET)
 vmm_gid=$((0x50000000 + 0xbeef))
@@ -22,7 +29,6 @@ ns=pjail-$$
 tmp=$(mktemp -d /tmp/proxy-jail.XXXXXX)
 sb=$tmp/beef0000
 pid=
-. "$(dirname "$0")/check_lib.sh"
 fail_show "$tmp/forward.log" "$tmp/proxy.log"
 cleanup() {
 	[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
@@ -45,7 +51,7 @@ jailed_child() {
 }
 
 # The sandbox's namespace with the gateway address, a resolver and a web server on the
-# host's loopback (the proxy's upstream side).
+# "host's" loopback (the proxy's upstream side, allowed by the policy's allow-cidr).
 ip netns add "$ns" && ip -n "$ns" link set lo up && ip -n "$ns" addr add 10.0.2.1/32 dev lo ||
 	fail "cannot make namespace $ns"
 dport=$((20000 + $$ % 10000))
@@ -57,6 +63,13 @@ mkdir -m 1770 "$sb" && chown 0:$vmm_gid "$sb"
 "$proxy" prepare "$sb" --deny-all --allow allowed.test --allow-cidr 127.0.0.1/32 \
 	--allow-port $hport --resolver 127.0.0.1:$dport --egress-bytes 10000000 ||
 	fail "sandbox-proxy prepare"
+# Its guard, as sandboxctl loads it: the resolver and the web server (allow-cidr) reached.
+if command -v nft >/dev/null 2>&1; then
+	"$proxy" guard "$sb" --uid $uid --uids 1342242816-1342308351 >"$tmp/guard.nft" &&
+		nft -f "$tmp/guard.nft" || fail "cannot load the proxy's guard"
+else
+	echo "note: no nft: the proxy runs without its guard"
+fi
 
 # Its directory is refused when it is a link (the VMM's group may write the sandbox's).
 ln -s /tmp "$sb/proxy"
@@ -101,8 +114,8 @@ done
 [ ! -e /proc/$child/root/etc ] || soft_fail "the host's /etc is in its root"
 lim() { awk -v k="$1" 'index($0, k) == 1 { print $(NF - 2) }' /proc/$child/limits; }
 [ "$(lim 'Max core file size')" = 0 ] || soft_fail "core limit $(lim 'Max core file size')"
-[ "$(lim 'Max open files')" = 1152 ] || soft_fail "open files $(lim 'Max open files')"
-[ "$(lim 'Max processes')" = 1104 ] || soft_fail "processes $(lim 'Max processes')"
+[ "$(lim 'Max open files')" = 3152 ] || soft_fail "open files $(lim 'Max open files')"
+[ "$(lim 'Max processes')" = 1048 ] || soft_fail "processes $(lim 'Max processes')"
 [ "$(lim 'Max file size')" = $((65 << 20)) ] || soft_fail "file size $(lim 'Max file size')"
 for f in /proc/$child/fd/*; do
 	[ "$(readlink "$f")" != "$tmp/inherited" ] || soft_fail "an inherited fd is still open ($f)"

@@ -8,6 +8,9 @@ over vsock. Checked:
     with the pattern as it was (a write made after the snapshot is not there);
   - a fork: children see the parent's memory at the fork; one child's writes are invisible
     to the other and to the parent; a second fork of the same parent sees its newer state;
+  - the memory file's page digest in SNAPSHOT's reply (API version 2) is that of the file
+    written; a restore given the state and memory as inherited fds (--restore-state-fd,
+    --restore-memory-fd, as sandboxctl does) goes on like one given the directory;
   - bad snapshots (bit flips, truncation, a short memory file, other devices, a missing
     directory) are refused with a message and exit status 2, and the VMM never dies of one.
 
@@ -16,6 +19,7 @@ its snapshots are made inside it) and the parent's confinement is read from /pro
 
 usage: snapshot_payload.py VMM PAYLOAD_SNAP [--jail]
 """
+import hashlib
 import os
 import random
 import re
@@ -31,7 +35,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import snap_probe  # noqa: E402
 
-MAGIC, VERSION, REPLY, SNAPSHOT = 0x41584253, 1, 0x8000, 16
+MAGIC, VERSION, REPLY, SNAPSHOT = 0x41584253, 2, 0x8000, 16
 LIVE, DURABLE = 0x2, 0x4
 # payload-snap fills its RAM from 64 MiB up: 512 MiB of 577 natively. In the emulated host
 # (tests/integration/route.sh), where every page a guest touches is emulated, 128 MiB of 193:
@@ -57,8 +61,27 @@ def fail(msg):
     raise SystemExit(1)
 
 
+def page_digest(path):
+    """wire/api_proto.h's page digest: offset and bytes of each 4 KiB page not all zeros."""
+    h = hashlib.sha256()
+    zero = bytes(4096)
+    with open(path, "rb") as f:
+        off = 0
+        while True:
+            chunk = f.read(1 << 20)
+            if not chunk:
+                break
+            for i in range(0, len(chunk), 4096):
+                page = chunk[i:i + 4096]
+                if page != zero:
+                    h.update(struct.pack("<Q", off + i) + page)
+            off += len(chunk)
+    return h.digest()
+
+
 def api_snapshot(api, directory, flags=0):
-    """SNAPSHOT over api.sock: (pause_us, memory_path)."""
+    """SNAPSHOT over api.sock: (pause_us, memory_path); the memory file's page digest in the
+    reply is checked against the file written, when there is one."""
     strs = [directory]
     payload = struct.pack("<II", flags, len(strs)) + b"".join(s.encode() + b"\0" for s in strs)
     s = socket.socket(socket.AF_UNIX)
@@ -87,9 +110,17 @@ def api_snapshot(api, directory, flags=0):
         msg = body[8:].split(b"\0")[0].decode()
         fail(f"SNAPSHOT {directory}: error {error}: {msg}")
     pause_us, _, _, _ = struct.unpack_from("<QQQQ", body, 8)
+    digest = body[40:72]
+    mem_file = os.path.join(directory, "memory")
+    if not flags & LIVE or flags & DURABLE:
+        if digest != page_digest(mem_file):
+            fail(f"SNAPSHOT {directory}: the reply's memory digest {digest.hex()} is not the "
+                 f"file's {page_digest(mem_file).hex()}")
+    elif digest != bytes(32):
+        fail(f"SNAPSHOT {directory}: a digest {digest.hex()} without a memory file")
     # /proc/<pid>/fd/<n> names the pid as the VMM sees itself: in a pid namespace of its
     # own that is 1, so a client takes the peer's pid instead (docs/vmm.md).
-    memory = body[40:].split(b"\0")[0].decode()
+    memory = body[72:].split(b"\0")[0].decode()
     return pause_us, re.sub(r"/proc/\d+/fd/", f"/proc/{peer}/fd/", memory)
 
 
@@ -142,7 +173,7 @@ def check_confined(guest):
 
 
 class Guest:
-    def __init__(self, vmm, workdir, name, args):
+    def __init__(self, vmm, workdir, name, args, pass_fds=()):
         self.dir = os.path.join(workdir, name)
         os.makedirs(self.dir, exist_ok=True)
         self.vsock = os.path.join(self.dir, "v.sock")
@@ -158,7 +189,7 @@ class Guest:
         self.proc = subprocess.Popen(
             [vmm] + args + extra + ["--vsock", self.vsock, "--api", self.api, "--console",
                                     self.console, "--timeout", "300"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, pass_fds=pass_fds)
 
     def wait_console(self, text, timeout=60):
         deadline = time.monotonic() + timeout
@@ -220,6 +251,19 @@ class Guest:
 def restore(vmm, workdir, name, snap, memory=None):
     args = ["--restore", snap] + (["--restore-memory", memory] if memory else [])
     return Guest(vmm, workdir, name, args)
+
+
+def restore_fds(vmm, workdir, name, snap):
+    """A restore as sandboxctl starts one: the state and memory as inherited fds."""
+    state = os.open(os.path.join(snap, "state.fdt"), os.O_RDONLY)
+    memory = os.open(os.path.join(snap, "memory"), os.O_RDONLY)
+    try:
+        return Guest(vmm, workdir, name,
+                     ["--restore", snap, "--restore-state-fd", str(state),
+                      "--restore-memory-fd", str(memory)], pass_fds=(state, memory))
+    finally:
+        os.close(state)
+        os.close(memory)
 
 
 def bad_restores(vmm, workdir, good):
@@ -349,7 +393,7 @@ def main():
             fail("the parent did not take seed 1111")
         print(f"ok: snapshot; the parent counts on ({a} -> {b}) and rewrites its memory")
 
-        r1 = restore(vmm, workdir, "r1", s1)
+        r1 = restore_fds(vmm, workdir, "r1", s1)
         guests.append(r1)
         c1, seed = r1.counter()
         p1, _ = parent.counter()
@@ -366,7 +410,8 @@ def main():
         c2, _ = r1.counter()
         if c2 <= c1:
             fail(f"the restored guest does not count: {c1} then {c2}")
-        print(f"ok: restore goes on from {c1} with the snapshot's memory (seed {seed})")
+        print(f"ok: restore (state and memory as fds) goes on from {c1} with the snapshot's "
+              f"memory (seed {seed}); the reply's memory digest is the file's")
         r1.stop()
 
         # A fork: two children over the parent's frozen RAM.
