@@ -92,25 +92,15 @@ static int mem_map_layers(struct guest_mem *mem)
 }
 
 /* `fd` (taken: closed on failure) when it is a file of exactly `ram_len` bytes; else, with
- * `fd` < 0, `path` opened. A path in /proc is a fork parent's frozen RAM (another VMM's fd):
- * it must be sealed against writing and resizing, or that VMM could change this one's pages
- * the guest has not touched yet (or cut them off: SIGBUS). */
+ * `fd` < 0, `path` opened. */
 static int mem_open_checked(int fd, const char *path, uint64_t ram_len)
 {
-	const int frozen = F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW;
 	struct stat st;
-	int seals;
 
 	if (fd < 0)
 		fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	if (path && strncmp(path, "/proc/", 6) == 0 &&
-	    ((seals = fcntl(fd, F_GET_SEALS)) < 0 || (seals & frozen) != frozen)) {
-		log_error("%s: a parent's RAM not sealed against writing", path);
-		close(fd);
-		return -EPERM;
-	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != ram_len) {
 		log_error("%s: %llu bytes, the snapshot's RAM is %llu", path,
 			  (unsigned long long)st.st_size, (unsigned long long)ram_len);
