@@ -335,9 +335,10 @@ int net_nft(const char *rules, int err_fd) __must_check;
 struct agent_conn;
 /* $SANDBOX_PROXY, the build tree's, one beside this program, else "sandbox-proxy". */
 int proxy_binary(char *out, size_t len) __must_check;
-/* `sandbox-proxy prepare DIR OPTS...`: the policy, the credentials and the CA into the
- * sandbox's directory. The proxy prints its own errors; -EINVAL for a bad policy. */
-int proxy_prepare(const struct sandbox *sb, char *const *opts, unsigned nopts) __must_check;
+/* `sandbox-proxy prepare DIR --request REQUEST` (a policy request file, netpolicy.h): the
+ * policy, the credentials and the CA into the sandbox's directory. The proxy prints its own
+ * errors; -EINVAL for a bad policy. */
+int proxy_prepare(const struct sandbox *sb, const char *request) __must_check;
 /* Start the proxy of `sb` (its namespace exists) and wait until it listens. */
 int proxy_start(const struct sandbox *sb) __must_check;
 bool proxy_alive(const struct sandbox *sb);
@@ -601,6 +602,49 @@ void image_conf_free(struct image_conf *c);
  * IMAGE_CONF_MAX. */
 int image_conf_format(const struct image_conf *c, char **out, size_t *len) __must_check;
 
+/* ---- exec.c: one command in a sandbox, a verb (sandboxctl exec, a job's steps) ---- */
+
+struct exec_opts {
+	char **argv;
+	int argc;
+	char **env; /* K=V, after (and overriding) PATH, HOME, LANG, the image's Env, TERM */
+	unsigned nenv;
+	const char *cwd; /* NULL: the image's workdir, else / */
+	/* The image's defaults (exec.conf: Env under env, the workdir, the user), or NULL. */
+	const struct image_conf *image;
+	bool user_set; /* exec --user: uid and gid over the image's */
+	uint32_t uid, gid;
+	unsigned timeout_s; /* 0: none */
+	bool interactive;   /* forward this process's stdin */
+	bool tty;	    /* a pty in the guest; our terminal (stdin) raw when interactive */
+	/* The command's output as it comes (stream 1 stdout, 2 stderr); NULL: dropped. */
+	void (*on_output)(void *arg, int stream, const void *data, size_t len);
+	void *output_arg;
+};
+/* Run the command in running `sb` through its agent. SIGINT, SIGTERM, SIGHUP, SIGQUIT and
+ * SIGWINCH are blocked meanwhile and passed on to it (a second SIGINT, SIGTERM or SIGHUP, or a
+ * command that outlives a SIGTERM or SIGHUP by 5 s, ends the wait: a note, and 128+N).
+ * Returns the command's exit status (128+N for signal N), or -ETIMEDOUT (its timeout
+ * expired), -ENOEXEC (the agent could not start it), -ESRCH (the agent cannot be reached or
+ * the connection is lost), -EINVAL with r->bad_option (the command and its environment are too
+ * long), each with r->error saying so. Prints nothing. */
+int sandbox_exec(const struct sandbox *sb, const struct exec_opts *o,
+		 struct lc_report *r) __must_check;
+
+/* ---- copy.c: one file in or out through the agent (sandboxctl cp, a job's files) ---- */
+
+/* One file to the guest's `dst` (into it, when it is a directory) or from its `src` (into
+ * `dst`, or a directory of that name; "-" is stdin or stdout), within a time budget
+ * (timeout_s, 0: 60 s plus 1 s a MiB of its size) and, out, the size the guest stated (64 MiB
+ * when it states none). copy_out takes at most *budget bytes (NULL: no such bound) and takes
+ * what it copied off it. 0, or -ESRCH (the connection to the agent is lost), -EINVAL with
+ * r->bad_option (a path that cannot be made: r->error may be empty) or -errno, with r->error
+ * saying why. Print nothing. */
+int copy_in(struct agent_conn *c, const char *src, const char *dst, unsigned timeout_s,
+	    struct lc_report *r) __must_check;
+int copy_out(struct agent_conn *c, const char *src, const char *dst, unsigned timeout_s,
+	     uint64_t *budget, struct lc_report *r) __must_check;
+
 /* ---- snapshot.c: taking a snapshot, a lifecycle verb ---- */
 
 /* What sandbox_snapshot makes: the snapshot's name under snapshots/ and the API's
@@ -680,7 +724,8 @@ struct create_opts {
 	bool disks_ro[EXTRA_DISKS_MAX];
 	unsigned ndisks;
 	bool no_network; /* --network none: no NIC */
-	/* The policy options for sandbox-proxy prepare (--allow D, --policy F, ...), as words. */
+	/* The policy options (--allow D, --policy F, ...) as words of netpolicy.h's table, which
+	 * sandbox_net_prepare hands the proxy as a request file. */
 	char **net_opts;
 	unsigned nnet_opts;
 	uint64_t ttl_s;	 /* --ttl: the sandbox's lifetime (0: none), up to CREATE_TTL_MAX_S */
@@ -702,7 +747,9 @@ int sandbox_make_dir(struct sandbox *sb, const char *name, struct lc_report *r) 
 /* Undo a failed make: kill its VMM, remove its cgroup and directory (what it could not do
  * goes to `r`). */
 void sandbox_discard(struct sandbox *sb, const struct lc_report *r);
-/* Make the proxy's files of a new networked sandbox from `o` (sandbox-proxy prepare): 0, or
+/* Make the proxy's files of a new networked sandbox from `o`: its policy options written as
+ * the request file DIR/policy.request (0600; removed once read), then sandbox-proxy prepare
+ * run on it: 0, or
  * -EINVAL with r->bad_option (the proxy said on stderr what is wrong with the policy), or
  * -errno. */
 int sandbox_net_prepare(const struct sandbox *sb, const struct create_opts *o,

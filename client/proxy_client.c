@@ -5,11 +5,12 @@
  * `forward` for sandboxctl port; and the CA certificate the proxy signs with, put in the
  * guest's trust stores once its agent answers.
  *
- * The proxy's files live in the sandbox's directory: policy.yaml, credentials, ca.pem and
- * ca.key (root's, 0600, read before it is jailed); what it writes while it runs is in
- * proxy/, its own directory and its jail's root (docs/hardening.md): audit.log, dns.map,
- * egress.left. proxy.pid and proxy.log are ours. A port forwarder's pid is in
- * port-<guest port>.pid.
+ * The policy reaches the proxy as a request file (netpolicy.h), policy.request, which make.c
+ * writes and removes once prepare has read it. The proxy's files live in the sandbox's
+ * directory: policy.yaml, credentials, ca.pem and ca.key (root's, 0600, read before it is
+ * jailed); what it writes while it runs is in proxy/, its own directory and its jail's root
+ * (docs/hardening.md): audit.log, dns.map, egress.left. proxy.pid and proxy.log are ours. A
+ * port forwarder's pid is in port-<guest port>.pid.
  *
  * A jailed proxy connects upstream from the host's network namespace under the kernel's guard
  * (docs/hardening.md "The proxy's jail"): `sandbox-proxy guard` prints its nftables script
@@ -105,20 +106,13 @@ static int proxy_spawn(char **argv, const char *log, bool daemon, int keep_fd, b
 	return 0;
 }
 
-int proxy_prepare(const struct sandbox *sb, char *const *opts, unsigned nopts)
+int proxy_prepare(const struct sandbox *sb, const char *request)
 {
-	char **argv = calloc(nopts + 4, sizeof(char *));
+	char *argv[] = {NULL, "prepare", (char *)sb->dir, "--request", (char *)request, NULL};
 	int status, err;
 	pid_t pid;
 
-	if (!argv)
-		return -ENOMEM;
-	argv[1] = "prepare";
-	argv[2] = (char *)sb->dir;
-	for (unsigned i = 0; i < nopts; i++)
-		argv[3 + i] = opts[i];
 	err = proxy_spawn(argv, NULL, false, -1, false, NULL, &pid);
-	free(argv);
 	if (err < 0)
 		return err;
 	while (waitpid(pid, &status, 0) < 0)

@@ -167,3 +167,42 @@ int netpol_hostport_parse(const char *s, uint16_t defport, struct sockaddr_stora
 	}
 	return -EINVAL;
 }
+
+bool netpol_port_parse(const char *s, uint16_t *out)
+{
+	char *end;
+	unsigned long v;
+
+	if (*s < '0' || *s > '9' || strlen(s) > 5)
+		return false;
+	v = strtoul(s, &end, 10);
+	if (*end || v == 0 || v > 65535)
+		return false;
+	*out = (uint16_t)v;
+	return true;
+}
+
+bool netpol_bytes_parse(const char *s, uint64_t *out)
+{
+	unsigned long long v;
+	char *end;
+
+	if (*s < '0' || *s > '9')
+		return false;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (*end || errno || v > INT64_MAX)
+		return false;
+	*out = v;
+	return true;
+}
+
+bool netpol_header_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	/* ASCII only, whatever the locale (isalnum is the locale's) */
+	return n > 0 && n <= 128 &&
+	       strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+			 "!#$%&'*+-.^_`|~") == n;
+}

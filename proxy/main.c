@@ -2,6 +2,7 @@
 /*
  * sandbox-proxy (docs/network.md "sandbox-proxy"): the egress proxy of one sandbox.
  *
+ *   sandbox-proxy prepare DIR --request FILE
  *   sandbox-proxy prepare DIR [--policy FILE] [--allow DOMAIN].. [--deny DOMAIN]..
  *                 [--allow-cidr CIDR].. [--allow-port N].. [--deny-all]
  *                 [--credential HOST:HEADER=ENVVAR].. [--egress-bytes N]
@@ -30,7 +31,8 @@
 #include "proxy.h"
 
 static const char usage[] =
-	"usage: sandbox-proxy prepare DIR [--policy FILE] [--allow DOMAIN] [--deny DOMAIN]\n"
+	"usage: sandbox-proxy prepare DIR --request FILE\n"
+	"       sandbox-proxy prepare DIR [--policy FILE] [--allow DOMAIN] [--deny DOMAIN]\n"
 	"                     [--allow-cidr CIDR] [--allow-port N] [--deny-all]\n"
 	"                     [--credential HOST:HEADER=ENVVAR] [--egress-bytes N]\n"
 	"                     [--resolver IP[:PORT]] [--ca-file FILE]\n"
@@ -70,64 +72,68 @@ static void main_ca_label(const char *dir, char *out, size_t len)
 	out[o] = 0;
 }
 
+/* The request of `prepare DIR --request FILE` (sandboxctl's), read with netpolicy's reader:
+ * 0, or -EIO with `err` saying why (the file is sandboxctl's: a bad one is not the user's). */
+static int main_request_file(const char *path, struct netpol_request *req, char *err, size_t errlen)
+{
+	char *text;
+	size_t len;
+	int e;
+
+	/* root's, in the sandbox's directory: never through a link left there */
+	if ((e = read_file(path, NETPOL_REQUEST_MAX, &text, &len)) < 0) {
+		policy_errf(err, errlen, "%s: %s", path, strerror(-e));
+		return -EIO;
+	}
+	e = netpol_request_parse(req, path, text, len, err, errlen);
+	free(text);
+	return e < 0 ? -EIO : 0;
+}
+
 static int cmd_prepare(int argc, char **argv)
 {
 	struct policy *p = policy_new();
+	struct netpol_request req = {0};
 	const char *dir, *policy_file = NULL;
-	char err[600] = "", path[4096], key[4096], label[64], *text = NULL;
+	char err[600] = "", path[4096], key[4096], label[64], *text = NULL, unknown[80] = "";
 	int rc = PROXY_EXIT_USAGE, e = 0;
 
-	if (argc < 2 || argv[1][0] == '-')
+	if (argc < 2 || argv[1][0] == '-') {
+		policy_free(p);
 		return main_usage("prepare: DIR missing");
-	dir = argv[1];
-	for (int i = 2; i < argc; i++) {
-		if (strcmp(argv[i], "--deny-all") == 0)
-			continue;
-		if (i + 1 >= argc)
-			return main_usage("prepare: an option lacks its value");
-		if (strcmp(argv[i], "--policy") == 0)
-			policy_file = argv[i + 1];
-		i++;
 	}
-	/* The file first: the command line's lists add to it, its scalars override it. */
+	dir = argv[1];
+	if (argc == 4 && strcmp(argv[2], "--request") == 0) {
+		if (main_request_file(argv[3], &req, err, sizeof(err)) < 0) {
+			rc = PROXY_EXIT_ERR;
+			goto out;
+		}
+	} else {
+		/* By hand: the words, parsed by the same table. A word it lacks is said once the
+		 * words before it are applied (their errors come first), as they come. */
+		e = netpol_request_words(&req, argv + 2, (unsigned)argc - 2, err, sizeof(err));
+		if (e == -EINVAL) {
+			netpol_request_free(&req);
+			policy_free(p);
+			return main_usage("prepare: an option lacks its value");
+		}
+		if (e == -ENOENT)
+			snprintf(unknown, sizeof(unknown), "prepare: %.70s", err);
+		else if (e < 0)
+			goto out;
+	}
+	err[0] = '\0';
+	for (unsigned i = 0; i < req.nitems; i++)
+		if (req.items[i].opt == NETPOL_POLICY)
+			policy_file = req.items[i].value;
+	/* The file first: the options' lists add to it, its scalars override it. */
 	if (policy_file && policy_load(p, policy_file, err, sizeof(err)) < 0)
 		goto out;
-	for (int i = 2; i < argc && e == 0; i++) {
-		const char *o = argv[i], *v = argv[i + 1];
-		char *end;
-
-		if (strcmp(o, "--deny-all") == 0) {
-			p->default_deny = true;
-			continue;
-		}
-		i++;
-		if (strcmp(o, "--policy") == 0)
-			continue;
-		else if (strcmp(o, "--allow") == 0)
-			e = policy_add_allow(p, v, err, sizeof(err));
-		else if (strcmp(o, "--deny") == 0)
-			e = policy_add_deny(p, v, err, sizeof(err));
-		else if (strcmp(o, "--allow-cidr") == 0)
-			e = policy_add_cidr(p, v, err, sizeof(err));
-		else if (strcmp(o, "--allow-port") == 0)
-			e = policy_add_port(p, v, err, sizeof(err));
-		else if (strcmp(o, "--credential") == 0)
-			e = policy_add_cred_env(p, v, err, sizeof(err));
-		else if (strcmp(o, "--resolver") == 0)
-			e = policy_set_resolver(p, v, err, sizeof(err));
-		else if (strcmp(o, "--ca-file") == 0) {
-			free(p->ca_file);
-			p->ca_file = strdup(v);
-		} else if (strcmp(o, "--egress-bytes") == 0) {
-			errno = 0;
-			p->egress_bytes = strtoull(v, &end, 10);
-			if (*v < '0' || *v > '9' || *end || errno || p->egress_bytes > INT64_MAX)
-				e = policy_errf(err, sizeof(err),
-						"--egress-bytes: bad number '%.40s'", v);
-		} else {
-			e = policy_errf(err, sizeof(err), "prepare: unknown option %.40s", o);
-		}
-	}
+	e = 0;
+	for (unsigned i = 0; i < req.nitems && e == 0; i++)
+		e = policy_apply(p, &req.items[i], err, sizeof(err));
+	if (e == 0 && unknown[0])
+		e = policy_errf(err, sizeof(err), "%s", unknown);
 	if (e < 0)
 		goto out;
 	e = policy_default_resolver(p, NULL, err, sizeof(err));
@@ -179,6 +185,7 @@ out:
 	}
 	if (rc)
 		fprintf(stderr, "sandbox-proxy: %s\n", err[0] ? err : "failed");
+	netpol_request_free(&req);
 	policy_free(p);
 	return rc;
 }

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Building a policy: the command line's additions (checked, normalised, deduplicated), the
- * resolver, and the credential values read at prepare (environment, files).
+ * Building a policy: a request's options (netpolicy.h: checked by its table, then normalised
+ * and deduplicated here), the resolver, and the credential values read at prepare
+ * (environment, files).
  */
 #include <arpa/inet.h>
-#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -26,32 +26,34 @@ int policy_errf(char *err, size_t errlen, const char *fmt, ...)
 	return -EINVAL;
 }
 
+/* Add the pattern `s` (normalised) to a list; `flag` names the option in a failure's message. */
+static int policy_add_pattern(char ***list, unsigned *n, const char *flag, const char *s, char *err,
+			      size_t errlen)
+{
+	char *copy = strdup(s);
+	int e = copy ? policy_push_str(list, n, copy) : -ENOMEM;
+
+	if (e < 0)
+		policy_errf(err, errlen, "%s: %s", flag, strerror(-e));
+	return e;
+}
+
 int policy_add_allow(struct policy *p, const char *pattern, char *err, size_t errlen)
 {
-	char *s;
-	int e = policy_norm_pattern(pattern, &s);
+	union netpol_value v;
+	int e = netpol_value_parse(NETPOL_ALLOW, pattern, &v, err, errlen);
 
-	if (e == -EINVAL)
-		return policy_errf(err, errlen, "--allow: bad domain pattern '%.80s'", pattern);
-	if (e == 0)
-		e = policy_push_str(&p->allow, &p->nallow, s);
-	if (e < 0 && e != -EINVAL)
-		policy_errf(err, errlen, "--allow: %s", strerror(-e));
-	return e;
+	return e < 0 ? e
+		     : policy_add_pattern(&p->allow, &p->nallow, "--allow", v.pattern, err, errlen);
 }
 
 int policy_add_deny(struct policy *p, const char *pattern, char *err, size_t errlen)
 {
-	char *s;
-	int e = policy_norm_pattern(pattern, &s);
+	union netpol_value v;
+	int e = netpol_value_parse(NETPOL_DENY, pattern, &v, err, errlen);
 
-	if (e == -EINVAL)
-		return policy_errf(err, errlen, "--deny: bad domain pattern '%.80s'", pattern);
-	if (e == 0)
-		e = policy_push_str(&p->deny, &p->ndeny, s);
-	if (e < 0 && e != -EINVAL)
-		policy_errf(err, errlen, "--deny: %s", strerror(-e));
-	return e;
+	return e < 0 ? e
+		     : policy_add_pattern(&p->deny, &p->ndeny, "--deny", v.pattern, err, errlen);
 }
 
 int policy_push_cidr(struct policy *p, const struct netpol_cidr *c)
@@ -74,29 +76,15 @@ int policy_push_cidr(struct policy *p, const struct netpol_cidr *c)
 
 int policy_add_cidr(struct policy *p, const char *cidr, char *err, size_t errlen)
 {
-	struct netpol_cidr c;
-	int e;
+	union netpol_value v;
+	int e = netpol_value_parse(NETPOL_ALLOW_CIDR, cidr, &v, err, errlen);
 
-	if (netpol_cidr_parse(cidr, &c) < 0)
-		return policy_errf(err, errlen, "--allow-cidr: bad CIDR '%.80s'", cidr);
-	e = policy_push_cidr(p, &c);
+	if (e < 0)
+		return e;
+	e = policy_push_cidr(p, &v.cidr);
 	if (e < 0)
 		policy_errf(err, errlen, "--allow-cidr: %s", strerror(-e));
 	return e;
-}
-
-bool policy_parse_port(const char *s, uint16_t *out)
-{
-	char *end;
-	unsigned long v;
-
-	if (*s < '0' || *s > '9' || strlen(s) > 5)
-		return false;
-	v = strtoul(s, &end, 10);
-	if (*end || v == 0 || v > 65535)
-		return false;
-	*out = (uint16_t)v;
-	return true;
 }
 
 int policy_push_port(struct policy *p, uint16_t port)
@@ -119,16 +107,16 @@ int policy_push_port(struct policy *p, uint16_t port)
 
 int policy_add_port(struct policy *p, const char *port, char *err, size_t errlen)
 {
-	uint16_t v;
-	int e;
+	union netpol_value v;
+	int e = netpol_value_parse(NETPOL_ALLOW_PORT, port, &v, err, errlen);
 
-	if (!policy_parse_port(port, &v))
-		return policy_errf(err, errlen, "--allow-port: bad port '%.40s'", port);
+	if (e < 0)
+		return e;
 	/* The first --allow-port on top of the default list keeps 80 and 443. */
 	if (p->nports == 0 &&
 	    ((e = policy_push_port(p, 80)) < 0 || (e = policy_push_port(p, 443)) < 0))
 		return e;
-	e = policy_push_port(p, v);
+	e = policy_push_port(p, v.port);
 	if (e < 0)
 		policy_errf(err, errlen, "--allow-port: %s", strerror(-e));
 	return e;
@@ -136,21 +124,21 @@ int policy_add_port(struct policy *p, const char *port, char *err, size_t errlen
 
 int policy_set_resolver(struct policy *p, const char *s, char *err, size_t errlen)
 {
-	struct sockaddr_storage sa;
-	socklen_t len;
+	union netpol_value v;
 	char a[64];
+	int e = netpol_value_parse(NETPOL_RESOLVER, s, &v, err, errlen);
 
-	if (netpol_hostport_parse(s, 53, &sa, &len) < 0)
-		return policy_errf(err, errlen, "resolver: expected IP[:PORT], got '%.80s'", s);
+	if (e < 0)
+		return e;
 	free(p->resolver);
-	proxy_addr_text((struct sockaddr *)&sa, a, sizeof(a));
-	if (asprintf(&p->resolver, sa.ss_family == AF_INET6 ? "[%s]:%u" : "%s:%u", a,
-		     ntohs(((struct sockaddr_in *)&sa)->sin_port)) < 0) {
+	proxy_addr_text((struct sockaddr *)&v.resolver.sa, a, sizeof(a));
+	if (asprintf(&p->resolver, v.resolver.sa.ss_family == AF_INET6 ? "[%s]:%u" : "%s:%u", a,
+		     ntohs(((struct sockaddr_in *)&v.resolver.sa)->sin_port)) < 0) {
 		p->resolver = NULL;
 		return -ENOMEM;
 	}
-	p->resolver_sa = sa;
-	p->resolver_salen = len;
+	p->resolver_sa = v.resolver.sa;
+	p->resolver_salen = v.resolver.len;
 	return 0;
 }
 
@@ -207,17 +195,6 @@ struct pol_cred *policy_cred_for(struct policy *p, const char *host)
 	return n;
 }
 
-bool policy_header_name_ok(const char *s)
-{
-	if (!*s || strlen(s) > 128)
-		return false;
-	for (; *s; s++) {
-		if (!isalnum((unsigned char)*s) && !strchr("!#$%&'*+-.^_`|~", *s))
-			return false;
-	}
-	return true;
-}
-
 int policy_cred_header(struct pol_cred *c, const char *name, enum cred_source kind, char *source,
 		       unsigned line)
 {
@@ -257,29 +234,58 @@ int policy_cred_header(struct pol_cred *c, const char *name, enum cred_source ki
 
 int policy_add_cred_env(struct policy *p, const char *spec, char *err, size_t errlen)
 {
-	const char *colon = strchr(spec, ':'), *eq = colon ? strchr(colon, '=') : NULL;
-	char host[NAME_MAX_TEXT], hraw[NAME_MAX_TEXT], header[129], *var;
+	union netpol_value v;
 	struct pol_cred *c;
+	char *var;
+	int e = netpol_value_parse(NETPOL_CREDENTIAL, spec, &v, err, errlen);
 
-	if (!colon || !eq || colon == spec || (size_t)(colon - spec) >= sizeof(hraw) ||
-	    (size_t)(eq - colon - 1) >= sizeof(header) || !eq[1])
-		return policy_errf(err, errlen,
-				   "--credential: expected HOST:HEADER=ENVVAR, got '%.80s'", spec);
-	memcpy(hraw, spec, (size_t)(colon - spec));
-	hraw[colon - spec] = 0;
-	memcpy(header, colon + 1, (size_t)(eq - colon - 1));
-	header[eq - colon - 1] = 0;
-	if (!netpol_name_norm(hraw, host, sizeof(host)))
-		return policy_errf(err, errlen, "--credential: bad host '%.80s'", hraw);
-	if (!policy_header_name_ok(header))
-		return policy_errf(err, errlen, "--credential: bad header name '%.80s'", header);
-	c = policy_cred_for(p, host);
-	var = strdup(eq + 1);
+	if (e < 0)
+		return e;
+	c = policy_cred_for(p, v.cred.host);
+	var = strdup(v.cred.var);
 	if (!c || !var) {
 		free(var);
 		return -ENOMEM;
 	}
-	return policy_cred_header(c, header, CRED_ENV, var, 0);
+	return policy_cred_header(c, v.cred.header, CRED_ENV, var, 0);
+}
+
+int policy_apply(struct policy *p, const struct netpol_item *it, char *err, size_t errlen)
+{
+	union netpol_value v;
+	int e;
+
+	switch (it->opt) {
+	case NETPOL_POLICY: /* loaded before the rest (prepare) */
+		return 0;
+	case NETPOL_DENY_ALL:
+		p->default_deny = true;
+		return 0;
+	case NETPOL_ALLOW:
+		return policy_add_allow(p, it->value, err, errlen);
+	case NETPOL_DENY:
+		return policy_add_deny(p, it->value, err, errlen);
+	case NETPOL_ALLOW_CIDR:
+		return policy_add_cidr(p, it->value, err, errlen);
+	case NETPOL_ALLOW_PORT:
+		return policy_add_port(p, it->value, err, errlen);
+	case NETPOL_CREDENTIAL:
+		return policy_add_cred_env(p, it->value, err, errlen);
+	case NETPOL_RESOLVER:
+		return policy_set_resolver(p, it->value, err, errlen);
+	case NETPOL_CA_FILE:
+		free(p->ca_file);
+		p->ca_file = strdup(it->value);
+		return p->ca_file ? 0 : -ENOMEM;
+	case NETPOL_EGRESS_BYTES:
+		if ((e = netpol_value_parse(NETPOL_EGRESS_BYTES, it->value, &v, err, errlen)) < 0)
+			return e;
+		p->egress_bytes = v.bytes;
+		return 0;
+	case NETPOL_NOPTS:
+		break;
+	}
+	return policy_errf(err, errlen, "prepare: unknown option");
 }
 
 /* ---- credential values ---- */

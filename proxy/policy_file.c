@@ -306,7 +306,7 @@ static int pol_port(struct pol_parse *pp, const yaml_node_t *n, const char *s)
 	uint16_t v;
 	int e;
 
-	if (!policy_parse_port(s, &v))
+	if (!netpol_port_parse(s, &v))
 		return pol_fail(pp, n, "ports: bad port '%.40s' (1 to 65535)", s);
 	e = policy_push_port(pp->p, v);
 	if (e == -E2BIG)
@@ -329,7 +329,7 @@ static int pol_cred_headers(struct pol_parse *pp, const yaml_node_t *n, struct p
 
 		if (!name)
 			return -EINVAL;
-		if (!policy_header_name_ok(name))
+		if (!netpol_header_name_ok(name))
 			return pol_fail(pp, k, "bad header name '%.80s'", name);
 		if (v && v->type == YAML_MAPPING_NODE) {
 			yaml_node_pair_t *fkv = v->data.mapping.pairs.start;
@@ -449,13 +449,9 @@ static int pol_top(struct pol_parse *pp, const yaml_node_t *root)
 		} else if (strcmp(key, "ports") == 0) {
 			e = pol_each(pp, v, key, pol_port);
 		} else if (strcmp(key, "egress-bytes") == 0) {
-			char *end;
-
 			if (!(s = pol_scalar(pp, v, key)))
 				return -EINVAL;
-			errno = 0;
-			p->egress_bytes = strtoull(s, &end, 10);
-			if (*s < '0' || *s > '9' || *end || errno || p->egress_bytes > INT64_MAX)
+			if (!netpol_bytes_parse(s, &p->egress_bytes))
 				return pol_fail(pp, v,
 						"egress-bytes: expected a number, got '%.40s'", s);
 		} else if (strcmp(key, "resolver") == 0) {

@@ -102,6 +102,10 @@ int policy_add_cidr(struct policy *p, const char *cidr, char *err, size_t errlen
 int policy_add_port(struct policy *p, const char *port, char *err, size_t errlen) __must_check;
 /* "--credential HOST:HEADER=ENVVAR": header HEADER on HOST gets $ENVVAR verbatim. */
 int policy_add_cred_env(struct policy *p, const char *spec, char *err, size_t errlen) __must_check;
+/* Apply one option of a request (netpolicy.h) with policy_add_* and the like; --policy is
+ * prepare's to load, first. -EINVAL with the message prepare prints on a bad value. */
+int policy_apply(struct policy *p, const struct netpol_item *it, char *err,
+		 size_t errlen) __must_check;
 /* Set the resolver from "IP[:PORT]". */
 int policy_set_resolver(struct policy *p, const char *s, char *err, size_t errlen) __must_check;
 /* When no resolver is set, take /etc/resolv.conf's (or `resolv_conf`'s) first nameserver.
@@ -153,12 +157,8 @@ int policy_norm_pattern(const char *s, char **out) __must_check;
 int policy_push_str(char ***list, unsigned *n, char *s) __must_check;
 int policy_push_cidr(struct policy *p, const struct netpol_cidr *c) __must_check;
 int policy_push_port(struct policy *p, uint16_t port) __must_check;
-/* A decimal port 1-65535. */
-bool policy_parse_port(const char *s, uint16_t *out);
 /* The credential rule for `host` (normalised), made if missing; NULL when full or no memory. */
 struct pol_cred *policy_cred_for(struct policy *p, const char *host);
-/* An HTTP header name: a token (RFC 9110), at most 128 bytes. */
-bool policy_header_name_ok(const char *s);
 /* Add or replace header `name` of `c`, taking `source`. */
 int policy_cred_header(struct pol_cred *c, const char *name, enum cred_source kind, char *source,
 		       unsigned line) __must_check;

@@ -245,3 +245,117 @@ Test(policy, cidrs)
 	cr_assert(policy_check_addr(p, (struct sockaddr *)&a, 443, err, sizeof(err)));
 	policy_free(p);
 }
+
+/* netpolicy/request.c: the request file sandboxctl hands prepare, and its option table. */
+Test(policy, request_roundtrip)
+{
+	char *words[] = {"--policy",	 "base.yaml",  "--deny-all", "--allow", "a\\b\nc\x01\xff",
+			 "--credential", "h.test:X=V", "--allow",    ""};
+	struct netpol_request r = {0}, back = {0};
+	char err[256] = "", *text;
+	size_t len;
+
+	cr_assert_eq(netpol_request_words(&r, words, 9, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(r.nitems, 5);
+	cr_assert_eq(netpol_request_format(&r, &text, &len), 0);
+	cr_assert_str_eq(text, "sandbox-policy-request 1\npolicy base.yaml\ndeny-all\n"
+			       "allow a\\\\b\\nc\\x01\xff\ncredential h.test:X=V\nallow \n");
+	cr_assert_eq(netpol_request_parse(&back, "R", text, len, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(back.nitems, r.nitems);
+	for (unsigned i = 0; i < r.nitems; i++) {
+		cr_assert_eq(back.items[i].opt, r.items[i].opt);
+		cr_assert_eq(!back.items[i].value, !r.items[i].value);
+		if (r.items[i].value)
+			cr_assert_str_eq(back.items[i].value, r.items[i].value);
+	}
+	free(text);
+	netpol_request_free(&r);
+	netpol_request_free(&back);
+}
+
+static void request_bad(const char *text, const char *want)
+{
+	struct netpol_request r = {0};
+	char err[256] = "";
+
+	cr_assert_eq(netpol_request_parse(&r, "R", text, strlen(text), err, sizeof(err)), -EINVAL,
+		     "accepted: %s", text);
+	cr_assert(strstr(err, want), "error '%s' lacks '%s'", err, want);
+	netpol_request_free(&r);
+}
+
+Test(policy, request_hostile)
+{
+	request_bad("", "R:1: not a policy request");
+	request_bad("sandbox-policy-request 2\n", "R:1: not a policy request");
+	request_bad("sandbox-policy-request 1\nallow a.test\nbogus x\n", "R:3: unknown option");
+	request_bad("sandbox-policy-request 1\nallow\n", "R:2: allow lacks its value");
+	request_bad("sandbox-policy-request 1\ndeny-all x\n", "R:2: deny-all takes no value");
+	request_bad("sandbox-policy-request 1\nallow a.test", "R:2: the last line has no newline");
+	request_bad("sandbox-policy-request 1\nallow a\\x00b\n", "R:2: allow: a bad byte");
+	request_bad("sandbox-policy-request 1\nallow a\\q\n", "R:2: allow: a bad byte");
+	request_bad("sandbox-policy-request 1\nallow a\\x4\n", "R:2: allow: a bad byte");
+	request_bad("sandbox-policy-request 1\nallow a\tb\n", "R:2: allow: a bad byte");
+	request_bad("sandbox-policy-request 1\n--allow a\n", "R:2: unknown option");
+	request_bad("sandbox-policy-request 1\n\n", "R:2: no option name");
+}
+
+Test(policy, request_words)
+{
+	char *lacks[] = {"--allow", "a.test", "--bogus"};
+	char *unknown[] = {"--allow", "a.test", "--bogus", "x", "--deny", "b.test"};
+	struct netpol_request r = {0};
+	char err[256] = "";
+
+	cr_assert_eq(netpol_request_words(&r, lacks, 3, err, sizeof(err)), -EINVAL);
+	cr_assert_str_eq(err, "an option lacks its value");
+	netpol_request_free(&r);
+	/* the words before an unknown one are kept: prepare applies them, then says it */
+	cr_assert_eq(netpol_request_words(&r, unknown, 6, err, sizeof(err)), -ENOENT);
+	cr_assert_str_eq(err, "unknown option --bogus");
+	cr_assert_eq(r.nitems, 1);
+	netpol_request_free(&r);
+}
+
+/* prepare's messages, byte for byte (sandboxctl create prints them), and its order: the first
+ * bad option in the order given, whatever its kind. */
+Test(policy, request_apply_messages)
+{
+	static const struct {
+		const char *words[4];
+		const char *want;
+	} cases[] = {
+		{{"--allow", "exa mple"}, "--allow: bad domain pattern 'exa mple'"},
+		{{"--deny", "a.*.b"}, "--deny: bad domain pattern 'a.*.b'"},
+		{{"--allow-cidr", "10.0.0.0/33"}, "--allow-cidr: bad CIDR '10.0.0.0/33'"},
+		{{"--allow-port", "000080"}, "--allow-port: bad port '000080'"},
+		{{"--credential", "nohost"},
+		 "--credential: expected HOST:HEADER=ENVVAR, got 'nohost'"},
+		{{"--credential", "b@d:X=V"}, "--credential: bad host 'b@d'"},
+		{{"--credential", "h.test:Bad Header=V"},
+		 "--credential: bad header name 'Bad Header'"},
+		{{"--egress-bytes", "-1"}, "--egress-bytes: bad number '-1'"},
+		{{"--resolver", "dns.test"}, "resolver: expected IP[:PORT], got 'dns.test'"},
+		{{"--deny", "!", "--allow", "!"}, "--deny: bad domain pattern '!'"},
+		{{"--resolver", "x", "--resolver", "1.1.1.1"},
+		 "resolver: expected IP[:PORT], got 'x'"},
+	};
+
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		struct netpol_request r = {0};
+		struct policy *p = policy_new();
+		char err[256] = "";
+		unsigned n = cases[c].words[2] ? 4 : 2;
+		int e = 0;
+
+		cr_assert_eq(netpol_request_words(&r, (char *const *)cases[c].words, n, err,
+						  sizeof(err)),
+			     0);
+		for (unsigned i = 0; i < r.nitems && e == 0; i++)
+			e = policy_apply(p, &r.items[i], err, sizeof(err));
+		cr_assert_eq(e, -EINVAL, "case %zu", c);
+		cr_assert_str_eq(err, cases[c].want);
+		netpol_request_free(&r);
+		policy_free(p);
+	}
+}

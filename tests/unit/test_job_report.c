@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tools/sandboxctl/job_report.c: secrets masked in a step's output however the output is cut
+ * tools/jobs/job_report.c: secrets masked in a step's output however the output is cut
  * into chunks, JSON strings of any bytes, and the JUnit report.
  */
 #include <fcntl.h>
@@ -12,7 +12,7 @@
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 
-#include "sandboxctl.h"
+#include "jobs.h"
 
 #define SECRET "s3cr3t-token-value"
 

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * A job spec's network and secrets (docs/jobspec.md), turned into sandbox-proxy prepare's
- * words as `sandboxctl create` passes them. Each value is checked here, by the proxy's own
- * grammar (netpolicy.h), so a bad one is the spec's FILE:LINE:COLUMN error before any sandbox
- * exists.
+ * A job spec's network and secrets (docs/jobspec.md), turned into the policy options of
+ * netpolicy.h's table, as words, as `sandboxctl create` passes them. Each value is checked
+ * here by the proxy's own check (netpol_value_parse), so a bad one is the spec's
+ * FILE:LINE:COLUMN error before any sandbox exists.
  *
  *   network: none                    # no NIC at all
  *   network:                         # or the proxy's policy (the default: allow-public)
@@ -19,7 +19,6 @@
  *       header: Authorization
  *       env: API_TOKEN               # read from sandboxctl's environment at create
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,42 +27,25 @@
 #include "jobspec_yaml.h"
 #include "netpolicy.h"
 
-/* The policy's grammar is netpolicy.h's, the proxy's own: what passes here passes there. */
-static bool domain_pattern(const char *s)
+/* Option `opt` of the request's table (netpolicy.h) and its value, as two words (one for
+ * deny-all): the spelling sandboxctl create passes. */
+static int spec_net_opt(struct spec_parse *p, const yaml_node_t *n, struct jobspec *js,
+			enum netpol_opt opt, const char *value)
 {
-	char norm[NETPOL_NAME_TEXT + 2];
+	int err = spec_net_word(p, n, js, netpol_options[opt].flag);
 
-	return netpol_pattern_norm(s, norm, sizeof(norm));
+	if (err == 0 && value)
+		err = spec_net_word(p, n, js, value);
+	return err;
 }
 
-static bool domain_name(const char *s)
-{
-	char norm[NETPOL_NAME_TEXT];
-
-	return netpol_name_norm(s, norm, sizeof(norm));
-}
-
-static bool valid_cidr(const char *s)
-{
-	struct netpol_cidr c;
-
-	return netpol_cidr_parse(s, &c) == 0;
-}
-
-static bool valid_resolver(const char *s)
-{
-	struct sockaddr_storage sa;
-	socklen_t len;
-
-	return netpol_hostport_parse(s, 53, &sa, &len) == 0;
-}
-
-/* A list of values, each checked by `ok` and given to prepare after `flag`. */
+/* A list of values of `opt`, each checked by the proxy's own check (netpol_value_parse): what
+ * passes here passes prepare. */
 static int spec_rule_list(struct spec_parse *p, const yaml_node_t *n, struct jobspec *js,
-			  const char *what, const char *flag, bool (*ok)(const char *),
-			  const char *expected)
+			  const char *what, enum netpol_opt opt, const char *expected)
 {
 	int len = spec_sequence(p, n, what, SPEC_MAX_LIST), err;
+	union netpol_value v;
 
 	if (len < 0)
 		return len;
@@ -73,20 +55,12 @@ static int spec_rule_list(struct spec_parse *p, const yaml_node_t *n, struct job
 
 		if (!s)
 			return -EINVAL;
-		if (!ok(s))
+		if (netpol_value_parse(opt, s, &v, NULL, 0) < 0)
 			return spec_fail(p, it, "%s: '%.60s' is not %s", what, s, expected);
-		if ((err = spec_net_word(p, it, js, flag)) < 0 ||
-		    (err = spec_net_word(p, it, js, s)) < 0)
+		if ((err = spec_net_opt(p, it, js, opt, s)) < 0)
 			return err;
 	}
 	return 0;
-}
-
-static bool port(const char *s)
-{
-	uint64_t v;
-
-	return parse_u64(s, 1, 65535, &v);
 }
 
 int spec_network(struct spec_parse *p, const yaml_node_t *n, struct jobspec *js)
@@ -109,42 +83,49 @@ int spec_network(struct spec_parse *p, const yaml_node_t *n, struct jobspec *js)
 	for (size_t i = 0; i < spec_mapping_len(n); i++) {
 		yaml_node_t *k, *val;
 		const char *key = spec_key(p, n, i, &k, &val), *s;
-		uint64_t v;
+		union netpol_value v;
 		char num[24];
 
 		if (strcmp(key, "default") == 0) {
 			if (!(s = spec_scalar(p, val, "default")))
 				return -EINVAL;
 			if (strcmp(s, "deny") == 0)
-				err = spec_net_word(p, val, js, "--deny-all");
+				err = spec_net_opt(p, val, js, NETPOL_DENY_ALL, NULL);
 			else if (strcmp(s, "allow-public") != 0)
 				err = spec_fail(p, val, "default: give allow-public or deny");
 		} else if (strcmp(key, "allow") == 0) {
-			err = spec_rule_list(p, val, js, "allow", "--allow", domain_pattern,
+			err = spec_rule_list(p, val, js, "allow", NETPOL_ALLOW,
 					     "a domain or *.domain");
 		} else if (strcmp(key, "deny") == 0) {
-			err = spec_rule_list(p, val, js, "deny", "--deny", domain_pattern,
+			err = spec_rule_list(p, val, js, "deny", NETPOL_DENY,
 					     "a domain or *.domain");
 		} else if (strcmp(key, "allow-cidr") == 0) {
-			err = spec_rule_list(p, val, js, "allow-cidr", "--allow-cidr", valid_cidr,
+			err = spec_rule_list(p, val, js, "allow-cidr", NETPOL_ALLOW_CIDR,
 					     "ADDRESS[/BITS]");
 		} else if (strcmp(key, "ports") == 0) {
-			err = spec_rule_list(p, val, js, "ports", "--allow-port", port,
+			err = spec_rule_list(p, val, js, "ports", NETPOL_ALLOW_PORT,
 					     "a port from 1 to 65535");
 		} else if (strcmp(key, "egress-bytes") == 0) {
-			if (!(err = spec_uint(p, val, "egress-bytes", 0, UINT64_MAX / 2, &v))) {
-				snprintf(num, sizeof(num), "%llu", (unsigned long long)v);
-				if (!(err = spec_net_word(p, val, js, "--egress-bytes")))
-					err = spec_net_word(p, val, js, num);
+			if (!(s = spec_scalar(p, val, "egress-bytes")))
+				return -EINVAL;
+			if (netpol_value_parse(NETPOL_EGRESS_BYTES, s, &v, NULL, 0) < 0) {
+				err = spec_fail(p, val,
+						"egress-bytes: expected a number from 0 to %lld, "
+						"got '%.40s'",
+						(long long)INT64_MAX, s);
+			} else {
+				/* normalised: "007" is 7 */
+				snprintf(num, sizeof(num), "%llu", (unsigned long long)v.bytes);
+				err = spec_net_opt(p, val, js, NETPOL_EGRESS_BYTES, num);
 			}
 		} else if (strcmp(key, "resolver") == 0) {
 			if (!(s = spec_scalar(p, val, "resolver")))
 				return -EINVAL;
-			if (!valid_resolver(s))
+			if (netpol_value_parse(NETPOL_RESOLVER, s, &v, NULL, 0) < 0)
 				err = spec_fail(p, val, "resolver: '%.60s' is not IP or IP:PORT",
 						s);
-			else if (!(err = spec_net_word(p, val, js, "--resolver")))
-				err = spec_net_word(p, val, js, s);
+			else
+				err = spec_net_opt(p, val, js, NETPOL_RESOLVER, s);
 		} else {
 			err = spec_fail(p, k,
 					"unknown network key '%.40s' (default, allow, deny, "
@@ -157,17 +138,14 @@ int spec_network(struct spec_parse *p, const yaml_node_t *n, struct jobspec *js)
 	return 0;
 }
 
-/* An HTTP header name: a token (RFC 9110), at most 64 bytes. */
+/* An HTTP header name (netpolicy.h's grammar), of at most 64 bytes in a spec. */
 static bool valid_header(const char *s)
 {
-	size_t n = strlen(s);
-
-	if (n == 0 || n > 64)
-		return false;
-	return strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-			 "!#$%&'*+-.^_`|~") == n;
+	return strlen(s) <= 64 && netpol_header_name_ok(s);
 }
 
+/* The spec's env: a portable variable name (a credential reference takes any name getenv
+ * takes; the spec asks for one a shell can set). */
 static bool valid_env_name(const char *s)
 {
 	size_t n = strlen(s);
@@ -180,7 +158,8 @@ static bool valid_env_name(const char *s)
 static int spec_secret(struct spec_parse *p, const yaml_node_t *n, struct jobspec *js)
 {
 	const char *host = NULL, *header = NULL, *env = NULL;
-	char rule[600];
+	char rule[600], norm[NETPOL_NAME_TEXT];
+	union netpol_value v;
 	int err;
 
 	if ((err = spec_mapping(p, n, "secrets")) < 0)
@@ -195,7 +174,7 @@ static int spec_secret(struct spec_parse *p, const yaml_node_t *n, struct jobspe
 		if (!(s = spec_scalar(p, val, key)))
 			return -EINVAL;
 		if (strcmp(key, "host") == 0) {
-			if (!domain_name(s))
+			if (!netpol_name_norm(s, norm, sizeof(norm)))
 				return spec_fail(p, val, "host: '%.60s' is not a domain", s);
 			host = s;
 		} else if (strcmp(key, "header") == 0) {
@@ -214,9 +193,11 @@ static int spec_secret(struct spec_parse *p, const yaml_node_t *n, struct jobspe
 	if (!host || !header || !env)
 		return spec_fail(p, n, "a secret needs host, header and env");
 	snprintf(rule, sizeof(rule), "%s:%s=%s", host, header, env);
-	if ((err = spec_net_word(p, n, js, "--credential")) < 0)
-		return err;
-	return spec_net_word(p, n, js, rule);
+	/* The reference prepare reads, checked as prepare checks it (the fields passed: so does
+	 * it, unless cut short). */
+	if (netpol_value_parse(NETPOL_CREDENTIAL, rule, &v, NULL, 0) < 0)
+		return spec_fail(p, n, "a secret: '%.60s' is not a credential rule", rule);
+	return spec_net_opt(p, n, js, NETPOL_CREDENTIAL, rule);
 }
 
 int spec_secrets(struct spec_parse *p, const yaml_node_t *n, struct jobspec *js)

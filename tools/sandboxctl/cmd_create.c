@@ -28,50 +28,46 @@
 #include <unistd.h>
 
 #include "disk.h"
+#include "netpolicy.h"
 #include "proto.h"
 #include "sandboxctl.h"
 
-/* The proxy's spelling of a policy option of create: the same name. */
-static const char *net_flag(const char *name)
-{
-	static const char *const flags[] = {"--policy",	      "--allow",      "--deny",
-					    "--allow-cidr",   "--allow-port", "--credential",
-					    "--egress-bytes", "--resolver",   "--ca-file"};
+/* create's own options, in getopt's order: the policy options (netpolicy.h's table) go after
+ * --network, where its abbreviations and "ambiguous" lists expect them. */
+static const struct option create_opts_head[] = {
+	{"image", required_argument, NULL, 'i'},   {"cpus", required_argument, NULL, 'c'},
+	{"memory", required_argument, NULL, 'm'},  {"disk-size", required_argument, NULL, 'd'},
+	{"name", required_argument, NULL, 'n'},	   {"timeout", required_argument, NULL, 't'},
+	{"console", required_argument, NULL, 'o'}, {"no-wait", no_argument, NULL, 'W'},
+	{"disk", required_argument, NULL, 'D'},	   {"cold", no_argument, NULL, 'C'},
+	{"network", required_argument, NULL, 'N'},
+};
+static const struct option create_opts_tail[] = {
+	{"ttl", required_argument, NULL, 'L'},
+	{"help", no_argument, NULL, 'h'},
+	{NULL, 0, NULL, 0},
+};
+#define CREATE_HEAD_N (sizeof(create_opts_head) / sizeof(create_opts_head[0]))
+#define CREATE_TAIL_N (sizeof(create_opts_tail) / sizeof(create_opts_tail[0]))
 
-	for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
-		if (strcmp(flags[i] + 2, name) == 0)
-			return flags[i];
-	return "--unknown";
+/* The whole getopt table: head, the policy options ('P' with a value, 'A' without: row
+ * CREATE_HEAD_N + k is netpol_options[k]), tail. */
+static void create_getopt_table(struct option *opts)
+{
+	memcpy(opts, create_opts_head, sizeof(create_opts_head));
+	for (unsigned k = 0; k < NETPOL_NOPTS; k++)
+		opts[CREATE_HEAD_N + k] = (struct option){
+			netpol_options[k].flag + 2,
+			netpol_options[k].has_value ? required_argument : no_argument,
+			NULL,
+			netpol_options[k].has_value ? 'P' : 'A',
+		};
+	memcpy(opts + CREATE_HEAD_N + NETPOL_NOPTS, create_opts_tail, sizeof(create_opts_tail));
 }
 
 int cmd_create(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"image", required_argument, NULL, 'i'},
-		{"cpus", required_argument, NULL, 'c'},
-		{"memory", required_argument, NULL, 'm'},
-		{"disk-size", required_argument, NULL, 'd'},
-		{"name", required_argument, NULL, 'n'},
-		{"timeout", required_argument, NULL, 't'},
-		{"console", required_argument, NULL, 'o'},
-		{"no-wait", no_argument, NULL, 'W'},
-		{"disk", required_argument, NULL, 'D'},
-		{"cold", no_argument, NULL, 'C'},
-		{"network", required_argument, NULL, 'N'},
-		{"policy", required_argument, NULL, 'P'},
-		{"allow", required_argument, NULL, 'P'},
-		{"deny", required_argument, NULL, 'P'},
-		{"allow-cidr", required_argument, NULL, 'P'},
-		{"allow-port", required_argument, NULL, 'P'},
-		{"credential", required_argument, NULL, 'P'},
-		{"egress-bytes", required_argument, NULL, 'P'},
-		{"resolver", required_argument, NULL, 'P'},
-		{"ca-file", required_argument, NULL, 'P'},
-		{"deny-all", no_argument, NULL, 'A'},
-		{"ttl", required_argument, NULL, 'L'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
+	struct option opts[CREATE_HEAD_N + NETPOL_NOPTS + CREATE_TAIL_N];
 	struct create_opts o = CREATE_OPTS_DEFAULT;
 	struct sandbox sb;
 	uint64_t v;
@@ -85,6 +81,7 @@ int cmd_create(int argc, char **argv)
 		return EXIT_ERR;
 	}
 	o.net_opts = net_opts;
+	create_getopt_table(opts);
 	while ((c = getopt_long(argc, argv, "h", opts, &li)) != -1) {
 		switch (c) {
 		case 'N':
@@ -96,13 +93,12 @@ int cmd_create(int argc, char **argv)
 			o.no_network = strcmp(optarg, "none") == 0;
 			break;
 		case 'P':
-			/* "--allow" and its word, as the proxy's prepare takes them. */
-			o.net_opts[o.nnet_opts++] = (char *)net_flag(opts[li].name);
-			o.net_opts[o.nnet_opts++] = optarg;
-			policy_given = true;
-			break;
 		case 'A':
-			o.net_opts[o.nnet_opts++] = "--deny-all";
+			/* "--allow" and its word, in the table's spelling (a request's words). */
+			o.net_opts[o.nnet_opts++] =
+				(char *)netpol_options[li - (int)CREATE_HEAD_N].flag;
+			if (c == 'P')
+				o.net_opts[o.nnet_opts++] = optarg;
 			policy_given = true;
 			break;
 		case 'i':

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * sandboxctl exec ID [options] [-- CMD...]: run a command in a sandbox (exec.c does the work),
- * with the defaults of an imported image's exec.conf (client/image_conf.c): its Env under
- * --env, its WorkingDir under --cwd, its User under --user; without CMD, its Entrypoint and
- * Cmd.
+ * sandboxctl exec ID [options] [-- CMD...]: run a command in a sandbox (sandbox_exec,
+ * client/exec.c, does the work; its output goes to ours), with the defaults of an imported
+ * image's exec.conf (client/image_conf.c): its Env under --env, its WorkingDir under --cwd,
+ * its User under --user; without CMD, its Entrypoint and Cmd.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -11,9 +11,40 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "sandboxctl.h"
 
 #define ENV_MAX 1024
+
+/* Where the command's output goes: our stdout and stderr, each until a write to it fails
+ * (then it is drained unwritten: the command decides when it ends). */
+struct exec_out {
+	bool stdout_ok, stderr_ok;
+};
+
+static void exec_output(void *arg, int stream, const void *data, size_t len)
+{
+	struct exec_out *w = arg;
+
+	if (stream == 1 && w->stdout_ok && write_all(STDOUT_FILENO, data, len) < 0)
+		w->stdout_ok = false;
+	else if (stream == 2 && w->stderr_ok && write_all(STDERR_FILENO, data, len) < 0)
+		w->stderr_ok = false;
+}
+
+/* sandbox_exec's result as exec's exit status: the command's, else its failure said and
+ * 124 for a timeout, 126 for a command the agent could not start, as ctl_failed for the rest
+ * (125: the sandbox or its agent cannot be reached). */
+static int exec_status(const struct lc_report *r, int err)
+{
+	if (err >= 0)
+		return err;
+	if (err != -ETIMEDOUT && err != -ENOEXEC)
+		return ctl_failed(r, err);
+	errmsg("%s", r->error);
+	return err == -ETIMEDOUT ? EXIT_TIMEOUT : EXIT_CMD_EXEC;
+}
 
 int sandbox_resolve_running(const char *ref, struct sandbox *sb)
 {
@@ -59,7 +90,9 @@ int cmd_exec(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},	   {NULL, 0, NULL, 0},
 	};
 	static char *env[ENV_MAX];
-	struct exec_opts o = {.env = env};
+	struct exec_out out = {.stdout_ok = true, .stderr_ok = true};
+	struct exec_opts o = {.env = env, .on_output = exec_output, .output_arg = &out};
+	struct lc_report r = CTL_REPORT;
 	struct image_conf conf;
 	struct sandbox sb;
 	char **args = NULL;
@@ -141,7 +174,7 @@ int cmd_exec(int argc, char **argv)
 			args[o.argc++] = conf.cmd[i];
 		o.argv = args;
 	}
-	status = exec_run(&sb, &o);
+	status = exec_status(&r, sandbox_exec(&sb, &o, &r));
 	free(args);
 	image_conf_free(&conf);
 	return status;

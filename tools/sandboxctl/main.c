@@ -48,13 +48,6 @@ int ctl_failed(const struct lc_report *r, int err)
 	return err == -ESRCH ? EXIT_SANDBOX : r->bad_option ? EXIT_USAGE : EXIT_ERR;
 }
 
-void agent_print_error(const char *what, const struct proto_frame *f)
-{
-	char msg[512];
-
-	errmsg("%s: %s", what, agent_error_text(f, msg, sizeof(msg)));
-}
-
 int host_check_linux(void)
 {
 	struct lc_report r = CTL_REPORT;

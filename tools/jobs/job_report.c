@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sandboxctl.h"
+#include "jobs.h"
 
 #define REPORT_KEEP	(64u << 10) /* the end of a step's output a JUnit report holds */
 #define REPORT_MASK_MIN 3u	    /* shorter values are not masked (they would mask all) */

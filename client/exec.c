@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Running one command through the agent (exec_run): the EXEC call, then a loop over the agent
- * connection, our stdin and our signals. Output is written to our stdout and stderr as its
- * frames arrive; nothing is buffered beyond one frame, so a command printing gigabytes runs
- * in constant memory (the agent stops reading its pipes while we do not read).
+ * Running one command in a sandbox through its agent (sandbox_exec, client.h), a verb for every
+ * front end (sandboxctl exec, the job runner of tools/jobs/): the EXEC call, then a loop over
+ * the agent connection, this process's stdin and its signals. Output goes to the caller's
+ * on_output as its frames arrive; nothing is buffered beyond one frame, so a command printing
+ * gigabytes runs in constant memory (the agent stops reading its pipes while we do not read).
+ * It prints nothing: a failure is a -errno with its message in the caller's lc_report
+ * (docs/design.md, "Architecture"), what it had to do (stop waiting) a note.
  *
  * What we send in the loop (stdin, signals, window sizes) goes through a small queue written
  * without blocking, and stdin is only read while the queue is empty: a blocking send would
@@ -22,8 +25,8 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "client.h"
 #include "proto.h"
-#include "sandboxctl.h"
 
 #define STDIN_CHUNK	 (64u << 10)
 /* Beyond the agent's own timeout, how long we wait for its EXIT before giving up. */
@@ -260,24 +263,24 @@ static bool exec_stop_signal(struct exec_stop *s, uint32_t sig)
 }
 
 /* We stop waiting with the command still running: SIGKILL it, as far as the socket takes the
- * frame now (closing the connection then makes the agent kill its execs too), and say so.
- * Returns 128 + the signal, as shells do. */
+ * frame now (closing the connection then makes the agent kill its execs too), and say so (a
+ * note). Returns 128 + the signal, as shells do. */
 static int exec_stop_now(const struct sandbox *sb, struct agent_conn *c, struct outq *q,
-			 uint64_t id, const struct exec_stop *s)
+			 uint64_t id, const struct exec_stop *s, const struct lc_report *r)
 {
 	const char *name = s->sig == SIGINT ? "SIGINT" : s->sig == SIGTERM ? "SIGTERM" : "SIGHUP";
 
 	if (send_signal(c, q, id, SIGKILL) == 0)
 		(void)outq_flush(q, c->fd);
-	errmsg("%s: the command went on %s %s: stopped waiting for it (it is killed)", sb->id,
-	       s->count >= 2 ? "after a second signal," : "5 s after", name);
+	lc_note(r, "%s: the command went on %s %s: stopped waiting for it (it is killed)", sb->id,
+		s->count >= 2 ? "after a second signal," : "5 s after", name);
 	return 128 + s->sig;
 }
 
-int exec_run(const struct sandbox *sb, const struct exec_opts *o)
+int sandbox_exec(const struct sandbox *sb, const struct exec_opts *o, struct lc_report *r)
 {
 	static uint8_t buf[PROTO_MAX_PAYLOAD];
-	bool stdin_open = o->interactive, raw = false, stdout_ok = true, stderr_ok = true;
+	bool stdin_open = o->interactive, raw = false;
 	struct termios saved;
 	struct winsize ws, *wsp = NULL;
 	struct agent_conn c;
@@ -287,22 +290,24 @@ int exec_run(const struct sandbox *sb, const struct exec_opts *o)
 	sigset_t mask, old_mask;
 	uint64_t id, deadline = UINT64_MAX;
 	size_t len;
-	int sfd = -1, err, status = EXIT_SANDBOX;
+	int sfd = -1, err, status = -ESRCH;
+	char msg[512];
 	bool masked = false;
 
 	if (o->tty && isatty(STDIN_FILENO) && ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0)
 		wsp = &ws;
 	if ((err = build_exec(o, wsp, sb->network, buf, sizeof(buf), &len)) < 0) {
-		errmsg("exec: the command and its environment are too long (%s)", strerror(-err));
-		return EXIT_USAGE;
+		return lc_bad_option(r, "exec: the command and its environment are too long (%s)",
+				     strerror(-err));
 	}
 	if ((err = agent_connect(sb, 10000, &c)) < 0) {
-		errmsg("%s: cannot reach the guest agent: %s", sb->id, strerror(-err));
-		return EXIT_SANDBOX;
+		return lc_fail(r, -ESRCH, "%s: cannot reach the guest agent: %s", sb->id,
+			       strerror(-err));
 	}
 	id = ++c.next_id;
 	if ((err = agent_send(&c, PROTO_MSG_EXEC, id, buf, (uint32_t)len)) < 0) {
-		errmsg("%s: cannot send the command to the agent: %s", sb->id, strerror(-err));
+		lc_fail(r, -ESRCH, "%s: cannot send the command to the agent: %s", sb->id,
+			strerror(-err));
 		goto out;
 	}
 	if (o->timeout_s)
@@ -332,22 +337,23 @@ int exec_run(const struct sandbox *sb, const struct exec_opts *o)
 		};
 		uint64_t now = now_ms(),
 			 until = deadline < stop.grace_end ? deadline : stop.grace_end;
-		int r;
+		int n;
 
 		if (now >= stop.grace_end) {
-			status = exec_stop_now(sb, &c, &q, id, &stop);
+			status = exec_stop_now(sb, &c, &q, id, &stop, r);
 			goto out;
 		}
 		if (now >= deadline) {
-			errmsg("%s: the agent did not end the command %u s after its timeout",
-			       sb->id, TIMEOUT_GRACE_MS / 1000);
-			status = EXIT_TIMEOUT;
+			status = lc_fail(r, -ETIMEDOUT,
+					 "%s: the agent did not end the command %u s after its "
+					 "timeout",
+					 sb->id, TIMEOUT_GRACE_MS / 1000);
 			goto out;
 		}
 		if (!agent_buffered(&c) &&
 		    poll(pfd, 3, until == UINT64_MAX ? -1 : (int)(until - now)) < 0 &&
 		    errno != EINTR) {
-			errmsg("poll: %m");
+			lc_fail(r, -ESRCH, "poll: %s", strerror(errno));
 			goto out;
 		}
 		if (pfd[1].revents & POLLIN) {
@@ -361,18 +367,18 @@ int exec_run(const struct sandbox *sb, const struct exec_opts *o)
 				if (err < 0)
 					break;
 				if (exec_stop_signal(&stop, si.ssi_signo)) {
-					status = exec_stop_now(sb, &c, &q, id, &stop);
+					status = exec_stop_now(sb, &c, &q, id, &stop, r);
 					goto out;
 				}
 			}
 		}
 		err = 0;
 		if (pfd[2].revents & (POLLIN | POLLHUP | POLLERR)) {
-			ssize_t n = read(STDIN_FILENO, buf, STDIN_CHUNK);
+			ssize_t got = read(STDIN_FILENO, buf, STDIN_CHUNK);
 
-			if (n > 0) {
-				err = outq_frame(&q, PROTO_MSG_STDIN, id, buf, (uint32_t)n);
-			} else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+			if (got > 0) {
+				err = outq_frame(&q, PROTO_MSG_STDIN, id, buf, (uint32_t)got);
+			} else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
 				stdin_open = false;
 				err = outq_frame(&q, PROTO_MSG_STDIN_CLOSE, id, NULL, 0);
 			}
@@ -380,23 +386,26 @@ int exec_run(const struct sandbox *sb, const struct exec_opts *o)
 		if (err == 0 && q.off < q.len)
 			err = outq_flush(&q, c.fd);
 		if (err < 0) {
-			errmsg("%s: lost the connection to the agent: %s", sb->id, strerror(-err));
+			lc_fail(r, -ESRCH, "%s: lost the connection to the agent: %s", sb->id,
+				strerror(-err));
 			goto out;
 		}
 		if (!(pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) && !agent_buffered(&c))
 			continue;
-		r = agent_recv(&c, 0, &f);
-		if (r == 0)
+		n = agent_recv(&c, 0, &f);
+		if (n == 0)
 			continue;
-		if (r < 0) {
-			errmsg("%s: lost the connection to the agent (%s): is the sandbox still "
-			       "running?",
-			       sb->id, r == -EPROTO ? "bad frame" : strerror(-r));
+		if (n < 0) {
+			lc_fail(r, -ESRCH,
+				"%s: lost the connection to the agent (%s): is the sandbox still "
+				"running?",
+				sb->id, n == -EPROTO ? "bad frame" : strerror(-n));
 			goto out;
 		}
 		if (f.hdr.id != id) {
 			if (f.hdr.id == 0 && f.hdr.type == PROTO_MSG_ERROR) {
-				agent_print_error("agent", &f);
+				lc_fail(r, -ESRCH, "agent: %s",
+					agent_error_text(&f, msg, sizeof(msg)));
 				goto out;
 			}
 			continue; /* the answer to a SIGNAL */
@@ -405,14 +414,10 @@ int exec_run(const struct sandbox *sb, const struct exec_opts *o)
 		case PROTO_MSG_STDOUT:
 			if (o->on_output)
 				o->on_output(o->output_arg, 1, f.payload, f.hdr.len);
-			else if (stdout_ok && write_all(STDOUT_FILENO, f.payload, f.hdr.len) < 0)
-				stdout_ok = false; /* keep draining: the command decides */
 			break;
 		case PROTO_MSG_STDERR:
 			if (o->on_output)
 				o->on_output(o->output_arg, 2, f.payload, f.hdr.len);
-			else if (stderr_ok && write_all(STDERR_FILENO, f.payload, f.hdr.len) < 0)
-				stderr_ok = false;
 			break;
 		case PROTO_MSG_EXIT: {
 			uint32_t code =
@@ -425,9 +430,9 @@ int exec_run(const struct sandbox *sb, const struct exec_opts *o)
 				raw = false;
 			}
 			if (flags & PROTO_EXIT_TIMED_OUT) {
-				errmsg("%s: command timed out after %u s: killed", sb->id,
-				       o->timeout_s);
-				status = EXIT_TIMEOUT;
+				status = lc_fail(r, -ETIMEDOUT,
+						 "%s: command timed out after %u s: killed", sb->id,
+						 o->timeout_s);
 			} else {
 				status = code > 255 ? 255 : (int)code;
 			}
@@ -438,8 +443,8 @@ int exec_run(const struct sandbox *sb, const struct exec_opts *o)
 				tcsetattr(STDIN_FILENO, TCSANOW, &saved);
 				raw = false;
 			}
-			agent_print_error(o->argv[0], &f);
-			status = EXIT_CMD_EXEC;
+			status = lc_fail(r, -ENOEXEC, "%s: %s", o->argv[0],
+					 agent_error_text(&f, msg, sizeof(msg)));
 			goto out;
 		default:
 			break; /* STARTED, and types a newer agent may add */

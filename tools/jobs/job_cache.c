@@ -28,7 +28,7 @@
 
 #include <openssl/evp.h>
 
-#include "sandboxctl.h"
+#include "jobs.h"
 
 #define CACHE_FILES_MAX 100000u /* as job_files.c copies at most */
 #define CACHE_DEPTH	64u
@@ -201,7 +201,11 @@ static void key_files_entry(struct key *k, const char *base, const struct job_fi
 	free(real);
 }
 
-int job_cache_name(const struct jobspec *js, const struct create_opts *co, char *out, size_t len)
+/* The cache snapshot's name (".job-<key>") for the state after js->cache_step of a job
+ * created with `co` (the key: the top of this file). -errno when there is none to be had
+ * (said: the job runs uncached). */
+static int job_cache_name(const struct jobspec *js, const struct create_opts *co, char *out,
+			  size_t len)
 {
 	char vmm[4200], ready[NAME_MAX_LEN + 2];
 	struct key k = {0};
@@ -253,7 +257,8 @@ int job_cache_name(const struct jobspec *js, const struct create_opts *co, char 
 			md[10], md[11], md[12], md[13], md[14], md[15]);
 }
 
-void job_cache_touch(const char *name)
+/* The snapshot `name` was used now (restored or made): the last to be evicted. */
+static void job_cache_touch(const char *name)
 {
 	char dir[4200];
 
@@ -270,6 +275,7 @@ struct cache_ent {
 struct cache_list {
 	struct cache_ent *e;
 	size_t n, cap;
+	uint64_t (*bytes)(const char *dir); /* job_run_opts.snap_bytes */
 };
 
 static int cache_collect(const char *name, void *opaque)
@@ -291,7 +297,7 @@ static int cache_collect(const char *name, void *opaque)
 	}
 	snprintf(l->e[l->n].name, sizeof(l->e[l->n].name), "%s", name);
 	l->e[l->n].used = st.st_mtim;
-	l->e[l->n].bytes = snapshot_dir_bytes(dir);
+	l->e[l->n].bytes = l->bytes(dir);
 	l->n++;
 	return 0;
 }
@@ -307,9 +313,11 @@ static int used_cmp(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
-void job_cache_trim(uint64_t budget, const char *keep)
+/* Remove the least recently used job cache snapshots, none in use and never `keep`, until
+ * they take at most `budget` bytes; says what it removed. */
+static void job_cache_trim(uint64_t budget, const char *keep, const struct job_run_opts *o)
 {
-	struct cache_list l = {0};
+	struct cache_list l = {.bytes = o->snap_bytes};
 	uint64_t total = 0;
 	char dir[4200];
 
@@ -322,7 +330,7 @@ void job_cache_trim(uint64_t budget, const char *keep)
 	if (l.n)
 		qsort(l.e, l.n, sizeof(*l.e), used_cmp);
 	for (size_t i = 0; i < l.n && total > budget; i++) {
-		if ((keep && strcmp(l.e[i].name, keep) == 0) || snapshot_users(l.e[i].name))
+		if ((keep && strcmp(l.e[i].name, keep) == 0) || o->snap_users(l.e[i].name))
 			continue;
 		if (snap_dir(l.e[i].name, dir, sizeof(dir)) < 0)
 			continue;
@@ -332,4 +340,67 @@ void job_cache_trim(uint64_t budget, const char *keep)
 			l.e[i].name, (unsigned long long)(l.e[i].bytes >> 20));
 	}
 	free(l.e);
+}
+
+unsigned job_cache_restore(const struct jobspec *js, const struct create_opts *co,
+			   struct sandbox *sb, char *cache, size_t len,
+			   const struct job_run_opts *o, struct job_report *r)
+{
+	struct lc_report lc = job_lc_report(o);
+	char name[128];
+	uint64_t t0 = now_ms();
+	int err;
+
+	if (state_init() < 0 || job_cache_name(js, co, cache, len) < 0) {
+		cache[0] = '\0';
+		return 0;
+	}
+	printable_copy(js->steps[js->cache_step - 1].name, name, sizeof(name));
+	if ((err = ready_restore(co, cache, sb, &lc)) < 0) {
+		fprintf(stderr, "==> cache: no state after step %u (%s) for this spec yet\n",
+			js->cache_step, name);
+		memset(sb, 0, sizeof(*sb));
+		return 0;
+	}
+	job_cache_touch(cache);
+	report_event(r, "cache", ",\"action\":\"restored\",\"snapshot\":\"%s\",\"step\":%u", cache,
+		     js->cache_step);
+	fprintf(stderr,
+		"==> cache: restored the state after step %u (%s) in %.2f s: steps 1-%u "
+		"skipped\n",
+		js->cache_step, name, (double)(now_ms() - t0) / 1e3, js->cache_step);
+	return js->cache_step;
+}
+
+void job_cache_keep(struct sandbox *sb, const struct jobspec *js, const struct create_opts *co,
+		    const char *cache, const struct job_run_opts *o, struct job_report *r)
+{
+	struct lc_report lc = job_lc_report(o);
+	char again[NAME_MAX_LEN + 2];
+	uint64_t t0 = now_ms();
+	int status;
+
+	/* Keyed again now: a file that changed since the key was made (while it was copied in,
+	 * or the steps ran) would have the state stored under a key it does not match. */
+	if (job_cache_name(js, co, again, sizeof(again)) < 0 || strcmp(again, cache) != 0) {
+		errmsg("cache: the job's files changed while it ran: the state is not kept");
+		return;
+	}
+	status = snapshot_take_once(sb, cache, &lc);
+	if (status == -EBUSY) {
+		fprintf(stderr, "==> cache: another run is keeping this state\n");
+		return;
+	}
+	if (status < 0) {
+		o->failed(&lc, status);
+		errmsg("cache: could not keep the state after step %u: the next run runs it too",
+		       js->cache_step);
+		return;
+	}
+	job_cache_touch(cache);
+	report_event(r, "cache", ",\"action\":\"kept\",\"snapshot\":\"%s\",\"step\":%u", cache,
+		     js->cache_step);
+	fprintf(stderr, "==> cache: kept the state after step %u as %s in %.2f s\n", js->cache_step,
+		cache, (double)(now_ms() - t0) / 1e3);
+	job_cache_trim(o->cache_max_gib << 30, cache, o);
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A job's files in and artifacts out (sandboxctl run; docs/jobspec.md), one file at a time
- * through copy_in/copy_out (cmd_cp.c), which bound each file's size and time.
+ * through copy_in/copy_out (client/copy.c), which bound each file's size and time.
  *
  * In: a spec's `src` is resolved (symlinks too) and must stay under the spec's directory;
  * a directory is walked without following symlinks (they are skipped, and said so), so no
@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "proto.h"
-#include "sandboxctl.h"
+#include "jobs.h"
 
 #define FILES_MAX      100000u		  /* entries a job's files: may copy in */
 #define FILES_DEPTH    64u		  /* directory levels below a src */
@@ -45,16 +45,21 @@
 
 struct files_in {
 	struct agent_conn *c;
+	const struct job_run_opts *o;
+	struct lc_report lc; /* a copy's failure: the first ends the walk */
 	unsigned copied, skipped;
 };
 
 static int in_file(struct files_in *w, const char *host, const char *guest)
 {
+	int err;
+
 	if (++w->copied > FILES_MAX) {
 		errmsg("files: more than %u entries", FILES_MAX);
-		return EXIT_ERR;
+		return JOB_EXIT_ERR;
 	}
-	return copy_in(w->c, host, guest, 0);
+	err = copy_in(w->c, host, guest, 0, &w->lc);
+	return err < 0 ? w->o->failed(&w->lc, err) : JOB_EXIT_OK;
 }
 
 /* The directory `host` (its fd `dfd`, taken) into the guest's `guest`. */
@@ -63,19 +68,19 @@ static int in_dir(struct files_in *w, int dfd, const char *host, const char *gue
 	char hpath[4096], gpath[4096];
 	struct dirent *de;
 	DIR *d;
-	int status = EXIT_OK, err;
+	int status = JOB_EXIT_OK, err;
 
 	if ((err = agent_mkdir_p(w->c, guest, 0755)) < 0) {
 		errmsg("files: cannot make %s in the guest: %s", guest, strerror(-err));
 		close(dfd);
-		return err == -EIO ? EXIT_ERR : EXIT_SANDBOX;
+		return err == -EIO ? JOB_EXIT_ERR : JOB_EXIT_SANDBOX;
 	}
 	if (!(d = fdopendir(dfd))) {
 		errmsg("files: %s: %m", host);
 		close(dfd);
-		return EXIT_ERR;
+		return JOB_EXIT_ERR;
 	}
-	while (status == EXIT_OK && (errno = 0, de = readdir(d))) {
+	while (status == JOB_EXIT_OK && (errno = 0, de = readdir(d))) {
 		struct stat st;
 
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
@@ -85,22 +90,22 @@ static int in_dir(struct files_in *w, int dfd, const char *host, const char *gue
 			     de->d_name) < 0 ||
 		    strlen(gpath) >= JOB_PATH_MAX) {
 			errmsg("files: a path under %s is too long", host);
-			status = EXIT_ERR;
+			status = JOB_EXIT_ERR;
 			break;
 		}
 		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 			errmsg("files: %s: %m", hpath);
-			status = EXIT_ERR;
+			status = JOB_EXIT_ERR;
 		} else if (S_ISDIR(st.st_mode)) {
 			int sub = openat(dirfd(d), de->d_name,
 					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 
 			if (depth >= FILES_DEPTH) {
 				errmsg("files: %s: deeper than %u levels", hpath, FILES_DEPTH);
-				status = EXIT_ERR;
+				status = JOB_EXIT_ERR;
 			} else if (sub < 0) {
 				errmsg("files: %s: %m", hpath);
-				status = EXIT_ERR;
+				status = JOB_EXIT_ERR;
 			} else {
 				status = in_dir(w, sub, hpath, gpath, depth + 1);
 				sub = -1;
@@ -115,9 +120,9 @@ static int in_dir(struct files_in *w, int dfd, const char *host, const char *gue
 			w->skipped++;
 		}
 	}
-	if (status == EXIT_OK && errno) {
+	if (status == JOB_EXIT_OK && errno) {
 		errmsg("files: reading %s: %m", host);
-		status = EXIT_ERR;
+		status = JOB_EXIT_ERR;
 	}
 	closedir(d);
 	return status;
@@ -131,13 +136,13 @@ static int in_parent(struct agent_conn *c, const char *path)
 	int err;
 
 	if (slash == path)
-		return EXIT_OK;
+		return JOB_EXIT_OK;
 	snprintf(parent, sizeof(parent), "%.*s", (int)(slash - path), path);
 	if ((err = agent_mkdir_p(c, parent, 0755)) < 0) {
 		errmsg("files: cannot make %s in the guest: %s", parent, strerror(-err));
-		return err == -EIO ? EXIT_ERR : EXIT_SANDBOX;
+		return err == -EIO ? JOB_EXIT_ERR : JOB_EXIT_SANDBOX;
 	}
-	return EXIT_OK;
+	return JOB_EXIT_OK;
 }
 
 static int in_one(struct files_in *w, const char *base, const struct job_file *f)
@@ -149,11 +154,11 @@ static int in_one(struct files_in *w, const char *base, const struct job_file *f
 
 	if (path_fmt(path, sizeof(path), "%s/%s", base, f->src) < 0) {
 		errmsg("files: %s: the path is too long", f->src);
-		return EXIT_USAGE;
+		return JOB_EXIT_USAGE;
 	}
 	if (!(real = realpath(path, NULL))) {
 		errmsg("files: %s: %m", path);
-		return EXIT_USAGE;
+		return JOB_EXIT_USAGE;
 	}
 	/* a symlink on the way may lead out of the spec's directory */
 	if (strncmp(real, base, blen) != 0 ||
@@ -161,52 +166,52 @@ static int in_one(struct files_in *w, const char *base, const struct job_file *f
 		errmsg("files: %s leads out of the spec's directory %s (to %s)", f->src, base,
 		       real);
 		free(real);
-		return EXIT_USAGE;
+		return JOB_EXIT_USAGE;
 	}
 	if (stat(real, &st) < 0) {
 		errmsg("files: %s: %m", real);
 		free(real);
-		return EXIT_USAGE;
+		return JOB_EXIT_USAGE;
 	}
 	if (S_ISDIR(st.st_mode)) {
 		int dfd = open(real, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
-		status = dfd < 0 ? EXIT_ERR : in_dir(w, dfd, real, f->dst, 0);
+		status = dfd < 0 ? JOB_EXIT_ERR : in_dir(w, dfd, real, f->dst, 0);
 		if (dfd < 0)
 			errmsg("files: %s: %m", real);
 	} else if (S_ISREG(st.st_mode)) {
 		status = in_parent(w->c, f->dst);
-		if (status == EXIT_OK)
+		if (status == JOB_EXIT_OK)
 			status = in_file(w, real, f->dst);
 	} else {
 		errmsg("files: %s is not a file or a directory", real);
-		status = EXIT_USAGE;
+		status = JOB_EXIT_USAGE;
 	}
 	free(real);
 	return status;
 }
 
-int job_files_in(const struct sandbox *sb, const struct jobspec *js)
+int job_files_in(const struct sandbox *sb, const struct jobspec *js, const struct job_run_opts *o)
 {
 	struct agent_conn c;
-	struct files_in w = {.c = &c};
+	struct files_in w = {.c = &c, .o = o, .lc = job_lc_report(o)};
 	uint64_t t0 = now_ms();
-	int status = EXIT_OK, err;
+	int status = JOB_EXIT_OK, err;
 
 	if (!js->nfiles)
-		return EXIT_OK;
+		return JOB_EXIT_OK;
 	if ((err = agent_connect(sb, 10000, &c)) < 0) {
 		errmsg("%s: cannot reach the guest agent: %s", sb->id, strerror(-err));
-		return EXIT_SANDBOX;
+		return JOB_EXIT_SANDBOX;
 	}
-	for (unsigned i = 0; i < js->nfiles && status == EXIT_OK && !sandbox_interrupted; i++) {
+	for (unsigned i = 0; i < js->nfiles && status == JOB_EXIT_OK && !job_interrupted; i++) {
 		fprintf(stderr, "==> files: %s -> %s\n", js->files[i].src, js->files[i].dst);
 		status = in_one(&w, js->dir, &js->files[i]);
 	}
 	agent_close(&c);
-	if (status == EXIT_OK && sandbox_interrupted)
-		status = 128 + sandbox_interrupted;
-	if (status == EXIT_OK)
+	if (status == JOB_EXIT_OK && job_interrupted)
+		status = 128 + job_interrupted;
+	if (status == JOB_EXIT_OK)
 		fprintf(stderr, "==> files: %u copied in%s in %.2f s\n", w.copied,
 			w.skipped ? " (some skipped, above)" : "", (double)(now_ms() - t0) / 1e3);
 	return status;
@@ -216,6 +221,8 @@ int job_files_in(const struct sandbox *sb, const struct jobspec *js)
 
 struct art_out {
 	struct agent_conn *c;
+	const struct job_run_opts *o;
+	struct lc_report lc; /* a copy's failure: the first ends the walk */
 	struct job_report *r;
 	const char *dir; /* the host directory they go under */
 	unsigned files, lists;
@@ -246,16 +253,16 @@ static int art_wait(struct art_out *w, int cap)
 {
 	uint64_t t = now_ms();
 
-	if (w->status != EXIT_OK)
+	if (w->status != JOB_EXIT_OK)
 		return 0;
-	if (sandbox_interrupted) {
-		errmsg("artifacts: interrupted (%s): stopped", strsignal(sandbox_interrupted));
-		w->status = 128 + sandbox_interrupted;
+	if (job_interrupted) {
+		errmsg("artifacts: interrupted (%s): stopped", strsignal(job_interrupted));
+		w->status = 128 + job_interrupted;
 		return 0;
 	}
 	if (t >= w->deadline) {
 		errmsg("artifacts: still copying after %d s: stopped", ART_TIME_MS / 1000);
-		w->status = EXIT_ERR;
+		w->status = JOB_EXIT_ERR;
 		return 0;
 	}
 	return w->deadline - t < (uint64_t)cap ? (int)(w->deadline - t) : cap;
@@ -283,7 +290,7 @@ static int art_list(struct art_out *w, const char *path, struct art_ent **out)
 	if (++w->lists > ART_LISTS_MAX) {
 		errmsg("artifacts: more than %u directory listings: stopped at %s", ART_LISTS_MAX,
 		       path);
-		w->status = EXIT_ERR;
+		w->status = JOB_EXIT_ERR;
 		return -1;
 	}
 	if (agent_send(w->c, PROTO_MSG_LIST, id, path, (uint32_t)strlen(path) + 1) < 0)
@@ -347,7 +354,7 @@ static int art_list(struct art_out *w, const char *path, struct art_ent **out)
 lost:
 	errmsg("artifacts: lost the connection to the agent listing %s", path);
 	ents_free(w, e, n);
-	w->status = EXIT_SANDBOX;
+	w->status = JOB_EXIT_SANDBOX;
 	return -1;
 stopped: /* said by art_wait */
 	ents_free(w, e, n);
@@ -356,7 +363,7 @@ oom:
 	errmsg("artifacts: out of memory");
 bad:
 	ents_free(w, e, n);
-	w->status = EXIT_ERR;
+	w->status = JOB_EXIT_ERR;
 	return -1;
 }
 
@@ -400,16 +407,16 @@ static void art_copy_dir(struct art_out *w, const char *gpath, unsigned depth)
 
 	if (depth > ART_DEPTH) {
 		errmsg("artifacts: %s: deeper than %u levels: stopped", gpath, ART_DEPTH);
-		w->status = EXIT_ERR;
+		w->status = JOB_EXIT_ERR;
 		return;
 	}
 	if ((n = art_list(w, gpath, &e)) < 0)
 		return;
-	for (int i = 0; i < n && w->status == EXIT_OK; i++) {
+	for (int i = 0; i < n && w->status == JOB_EXIT_OK; i++) {
 		if (path_fmt(sub, sizeof(sub), "%s/%s", gpath, e[i].name) < 0 ||
 		    strlen(sub) >= JOB_PATH_MAX) {
 			errmsg("artifacts: a path under %s is too long", gpath);
-			w->status = EXIT_ERR;
+			w->status = JOB_EXIT_ERR;
 			break;
 		}
 		art_copy(w, sub, e[i].mode, depth + 1);
@@ -422,11 +429,11 @@ static void art_copy(struct art_out *w, const char *gpath, uint32_t mode, unsign
 	char host[8200], shown[4200];
 	struct stat st;
 	uint64_t before;
-	int status, wait;
+	int err, wait;
 
 	if ((S_ISDIR(mode) || S_ISREG(mode)) && ++w->files > ART_FILES_MAX) {
 		errmsg("artifacts: more than %u files and directories: stopped", ART_FILES_MAX);
-		w->status = EXIT_ERR;
+		w->status = JOB_EXIT_ERR;
 		return;
 	}
 	if (art_wait(w, 1) == 0)
@@ -434,12 +441,12 @@ static void art_copy(struct art_out *w, const char *gpath, uint32_t mode, unsign
 	if (S_ISDIR(mode)) {
 		if (art_host_path(w, gpath, host, sizeof(host)) < 0 ||
 		    (mkdir(host, 0755) < 0 && errno != EEXIST)) {
-			w->status = EXIT_ERR;
+			w->status = JOB_EXIT_ERR;
 			return;
 		}
 		if (lstat(host, &st) < 0 || !S_ISDIR(st.st_mode)) {
 			errmsg("artifacts: %s is not a directory of ours (a symlink?)", host);
-			w->status = EXIT_ERR;
+			w->status = JOB_EXIT_ERR;
 			return;
 		}
 		art_copy_dir(w, gpath, depth);
@@ -452,7 +459,7 @@ static void art_copy(struct art_out *w, const char *gpath, uint32_t mode, unsign
 		return;
 	}
 	if (art_host_path(w, gpath, host, sizeof(host)) < 0) {
-		w->status = EXIT_ERR;
+		w->status = JOB_EXIT_ERR;
 		return;
 	}
 	/* Only a new file, or one that is a file: a symlink or a directory there (one committed
@@ -460,15 +467,15 @@ static void art_copy(struct art_out *w, const char *gpath, uint32_t mode, unsign
 	if (lstat(host, &st) == 0 && !S_ISREG(st.st_mode)) {
 		errmsg("artifacts: %s is there already and not a file (a symlink?): not written",
 		       host);
-		w->status = EXIT_ERR;
+		w->status = JOB_EXIT_ERR;
 		return;
 	}
 	if ((wait = art_wait(w, ART_TIME_MS)) == 0)
 		return;
 	before = w->left;
-	status = copy_out(w->c, gpath, host, (unsigned)((wait + 999) / 1000), &w->left);
-	if (status != EXIT_OK) {
-		w->status = status;
+	err = copy_out(w->c, gpath, host, (unsigned)((wait + 999) / 1000), &w->left, &w->lc);
+	if (err < 0) {
+		w->status = w->o->failed(&w->lc, err);
 		return;
 	}
 	fprintf(stderr, "==> artifact %s (%llu bytes)\n",
@@ -518,7 +525,7 @@ static unsigned art_expand(struct art_out *w, const char *dir, const char *rest,
 				 (unsigned)err, NULL, NULL, &f);
 		if (err < 0) {
 			errmsg("artifacts: lost the connection to the agent (STAT %s)", path);
-			w->status = EXIT_SANDBOX;
+			w->status = JOB_EXIT_SANDBOX;
 			return 0;
 		}
 		if (f.hdr.type != PROTO_MSG_STAT_REPLY || f.hdr.len < sizeof(struct proto_stat))
@@ -528,7 +535,7 @@ static unsigned art_expand(struct art_out *w, const char *dir, const char *rest,
 	}
 	if ((n = art_list(w, dir[0] ? dir : "/", &e)) < 0)
 		return 0;
-	for (int i = 0; i < n && w->status == EXIT_OK; i++) {
+	for (int i = 0; i < n && w->status == JOB_EXIT_OK; i++) {
 		/* FNM_PERIOD: a leading dot is matched only by a dot, as in sh */
 		if (fnmatch(comp, e[i].name, FNM_PERIOD) != 0)
 			continue;
@@ -546,45 +553,51 @@ static unsigned art_expand(struct art_out *w, const char *dir, const char *rest,
 	return found;
 }
 
-int job_artifacts_out(const struct sandbox *sb, const struct jobspec *js, const char *dir,
-		      struct job_report *r)
+int job_artifacts_out(const struct sandbox *sb, const struct jobspec *js,
+		      const struct job_run_opts *o, struct job_report *r)
 {
+	const char *dir = o->artifacts;
 	struct agent_conn c;
-	struct art_out w = {.c = &c, .r = r, .left = ART_BYTES_MAX, .status = EXIT_OK};
+	struct art_out w = {.c = &c,
+			    .o = o,
+			    .lc = job_lc_report(o),
+			    .r = r,
+			    .left = ART_BYTES_MAX,
+			    .status = JOB_EXIT_OK};
 	char real[PATH_MAX];
 	struct stat st;
 	uint64_t t0 = now_ms();
 	int err;
 
 	if (!js->nartifacts)
-		return EXIT_OK;
+		return JOB_EXIT_OK;
 	if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
 		errmsg("artifacts: %s: %m", dir);
-		return EXIT_ERR;
+		return JOB_EXIT_ERR;
 	}
 	if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
 		errmsg("artifacts: %s is not a directory (a symlink is not taken)", dir);
-		return EXIT_ERR;
+		return JOB_EXIT_ERR;
 	}
 	if (!realpath(dir, real)) {
 		errmsg("artifacts: %s: %m", dir);
-		return EXIT_ERR;
+		return JOB_EXIT_ERR;
 	}
 	w.dir = real;
 	w.deadline = now_ms() + ART_TIME_MS;
 	if ((err = agent_connect(sb, 10000, &c)) < 0) {
 		errmsg("%s: cannot reach the guest agent for the artifacts: %s", sb->id,
 		       strerror(-err));
-		return EXIT_SANDBOX;
+		return JOB_EXIT_SANDBOX;
 	}
-	for (unsigned i = 0; i < js->nartifacts && w.status == EXIT_OK; i++) {
+	for (unsigned i = 0; i < js->nartifacts && w.status == JOB_EXIT_OK; i++) {
 		const char *pat = js->artifacts[i];
 
-		if (art_expand(&w, "", pat + 1, 0) == 0 && w.status == EXIT_OK)
+		if (art_expand(&w, "", pat + 1, 0) == 0 && w.status == JOB_EXIT_OK)
 			fprintf(stderr, "==> artifact %s: nothing matched\n", pat);
 	}
 	agent_close(&c);
-	if (w.status == EXIT_OK)
+	if (w.status == JOB_EXIT_OK)
 		fprintf(stderr,
 			"==> artifacts: %u files and directories (%llu bytes) in %s in %.2f s\n",
 			w.files, (unsigned long long)(ART_BYTES_MAX - w.left), w.dir,
