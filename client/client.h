@@ -784,6 +784,13 @@ void ready_make(struct sandbox *sb, const char *name, struct lc_report *r);
  * with r->error. */
 int snapshot_take_once(struct sandbox *sb, const char *name, struct lc_report *r);
 
+/* ---- policy.c: a running sandbox's egress policy made anew, a lifecycle verb ---- */
+
+/* Its proxy's policy, credentials and CA from `o`'s policy options (as a create makes them),
+ * the proxy restarted and the CA installed in the guest. 0, or -errno with r->error. */
+int sandbox_net_reconfigure(const struct sandbox *sb, const struct create_opts *o,
+			    struct lc_report *r) __must_check;
+
 /* ---- suspend.c: suspend and resume, lifecycle verbs ---- */
 
 /* Snapshot `sb` to disk as .suspend-<id> and end its VMM (t->out: the VMM's figures). 0, or
@@ -805,5 +812,53 @@ void snapshots_gc(const struct sandbox *removed, const struct lc_report *r);
  * children (the host check, the snapshot) leaves t->dir empty. */
 int sandbox_fork(struct sandbox *parent, unsigned n, struct sandbox *children, bool *ok,
 		 unsigned *started, struct snap_take *t, struct lc_report *r) __must_check;
+
+/* ---- session.c: command sessions in the guest agent (docs/agent-protocol.md, "Command
+ * sessions"): payload encoders and frame decoders, no I/O; send with agent_send. ---- */
+
+/* A SESSION_EXEC request. */
+struct session_req {
+	const char *id;		 /* the command id, 1 to PROTO_SESSION_ID_MAX (128) bytes */
+	const char *const *argv; /* argc strings, argv[0] the program (PATH of env, else the
+				    agent's) */
+	int argc;
+	const char *const *env; /* envc "NAME=value": the child's whole environment */
+	int envc;
+	const char *cwd;	 /* NULL or "": / */
+	uint32_t uid, gid;	 /* PROTO_ID_KEEP: root */
+	uint32_t timeout_ms;	 /* 0: none; else SIGKILL of the group, EXIT timed out */
+	int64_t idle_timeout_s;	 /* running with nobody attached this long: killed; -1: never */
+	int64_t ttl_s;		 /* an ended session kept this long for replay; -1: until the VM
+				    dies */
+	bool pty;		 /* on a pty: all output is stdout */
+	bool stdin;		 /* STDIN frames feed it; else its stdin is /dev/null */
+	bool kill_on_disconnect; /* killed when its last attachment goes without its EXIT */
+	uint16_t rows, cols;	 /* the pty's window (0: the kernel's default, 24 x 80) */
+};
+/* Encode the SESSION_EXEC payload of `q` into out[0, cap). Returns its length, -EINVAL (an id
+ * of 0 or more than 128 bytes, no argv, argc or envc over 65535, a timeout out of range) or
+ * -EMSGSIZE (over `cap` or PROTO_MAX_PAYLOAD). */
+int session_exec_payload(const struct session_req *q, uint8_t *out, size_t cap) __must_check;
+/* Encode the SESSION_ATTACH payload for command `id` (NUL-terminated, 1 to 128 bytes), replayed
+ * from `off_out` of stdout and `off_err` of stderr. Returns its length, -EINVAL or -EMSGSIZE. */
+int session_attach_payload(const char *id, uint64_t off_out, uint64_t off_err, uint8_t *out,
+			   size_t cap) __must_check;
+/* Decode a SESSION_OUT frame: *stream PROTO_STREAM_STDOUT or _STDERR, *offset the absolute
+ * offset of its first byte, data[0, len) its bytes (valid UTF-8, pointing into f). 0, or
+ * -EPROTO for a frame of another type, too short, of an unknown stream, with more than
+ * PROTO_DATA_CHUNK bytes or an offset that would overflow. */
+int session_out_parse(const struct proto_frame *f, int *stream, uint64_t *offset,
+		      const uint8_t **data, size_t *len) __must_check;
+/* One session of a SESSION_LIST answer (a DATA frame). */
+struct session_info {
+	char id[129]; /* the command id, NUL-terminated (an id holding a NUL is refused) */
+	uint32_t pid;
+	bool running, exited, pty;
+	uint32_t exit_code, exit_flags;	 /* as EXIT's, once exited */
+	uint64_t stdout_len, stderr_len; /* bytes each stream holds so far (the end offsets) */
+	uint64_t started_ms;		 /* the guest's CLOCK_REALTIME at its start */
+};
+/* Decode one DATA frame of a SESSION_LIST call into *out. 0 or -EPROTO. */
+int session_info_parse(const struct proto_frame *f, struct session_info *out) __must_check;
 
 #endif

@@ -176,7 +176,8 @@ int agent_send_ok(struct agent_conn *c, uint64_t id)
 /* Whether id is live on c; see agent.h. */
 bool agent_conn_id_live(const struct agent_conn *c, uint64_t id)
 {
-	return agent_exec_id_live(c, id) || agent_file_id_live(c, id);
+	return agent_exec_id_live(c, id) || agent_file_id_live(c, id) ||
+	       agent_session_id_live(c, id);
 }
 
 /* Unlink c from the agent, end all its calls and free it. */
@@ -204,6 +205,7 @@ static void agent_conn_free(struct agent_conn *c)
 	}
 	agent_exec_drop_all(c);
 	agent_file_drop_all(c);
+	agent_session_detach_all(c);
 	agent_watch_close(c->agent, &c->watch);
 	proto_decoder_free(&c->dec);
 	agent_buf_free(&c->out);
@@ -224,6 +226,7 @@ static void agent_conn_fail(struct agent_conn *c, int err, const char *why)
 	c->closing = true;
 	agent_exec_drop_all(c);
 	agent_file_drop_all(c);
+	agent_session_detach_all(c);
 }
 
 /* The client went away: end every call of c and close it without sending anything more. */
@@ -233,6 +236,7 @@ static void agent_conn_drop(struct agent_conn *c)
 	c->out.off = c->out.len = 0;
 	agent_exec_drop_all(c);
 	agent_file_drop_all(c);
+	agent_session_detach_all(c);
 }
 
 /* Re-evaluate c; see agent.h. Frees c when it is done (callers must not touch it after). */
@@ -256,11 +260,18 @@ void agent_conn_update(struct agent_conn *c)
 		if (agent_buf_pending(&c->out) > 0)
 			break;
 	}
+	/* the same for the output of the sessions c is attached to */
+	while (!c->closing && c->attaches != NULL && agent_session_pump(c)) {
+		agent_conn_flush(c);
+		if (agent_buf_pending(&c->out) > 0)
+			break;
+	}
 	if (c->closing && agent_buf_pending(&c->out) == 0) {
 		agent_conn_free(c);
 		return;
 	}
-	if (!c->closing && !c->throttled && !agent_exec_stdin_full(c))
+	if (!c->closing && !c->throttled && !agent_exec_stdin_full(c) &&
+	    !agent_session_stdin_full(c))
 		events |= EPOLLIN;
 	if (agent_buf_pending(&c->out) > 0)
 		events |= EPOLLOUT;
@@ -345,6 +356,38 @@ static int agent_handle_shutdown(struct agent_conn *c, const struct proto_frame 
 	return agent_send_error(c, f->hdr.id, -rc, "shutdown: %s", strerror(-rc));
 }
 
+/* STDIN, STDIN_CLOSE, RESIZE: to the session attached as that id, else to the exec. */
+static int agent_handle_stdin(struct agent_conn *c, const struct proto_frame *f)
+{
+	if (agent_session_id_live(c, f->hdr.id))
+		return agent_session_stdin(c, f);
+	return agent_exec_stdin(c, f);
+}
+
+static int agent_handle_stdin_close(struct agent_conn *c, const struct proto_frame *f)
+{
+	if (agent_session_id_live(c, f->hdr.id))
+		return agent_session_stdin_close(c, f);
+	return agent_exec_stdin_close(c, f);
+}
+
+static int agent_handle_resize(struct agent_conn *c, const struct proto_frame *f)
+{
+	if (agent_session_id_live(c, f->hdr.id))
+		return agent_session_resize(c, f);
+	return agent_exec_resize(c, f);
+}
+
+/* SIGNAL: its target is an attachment of c to a session, or an exec of c. */
+static int agent_handle_signal(struct agent_conn *c, const struct proto_frame *f)
+{
+	uint64_t target = proto_get_le64(f->payload + offsetof(struct proto_signal, target_id));
+
+	if (agent_session_id_live(c, target))
+		return agent_session_signal(c, f, target);
+	return agent_exec_signal(c, f);
+}
+
 /* A handler for one client-to-agent message type. Returns 0 or -errno (protocol error). */
 typedef int (*agent_handler_fn)(struct agent_conn *c, const struct proto_frame *f);
 
@@ -358,10 +401,10 @@ static const struct agent_handler agent_handlers[PROTO_MSG_MAX + 1] = {
 	[PROTO_MSG_HELLO] = {agent_handle_hello, false},
 	[PROTO_MSG_PING] = {agent_handle_ping, true},
 	[PROTO_MSG_EXEC] = {agent_exec_start, true},
-	[PROTO_MSG_STDIN] = {agent_exec_stdin, false},
-	[PROTO_MSG_STDIN_CLOSE] = {agent_exec_stdin_close, false},
-	[PROTO_MSG_RESIZE] = {agent_exec_resize, false},
-	[PROTO_MSG_SIGNAL] = {agent_exec_signal, true},
+	[PROTO_MSG_STDIN] = {agent_handle_stdin, false},
+	[PROTO_MSG_STDIN_CLOSE] = {agent_handle_stdin_close, false},
+	[PROTO_MSG_RESIZE] = {agent_handle_resize, false},
+	[PROTO_MSG_SIGNAL] = {agent_handle_signal, true},
 	[PROTO_MSG_FILE_WRITE] = {agent_file_write, true},
 	[PROTO_MSG_FILE_READ] = {agent_file_read, true},
 	[PROTO_MSG_DATA] = {agent_file_data, false},
@@ -374,6 +417,10 @@ static const struct agent_handler agent_handlers[PROTO_MSG_MAX + 1] = {
 	[PROTO_MSG_RESEED] = {agent_file_reseed, true},
 	[PROTO_MSG_SHUTDOWN] = {agent_handle_shutdown, true},
 	[PROTO_MSG_SET_CLOCK] = {agent_handle_set_clock, true},
+	[PROTO_MSG_SESSION_EXEC] = {agent_session_exec, true},
+	[PROTO_MSG_SESSION_ATTACH] = {agent_session_attach, true},
+	[PROTO_MSG_SESSION_DETACH] = {agent_session_detach, false},
+	[PROTO_MSG_SESSION_LIST] = {agent_session_list, true},
 };
 
 /* Whether the agent takes frame f on c now; see agent.h. */
@@ -508,7 +555,8 @@ static void agent_reap(struct agent *a)
 			continue;
 		if (pid <= 0)
 			break;
-		agent_exec_reaped(a, pid, status);
+		if (!agent_session_reaped(a, pid, status))
+			agent_exec_reaped(a, pid, status);
 	}
 }
 
@@ -524,6 +572,7 @@ static void agent_update_all(struct agent *a)
 		c = next;
 	}
 	agent_exec_free_dead(a);
+	agent_session_free_dead(a);
 }
 
 /* Handle one epoll event. */
@@ -549,6 +598,11 @@ static void agent_event(struct agent *a, struct agent_watch *w, uint32_t events)
 	case AGENT_WATCH_EXEC_ERR:
 	case AGENT_WATCH_EXEC_IN:
 		agent_exec_event(a, w, events);
+		break;
+	case AGENT_WATCH_SESSION_OUT:
+	case AGENT_WATCH_SESSION_ERR:
+	case AGENT_WATCH_SESSION_IN:
+		agent_session_event(a, w, events);
 		break;
 	}
 }
@@ -607,9 +661,15 @@ int agent_run(const struct agent_config *cfg)
 	agent_reap(&a);
 
 	for (;;) {
-		int timeout_ms = agent_exec_timeouts(&a, agent_now_ms());
-		int n = epoll_wait(a.epoll_fd, events, AGENT_MAX_EVENTS, timeout_ms);
-		int i;
+		uint64_t now_ms = agent_now_ms();
+		int timeout_ms = agent_exec_timeouts(&a, now_ms);
+		int session_ms = agent_session_timeouts(&a, now_ms);
+		int n, i;
+
+		if (session_ms >= 0 && (timeout_ms < 0 || session_ms < timeout_ms))
+			timeout_ms = session_ms;
+		agent_session_free_dead(&a);
+		n = epoll_wait(a.epoll_fd, events, AGENT_MAX_EVENTS, timeout_ms);
 
 		if (n < 0) {
 			if (errno == EINTR)

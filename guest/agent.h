@@ -3,7 +3,8 @@
  * The guest agent inside sandbox-init: one single-threaded epoll loop that serves the protocol
  * of proto.h on every connection accepted from a listening socket (vsock port 52 in the guest,
  * a unix socket in the unit tests). agent.c runs the loop, the connections and the dispatch;
- * agent_exec.c runs programs; agent_file.c serves the file calls.
+ * agent_exec.c runs programs; agent_session.c keeps command sessions (programs that outlive
+ * their connection, with their output kept for replay); agent_file.c serves the file calls.
  *
  * The agent never exits on bad input: a protocol error closes that one connection after an
  * ERROR frame. It never buffers without bound: while a connection's output buffer holds more
@@ -26,6 +27,16 @@
 /* Connections at once; beyond, the agent stops accepting until one closes (each holds fds,
  * and a host that opens them without end must not make PID 1 spin or run out). */
 #define AGENT_CONNS_MAX 256u
+
+/* Sessions held at once (running or ended and kept for replay): a 65th start evicts the oldest
+ * ended one without attachment, or is refused EAGAIN. Each holds up to two rings. */
+#define AGENT_SESSIONS_MAX	  64u
+/* Bytes of each stream a session keeps: the last MiB; older bytes fall off the ring. */
+#define AGENT_SESSION_RING	  (1u << 20)
+/* Attachments of one session at once (each is a call on some connection). */
+#define AGENT_SESSION_ATTACH_MAX  32u
+/* Ids of sessions forgotten at their ttl, remembered to answer SessionExpired. */
+#define AGENT_SESSION_EXPIRED_MAX 64u
 
 /* What the caller of agent_run provides. */
 struct agent_config {
@@ -69,6 +80,9 @@ enum agent_watch_kind {
 	AGENT_WATCH_EXEC_OUT,
 	AGENT_WATCH_EXEC_ERR,
 	AGENT_WATCH_EXEC_IN,
+	AGENT_WATCH_SESSION_OUT,
+	AGENT_WATCH_SESSION_ERR,
+	AGENT_WATCH_SESSION_IN,
 };
 
 /* One fd in the epoll set; events is what it is registered for now. */
@@ -83,6 +97,8 @@ struct agent;
 struct agent_exec;
 struct agent_fwrite;
 struct agent_fread;
+struct agent_session;
+struct agent_attach;
 
 /* One client connection. */
 struct agent_conn {
@@ -96,6 +112,7 @@ struct agent_conn {
 	struct agent_exec *execs;
 	struct agent_fwrite *fwrites;
 	struct agent_fread *freads;
+	struct agent_attach *attaches; /* this connection's attachments to sessions */
 	struct agent_conn *next;
 };
 
@@ -109,8 +126,16 @@ struct agent {
 	unsigned nconns;
 	bool accept_paused; /* AGENT_CONNS_MAX reached or out of fds: listen_watch is out of epoll
 			     */
-	struct agent_exec *execs; /* every exec of every connection, for reaping by pid */
-	struct agent_exec *dead;  /* ended execs, freed after the current batch of events */
+	struct agent_exec *execs;	/* every exec of every connection, for reaping by pid */
+	struct agent_exec *dead;	/* ended execs, freed after the current batch of events */
+	struct agent_session *sessions; /* every session held, newest first */
+	unsigned nsessions;		/* in sessions: at most AGENT_SESSIONS_MAX */
+	struct agent_session *sessions_dead; /* forgotten, freed after the current batch */
+	/* ids of sessions forgotten at their ttl, for SessionExpired: a ring, the oldest
+	 * overwritten */
+	uint8_t expired[AGENT_SESSION_EXPIRED_MAX][PROTO_SESSION_ID_MAX];
+	uint8_t expired_len[AGENT_SESSION_EXPIRED_MAX]; /* 0: an empty slot */
+	unsigned expired_next;
 };
 
 /*
@@ -152,6 +177,14 @@ int agent_frame_check(const struct agent_conn *c, const struct proto_frame *f, c
 
 /* --- agent_exec.c --- */
 
+/* The fds and pid of a child started by agent_exec_spawn_req. */
+struct agent_spawned {
+	pid_t pid;
+	int out_fd; /* stdout pipe, or the pty master */
+	int err_fd; /* stderr pipe; -1 with a pty */
+	int in_fd;  /* stdin pipe or a dup of the master with PROTO_EXEC_STDIN; else -1 */
+};
+
 /* The decoded EXEC request; strings point into the frame's payload. */
 struct agent_exec_req {
 	uint32_t flags;
@@ -171,6 +204,20 @@ struct agent_exec_req {
  * (nothing to free then). */
 int agent_exec_parse(const struct proto_frame *f, struct agent_exec_req *req)
 	__attribute__((warn_unused_result));
+
+/* Parse the 1 + argc + envc strings (cwd, argv, env) of payload p[0, len) from off into req
+ * (req's fixed fields are the caller's). The arrays are allocated (free them) only on
+ * success. 0, -EPROTO or -ENOMEM. Shared by EXEC and SESSION_EXEC. */
+int agent_exec_parse_strings(const uint8_t *p, size_t len, size_t off, uint16_t argc, uint16_t envc,
+			     struct agent_exec_req *req) __attribute__((warn_unused_result));
+
+/* Start the child of req on new pipes or a pty and wait for it to exec. 0 with *sp filled
+ * (our fds non-blocking and CLOEXEC), or -errno with a message for an ERROR in msg. */
+int agent_exec_spawn_req(const struct agent_exec_req *req, struct agent_spawned *sp, char *msg,
+			 size_t msg_len) __attribute__((warn_unused_result));
+
+/* The EXIT payload of wait status `status` (timed_out: PROTO_EXIT_TIMED_OUT) into head. */
+void agent_exec_exit_encode(int status, bool timed_out, uint8_t head[sizeof(struct proto_exit)]);
 
 /* EXEC: start the program of frame f. Returns 0, or -errno for a protocol error. */
 int agent_exec_start(struct agent_conn *c, const struct proto_frame *f)
@@ -215,6 +262,115 @@ int agent_exec_timeouts(struct agent *a, uint64_t now_ms);
 
 /* The CLOCK_MONOTONIC time in ms. */
 uint64_t agent_now_ms(void);
+
+/* --- agent_session.c: command sessions (docs/agent-protocol.md, "Command sessions") --- */
+
+/* The fixed part of a decoded SESSION_EXEC or SESSION_ATTACH; pointers into the payload. */
+struct agent_session_req {
+	struct agent_exec_req exec; /* flags, ids, timeout, window; argv/envp NULL */
+	const uint8_t *id;	    /* the command id, id_len bytes (not terminated) */
+	uint16_t id_len;
+	uint16_t argc, envc;
+	size_t strings_off; /* where cwd, argv, env start (agent_exec_parse_strings) */
+	uint32_t idle_timeout_s;
+	uint32_t ttl_s;
+	uint64_t off[2]; /* the stdout and stderr offsets to replay from */
+};
+
+/* Decode the head and the command id of a SESSION_EXEC (attach false) or SESSION_ATTACH into
+ * *q. 0; -EINVAL for an id of 0 or more than PROTO_SESSION_ID_MAX bytes (a call-level error);
+ * -EPROTO for an unknown flag or an id running past the payload (a protocol error). The fuzz
+ * target calls it too. */
+int agent_session_parse(const struct proto_frame *f, bool attach, struct agent_session_req *q)
+	__attribute__((warn_unused_result));
+
+/* SESSION_EXEC, SESSION_ATTACH, SESSION_DETACH, SESSION_LIST: 0 (call-level failures are
+ * answered with ERROR) or -errno for a protocol error. */
+int agent_session_exec(struct agent_conn *c, const struct proto_frame *f)
+	__attribute__((warn_unused_result));
+int agent_session_attach(struct agent_conn *c, const struct proto_frame *f)
+	__attribute__((warn_unused_result));
+int agent_session_detach(struct agent_conn *c, const struct proto_frame *f)
+	__attribute__((warn_unused_result));
+int agent_session_list(struct agent_conn *c, const struct proto_frame *f)
+	__attribute__((warn_unused_result));
+
+/* Whether id is an attachment of c (its STDIN, STDIN_CLOSE, RESIZE, SIGNAL go to the
+ * session). */
+bool agent_session_id_live(const struct agent_conn *c, uint64_t id);
+
+/* STDIN, STDIN_CLOSE, RESIZE of attachment f->hdr.id of c; SIGNAL of attachment target. Each
+ * returns 0 or -errno for a protocol error. */
+int agent_session_stdin(struct agent_conn *c, const struct proto_frame *f)
+	__attribute__((warn_unused_result));
+int agent_session_stdin_close(struct agent_conn *c, const struct proto_frame *f)
+	__attribute__((warn_unused_result));
+int agent_session_resize(struct agent_conn *c, const struct proto_frame *f)
+	__attribute__((warn_unused_result));
+int agent_session_signal(struct agent_conn *c, const struct proto_frame *f, uint64_t target)
+	__attribute__((warn_unused_result));
+
+/* Handle an epoll event on one of a session's fds. */
+void agent_session_event(struct agent *a, struct agent_watch *w, uint32_t events);
+
+/* A child exited with status: if it is a session's, record it. Returns whether it was. */
+bool agent_session_reaped(struct agent *a, pid_t pid, int status);
+
+/* Queue the output (then EXIT) of c's attachments while c's output is below AGENT_OUT_HIGH.
+ * Returns whether a frame was queued. */
+bool agent_session_pump(struct agent_conn *c);
+
+/* Whether a session c is attached to holds more stdin than AGENT_OUT_HIGH not yet written. */
+bool agent_session_stdin_full(const struct agent_conn *c);
+
+/* c is going away: end its attachments (a KILL_ON_DISCONNECT session left with none is
+ * killed); the sessions go on. */
+void agent_session_detach_all(struct agent_conn *c);
+
+/* Run the sessions' timers at now_ms (timeout, idle, ttl); returns the ms until the next, or
+ * -1 if there is none. */
+int agent_session_timeouts(struct agent *a, uint64_t now_ms);
+
+/* Free the sessions forgotten during the last batch of events. */
+void agent_session_free_dead(struct agent *a);
+
+/* --- agent_ring.c: a session's stored output --- */
+
+/* Turn the n bytes at in into valid UTF-8 at out, which holds 3 * n bytes, and return how
+ * many were written. Each invalid sequence (its maximal subpart, as Unicode and Python have
+ * it) becomes one U+FFFD. An incomplete character at the very end is not written but copied to
+ * tail (*tail_len, 0 to 3 bytes), for the caller to put before the next bytes; at eof it
+ * becomes U+FFFD too. */
+size_t agent_utf8_sanitize(const uint8_t *in, size_t n, bool eof, uint8_t *out, uint8_t tail[4],
+			   uint8_t *tail_len);
+
+/* Whether b continues a UTF-8 character (10xxxxxx). */
+bool agent_utf8_cont(uint8_t b);
+
+/* The last AGENT_SESSION_RING bytes of a stream, at absolute offsets: the byte at offset o is
+ * data[o % AGENT_SESSION_RING]. data grows as output comes, up to AGENT_SESSION_RING. */
+struct agent_ring {
+	uint8_t *data;
+	size_t cap;   /* bytes allocated */
+	uint64_t end; /* the offset just past the last byte stored: the stream's length */
+};
+
+/* The oldest offset r still holds. */
+uint64_t agent_ring_start(const struct agent_ring *r);
+
+/* The byte at offset off, which r holds. */
+uint8_t agent_ring_at(const struct agent_ring *r, uint64_t off);
+
+/* Store n <= AGENT_SESSION_RING bytes at the end of r (the oldest fall off). 0 or -ENOMEM
+ * (nothing stored). */
+int agent_ring_append(struct agent_ring *r, const uint8_t *data, size_t n)
+	__attribute__((warn_unused_result));
+
+/* Copy len bytes from offset off, all held by r, to out. */
+void agent_ring_copy(const struct agent_ring *r, uint64_t off, size_t len, uint8_t *out);
+
+/* Free r's memory. */
+void agent_ring_free(struct agent_ring *r);
 
 /* --- agent_file.c --- */
 

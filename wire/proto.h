@@ -34,7 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PROTO_VERSION	  2u
+#define PROTO_VERSION	  3u
 #define PROTO_VSOCK_PORT  52u
 /* Once the agent listens, sandbox-init connects to this host port (CID 2) and writes
  * PROTO_READY_LINE: the host learns the agent is up without polling it during boot. */
@@ -78,7 +78,8 @@ _Static_assert(sizeof(struct proto_hdr) == PROTO_HDR_LEN, "proto_hdr layout");
  *   STDIN_CLOSE  C  empty: close the child's stdin (with a pty: send the terminal's EOF).
  *   RESIZE       C  proto_winsize, id of the exec: new pty window size (no pty: ignored).
  *   SIGNAL       C  proto_signal: send a signal to the exec target_id (to its process
- *                   group). Answered by OK, or ERROR ESRCH if that exec is not running.
+ *                   group), or to the session attached as call target_id (its group).
+ *                   Answered by OK, or ERROR ESRCH if that exec or session is not running.
  *   OK           A  empty: the call succeeded.
  *   ERROR        A  proto_error, then a message (not NUL-terminated, may be empty). Ends the
  *                   call with that id; with id 0, the agent closes the connection after it.
@@ -107,6 +108,25 @@ _Static_assert(sizeof(struct proto_hdr) == PROTO_HDR_LEN, "proto_hdr layout");
  *                   VM's clock resumes from the snapshot's moment). OK; ERROR EINVAL for
  *                   nsec >= 1e9, reserved != 0 or sec > INT64_MAX; else ERROR with
  *                   clock_settime's errno.
+ *   SESSION_EXEC C  proto_session, then the command id (id_len bytes, not terminated), then
+ *                   cwd, argv[argc], env[envc] as in EXEC. Get-or-create: when a session with
+ *                   that command id exists, this attaches to it (the rest is ignored, no second
+ *                   process). Answered by STARTED (pid), SESSION_OUT from the offsets, then
+ *                   EXIT; or ERROR (cannot start; EAGAIN: too many sessions or attachments;
+ *                   ESTALE "SessionExpired": that id's session ended past its ttl).
+ *   SESSION_ATTACH C proto_session_attach, then the command id. Answered as an attach by
+ *                   SESSION_EXEC; an unknown id is ERROR ENOENT "CommandNotFound", an expired
+ *                   one ERROR ESTALE "SessionExpired".
+ *   SESSION_OUT  A  proto_session_out, then at most PROTO_DATA_CHUNK bytes of valid UTF-8 (the
+ *                   stream as the agent stores it), never a character split between frames.
+ *   SESSION_DETACH C empty, id of a SESSION_EXEC/ATTACH call: end that attachment with OK; the
+ *                   command goes on (unless it is KILL_ON_DISCONNECT and that was its last
+ *                   attachment). An id that is not an attachment is ignored.
+ *   SESSION_LIST C  empty. Answered by one DATA (proto_session_info, then the command id) per
+ *                   session the agent holds, then END.
+ *
+ * A session's STDIN, STDIN_CLOSE and RESIZE frames carry the id of an attached call; SIGNAL
+ * with that id as target_id signals the session's process group.
  */
 #define PROTO_MESSAGES(X)                                                                          \
 	X(HELLO, 1, 8, B)                                                                          \
@@ -136,7 +156,12 @@ _Static_assert(sizeof(struct proto_hdr) == PROTO_HDR_LEN, "proto_hdr layout");
 	X(SYNC, 25, 0, C)                                                                          \
 	X(RESEED, 26, 1, C)                                                                        \
 	X(SHUTDOWN, 27, 8, C)                                                                      \
-	X(SET_CLOCK, 28, 16, C)
+	X(SET_CLOCK, 28, 16, C)                                                                    \
+	X(SESSION_EXEC, 29, 56, C)                                                                 \
+	X(SESSION_ATTACH, 30, 24, C)                                                               \
+	X(SESSION_OUT, 31, 16, A)                                                                  \
+	X(SESSION_DETACH, 32, 0, C)                                                                \
+	X(SESSION_LIST, 33, 0, C)
 
 enum proto_msg_type {
 #define PROTO_X_ENUM(name, value, min_len, dir) PROTO_MSG_##name = value,
@@ -145,7 +170,7 @@ enum proto_msg_type {
 };
 
 /* The highest type value of PROTO_MESSAGES (proto.c checks every value against it). */
-#define PROTO_MSG_MAX 28u
+#define PROTO_MSG_MAX 33u
 
 /* HELLO: each side's protocol version. */
 struct proto_hello {
@@ -216,7 +241,7 @@ _Static_assert(sizeof(struct proto_winsize) == 8, "proto_winsize layout");
 
 /* SIGNAL */
 struct proto_signal {
-	uint64_t target_id; /* the id of the EXEC to signal */
+	uint64_t target_id; /* the id of the EXEC, or of a session attachment, to signal */
 	uint32_t signal;    /* Linux signal number */
 	uint32_t reserved;
 };
@@ -289,6 +314,75 @@ struct proto_set_clock {
 	uint32_t reserved; /* 0 */
 };
 _Static_assert(sizeof(struct proto_set_clock) == 16, "proto_set_clock layout");
+
+/* proto_session.flags: PROTO_EXEC_STDIN, PROTO_EXEC_PTY, and: */
+#define PROTO_SESSION_KILL_ON_DISCONNECT 0x4u /* killed when its last attachment goes */
+#define PROTO_SESSION_FLAGS		 (PROTO_EXEC_FLAGS | PROTO_SESSION_KILL_ON_DISCONNECT)
+/* idle_timeout_s: never; ttl_s: kept until the VM dies. */
+#define PROTO_SESSION_NEVER		 0xffffffffu
+#define PROTO_SESSION_ID_MAX		 128u /* bytes of a command id (1 at least) */
+
+/*
+ * SESSION_EXEC: followed by id_len bytes of command id (opaque, not terminated), then 1 + argc
+ * + envc NUL-terminated strings: cwd, argv, env, as in EXEC.
+ */
+struct proto_session {
+	uint32_t flags;		 /* PROTO_EXEC_STDIN | PROTO_EXEC_PTY | PROTO_SESSION_* */
+	uint32_t uid;		 /* or PROTO_ID_KEEP */
+	uint32_t gid;		 /* or PROTO_ID_KEEP */
+	uint32_t timeout_ms;	 /* 0: none; else SIGKILL the group after it, timed out */
+	uint32_t idle_timeout_s; /* running with no attachment this long: killed; or NEVER */
+	uint32_t ttl_s;		 /* an ended session is kept this long for replay; or NEVER */
+	uint16_t id_len;	 /* 1..PROTO_SESSION_ID_MAX */
+	uint16_t argc;
+	uint16_t envc;
+	uint16_t rows; /* pty window size (0: the kernel's default) */
+	uint16_t cols;
+	uint16_t reserved;	/* 0 */
+	uint32_t reserved2;	/* 0 */
+	uint64_t stdout_offset; /* replay from here on an attach (0 for a new session) */
+	uint64_t stderr_offset;
+};
+_Static_assert(sizeof(struct proto_session) == 56, "proto_session layout");
+
+/* SESSION_ATTACH: followed by id_len bytes of command id. */
+struct proto_session_attach {
+	uint64_t stdout_offset; /* older than the earliest byte held: from that byte */
+	uint64_t stderr_offset;
+	uint16_t id_len;
+	uint16_t reserved;
+	uint32_t reserved2;
+};
+_Static_assert(sizeof(struct proto_session_attach) == 24, "proto_session_attach layout");
+
+/* proto_session_out.stream */
+#define PROTO_STREAM_STDOUT 1u
+#define PROTO_STREAM_STDERR 2u
+
+/* SESSION_OUT: followed by the bytes of the stream from offset on. */
+struct proto_session_out {
+	uint32_t stream; /* PROTO_STREAM_* */
+	uint32_t reserved;
+	uint64_t offset; /* absolute, in the stream as stored (sanitised UTF-8) */
+};
+_Static_assert(sizeof(struct proto_session_out) == 16, "proto_session_out layout");
+
+/* proto_session_info.flags */
+#define PROTO_SESSION_RUNNING 0x1u /* its process (or its group holding the output) runs */
+#define PROTO_SESSION_EXITED  0x2u /* ended: exit_code and exit_flags are set */
+#define PROTO_SESSION_PTY     0x4u
+
+/* The DATA frames of SESSION_LIST: followed by the command id. */
+struct proto_session_info {
+	uint32_t pid;
+	uint32_t flags;	     /* PROTO_SESSION_RUNNING | EXITED | PTY */
+	uint32_t exit_code;  /* as in EXIT, once EXITED */
+	uint32_t exit_flags; /* PROTO_EXIT_* once EXITED */
+	uint64_t stdout_len; /* bytes stored so far (the end offset) */
+	uint64_t stderr_len;
+	uint64_t started_ms; /* CLOCK_REALTIME of its start, ms since the epoch */
+};
+_Static_assert(sizeof(struct proto_session_info) == 40, "proto_session_info layout");
 
 /* Little-endian field access, independent of the host's byte order and alignment. */
 static inline uint16_t proto_get_le16(const void *p)

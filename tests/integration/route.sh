@@ -4,7 +4,7 @@
 # /dev/kvm runs payloads and Linux guests alike.
 #
 # usage: route.sh BUILD [--linux] [--alone] [--own-l1] [--timeout SEC] [--memory MiB]
-#                 [--add PATH]... [-e NAME=VAL]... -- CMD [ARG...]
+#                 [--add PATH]... [-e NAME=VAL]... [--forward HOSTPORT:GUESTPORT]... -- CMD [ARG...]
 #
 #   --linux    CMD boots Linux guests (default: payload guests, or none but the VMM's checks)
 #   --alone    natively, no other guest test runs beside CMD (its figures are timings, or its
@@ -14,6 +14,9 @@
 #   --own-l1   an emulated host of its own (tools/devhost/run) rather than the shared one of
 #              tools/devhost/pool: for a command that changes L1 itself
 #   --timeout  each attempt's bound (default 600 s); --memory, --add, -e: as tools/devhost/run
+#   --forward  in the emulated host, this host's 127.0.0.1:HOSTPORT reaches L1's GUESTPORT (a
+#              server CMD starts there, for clients here: tools/devhost/run --forward), in an
+#              L1 of its own; natively nothing (CMD runs here: its server is on this loopback)
 #
 # Where, from `sandbox-vmm --check` (docs/hosts.md): 0, hardware KVM: everything here; 3,
 # kvm-pvm: payloads here, Linux in the emulated host; anything else (no /dev/kvm, or none we
@@ -31,7 +34,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 build=$1
 shift
-linux=0 alone=0 own=0 forced="" timeout=600 opts="" envs=""
+linux=0 alone=0 own=0 forced="" timeout=600 opts="" envs="" fwds=""
 q() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -43,6 +46,7 @@ while [ $# -gt 0 ]; do
 	--timeout) timeout=$2; shift 2 ;;
 	--memory | --add) opts="$opts $1 $(q "$2")"; shift 2 ;;
 	-e) opts="$opts $1 $(q "$2")" envs="$envs $(q "$2")"; shift 2 ;;
+	--forward) fwds="$fwds $1 $(q "$2")" own=1; shift 2 ;;
 	--) shift; break ;;
 	*) echo "route.sh: unknown option $1" >&2; exit 2 ;;
 	esac
@@ -99,7 +103,7 @@ while :; do
 	if [ "$own" = 1 ]; then
 		echo "$(date +%T) boot own-l1 for:$what" >>"$log"
 		# run shares the build dir; the checkout's tests (expect.sh and the like) go too.
-		eval "\"$top/tools/devhost/run\" --timeout \"$timeout\" --build \"$build\" --add \"$top/tests\" $opts --$args"
+		eval "\"$top/tools/devhost/run\" --timeout \"$timeout\" --build \"$build\" --add \"$top/tests\" $opts$fwds --$args"
 	else
 		eval "\"$top/tools/devhost/pool\" exec --timeout \"$timeout\" --build \"$build\" $opts --$args"
 	fi

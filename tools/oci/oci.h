@@ -245,4 +245,160 @@ int oci_image_apply_layer(struct oci_image *img, unsigned i, struct oci_tree *tr
 int oci_build(const char *archive, const char *name, int dirfd, const char *dir,
 	      struct oci_msg *m) __must_check;
 
+/* ---- pulling from a registry (docs/images.md, "Pulling from a registry") ----
+ *
+ *   oci_www_auth.c          a WWW-Authenticate header's challenges (RFC 7235): Bearer or Basic
+ *   oci_registry_ref.c      a reference (host[:port]/repo[:tag|@sha256:...])
+ *   oci_registry_manifest.c a registry's manifest or index, its descriptors, the linux/amd64 one
+ *   oci_registry_http.c     one GET over libcurl: bounded, redirects checked, auth per origin
+ *   oci_registry.c          the pull: /v2/, the token, the manifest, the blobs, an OCI layout
+ *
+ * No globals: two pulls may run at once in two threads (sandboxd's). */
+#define OCI_REF_MAX		512	      /* a reference's text */
+#define OCI_CHALLENGE_MAX	8192	      /* the WWW-Authenticate headers of one answer */
+#define OCI_REALM_MAX		2048	      /* a token realm's URL */
+#define OCI_TOKEN_MAX		(16u << 10)   /* a bearer token (Docker Hub's: ~2 KiB) */
+#define OCI_TOKEN_ANSWER_MAX	(64u << 10)   /* the token server's JSON */
+#define OCI_PULL_LAYERS_DEFAULT (16ull << 30) /* the layers' blobs together, unless told */
+#define OCI_REDIRECTS_MAX	5	      /* hops of one GET (a blob store's redirect) */
+
+struct oci_ref {
+	bool https;	 /* the scheme to the registry */
+	bool loopback;	 /* the host is localhost, 127.0.0.0/8 or [::1] */
+	char host[262];	 /* host[:port] as in the URL ("registry-1.docker.io" for Docker Hub) */
+	char repo[256];	 /* "library/debian" */
+	char tag[129];	 /* "" when by digest */
+	char digest[72]; /* "" when by tag */
+};
+/* Parse `text`: [http://|https://]host[:port]/repo[:tag][@sha256:HEX]; a first component
+ * without '.' or ':' and not "localhost" is Docker Hub's repository (docker.io, library/ for
+ * one component); the tag defaults to "latest". http:// (the default for a loopback host) is
+ * refused for another host unless `insecure`. */
+int oci_ref_parse(const char *text, bool insecure, struct oci_ref *r,
+		  struct oci_msg *m) __must_check;
+/* Is the host of `host` (host[:port], [v6]:port) a loopback one, by its text (no DNS)? */
+bool oci_host_loopback(const char *host);
+
+enum oci_auth_scheme { OCI_AUTH_NONE, OCI_AUTH_BASIC, OCI_AUTH_BEARER };
+struct oci_challenge {
+	enum oci_auth_scheme scheme;
+	char realm[OCI_REALM_MAX + 1];
+	char service[256];
+	char scope[512];
+};
+/* Parse the WWW-Authenticate value(s) `v` (`len` bytes, several headers joined by ", "): the
+ * Bearer challenge if there is one, else the Basic one. -EBADMSG when it does not parse,
+ * -ENOTSUP when it offers neither, -E2BIG for a parameter longer than its field. */
+int oci_www_auth_parse(const char *v, size_t len, struct oci_challenge *c,
+		       struct oci_msg *m) __must_check;
+
+struct oci_desc {
+	char media_type[128]; /* "" when the descriptor has none */
+	char digest[72];
+	uint64_t size;
+	char platform[72]; /* an index's: "os/architecture[/variant]", "" for none */
+	bool attestation;  /* an index's buildx attestation manifest (not an image) */
+};
+enum oci_manifest_kind { OCI_MANIFEST_IMAGE, OCI_MANIFEST_INDEX };
+struct oci_manifest {
+	enum oci_manifest_kind kind;
+	char media_type[128];
+	struct oci_desc config; /* an image's */
+	struct oci_desc *descs; /* an image's layers, or an index's manifests */
+	size_t n;
+};
+/* Parse a manifest's `len` bytes, served as `content_type` (NULL: none), into `man`: an OCI or
+ * Docker v2 image manifest (a config, 1 to OCI_LAYERS_MAX layers) or an index (at most
+ * OCI_CANDIDATES_MAX manifests). The media type is the document's, which its digest covers;
+ * a Content-Type that names another is refused. Free with oci_manifest_free. */
+int oci_manifest_parse(const char *body, size_t len, const char *content_type,
+		       struct oci_manifest *man, struct oci_msg *m) __must_check;
+void oci_manifest_free(struct oci_manifest *man);
+/* The image manifest of index `idx` for linux/amd64 (the first listed): its place in *pick. */
+int oci_index_choose(const struct oci_manifest *idx, size_t *pick, struct oci_msg *m) __must_check;
+
+/* ---- oci_registry_http.c ---- */
+
+/* One pull's connection: a curl handle reused across its GETs, and the bounds. */
+struct oci_http {
+	void *curl;	      /* CURL * */
+	uint64_t deadline_ms; /* now_ms() past which nothing more is read */
+	unsigned connect_timeout_s, stall_s;
+	bool insecure;	     /* http:// to hosts not on loopback */
+	bool allow_loopback; /* a URL to a loopback host (only when the registry is on one) */
+	const char *ca_file; /* NULL: the system's CAs */
+};
+struct oci_http_get {
+	const char *url;
+	const char *accept;	 /* an Accept value, or NULL */
+	const char *auth_header; /* "Authorization: ...", sent to the origin of `url` only */
+	uint64_t max;		 /* bytes of a 2xx body: past it the GET is refused */
+	int fd;			 /* a 2xx body written here; -1: into body/len */
+	/* what came back */
+	long status;
+	char *body; /* a 2xx body when fd < 0; an error's first bytes otherwise (NUL-ended) */
+	size_t len;
+	uint64_t got;		/* the 2xx body's bytes */
+	char sha256[72];	/* of the 2xx body */
+	char content_type[128]; /* printable */
+	char docker_digest[72]; /* Docker-Content-Digest when it is a sha256 digest, else "" */
+	char www_auth[OCI_CHALLENGE_MAX + 1];
+	size_t www_auth_len;
+};
+int oci_http_init(struct oci_http *h, struct oci_msg *m) __must_check;
+void oci_http_free(struct oci_http *h);
+/* GET g->url, following at most OCI_REDIRECTS_MAX redirects to http(s) (http only where the
+ * URL's host is loopback or h->insecure), the auth header dropped for another origin. 0 with
+ * g->status set for any final answer; -errno with `m` naming `what` for a transport failure,
+ * a deadline, a stall, or a body past g->max. Free g->body with free(). */
+int oci_http_get(struct oci_http *h, struct oci_http_get *g, const char *what,
+		 struct oci_msg *m) __must_check;
+/* May a request go to `url`: https, or http to loopback or when insecure; a loopback host only
+ * when h->allow_loopback; no user name in it. */
+bool oci_http_url_allowed(const struct oci_http *h, const char *url);
+
+/* ---- oci_registry.c ---- */
+
+struct oci_pull_req {
+	const char *ref;	     /* see oci_ref_parse */
+	const char *user, *password; /* NULL: anonymous. Never logged, never in a message */
+	const char *ca_file;	     /* NULL: the system's CAs */
+	bool insecure;		     /* http:// to a registry not on loopback */
+	bool refuse_loopback; /* a reference to a loopback host refused (sandboxd's tenants) */
+	uint64_t layers_max;  /* the layers' bytes (0: OCI_PULL_LAYERS_DEFAULT) */
+	unsigned connect_timeout_s; /* 0: 10 s */
+	unsigned stall_s;	    /* no byte for this long ends a GET (0: 30 s) */
+	unsigned deadline_s;	    /* the whole pull (0: 3600 s) */
+	void (*progress)(void *arg, const char *line); /* NULL: silent */
+	void *progress_arg;
+};
+/* Pull q->ref's linux/amd64 image into `layout_dir` (made 0700 when missing; it must be empty)
+ * as an OCI image layout (oci-layout, index.json, blobs/sha256/) that oci_build imports: the
+ * manifest and every blob checked against its digest and size as it streams. On failure `m`
+ * says why in one line (naming the digest of a blob that does not match) and what was written
+ * stays for the caller to remove. */
+int oci_pull(const struct oci_pull_req *q, const char *layout_dir, struct oci_msg *m) __must_check;
+
+/* ---- oci_install.c: an image installed under $SANDBOX_HOME/images ---- */
+
+/* The image's hash (docs/images.md): SHA-256 of the kernel, the initrd, and the rootfs's size
+ * with its first and last MiB; 64 hex digits. */
+int oci_image_hash(const char *kernel, const char *initrd, const char *rootfs,
+		   char out[65]) __must_check;
+/* Copy `src` to the new file `dst`, keeping holes. */
+int oci_copy_sparse(const char *src, const char *dst, mode_t mode) __must_check;
+/* Remove what imports of `name` killed before they could clean up left (.NAME.PID*). */
+void oci_remove_stale_tmp(const char *name);
+/* Copy the kernel and initrd into `tmp` and link or copy `rootfs` there (have_rootfs: tmp has
+ * its rootfs already, and its hash is computed here), write the hash, swap tmp in as `dst`. */
+int oci_image_install(const char *tmp, const char *dst, const char *kernel, const char *initrd,
+		      bool have_rootfs, const char *rootfs, char hash[65]) __must_check;
+/* Import image `name` from the OCI layout or archive `archive` (docs/images.md): built in a
+ * new directory beside its place (made 0700; `prepare`, when not NULL, may first put a layout
+ * in it, tmp/layout, and point *archive at it: the pull), then installed. *hash gets its hash.
+ * 0, or -errno with m saying why; whatever fails, nothing of it is left. */
+int oci_import(const char *name, const char *archive, const char *kernel, const char *initrd,
+	       int (*prepare)(void *arg, int dirfd, const char *tmp, const char **archive),
+	       void *arg, char hash[65], struct oci_msg *m) __must_check;
+
 #endif

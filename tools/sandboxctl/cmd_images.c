@@ -7,310 +7,238 @@
  * by). An import builds the directory beside its place and renames it in, so a reader never
  * sees half an image; importing the same files again changes nothing. images import --oci
  * builds the rootfs (and exec.conf) from an OCI layout or a docker save archive (oci.h) in
- * that same directory beside the image's place, the staging tree inside it.
+ * that same directory beside the image's place, the staging tree inside it. images pull
+ * runs sandbox-pull (oci.h's oci_pull as a program: sandboxctl is static, libcurl cannot be)
+ * into a layout in that same directory, then imports it as --oci does.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "oci.h"
 #include "sandboxctl.h"
-
-#define SAMPLE_LEN (1u << 20)
-
-/* Hash `len` bytes of `fd` from `off` into `ctx`. */
-static int hash_range(EVP_MD_CTX *ctx, int fd, off_t off, uint64_t len)
-{
-	static uint8_t buf[1 << 16];
-
-	while (len) {
-		ssize_t n = pread(fd, buf, len < sizeof(buf) ? len : sizeof(buf), off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		EVP_DigestUpdate(ctx, buf, (size_t)n);
-		off += n;
-		len -= (uint64_t)n;
-	}
-	return 0;
-}
-
-/* The image's hash, as 64 hex digits. */
-static int image_hash(const char *kernel, const char *initrd, const char *rootfs, char out[65])
-{
-	const char *files[] = {kernel, initrd, rootfs};
-	uint8_t md[32];
-	unsigned mdlen = 0;
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	int err = 0;
-
-	if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
-		EVP_MD_CTX_free(ctx);
-		return -ENOMEM;
-	}
-	for (int i = 0; i < 3 && !err; i++) {
-		struct stat st;
-		uint64_t size;
-		int fd = open(files[i], O_RDONLY | O_CLOEXEC);
-
-		if (fd < 0 || fstat(fd, &st) < 0) {
-			err = -errno;
-			if (fd >= 0)
-				close(fd);
-			break;
-		}
-		size = (uint64_t)st.st_size;
-		EVP_DigestUpdate(ctx, &size, sizeof(size));
-		if (i < 2 || size <= 2 * SAMPLE_LEN) {
-			err = hash_range(ctx, fd, 0, size);
-		} else {
-			err = hash_range(ctx, fd, 0, SAMPLE_LEN);
-			if (!err)
-				err = hash_range(ctx, fd, (off_t)(size - SAMPLE_LEN), SAMPLE_LEN);
-		}
-		close(fd);
-	}
-	if (!err && !EVP_DigestFinal_ex(ctx, md, &mdlen))
-		err = -EIO;
-	EVP_MD_CTX_free(ctx);
-	for (unsigned i = 0; !err && i < 32; i++)
-		sprintf(out + 2 * i, "%02x", md[i]);
-	return err;
-}
-
-/* pread/pwrite up to `len` bytes, for file systems copy_file_range cannot cross. */
-static ssize_t copy_plain(int in, off_t *off_in, int out, off_t *off_out, off_t len)
-{
-	static uint8_t buf[1 << 16];
-	ssize_t n = pread(in, buf, len < (off_t)sizeof(buf) ? (size_t)len : sizeof(buf), *off_in);
-
-	if (n <= 0)
-		return n;
-	if (pwrite(out, buf, (size_t)n, *off_out) != n)
-		return -1;
-	*off_in += n;
-	*off_out += n;
-	return n;
-}
-
-/* Copy `src` to the new file `dst`, keeping holes. */
-static int copy_sparse(const char *src, const char *dst, mode_t mode)
-{
-	struct stat st;
-	int in, out = -1, err = 0;
-	off_t data = 0, hole;
-
-	in = open(src, O_RDONLY | O_CLOEXEC);
-	if (in < 0)
-		return -errno;
-	if (fstat(in, &st) < 0 || !S_ISREG(st.st_mode)) {
-		err = -EINVAL;
-		goto out;
-	}
-	out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-	if (out < 0 || ftruncate(out, st.st_size) < 0) {
-		err = -errno;
-		goto out;
-	}
-	while (data < st.st_size) {
-		data = lseek(in, data, SEEK_DATA);
-		if (data < 0) {
-			if (errno == ENXIO)
-				break; /* only a hole is left */
-			err = -errno;
-			goto out;
-		}
-		hole = lseek(in, data, SEEK_HOLE);
-		if (hole < 0) {
-			err = -errno;
-			goto out;
-		}
-		for (off_t off_in = data, off_out = data; off_in < hole;) {
-			ssize_t n = copy_file_range(in, &off_in, out, &off_out,
-						    (size_t)(hole - off_in), 0);
-
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS ||
-				      errno == EOPNOTSUPP))
-				n = copy_plain(in, &off_in, out, &off_out, hole - off_in);
-			if (n <= 0) {
-				err = n < 0 ? -errno : -EIO;
-				goto out;
-			}
-		}
-		data = hole;
-	}
-	if (fsync(out) < 0)
-		err = -errno;
-out:
-	if (out >= 0)
-		close(out);
-	close(in);
-	return err;
-}
-
-/* Remove what imports of `name` killed before they could clean up left: .NAME.PID whose
- * process is gone. */
-static void remove_stale_tmp(const char *name)
-{
-	char dir[4096], prefix[NAME_MAX_LEN + 3];
-	struct dirent *e;
-	DIR *d;
-
-	if (path_fmt(dir, sizeof(dir), "%s/images", state_home()) < 0 || !(d = opendir(dir)))
-		return;
-	snprintf(prefix, sizeof(prefix), ".%s.", name);
-	while ((e = readdir(d))) {
-		uint64_t pid;
-
-		if (strncmp(e->d_name, prefix, strlen(prefix)) != 0 ||
-		    !parse_u64(e->d_name + strlen(prefix), 1, 0x7fffffff, &pid))
-			continue;
-		if (kill((pid_t)pid, 0) < 0 && errno == ESRCH)
-			oci_rmtree(dirfd(d), e->d_name);
-	}
-	closedir(d);
-}
 
 static void import_signal(int sig)
 {
 	oci_interrupted = sig;
 }
 
-/* Copy the kernel and initrd into `tmp` and link or copy `rootfs` there (have_rootfs: tmp has
- * its rootfs already, and its hash is computed here), write the hash, swap tmp in as `dst`. */
-static int image_install(const char *tmp, const char *dst, const char *kernel, const char *initrd,
-			 bool have_rootfs, const char *rootfs, char hash[65])
+/* images pull: what sandbox-pull is given (the password it reads from our stdin itself). */
+struct pull_args {
+	const char *ref, *user, *ca_file, *timeout;
+	bool insecure;
+};
+
+/* Run sandbox-pull into the new directory `layout`: 0, or -1 once it said why (its stderr is
+ * ours). ^C: it gets the signal too (the same process group); we end it if it lingers. */
+static int run_pull(const struct pull_args *pa, const char *layout)
 {
-	char p[4200];
-	int err;
+	char prog[4096];
+	const char *argv[16];
+	unsigned n = 0;
+	int status;
+	pid_t pid;
 
-	if ((err = path_fmt(p, sizeof(p), "%s/kernel", tmp)) < 0 ||
-	    (err = copy_sparse(kernel, p, 0444)) < 0)
-		return err;
-	if ((err = path_fmt(p, sizeof(p), "%s/initrd", tmp)) < 0 ||
-	    (err = copy_sparse(initrd, p, 0444)) < 0)
-		return err;
-	if ((err = path_fmt(p, sizeof(p), "%s/rootfs", tmp)) < 0)
-		return err;
-	if (!have_rootfs && link(rootfs, p) < 0 && (err = copy_sparse(rootfs, p, 0444)) < 0)
-		return err;
-	if (have_rootfs) {
-		char k[4200], i[4200];
+	if (program_find("SANDBOX_PULL", "tools/oci", "sandbox-pull", prog, sizeof(prog)) < 0)
+		return -1;
+	argv[n++] = prog;
+	argv[n++] = pa->ref;
+	argv[n++] = layout;
+	if (pa->user) {
+		argv[n++] = "--user";
+		argv[n++] = pa->user;
+		argv[n++] = "--password-stdin";
+	}
+	if (pa->insecure)
+		argv[n++] = "--insecure";
+	if (pa->ca_file) {
+		argv[n++] = "--ca-file";
+		argv[n++] = pa->ca_file;
+	}
+	if (pa->timeout) {
+		argv[n++] = "--timeout";
+		argv[n++] = pa->timeout;
+	}
+	argv[n] = NULL;
+	fflush(NULL);
+	if ((pid = fork()) < 0) {
+		errmsg("images pull: fork: %s", strerror(errno));
+		return -1;
+	}
+	if (pid == 0) {
+		execv(prog, (char *const *)argv);
+		fprintf(stderr, "sandboxctl: images pull: cannot run %s: %s\n", prog,
+			strerror(errno));
+		_exit(127);
+	}
+	while (waitpid(pid, &status, 0) < 0) {
+		if (errno != EINTR)
+			return -1;
+		if (oci_interrupted)
+			kill(pid, SIGTERM);
+	}
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
 
-		if ((err = path_fmt(k, sizeof(k), "%s/kernel", tmp)) < 0 ||
-		    (err = path_fmt(i, sizeof(i), "%s/initrd", tmp)) < 0 ||
-		    (err = image_hash(k, i, p, hash)) < 0)
-			return err;
-	}
-	if ((err = path_fmt(p, sizeof(p), "%s/hash", tmp)) < 0)
-		return err;
-	hash[64] = '\n';
-	err = write_file_atomic(p, hash, 65, 0444);
-	hash[64] = '\0';
-	if (err < 0)
-		return err;
-	/* Swap the new directory in; the old one (if any) ends up at tmp and is removed. */
-	if (renameat2(AT_FDCWD, tmp, AT_FDCWD, dst, RENAME_EXCHANGE) < 0) {
-		if (errno != ENOENT || rename(tmp, dst) < 0)
-			return -errno;
-	}
+/* images pull: sandbox-pull into the new image's directory, as oci_import's prepare. */
+static int pull_prepare(void *arg, int dirfd, const char *tmp, const char **archive)
+{
+	static char layout[4200];
+
+	if (path_fmt(layout, sizeof(layout), "%s/layout", tmp) < 0 || run_pull(arg, layout) < 0)
+		return -EIO;
+	*archive = layout;
 	return 0;
 }
 
 /* images import NAME --oci ARCHIVE: the rootfs made from the archive in the new image's
- * directory (beside its place), then installed as any import. */
+ * directory (beside its place), then installed as any import (oci_import). images pull NAME
+ * REF (`pull` set): the archive is a layout pulled into that directory first, removed before
+ * the swap. */
 static int images_import_oci(const char *name, const char *archive, const char *kernel,
-			     const char *initrd)
+			     const char *initrd, const struct pull_args *pull)
 {
 	struct sigaction sa = {.sa_handler = import_signal}, old_sa[3];
 	static const int sigs[3] = {SIGINT, SIGTERM, SIGHUP};
 	struct oci_msg *m = calloc(1, sizeof(*m));
-	char tmp[4096], dst[4096], hash[65];
+	char dst[4096], hash[65];
 	uint64_t t0 = now_ms();
 	struct stat st;
-	int dirfd = -1, err, status = EXIT_ERR;
+	int err, status = EXIT_ERR;
 
 	if (!m)
 		return EXIT_ERR;
-	if (stat(kernel, &st) < 0 || !S_ISREG(st.st_mode) || stat(initrd, &st) < 0 ||
-	    !S_ISREG(st.st_mode)) {
-		errmsg("images import %s: cannot read the kernel %s or the initrd %s", name, kernel,
-		       initrd);
-		free(m);
-		return EXIT_ERR;
-	}
-	if ((err = state_init()) < 0) {
-		errmsg("cannot create %s: %s", state_home(), strerror(-err));
-		free(m);
-		return EXIT_ERR;
-	}
-	if ((err = path_fmt(dst, sizeof(dst), "%s/images/%s", state_home(), name)) < 0 ||
-	    (err = path_fmt(tmp, sizeof(tmp), "%s/images/.%s.%d", state_home(), name,
-			    (int)getpid())) < 0) {
-		errmsg("images import %s: %s", name, strerror(-err));
-		free(m);
-		return EXIT_ERR;
-	}
-	remove_stale_tmp(name);
-	oci_rmtree(AT_FDCWD, tmp);
 	sigemptyset(&sa.sa_mask);
 	for (int i = 0; i < 3; i++) {
 		sigaction(sigs[i], &sa, &old_sa[i]);
 		if (old_sa[i].sa_handler == SIG_IGN) /* nohup, a background job: stays ignored */
 			sigaction(sigs[i], &old_sa[i], NULL);
 	}
-	/* 0700 while the staging tree is in it: the image's setuid-root files must not be
-	 * reachable by this host's users (to run, or to hard-link away) even for a moment */
-	if (mkdir(tmp, 0700) < 0 ||
-	    (dirfd = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-		errmsg("images import %s: %s: %s", name, tmp, strerror(errno));
-		goto out;
-	}
-	if (oci_build(archive, name, dirfd, tmp, m) < 0) {
-		errmsg("%s: %s", archive, m->text[0] ? m->text : "failed");
-		goto out;
-	}
-	if (fchmod(dirfd, 0755) < 0) {
-		errmsg("images import %s: %s: %s", name, tmp, strerror(errno));
-		goto out;
-	}
-	if ((err = image_install(tmp, dst, kernel, initrd, true, NULL, hash)) < 0) {
-		errmsg("images import %s: %s", name, strerror(-err));
-		goto out;
-	}
-	if (stat(dst, &st) == 0) {
+	err = oci_import(name, archive, kernel, initrd, pull ? pull_prepare : NULL, (void *)pull,
+			 hash, m);
+	if (err == -EIO && pull && !m->text[0]) {
+		/* sandbox-pull said why on our stderr */
+	} else if (err < 0) {
+		errmsg("%s: %s", pull ? pull->ref : archive, m->text[0] ? m->text : strerror(-err));
+	} else {
 		char p[4200];
 
-		if (path_fmt(p, sizeof(p), "%s/rootfs", dst) == 0 && stat(p, &st) == 0)
+		if (path_fmt(dst, sizeof(dst), "%s/images/%s", state_home(), name) == 0 &&
+		    path_fmt(p, sizeof(p), "%s/rootfs", dst) == 0 && stat(p, &st) == 0)
 			printf("image %s: installed (%.12s) from %s in %.1f s: rootfs %lluM, %lluM "
 			       "used\n",
-			       name, hash, archive, (double)(now_ms() - t0) / 1e3,
-			       (unsigned long long)st.st_size >> 20,
+			       name, hash, pull ? pull->ref : archive,
+			       (double)(now_ms() - t0) / 1e3, (unsigned long long)st.st_size >> 20,
 			       (unsigned long long)st.st_blocks * 512 >> 20);
+		status = EXIT_OK;
 	}
-	status = EXIT_OK;
-out:
-	if (dirfd >= 0)
-		close(dirfd);
-	oci_rmtree(AT_FDCWD, tmp); /* the old image after a swap, else what we made */
 	for (int i = 0; i < 3; i++)
 		sigaction(sigs[i], &old_sa[i], NULL);
 	if (status != EXIT_OK && oci_interrupted)
 		status = 128 + oci_interrupted;
 	free(m);
 	return status;
+}
+
+/* The debian image's kernel and initrd, else busybox's: -1 once it said there is neither. */
+static int default_kernel(const char *verb, const char *name, char *kernel, char *initrd,
+			  size_t len)
+{
+	static const char *const from[] = {"debian", "busybox"};
+
+	for (int i = 0; i < 2; i++)
+		if (image_path(from[i], "kernel", kernel, len) == 0 &&
+		    image_path(from[i], "initrd", initrd, len) == 0)
+			return 0;
+	errmsg("images %s %s: no debian or busybox image to take the kernel and initrd from: "
+	       "give --kernel and --initrd",
+	       verb, name);
+	return -1;
+}
+
+/* images pull NAME REF [--user U --password-stdin] [--insecure] [--ca-file F] [--timeout S]
+ * [--kernel K --initrd I] */
+static int images_pull(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"user", required_argument, NULL, 'u'},
+		{"password-stdin", no_argument, NULL, 'p'},
+		{"insecure", no_argument, NULL, 'k'},
+		{"ca-file", required_argument, NULL, 'c'},
+		{"timeout", required_argument, NULL, 't'},
+		{"kernel", required_argument, NULL, 'K'},
+		{"initrd", required_argument, NULL, 'i'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	struct pull_args pa = {0};
+	const char *kernel = NULL, *initrd = NULL, *name;
+	char def_kernel[4200], def_initrd[4200];
+	bool pw_stdin = false;
+	uint64_t v;
+	int c;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'u':
+			pa.user = optarg;
+			break;
+		case 'p':
+			pw_stdin = true;
+			break;
+		case 'k':
+			pa.insecure = true;
+			break;
+		case 'c':
+			pa.ca_file = optarg;
+			break;
+		case 't':
+			if (!parse_u64(optarg, 1, 86400, &v)) {
+				errmsg("images pull: --timeout takes 1 to 86400 seconds");
+				return EXIT_USAGE;
+			}
+			pa.timeout = optarg;
+			break;
+		case 'K':
+			kernel = optarg;
+			break;
+		case 'i':
+			initrd = optarg;
+			break;
+		case 'h':
+			return ctl_help("images");
+		default:
+			return ctl_usage("images");
+		}
+	}
+	if (optind + 2 != argc || !pa.user != !pw_stdin || !kernel != !initrd) {
+		errmsg("images pull: give NAME and REF; --user with --password-stdin; --kernel "
+		       "with --initrd");
+		return EXIT_USAGE;
+	}
+	name = argv[optind];
+	pa.ref = argv[optind + 1];
+	if (!valid_name(name)) {
+		errmsg("images pull: '%s' is not a valid image name ([A-Za-z0-9][A-Za-z0-9._-]*)",
+		       name);
+		return EXIT_USAGE;
+	}
+	if (!kernel) {
+		if (default_kernel("pull", name, def_kernel, def_initrd, sizeof(def_kernel)) < 0)
+			return EXIT_USAGE;
+		kernel = def_kernel;
+		initrd = def_initrd;
+	}
+	return images_import_oci(name, NULL, kernel, initrd, &pa);
 }
 
 static int images_import(int argc, char **argv)
@@ -361,26 +289,14 @@ static int images_import(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	if (oci && !kernel) {
-		const char *from = "debian";
-
-		if (image_path(from, "kernel", def_kernel, sizeof(def_kernel)) < 0 ||
-		    image_path(from, "initrd", def_initrd, sizeof(def_initrd)) < 0) {
-			from = "busybox";
-			if (image_path(from, "kernel", def_kernel, sizeof(def_kernel)) < 0 ||
-			    image_path(from, "initrd", def_initrd, sizeof(def_initrd)) < 0) {
-				errmsg("images import %s: no debian or busybox image to take the "
-				       "kernel "
-				       "and initrd from: give --kernel and --initrd",
-				       name);
-				return EXIT_USAGE;
-			}
-		}
+		if (default_kernel("import", name, def_kernel, def_initrd, sizeof(def_kernel)) < 0)
+			return EXIT_USAGE;
 		kernel = def_kernel;
 		initrd = def_initrd;
 	}
 	if (oci)
-		return images_import_oci(name, oci, kernel, initrd);
-	if ((err = image_hash(kernel, initrd, rootfs, hash)) < 0) {
+		return images_import_oci(name, oci, kernel, initrd, NULL);
+	if ((err = oci_image_hash(kernel, initrd, rootfs, hash)) < 0) {
 		errmsg("images import %s: cannot read the kernel, initrd or rootfs: %s", name,
 		       strerror(-err));
 		return EXIT_ERR;
@@ -407,7 +323,7 @@ static int images_import(int argc, char **argv)
 		err = -errno;
 		goto fail;
 	}
-	if ((err = image_install(tmp, dst, kernel, initrd, false, rootfs, hash)) < 0)
+	if ((err = oci_image_install(tmp, dst, kernel, initrd, false, rootfs, hash)) < 0)
 		goto fail_tmp;
 	remove_flat_dir(tmp);
 	printf("image %s: installed (%.12s)\n", name, hash);
@@ -457,6 +373,8 @@ int cmd_images(int argc, char **argv)
 		return argc <= 2 ? images_list() : ctl_usage("images");
 	if (strcmp(argv[1], "import") == 0)
 		return images_import(argc - 1, argv + 1);
+	if (strcmp(argv[1], "pull") == 0)
+		return images_pull(argc - 1, argv + 1);
 	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
 		return ctl_help("images");
 	}

@@ -210,6 +210,8 @@ static const char images_usage[] =
 	"usage: sandboxctl images [ls]\n"
 	"       sandboxctl images import NAME --kernel PATH --initrd PATH --rootfs PATH\n"
 	"       sandboxctl images import NAME --oci ARCHIVE [--kernel PATH --initrd PATH]\n"
+	"       sandboxctl images pull NAME REF [--user U --password-stdin] [--insecure]\n"
+	"                [--ca-file FILE] [--timeout SECONDS] [--kernel PATH --initrd PATH]\n"
 	"\n"
 	"ls       list the installed images (the default)\n"
 	"import   install (or update) image NAME from a guest kernel, an initramfs holding\n"
@@ -219,7 +221,15 @@ static const char images_usage[] =
 	"         a docker save archive: its linux/amd64 image's layers, checked by their\n"
 	"         digests; its Env, WorkingDir, User, Entrypoint and Cmd become exec's and run's\n"
 	"         defaults (exec.conf). The kernel and initrd default to the debian image's, else\n"
-	"         busybox's. Everything in the archive is checked: see docs/images.md\n";
+	"         busybox's. Everything in the archive is checked: see docs/images.md\n"
+	"pull     install (or update) image NAME from a registry (HTTP API v2): REF is\n"
+	"         [http://|https://]HOST[:PORT]/REPO[:TAG|@sha256:HEX] (Docker Hub without a\n"
+	"         HOST); its linux/amd64 image, every blob checked by its digest, imported\n"
+	"         as --oci. --user with --password-stdin: the password is read from stdin\n"
+	"         (for the registry's token server, or its Basic auth). https, but http://\n"
+	"         to a loopback host; --insecure allows http:// to others. --ca-file: the CAs\n"
+	"         to trust instead of the system's. --timeout: the whole pull (default 3600 s;\n"
+	"         a registry silent for 30 s fails sooner). Runs sandbox-pull ($SANDBOX_PULL)\n";
 
 static const char net_usage[] =
 	"usage: sandboxctl net policy ID\n"
@@ -262,7 +272,7 @@ const struct ctl_command ctl_commands[] = {
 	{"suspend", cmd_suspend, "snapshot a sandbox to disk and end its VM (resume ID)",
 	 suspend_usage, suspend_usage},
 	{"snapshots", cmd_snapshots, "list snapshots", snapshots_usage, snapshots_usage},
-	{"images", cmd_images, "list or import images", images_usage, images_usage},
+	{"images", cmd_images, "list, import or pull images", images_usage, images_usage},
 	{"net", cmd_net, "a sandbox's network policy and audit log", net_usage, net_usage},
 	{"port", cmd_port, "forward a host port on 127.0.0.1 to a sandbox's port", port_usage,
 	 port_usage},

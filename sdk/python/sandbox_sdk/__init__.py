@@ -4,9 +4,11 @@
 from ._calls import CommandResult, EntryInfo
 from .aio import AsyncCommandHandle, AsyncSandbox
 from .aio import wait_all as async_wait_all
-from .errors import (AgentError, CommandExitError, CommandNotFoundError, CommandTimeoutError,
-                     ConnectionLostError, FileNotFoundInSandboxError, SandboxError,
-                     SandboxNotFoundError, SandboxStateError)
+from ._remote import RemoteCommandHandle, RemoteSandbox
+from .errors import (AgentError, AuthenticationError, CommandExitError, CommandNotFoundError,
+                     CommandTimeoutError, ConnectionLostError, FileNotFoundInSandboxError,
+                     QuotaExceededError, RemoteUnsupportedError, SandboxError,
+                     SandboxNotFoundError, SandboxStateError, ServiceError)
 from .sandbox import CommandHandle, Files, Sandbox, wait_all
 
 __version__ = "0.1.0"
@@ -14,5 +16,7 @@ __all__ = [
     "Sandbox", "AsyncSandbox", "CommandHandle", "AsyncCommandHandle", "CommandResult",
     "EntryInfo", "Files", "wait_all", "async_wait_all", "SandboxError", "SandboxNotFoundError",
     "SandboxStateError", "ConnectionLostError", "AgentError", "FileNotFoundInSandboxError",
-    "CommandExitError", "CommandNotFoundError", "CommandTimeoutError",
+    "CommandExitError", "CommandNotFoundError", "CommandTimeoutError", "RemoteSandbox",
+    "RemoteCommandHandle", "ServiceError", "AuthenticationError", "QuotaExceededError",
+    "RemoteUnsupportedError",
 ]

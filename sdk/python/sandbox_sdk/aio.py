@@ -19,6 +19,8 @@ from . import _calls as c
 from . import _host as h
 from . import _wire as w
 from ._conn import SEND_STALL
+from ._http import env_url
+from ._remote_aio import AsyncRemoteSandbox
 from .errors import ConnectionLostError, SandboxError, SandboxStateError, printable
 
 
@@ -334,23 +336,36 @@ class AsyncSandbox:
 
     @classmethod
     async def create(cls, image=None, cpus=None, memory=None, network=None, name=None,
-                     timeout=60, ttl=None, disk_size=None, cold=False, sandboxctl=None):
+                     timeout=60, ttl=None, disk_size=None, cold=False, sandboxctl=None,
+                     api_url=None, api_key=None, **remote):
+        if env_url(api_url):  # remote mode: an AsyncRemoteSandbox (_remote_aio.py)
+            return await AsyncRemoteSandbox.create(image, cpus, memory, network, name,
+                                                   timeout, ttl, disk_size, cold, api_url,
+                                                   api_key, **remote)
+        if remote:
+            raise TypeError("%s: remote mode's only (give api_url)" % ", ".join(remote))
         args = h.create_args(image, cpus, memory, network, name, timeout, ttl, disk_size, cold)
         out = await _ctl(args, sandboxctl, (timeout or 60) + 60)
         return cls(h.resolve(out[-1]), True, sandboxctl)
 
     @classmethod
-    async def connect(cls, ref, sandboxctl=None):
+    async def connect(cls, ref, sandboxctl=None, api_url=None, api_key=None):
+        if env_url(api_url):
+            return await AsyncRemoteSandbox.connect(ref, api_url, api_key)
         return cls(h.resolve(ref), False, sandboxctl)
 
     @classmethod
-    async def restore(cls, snapshot, name=None, sandboxctl=None):
+    async def restore(cls, snapshot, name=None, sandboxctl=None, api_url=None, api_key=None):
+        if env_url(api_url):
+            return await AsyncRemoteSandbox.restore(snapshot, name, api_url, api_key)
         args = ["restore"] + (["--name", name] if name else []) + [snapshot]
         out = await _ctl(args, sandboxctl, 180)
         return cls(h.resolve(out[-1]), True, sandboxctl)
 
     @staticmethod
-    async def remove_snapshot(name, sandboxctl=None):
+    async def remove_snapshot(name, sandboxctl=None, api_url=None, api_key=None):
+        if env_url(api_url):
+            return await AsyncRemoteSandbox.remove_snapshot(name, api_url, api_key)
         await _ctl(["snapshot", "rm", name], sandboxctl, 60)
 
     async def fork(self, n=1):

@@ -77,3 +77,35 @@ def _tail(stderr):
     if not text:
         return ""
     return ": " + printable(text.splitlines()[-1][:200])
+
+
+class ServiceError(SandboxError):
+    """The sandbox service (remote mode, docs/sdk.md) refused a call: `status` (HTTP),
+    `error_type` (its `detail.error`, e.g. "Conflict", "CrashLoop") and the message."""
+
+    def __init__(self, message, status=0, error_type=""):
+        super().__init__(printable(message))
+        self.status, self.error_type = status, error_type
+
+
+class AuthenticationError(ServiceError, PermissionError):
+    """The service refused the API key (HTTP 401 or 403)."""
+
+
+class QuotaExceededError(ServiceError):
+    """A quota of the key's workspace is reached (HTTP 429); `quota_type` is "sandbox_count",
+    "cpu", "memory", "storage", "snapshot_count" or "unknown", read from the message as the
+    LangSmith clients read it."""
+
+    def __init__(self, message, status=429, error_type=""):
+        super().__init__(message, status, error_type)
+        low = message.lower()
+        self.quota_type = ("snapshot_count" if "snapshot" in low else
+                           "sandbox_count" if "sandbox" in low else
+                           "cpu" if "cpu" in low else "memory" if "memory" in low else
+                           "storage" if "storage" in low else "unknown")
+
+
+class RemoteUnsupportedError(SandboxError, NotImplementedError):
+    """A call of the local SDK that the service's API has no equivalent for (fork, pause, an
+    argv command, ...): the message names it."""

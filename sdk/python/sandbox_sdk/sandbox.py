@@ -19,6 +19,8 @@ from . import _calls as c
 from . import _host as h
 from . import _wire as w
 from ._conn import AgentConnection, api_call
+from ._http import env_url
+from ._remote import RemoteSandbox
 from .errors import SandboxError, SandboxStateError
 
 
@@ -154,22 +156,33 @@ class Sandbox:
 
     @classmethod
     def create(cls, image=None, cpus=None, memory=None, network=None, name=None, timeout=60,
-               ttl=None, disk_size=None, cold=False, sandboxctl=None):
+               ttl=None, disk_size=None, cold=False, sandboxctl=None, api_url=None,
+               api_key=None, **remote):
         """A new sandbox (sandboxctl create: a warm create restores the image's ready
         snapshot). network: "proxy" (default: the egress proxy's default policy), "none",
-        or a policy {"allow": [...], "deny": [...], "deny_all": True, ...}."""
+        or a policy {"allow": [...], "deny": [...], "deny_all": True, ...}. With api_url (or
+        $SANDBOX_API_URL) and api_key, a RemoteSandbox of that service (_remote.py)."""
+        if env_url(api_url):
+            return RemoteSandbox.create(image, cpus, memory, network, name, timeout, ttl,
+                                        disk_size, cold, api_url, api_key, **remote)
+        if remote:
+            raise TypeError("%s: remote mode's only (give api_url)" % ", ".join(remote))
         args = h.create_args(image, cpus, memory, network, name, timeout, ttl, disk_size, cold)
         out = h.ctl(args, sandboxctl, timeout=(timeout or 60) + 60)
         return cls(h.resolve(out[-1]), owned=True, sandboxctl=sandboxctl)
 
     @classmethod
-    def connect(cls, ref, sandboxctl=None):
+    def connect(cls, ref, sandboxctl=None, api_url=None, api_key=None):
         """The existing sandbox of id, unique id prefix or name (SandboxNotFoundError)."""
+        if env_url(api_url):
+            return RemoteSandbox.connect(ref, api_url, api_key)
         return cls(h.resolve(ref), owned=False, sandboxctl=sandboxctl)
 
     @classmethod
-    def restore(cls, snapshot, name=None, sandboxctl=None):
+    def restore(cls, snapshot, name=None, sandboxctl=None, api_url=None, api_key=None):
         """A new sandbox going on from snapshot `snapshot`'s moment."""
+        if env_url(api_url):
+            return RemoteSandbox.restore(snapshot, name, api_url, api_key)
         args = ["restore"] + (["--name", name] if name else []) + [snapshot]
         out = h.ctl(args, sandboxctl, timeout=180)
         return cls(h.resolve(out[-1]), owned=True, sandboxctl=sandboxctl)
@@ -186,8 +199,10 @@ class Sandbox:
         return name
 
     @staticmethod
-    def remove_snapshot(name, sandboxctl=None):
+    def remove_snapshot(name, sandboxctl=None, api_url=None, api_key=None):
         """Remove snapshot `name` (refused while a sandbox or snapshot depends on it)."""
+        if env_url(api_url):
+            return RemoteSandbox.remove_snapshot(name, api_url, api_key)
         h.ctl(["snapshot", "rm", name], sandboxctl, timeout=60)
 
     def pause(self):

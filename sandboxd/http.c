@@ -1,0 +1,600 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * HTTP on the loop (libwebsockets): a request's head, its body (bounded by its route), the
+ * key's check, the dispatch to a handler, the response. A WebSocket upgrade of the same
+ * connection goes to ws_exec.c. One struct sd_conn per connection, reset per request (keep-
+ * alive); a request parked on a job holds a struct sd_pending, which outlives its
+ * connection so that a job finishing after the client left finds it gone, not freed memory.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <libwebsockets.h>
+
+#include "sandboxd.h"
+
+/* Bytes the uploads being received may take (SD_UPLOADS_INFLIGHT in all). */
+static uint64_t uploads_inflight;
+
+struct sd_pending {
+	struct sd_req *q; /* NULL once its connection closed */
+	void (*cancel)(void *arg);
+	void *arg;
+};
+
+void pending_on_cancel(struct sd_pending *p, void (*cancel)(void *arg), void *arg)
+{
+	p->cancel = cancel;
+	p->arg = arg;
+}
+
+/* Failed authentications: a small table of peers, each a token bucket (AUTH_FAIL_BURST
+ * failures, refilled AUTH_FAIL_PER_S a second); a peer over it gets 429 before any key
+ * check. Bounded: the oldest entry is reused. */
+#define AUTH_PEERS	1024
+#define AUTH_FAIL_BURST 20
+#define AUTH_FAIL_PER_S 5
+static struct {
+	char peer[64];
+	double tokens;
+	uint64_t at_ms;
+} auth_peers[AUTH_PEERS];
+
+static int auth_slot(const char *peer)
+{
+	int oldest = 0;
+
+	for (int i = 0; i < AUTH_PEERS; i++) {
+		if (strcmp(auth_peers[i].peer, peer) == 0)
+			return i;
+		if (auth_peers[i].at_ms < auth_peers[oldest].at_ms)
+			oldest = i;
+	}
+	snprintf(auth_peers[oldest].peer, sizeof(auth_peers[oldest].peer), "%s", peer);
+	auth_peers[oldest].tokens = AUTH_FAIL_BURST;
+	auth_peers[oldest].at_ms = sd_now_ms();
+	return oldest;
+}
+
+static double auth_tokens(const char *peer)
+{
+	int i = auth_slot(peer);
+	uint64_t now = sd_now_ms();
+	double t = auth_peers[i].tokens +
+		   (double)(now - auth_peers[i].at_ms) * AUTH_FAIL_PER_S / 1000.0;
+
+	auth_peers[i].tokens = t > AUTH_FAIL_BURST ? AUTH_FAIL_BURST : t;
+	auth_peers[i].at_ms = now;
+	return auth_peers[i].tokens;
+}
+
+bool auth_limited(const char *peer)
+{
+	return auth_tokens(peer) < 1.0;
+}
+
+void auth_failed(const char *peer)
+{
+	int i = auth_slot(peer);
+
+	(void)auth_tokens(peer);
+	auth_peers[i].tokens -= 1.0;
+	metrics_auth_failed();
+}
+
+const struct sd_key *auth_check(struct lws *wsi, const char *peer, int *status)
+{
+	char key[SD_KEY_TEXT_LEN + 2];
+
+	if (auth_limited(peer)) {
+		*status = 429;
+		return NULL;
+	}
+	int n = lws_hdr_custom_copy(wsi, key, sizeof(key), "x-api-key:", 10);
+	const struct sd_key *k = n > 0 && n <= SD_KEY_TEXT_LEN ? keys_check(key) : NULL;
+
+	explicit_bzero(key, sizeof(key));
+	if (!k) {
+		auth_failed(peer);
+		*status = 401;
+	}
+	return k;
+}
+
+int req_header(struct sd_req *q, const char *name_colon, char *out, size_t len)
+{
+	static const struct {
+		const char *name;
+		enum lws_token_indexes tok;
+	} known[] = {
+		{"range:", WSI_TOKEN_HTTP_RANGE},
+		{"if-range:", WSI_TOKEN_HTTP_IF_RANGE},
+		{"if-none-match:", WSI_TOKEN_HTTP_IF_NONE_MATCH},
+		{"content-type:", WSI_TOKEN_HTTP_CONTENT_TYPE},
+		{"host:", WSI_TOKEN_HOST},
+	};
+	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+		if (strcmp(known[i].name, name_colon) == 0) {
+			if (lws_hdr_total_length(q->wsi, known[i].tok) <= 0)
+				return -1;
+			return lws_hdr_copy(q->wsi, out, (int)len, known[i].tok);
+		}
+	int n = lws_hdr_custom_length(q->wsi, name_colon, (int)strlen(name_colon));
+
+	if (n < 0 || (size_t)n >= len)
+		return -1;
+	return lws_hdr_custom_copy(q->wsi, out, (int)len, name_colon, (int)strlen(name_colon));
+}
+
+int req_query(struct sd_req *q, const char *name, char *out, size_t len)
+{
+	char frag[8192];
+	size_t nl = strlen(name);
+
+	for (int i = 0; i < 64; i++) {
+		int n = lws_hdr_copy_fragment(q->wsi, frag, sizeof(frag), WSI_TOKEN_HTTP_URI_ARGS,
+					      i);
+
+		if (n < 0)
+			break;
+		if (strncmp(frag, name, nl) == 0 && frag[nl] == '=') {
+			if (strlen(frag + nl + 1) >= len)
+				return -E2BIG;
+			strcpy(out, frag + nl + 1);
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+void req_add_header(struct sd_req *q, const char *name, const char *value)
+{
+	if (q->nextra >= REQ_EXTRA_HEADERS)
+		return;
+	snprintf(q->extra[q->nextra].name, sizeof(q->extra[0].name), "%s", name);
+	snprintf(q->extra[q->nextra].value, sizeof(q->extra[0].value), "%s", value);
+	q->nextra++;
+}
+
+void req_reply_raw(struct sd_req *q, int status, const char *ctype, char *data, size_t len)
+{
+	if (q->replied) {
+		free(data);
+		return;
+	}
+	q->replied = true;
+	q->status = status;
+	snprintf(q->ctype, sizeof(q->ctype), "%s", ctype);
+	q->resp = data;
+	q->resp_len = len;
+	q->resp_off = 0;
+	metrics_request(q->rt.kind, status, sd_now_ms() - q->start_ms);
+	access_log(q);
+	lws_callback_on_writable(q->wsi);
+}
+
+void req_reply_json(struct sd_req *q, int status, json_t *body)
+{
+	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+
+	json_decref(body);
+	if (!text) {
+		text = strdup(
+			"{\"detail\":{\"error\":\"InternalError\",\"message\":\"out of memory\"}}");
+		status = 500;
+	}
+	req_reply_raw(q, status, "application/json", text, text ? strlen(text) : 0);
+}
+
+void req_reply_error(struct sd_req *q, int status, const char *type, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	req_reply_json(q, status,
+		       json_pack("{s:{s:s, s:s}}", "detail", "error", type, "message", msg));
+}
+
+void req_reply_invalid(struct sd_req *q, const char *field, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	req_reply_json(q, 422,
+		       json_pack("{s:[{s:[s,s], s:s, s:s}]}", "detail", "loc", "body", field, "msg",
+				 msg, "type", "value_error"));
+}
+
+json_t *req_json(struct sd_req *q)
+{
+	json_error_t err;
+	json_t *o;
+
+	if (q->body_len == 0)
+		return json_object();
+	o = jsonx_parse(q->body, q->body_len, &err);
+	if (!o) {
+		req_reply_error(q, 400, "InvalidRequest", "the body is not JSON: %s", err.text);
+		return NULL;
+	}
+	if (!json_is_object(o)) {
+		json_decref(o);
+		req_reply_error(q, 400, "InvalidRequest", "the body is not a JSON object");
+		return NULL;
+	}
+	return o;
+}
+
+struct sd_pending *req_park(struct sd_req *q)
+{
+	struct sd_pending *p = calloc(1, sizeof(*p));
+
+	if (!p) {
+		req_reply_error(q, 503, "ServiceUnavailable", "out of memory");
+		return NULL;
+	}
+	p->q = q;
+	q->pending = p;
+	return p;
+}
+
+struct sd_req *pending_take(struct sd_pending *p)
+{
+	struct sd_req *q = p->q;
+
+	if (q)
+		q->pending = NULL;
+	free(p);
+	return q;
+}
+
+static void req_reset(struct sd_req *q)
+{
+	struct sd_pending *p = q->pending;
+
+	uploads_inflight -= q->upload_reserved;
+
+	if (p && p->cancel) { /* its owner hears it now, and forgets the handle */
+		p->cancel(p->arg);
+		free(p);
+	} else if (p) {
+		p->q = NULL; /* freed by its owner's pending_take */
+	}
+	free(q->body);
+	free(q->resp);
+	struct lws *wsi = q->wsi;
+
+	memset(q, 0, sizeof(*q));
+	q->wsi = wsi;
+}
+
+static enum http_method req_method(struct lws *wsi)
+{
+	static const struct {
+		enum lws_token_indexes tok;
+		enum http_method m;
+	} ms[] = {
+		{WSI_TOKEN_GET_URI, M_GET},	    {WSI_TOKEN_POST_URI, M_POST},
+		{WSI_TOKEN_HEAD_URI, M_HEAD},	    {WSI_TOKEN_PATCH_URI, M_PATCH},
+		{WSI_TOKEN_DELETE_URI, M_DELETE},   {WSI_TOKEN_PUT_URI, M_PUT},
+		{WSI_TOKEN_OPTIONS_URI, M_OPTIONS},
+	};
+	for (size_t i = 0; i < sizeof(ms) / sizeof(ms[0]); i++)
+		if (lws_hdr_total_length(wsi, ms[i].tok) > 0)
+			return ms[i].m;
+	return M_OTHER;
+}
+
+/* The key's check for a route that needs one: 0, or answered (401, 429, 404). */
+static int req_authenticate(struct sd_req *q)
+{
+	int status = 401;
+	const struct sd_key *k = auth_check(q->wsi, q->peer, &status);
+
+	if (!k) {
+		if (status == 429) {
+			req_add_header(q, "retry-after:", "1");
+			req_reply_error(q, 429, "TooManyRequests",
+					"too many failed authentications from this address");
+		} else {
+			req_reply_error(q, 401, "Unauthorized", "missing or invalid X-Api-Key");
+		}
+		return -1;
+	}
+	snprintf(q->workspace, sizeof(q->workspace), "%s", k->workspace);
+	snprintf(q->key_id, sizeof(q->key_id), "%s", k->id);
+	q->authenticated = true;
+	if (q->rt.kind >= R_DP_EXECUTE && q->rt.kind <= R_DP_TUNNEL) {
+		struct box *b = box_find(q->workspace, q->rt.arg);
+
+		if (!b || strcmp(b->id, q->rt.arg) != 0) {
+			req_reply_error(q, 404, "NotFound", "sandbox not found");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* The head of a request: route it, decide its body's limit. 0 to go on, else replied. */
+static int req_begin(struct sd_req *q, const char *uri, bool operator_listener)
+{
+	char path[4096];
+
+	q->start_ms = sd_now_ms();
+	q->operator_listener = operator_listener;
+	q->method = req_method(q->wsi);
+	lws_get_peer_simple(q->wsi, q->peer, sizeof(q->peer));
+	/* A request answered before its body is read (refused) closes its connection after the
+	 * answer: the body is never read, whatever its size. */
+	q->close_after = lws_hdr_total_length(q->wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0 ||
+			 lws_hdr_total_length(q->wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) > 0;
+	if (strlen(uri) >= sizeof(path) || memchr(uri, '?', strlen(uri))) {
+		req_reply_error(q, 414, "InvalidRequest", "the path is too long");
+		return -1;
+	}
+	strcpy(path, uri);
+	route_parse(q->method, path, operator_listener, &q->rt);
+	if (q->rt.kind == R_NONE) {
+		req_reply_error(q, 404, "NotFound", "no such route");
+		return -1;
+	}
+	if (!q->rt.method_ok) {
+		req_reply_error(q, 405, "MethodNotAllowed", "method not allowed here");
+		return -1;
+	}
+	q->body_max = q->rt.kind == R_DP_UPLOAD ? SD_UPLOAD_MAX : SD_JSON_BODY_MAX;
+	int cl = lws_hdr_total_length(q->wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH);
+	int te = lws_hdr_total_length(q->wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING);
+
+	if (cl > 0) {
+		char v[32];
+		unsigned long long n;
+		char *end;
+
+		if (lws_hdr_copy(q->wsi, v, sizeof(v), WSI_TOKEN_HTTP_CONTENT_LENGTH) <= 0 ||
+		    (n = strtoull(v, &end, 10), *end) || v[0] < '0' || v[0] > '9') {
+			req_reply_error(q, 400, "InvalidRequest", "bad Content-Length");
+			return -1;
+		}
+		if (n > q->body_max) {
+			req_reply_error(q, 413, "InvalidRequest", "the body is over %zu bytes",
+					q->body_max);
+			return -1;
+		}
+		q->body_expected = n > 0;
+	}
+	if (te > 0)
+		q->body_expected = true;
+	/* The key (and a dataplane route's box) before any byte of the body is taken. */
+	if (!operator_listener && q->rt.kind != R_FILE_LINK && q->rt.kind != R_SERVICE &&
+	    req_authenticate(q) < 0)
+		return -1;
+	if (q->rt.kind == R_DP_UPLOAD && q->body_expected) {
+		uint64_t want = cl > 0 ? q->body_max : SD_UPLOAD_MAX;
+		char v[32];
+
+		if (cl > 0 && lws_hdr_copy(q->wsi, v, sizeof(v), WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0)
+			want = strtoull(v, NULL, 10);
+		if (want > SD_UPLOADS_INFLIGHT - uploads_inflight) {
+			req_add_header(q, "retry-after:", "1");
+			req_reply_error(q, 503, "ServiceUnavailable",
+					"too many uploads at once: try again");
+			return -1;
+		}
+		uploads_inflight += want;
+		q->upload_reserved = want;
+	}
+	q->close_after = false;
+	return 0;
+}
+
+static int req_body(struct sd_req *q, const void *in, size_t len)
+{
+	if (q->replied)
+		return 0;
+	if (len > q->body_max - q->body_len) {
+		req_reply_error(q, 413, "InvalidRequest", "the body is over %zu bytes",
+				q->body_max);
+		return 0;
+	}
+	if (q->body_len + len + 1 > q->body_cap) {
+		size_t cap = q->body_cap ? q->body_cap : 4096;
+
+		while (cap < q->body_len + len + 1)
+			cap *= 2;
+		char *nb = realloc(q->body, cap);
+
+		if (!nb) {
+			req_reply_error(q, 503, "ServiceUnavailable", "out of memory");
+			return 0;
+		}
+		q->body = nb;
+		q->body_cap = cap;
+	}
+	memcpy(q->body + q->body_len, in, len);
+	q->body_len += len;
+	q->body[q->body_len] = 0;
+	return 0;
+}
+
+void req_dispatch(struct sd_req *q)
+{
+	if (q->replied)
+		return;
+	if (q->operator_listener) {
+		operator_handle(q);
+		return;
+	}
+	if (q->rt.kind == R_FILE_LINK || q->rt.kind == R_SERVICE) {
+		links_handle(q);
+		return;
+	}
+	if (!q->authenticated && req_authenticate(q) < 0)
+		return;
+	/* a key revoked while the body came: refused now */
+	if (!keys_live(q->key_id)) {
+		req_reply_error(q, 401, "Unauthorized", "missing or invalid X-Api-Key");
+		return;
+	}
+	if (q->rt.kind >= R_DP_EXECUTE && q->rt.kind <= R_DP_TUNNEL) {
+		struct box *b = box_find(q->workspace, q->rt.arg);
+
+		if (!b || strcmp(b->id, q->rt.arg) != 0) {
+			req_reply_error(q, 404, "NotFound", "sandbox not found");
+			return;
+		}
+		b->last_active_ms = sd_now_ms();
+		if (q->rt.kind == R_DP_EXECUTE)
+			box_wake_then(b, q, exec_http_handle);
+		else if (q->rt.kind == R_DP_EXECUTE_WS || q->rt.kind == R_DP_TUNNEL)
+			req_reply_error(q, 400, "InvalidRequest", "this route takes a WebSocket");
+		else
+			box_wake_then(b, q, files_handle);
+		return;
+	}
+	control_handle(q, NULL);
+}
+
+static int req_write(struct sd_req *q)
+{
+	uint8_t hbuf[LWS_PRE + 4096], *start = hbuf + LWS_PRE, *p = start,
+				      *end = hbuf + sizeof(hbuf);
+
+	if (!q->headers_sent) {
+		if (lws_add_http_common_headers(q->wsi, (unsigned)q->status, q->ctype,
+						q->method == M_HEAD ? q->head_len : q->resp_len, &p,
+						end))
+			return 1;
+		for (unsigned i = 0; i < q->nextra; i++)
+			if (lws_add_http_header_by_name(q->wsi, (const uint8_t *)q->extra[i].name,
+							(const uint8_t *)q->extra[i].value,
+							(int)strlen(q->extra[i].value), &p, end))
+				return 1;
+		if (lws_finalize_write_http_header(q->wsi, start, &p, end))
+			return 1;
+		q->headers_sent = true;
+		if (q->method == M_HEAD || q->resp_len == 0)
+			goto done;
+		lws_callback_on_writable(q->wsi);
+		return 0;
+	}
+	/* The body in pieces, each written whole (lws keeps a partial write's rest itself). */
+	static uint8_t chunk[LWS_PRE + 65536];
+	size_t n = q->resp_len - q->resp_off;
+
+	if (n > sizeof(chunk) - LWS_PRE)
+		n = sizeof(chunk) - LWS_PRE;
+	memcpy(chunk + LWS_PRE, q->resp + q->resp_off, n);
+	q->resp_off += n;
+	bool last = q->resp_off == q->resp_len;
+
+	if (lws_write(q->wsi, chunk + LWS_PRE, n, last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) !=
+	    (int)n)
+		return 1;
+	if (!last) {
+		lws_callback_on_writable(q->wsi);
+		return 0;
+	}
+done:;
+	bool close = q->close_after;
+
+	req_reset(q);
+	if (close)
+		return -1; /* a body announced and never read: the connection cannot go on */
+	return lws_http_transaction_completed(q->wsi) ? -1 : 0;
+}
+
+static bool on_operator(struct lws *wsi)
+{
+	struct lws_vhost *vh = lws_get_vhost(wsi);
+	const char *name = vh ? lws_get_vhost_name(vh) : NULL;
+
+	return name && strcmp(name, "operator") == 0;
+}
+
+int http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+		  size_t len)
+{
+	struct sd_conn *c = user;
+	struct sd_req *q = c ? c->req : NULL;
+
+	switch (reason) {
+	case LWS_CALLBACK_HTTP:
+		/* made at a connection's first request, kept for its next (keep-alive), never for
+		 * a WebSocket: an idle WebSocket costs its session only */
+		if (!c || (!q && !(q = c->req = calloc(1, sizeof(*q)))))
+			return -1;
+		req_reset(q);
+		q->wsi = wsi;
+		metrics_conn(true);
+		if (req_begin(q, in, on_operator(wsi)) == 0 && !q->body_expected)
+			req_dispatch(q);
+		return 0;
+	case LWS_CALLBACK_HTTP_BODY:
+		return q ? req_body(q, in, len) : -1;
+	case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+		if (!q)
+			return -1;
+		req_dispatch(q);
+		return 0;
+	case LWS_CALLBACK_HTTP_WRITEABLE:
+		if (!q || !q->replied)
+			return 0;
+		return req_write(q);
+	case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
+		return ws_confirm_upgrade(wsi, c, in, on_operator(wsi));
+	case LWS_CALLBACK_CLOSED_HTTP:
+	case LWS_CALLBACK_WSI_DESTROY:
+		if (q) {
+			req_reset(q);
+			free(q);
+			c->req = NULL;
+		}
+		if (reason == LWS_CALLBACK_WSI_DESTROY) {
+			/* an upgrade confirmed but never established: its session never attached */
+			free(lws_get_opaque_user_data(wsi));
+			lws_set_opaque_user_data(wsi, NULL);
+		}
+		return 0;
+	case LWS_CALLBACK_ESTABLISHED:
+	case LWS_CALLBACK_RECEIVE:
+	case LWS_CALLBACK_SERVER_WRITEABLE:
+	case LWS_CALLBACK_CLOSED:
+	case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
+		return ws_callback(wsi, reason, c, in, len);
+	case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
+		work_reap();
+		return 0;
+	default:
+		return lws_callback_http_dummy(wsi, reason, user, in, len);
+	}
+}
+
+int http_reject(struct lws *wsi, int status, const char *type, const char *msg)
+{
+	uint8_t buf[LWS_PRE + 2048], *start = buf + LWS_PRE, *p = start, *end = buf + sizeof(buf);
+	char body[600];
+	int n = snprintf(body, sizeof(body), "{\"detail\":{\"error\":\"%s\",\"message\":\"%s\"}}",
+			 type, msg);
+
+	if (n < 0 || (size_t)n >= sizeof(body))
+		return -1;
+	if (lws_add_http_common_headers(wsi, (unsigned)status, "application/json", (size_t)n, &p,
+					end) ||
+	    (status == 429 && lws_add_http_header_by_name(wsi, (const uint8_t *)"retry-after:",
+							  (const uint8_t *)"1", 1, &p, end)) ||
+	    lws_finalize_write_http_header(wsi, start, &p, end))
+		return -1;
+	memcpy(start, body, (size_t)n);
+	if (lws_write(wsi, start, (size_t)n, LWS_WRITE_HTTP_FINAL) != n)
+		return -1;
+	return 1;
+}

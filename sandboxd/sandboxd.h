@@ -1,0 +1,517 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * sandboxd: the sandbox service (docs/api.md, docs/design.md "The service"). One event loop
+ * (libwebsockets) serves HTTP/1.1 and WebSockets: the LangSmith Sandboxes API's control plane
+ * and each box's dataplane. Lifecycle work (create, start, stop, snapshot, delete) runs on
+ * worker threads (work.c) that call the lifecycle layer (client/), never on the loop. The loop
+ * thread owns every in-memory record (boxes, snapshots, keys); a worker gets copies and hands
+ * its result back through a completion queue.
+ *
+ * Files: main.c (command line, the loop, the tick), keys.c (API keys, quotas' files, secrets),
+ * route.c (paths to routes: no I/O), http.c (the lws HTTP protocol: requests in, responses
+ * out, the key's check, failed-auth rate limit), box.c and snap.c (box and snapshot records on
+ * disk and as JSON), control.c (the box routes), tenancy.c (quotas, usage), work.c (the worker
+ * pool), box_work.c (the lifecycle jobs a worker runs, wakes), pool.c (warm pools), idle.c
+ * (adoption at start, idle stop, delete after stop, create timeouts), agent_link.c (a box's
+ * agent connection on the loop), exec_req.c (an execute request as a command session),
+ * ws_exec.c (the execute WebSocket), exec_http.c (POST /execute, the commands list),
+ * files.c files_search.c multipart.c range.c range_parse.c (upload, download, glob, grep),
+ * links.c svc_proxy.c (download links, service URLs), proxy_config.c (proxy_config as the
+ * proxy's policy), image_snap.c registry.c (snapshots from Docker images, registries),
+ * metrics.c (/metrics, /healthz, the access log), jsonx.c (JSON with our limits), util.c.
+ */
+#ifndef SANDBOXD_H
+#define SANDBOXD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <pthread.h>
+#include <jansson.h>
+#include <libwebsockets.h>
+
+#include "client.h" /* struct session_req */
+
+#define __must_check __attribute__((warn_unused_result))
+
+/* ---- limits: every length a client controls (docs/api.md, "Limits") ---- */
+#define SD_HEADERS_MAX	    (64u << 10)	  /* all of a request's headers */
+#define SD_JSON_BODY_MAX    (1u << 20)	  /* a JSON request body */
+#define SD_UPLOAD_MAX	    (256u << 20)  /* an upload's body */
+#define SD_UPLOADS_INFLIGHT (1024u << 20) /* upload bodies held at once, all clients */
+#define SD_DOWNLOAD_MAX	    (256u << 20)  /* a file read through /download */
+#define SD_JSON_DEPTH_MAX   32		  /* nesting of a JSON body */
+#define SD_WS_FRAME_MAX	    (1u << 20)	  /* a client's WebSocket message, reassembled */
+#define SD_WS_OUTQ_MAX	    (1u << 20)	  /* output queued for one WebSocket before it pauses */
+#define SD_NAME_MAX	    63		  /* a box's name (our sandbox names' bound) */
+#define SD_SNAP_NAME_MAX    255		  /* a snapshot's name (registry-style) */
+#define SD_WORKSPACE_MAX    63
+#define SD_BOXES_MAX	    4096 /* boxes on this host, all workspaces */
+#define SD_SNAPS_MAX	    4096
+#define SD_KEYS_MAX	    4096
+#define SD_CMD_ID_MAX	    128 /* a command id's bytes (the API: 1..128) */
+#define SD_ID_LEN	    36	/* a UUID */
+
+/* ---- keys.c: API keys and workspaces ---- */
+
+/* A key as shown once: "sk-" + 12 hex digits of its id + "-" + 64 hex digits of secret. */
+#define SD_KEY_ID_LEN	12
+#define SD_KEY_TEXT_LEN (3 + SD_KEY_ID_LEN + 1 + 64)
+struct sd_key {
+	char id[SD_KEY_ID_LEN + 1];
+	char workspace[SD_WORKSPACE_MAX + 1];
+	uint8_t hash[32]; /* SHA-256 of the secret's 32 bytes */
+	uint64_t created;
+	bool revoked;
+};
+struct sd_quota {
+	uint64_t sandboxes, vcpus, memory_mib, disk_gib, snapshots; /* 0: no limit */
+};
+/* $SANDBOX_HOME/service (made 0700). */
+const char *sd_dir(void);
+int sd_dir_init(void) __must_check;
+/* Load every key (service/keys/<id>). 0 or -errno. */
+int keys_load(void) __must_check;
+/* Make a key for `workspace`: its text (shown once) into `text`. 0 or -errno. */
+int keys_create(const char *workspace, char text[SD_KEY_TEXT_LEN + 1],
+		char id[SD_KEY_ID_LEN + 1]) __must_check;
+int keys_revoke(const char *id) __must_check;
+/* The live key `text` names (its secret checked in constant time), else NULL. */
+const struct sd_key *keys_check(const char *text);
+/* True once each time the keys' directory changed since the last call (the tick reloads). */
+bool keys_changed(void);
+/* Call fn for every key (list). */
+void keys_foreach(void (*fn)(const struct sd_key *k, void *arg), void *arg);
+/* Reload a key's file (a revoke by `sandboxd keys revoke` while serving): keys_load again. */
+bool valid_workspace(const char *s);
+int quota_load(const char *workspace, struct sd_quota *q) __must_check;
+int quota_save(const char *workspace, const struct sd_quota *q) __must_check;
+/* Workspace secrets, AES-256-GCM under the server key (service/server.key). */
+int secret_set(const char *workspace, const char *name, const void *val, size_t len) __must_check;
+/* The value (malloc'ed, NUL-terminated) or -ENOENT. */
+int secret_get(const char *workspace, const char *name, char **val, size_t *len) __must_check;
+
+/* ---- box.c: a box (the API's sandbox) ---- */
+
+enum box_status { BOX_PROVISIONING, BOX_READY, BOX_FAILED, BOX_STOPPED, BOX_DELETING };
+const char *box_status_name(enum box_status s);
+
+struct box {
+	char id[SD_ID_LEN + 1]; /* UUID, the API's id, constant across renames */
+	char name[SD_NAME_MAX + 1];
+	char workspace[SD_WORKSPACE_MAX + 1];
+	char sandbox[16];		 /* the lifecycle layer's sandbox id, "" before it exists */
+	char snapshot_id[SD_ID_LEN + 1]; /* the snapshot it came from, "" for the default */
+	char snapshot_store[64];	 /* that snapshot's lifecycle name */
+	char image[64];			 /* the image it booted (no snapshot) */
+	enum box_status status;
+	char status_message[1100];
+	uint64_t created_ms, updated_ms, stopped_ms; /* stopped_ms 0: not stopped */
+	int64_t idle_ttl_s, delete_after_stop_s;
+	unsigned vcpus;
+	uint64_t mem_bytes, fs_capacity_bytes;
+	json_t *labels;	    /* object or NULL */
+	json_t *run_config; /* object or NULL */
+	json_t *proxy_config;
+	/* Not saved: the loop's bookkeeping. */
+	bool busy;		 /* a worker holds it (create, start, stop, delete, snapshot) */
+	uint64_t last_active_ms; /* the last dataplane request */
+	unsigned attached;	 /* WebSockets and HTTP executes using it now */
+	struct agent_link *link;
+	struct box_waiter *waiters;	/* requests and WebSockets waiting for it to run */
+	bool delete_requested;		/* DELETE while a job held it: deleted after */
+	bool idle_checking;		/* its running commands are being counted */
+	bool starting;			/* a start by the user runs: shown as provisioning */
+	struct sd_pending *create_wait; /* a create waiting for ready, */
+	uint64_t create_deadline_ms;	/* until then (its `timeout`) */
+	struct box *next;
+};
+/* The boxes of this host, loaded from service/boxes at start. */
+int boxes_load(void) __must_check;
+/* A new box record (not saved), id made; NULL when SD_BOXES_MAX. */
+struct box *box_new(const char *workspace, const char *name);
+/* Save atomically. */
+int box_save(const struct box *b) __must_check;
+/* box_save, a failure logged (the record in memory stays right; the next save retries). */
+void box_store(const struct box *b);
+/* Remove its record and free it. */
+void box_forget(struct box *b);
+/* By name or id, in `workspace` only. */
+struct box *box_find(const char *workspace, const char *ref);
+struct box *box_by_id(const char *id);
+struct box *box_first(void);
+unsigned box_count(const char *workspace, unsigned *vcpus, uint64_t *mem_mib, uint64_t *disk_gib);
+/* The API's sandbox object. */
+json_t *box_json(const struct box *b);
+/* box_json with an object {status, status_message}. */
+json_t *box_status_json(const struct box *b);
+/* "<public url>/dp/<id>". */
+void box_dataplane_url(const struct box *b, char *out, size_t len);
+
+/* ---- snap.c: the API's snapshots ---- */
+
+enum snap_status { SNAP_BUILDING, SNAP_READY, SNAP_FAILED };
+struct sd_snap {
+	char id[SD_ID_LEN + 1];
+	char name[SD_SNAP_NAME_MAX + 1];
+	char workspace[SD_WORKSPACE_MAX + 1];
+	char store_name[64]; /* the lifecycle layer's snapshot name ("api-<uuid-hex>"), or "" */
+	char image[64];	     /* or the image it stands for (from a Docker image: "api-img-...") */
+	char docker_image[512];
+	char source_box[SD_ID_LEN + 1];
+	enum snap_status status;
+	char status_message[1100];
+	uint64_t created_ms, updated_ms, fs_capacity_bytes;
+	bool busy;
+	struct sd_snap *next;
+};
+int snaps_load(void) __must_check;
+struct sd_snap *snap_new(const char *workspace, const char *name);
+int snap_save(const struct sd_snap *s) __must_check;
+void snap_forget(struct sd_snap *s);
+struct sd_snap *snap_find(const char *workspace, const char *ref);
+struct sd_snap *snap_first(void);
+unsigned snap_count(const char *workspace);
+json_t *snap_json(const struct sd_snap *s);
+
+/* ---- route.c: a request's method and path to what serves it (no I/O; fuzzed) ---- */
+
+enum route_kind {
+	R_NONE, /* 404 */
+	R_BOXES,
+	R_BOX,
+	R_BOX_STATUS,
+	R_BOX_START,
+	R_BOX_STOP,
+	R_BOX_SNAPSHOT,
+	R_BOX_DOWNLOAD_URL,
+	R_BOX_SERVICE_URL,
+	R_BOX_SERVICE_URLS,
+	R_BOX_COMMANDS,
+	R_SNAPSHOTS,
+	R_SNAPSHOT,
+	R_SNAPSHOT_BY_NAME,
+	R_REGISTRIES,
+	R_REGISTRY,
+	R_USAGE,
+	R_DP_EXECUTE,
+	R_DP_EXECUTE_WS,
+	R_DP_UPLOAD,
+	R_DP_DOWNLOAD,
+	R_DP_GLOB,
+	R_DP_GREP,
+	R_DP_TUNNEL,
+	R_FILE_LINK, /* /files/<token> */
+	R_SERVICE,   /* /svc/<token>/... */
+	R_HEALTHZ,
+	R_METRICS,
+};
+enum http_method { M_GET, M_HEAD, M_POST, M_PUT, M_PATCH, M_DELETE, M_OPTIONS, M_OTHER };
+#define ROUTE_ARG_MAX 512
+struct route {
+	enum route_kind kind;
+	char arg[ROUTE_ARG_MAX];      /* a box's name or id, a snapshot's id or name, a token */
+	char rest[ROUTE_ARG_MAX * 2]; /* R_SERVICE: the path after the token, with its '/' */
+	bool method_ok;		      /* the kind allows this method (else 405) */
+};
+/* Route `path` (already percent-decoded, no query) for `m`. `operator` selects the operator
+ * listener's routes (/healthz, /metrics) instead of the API's. Returns the kind (R_NONE for
+ * an unknown path); r->method_ok false when the path is known but not for m. */
+enum route_kind route_parse(enum http_method m, const char *path, bool operator_listener,
+			    struct route *r);
+/* Decode %XX in place (a '+' stays); -1 for a bad escape or a NUL decoded. */
+int route_pct_decode(char *s);
+const char *route_name(enum route_kind k); /* for metrics: a label with no name or id in it */
+
+/* ---- http.c: one HTTP request and its response, on the loop ---- */
+
+#define REQ_EXTRA_HEADERS 6
+struct sd_pending;
+struct sd_req {
+	struct lws *wsi;
+	enum http_method method;
+	struct route rt;
+	bool operator_listener;
+	char workspace[SD_WORKSPACE_MAX + 1]; /* the key's, once authenticated */
+	char key_id[SD_KEY_ID_LEN + 1];
+	char peer[64];
+	uint64_t start_ms;
+	/* The body as it came, bounded by the route's limit (NUL-terminated). */
+	char *body;
+	size_t body_len, body_cap, body_max;
+	bool body_expected, body_too_big;
+	bool authenticated;	  /* the key checked at the head (workspace, key_id set) */
+	bool close_after;	  /* answered before its body: the connection closes after */
+	uint64_t upload_reserved; /* of the uploads' in-flight budget (http.c) */
+	/* The response, once decided. */
+	bool replied, headers_sent;
+	int status;
+	char ctype[96];
+	char *resp;
+	size_t resp_len, resp_off;
+	uint64_t head_len; /* HEAD: the Content-Length of the GET it stands for */
+	struct {
+		char name[40];
+		char value[200];
+	} extra[REQ_EXTRA_HEADERS];
+	unsigned nextra;
+	struct sd_pending *pending; /* parked on a job */
+	char link_path[4097];	    /* a download link's path */
+	unsigned svc_port;	    /* a service URL's guest port */
+};
+/* The value of query argument `name` (percent-decoded) into out: 0, or -ENOENT, -E2BIG. */
+int req_query(struct sd_req *q, const char *name, char *out, size_t len) __must_check;
+/* A header's value (a custom one such as "x-api-key:" too) into out: its length, or -1. */
+int req_header(struct sd_req *q, const char *name_colon, char *out, size_t len);
+void req_add_header(struct sd_req *q, const char *name, const char *value);
+/* Reply with `body` (taken: freed by the reply), or an error in the API's shape:
+ * {"detail":{"error":TYPE,"message":MSG}}. */
+void req_reply_json(struct sd_req *q, int status, json_t *body);
+void req_reply_error(struct sd_req *q, int status, const char *type, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* A 422 in the FastAPI validation shape, naming `field`. */
+void req_reply_invalid(struct sd_req *q, const char *field, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Reply with `data` (malloc'ed, taken). */
+void req_reply_raw(struct sd_req *q, int status, const char *ctype, char *data, size_t len);
+/* Park the request on asynchronous work: the handle stays valid until pending_take. */
+struct sd_pending *req_park(struct sd_req *q);
+/* Call cancel(arg) if the client goes away while parked (the handle is then freed, and its
+ * owner must not take it); without one, pending_take later gives NULL. */
+void pending_on_cancel(struct sd_pending *p, void (*cancel)(void *arg), void *arg);
+/* The request again (NULL when its client went away; then the handle is freed). */
+struct sd_req *pending_take(struct sd_pending *p);
+/* The request's JSON body as an object (NULL: replied 400/422 already). */
+json_t *req_json(struct sd_req *q);
+/* Dispatch a request whose body is complete: auth, then the route's handler. */
+void req_dispatch(struct sd_req *q);
+
+/* Handlers (control.c, files.c, ws_exec.c). */
+void control_handle(struct sd_req *q, struct box *b);
+void files_handle(struct sd_req *q, struct box *b);
+void exec_http_handle(struct sd_req *q, struct box *b);
+void operator_handle(struct sd_req *q);
+/* Serve the guest's file `path` (GET, HEAD, Range) to q. */
+void files_serve_path(struct sd_req *q, struct box *b, const char *path);
+/* files_search.c: {D}/glob and {D}/grep. */
+void files_search(struct sd_req *q, struct box *b);
+/* svc_proxy.c: a service URL's request to the guest's q->svc_port. */
+void svc_proxy(struct sd_req *q, struct box *b);
+/* Wake `b` (stopped: start it) and call `then(q)` when it is ready, or answer the error. */
+void box_wake_then(struct box *b, struct sd_req *q, void (*then)(struct sd_req *q, struct box *b));
+
+/* ---- box_work.c: lifecycle jobs of a box ---- */
+
+enum box_job_kind { J_CREATE, J_START, J_STOP, J_DELETE, J_SNAPSHOT };
+#define BOX_WAITERS_MAX 256 /* requests and WebSockets waiting for one box to wake */
+struct box_create_args {
+	char image[64];
+	unsigned cpus;
+	uint64_t memory_mib, disk_gib;
+	unsigned timeout_s;
+	char snap_store[64];   /* "": boot the image */
+	char sandbox_name[40]; /* box_sandbox_name */
+	char claim[16];	       /* a warm pool's sandbox to take, "" for none */
+	char **net_opts;       /* the proxy's policy words (netpolicy.h), owned by the job */
+	unsigned nnet_opts;
+	uint64_t queued_ms;
+};
+typedef void (*box_reply_fn)(struct sd_req *q, struct box *b, int err, const char *msg);
+/* Queue the job; `q` (may be NULL) is parked and answered by `reply` when it is done (b NULL
+ * when the box is gone). 0 or -ENOMEM. */
+int box_create_job(struct box *b, const struct box_create_args *a, struct sd_req *q,
+		   box_reply_fn reply) __must_check;
+int box_start_job(struct box *b, struct sd_req *q, box_reply_fn reply);
+int box_simple_job(struct box *b, enum box_job_kind kind, struct sd_req *q,
+		   box_reply_fn reply) __must_check;
+int box_snapshot_job(struct box *b, const char *store_name, const char *snap_id) __must_check;
+/* A WebSocket waiting for its box: `then` runs when it is ready (err 0) or cannot be. */
+void box_wake_ws(struct box *b, void *ws,
+		 void (*then)(void *ws, struct box *b, int err, const char *msg));
+void box_wake_cancel(void *ws);
+/* snap.c: a capture's job ended. */
+void snap_capture_done(const char *snap_id, int err, const char *msg);
+
+/* ---- agent_link.c ---- */
+
+struct proto_frame;
+/* A frame of the call `call` for its owner; f NULL: the link is gone (no more frames). */
+typedef void (*link_frame_fn)(void *owner, uint64_t call, const struct proto_frame *f);
+void link_set_vhost(struct lws_vhost *vh);
+/* Start a call on the box's agent link (connecting it first when needed): *id gets its id. */
+int link_call_start(struct box *b, uint16_t type, const void *payload, uint32_t len,
+		    link_frame_fn on_frame, void *owner, uint64_t *id) __must_check;
+/* A frame about call `id` (STDIN, STDIN_CLOSE, SESSION_DETACH) or of id 0 (SIGNAL). */
+int link_send(struct box *b, uint16_t type, uint64_t id, const void *payload,
+	      uint32_t len) __must_check;
+/* Its owner is gone: drop its frames until its final one. */
+void link_call_orphan(struct box *b, uint64_t id);
+/* Close the box's link: every call's owner hears f NULL. */
+void link_close(struct box *b);
+int link_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+		  size_t len);
+
+/* ---- exec_req.c ---- */
+
+struct exec_req {
+	struct session_req req;
+	char *argv[6];
+	char **env;
+	unsigned envc;
+	char *command, *shell, *cwd;
+	char image_workdir[4097];
+};
+/* From a WebSocket execute frame (http false) or POST /execute's body (http true). 0, or
+ * -errno with `why`. */
+int exec_req_from_json(json_t *o, const struct box *b, const char *cmd_id, bool http,
+		       struct exec_req *x, char *why, size_t len) __must_check;
+void exec_req_free(struct exec_req *x);
+
+/* ---- ws_exec.c, http.c: connections ---- */
+
+struct ws_sess;
+struct sd_conn {
+	struct sd_req *req; /* an HTTP request's (calloc'ed at the first) */
+	struct ws_sess *ws; /* a WebSocket's */
+};
+int http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+		  size_t len);
+/* Answer an upgrade or a request right away with an error, then close: for the callback's
+ * return (1). */
+int http_reject(struct lws *wsi, int status, const char *type, const char *msg);
+int ws_confirm_upgrade(struct lws *wsi, struct sd_conn *c, const char *proto, bool op);
+int ws_callback(struct lws *wsi, enum lws_callback_reasons reason, struct sd_conn *c, void *in,
+		size_t len);
+/* Close every WebSocket whose key is revoked (1008), or all of them (SIGTERM: 1001). */
+void ws_close_revoked(void);
+void ws_close_all(unsigned short code);
+/* A box stops or goes: its WebSockets close with 1001. */
+void ws_box_gone(const char *box_id);
+int ws_attached_count(void);
+/* The key `id` exists and is not revoked. */
+bool keys_live(const char *id);
+const struct sd_key *auth_check(struct lws *wsi, const char *peer, int *status);
+bool auth_limited(const char *peer);
+void auth_failed(const char *peer);
+void links_handle(struct sd_req *q);
+/* The control plane's link routes: download-url, service-url(s). */
+void links_make(struct sd_req *q, struct box *b, json_t *o);
+/* GET /boxes/{name}/commands: the box's command sessions (the agent's SESSION_LIST). */
+void commands_list(struct sd_req *q, struct box *b);
+/* snap.c */
+bool valid_snap_name(const char *s);
+void snap_capture(struct sd_req *q, struct box *b, json_t *o);
+void snap_handle(struct sd_req *q, json_t *o);
+/* Remove the lifecycle's snapshot `store_name` (a worker) once no box uses it. */
+void snap_remove_store(const char *store_name);
+/* The same for the image a snapshot from a Docker image stands for. */
+void snap_remove_image(const char *image);
+/* image_snap.c: POST /snapshots (from a Docker image). */
+void image_snapshot_create(struct sd_req *q, json_t *o);
+/* registry.c: the workspace's registries and their credentials. */
+void registry_handle(struct sd_req *q, json_t *o);
+/* The record of registry `name` of `workspace` (no password in it): 0 or -ENOENT. */
+int registry_load(const char *workspace, const char *name, json_t **out) __must_check;
+/* The same by name or id. */
+int registry_find(const char *workspace, const char *ref, json_t **out) __must_check;
+/* tenancy.c */
+bool quota_refuse_box(struct sd_req *q, unsigned vcpus, uint64_t mem_bytes, uint64_t fs_bytes);
+bool quota_refuse_snapshot(struct sd_req *q);
+void usage_tick(uint64_t elapsed_ms);
+void usage_handle(struct sd_req *q);
+/* control.c */
+bool valid_box_name(const char *s);
+void create_timed_out(struct sd_req *q, struct box *b);
+/* proxy_config.c: the API's proxy_config, checked (a 422 answered: -EINVAL) and as the
+ * proxy's policy words. */
+int proxy_config_check(struct sd_req *q, json_t *pc) __must_check;
+int proxy_config_words(const struct box *b, char ***words, unsigned *n) __must_check;
+/* Remove the files proxy_config_words made for box `box_id`. */
+void proxy_config_cleanup(const char *box_id);
+/* multipart.c, range.c */
+int multipart_file(const char *ctype, const char *body, size_t len, const char **data,
+		   size_t *dlen) __must_check;
+int range_parse(const char *v, uint64_t size, uint64_t *first, uint64_t *last) __must_check;
+struct proto_stat;
+void range_reply(struct sd_req *q, char *data, uint64_t size, const struct proto_stat *st);
+
+/* ---- jsonx.c: JSON with our limits ---- */
+
+/* Parse `len` bytes: strict RFC 8259 (jansson), UTF-8 checked, duplicate keys refused, nesting
+ * at most SD_JSON_DEPTH_MAX, integers within int64. NULL with err on failure. */
+json_t *jsonx_parse(const char *text, size_t len, json_error_t *err);
+
+/* ---- metrics.c ---- */
+
+void metrics_request(enum route_kind k, int status, uint64_t ms);
+void metrics_duration(const char *what, uint64_t ms);
+void metrics_conn(bool open);
+void metrics_ws(bool open);
+void metrics_auth_failed(void);
+/* The Prometheus text (malloc'ed). */
+char *metrics_text(size_t *len);
+void access_log(const struct sd_req *q);
+
+/* ---- pool.c: warm pools ---- */
+
+/* --pool IMAGE:VCPUS:MEM_MIB=N: 0 or -EINVAL. */
+int pool_add(const char *spec) __must_check;
+/* At start: remove the pool sandboxes a crash left, then fill every pool. */
+void pools_clean(void);
+void pools_start(void);
+/* A ready sandbox of that image and size into id (the pool refills): true, else false. */
+bool pool_take(const char *image, unsigned cpus, uint64_t mem_mib, char id[16]);
+/* The pools' sizes as metrics lines into out; how many pools. */
+unsigned pool_sizes(char *out, size_t len);
+
+/* ---- idle.c: the lifecycle policy ---- */
+
+/* The lifecycle layer's name of a box's sandbox: "sd-" and the id's hex (found after a crash
+ * that cut a create short). */
+void box_sandbox_name(const struct box *b, char out[40]);
+void box_sandbox_name_of(const char *id, char out[40]);
+void adopt_boxes(void);
+void idle_tick(uint64_t now);
+
+/* ---- the server's options (main.c) ---- */
+struct sd_config {
+	char public_url[512];
+	char default_image[64];
+	uint64_t default_mem_bytes;
+	unsigned default_vcpus;
+	bool registry_loopback; /* --registry-allow-loopback: pulls from this host's registries */
+	unsigned registry_stall_s; /* --registry-stall: a registry silent this long is refused */
+};
+extern struct sd_config sd_conf;
+
+/* ---- work.c: the worker pool ---- */
+
+/* A job: `run` on a worker (no loop state touched: only the job's own copy), then `done` on
+ * the loop thread. */
+struct sd_job {
+	void (*run)(struct sd_job *j);
+	void (*done)(struct sd_job *j);
+	struct sd_job *next;
+};
+enum work_class { WORK_LIFECYCLE, WORK_IO };
+int work_start(unsigned nlifecycle, unsigned nio, struct lws_context *ctx) __must_check;
+/* Queue `j` (a lifecycle job); its done runs on the loop later. */
+void work_queue(struct sd_job *j);
+/* Queue an I/O job (files, pulls, service requests, agent connects): threads of their own. */
+void work_queue_io(struct sd_job *j);
+void work_queue_class(struct sd_job *j, enum work_class c);
+/* On the loop (LWS_CALLBACK_EVENT_WAIT_CANCELLED): run the done of every finished job. */
+void work_reap(void);
+/* Lifecycle verbs of the client layer are not thread-safe with each other (static buffers):
+ * a worker holds this around them. Streams never wait on it. */
+extern pthread_mutex_t lifecycle_lock;
+
+/* ---- util ---- */
+uint64_t sd_now_ms(void);
+void sd_uuid(char out[SD_ID_LEN + 1]);
+/* ISO 8601 UTC with milliseconds, "" for 0. */
+void sd_iso(uint64_t ms, char out[32]);
+/* One line of log on stderr: "sandboxd: ...". */
+void sd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

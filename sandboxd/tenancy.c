@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Quotas and usage per workspace (docs/api.md, "Quotas"). A quota refused is a 429 whose
+ * message names the quota, which the clients map to their quota error and its type
+ * ("sandbox count", "cpu", "memory", "storage"). Usage is counted per workspace in
+ * sandbox-seconds, vCPU-seconds and GiB-seconds of memory while boxes run.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sandboxd.h"
+
+static bool refuse(struct sd_req *q, const char *what, uint64_t limit)
+{
+	req_reply_error(q, 429, "QuotaExceeded", "%s limit reached: the workspace's quota is %llu",
+			what, (unsigned long long)limit);
+	return true;
+}
+
+bool quota_refuse_box(struct sd_req *q, unsigned vcpus, uint64_t mem_bytes, uint64_t fs_bytes)
+{
+	struct sd_quota quota;
+	unsigned cpus;
+	uint64_t mem_mib, disk_gib;
+
+	if (quota_load(q->workspace, &quota) < 0) {
+		req_reply_error(q, 500, "InternalError", "the workspace's quota cannot be read");
+		return true;
+	}
+	unsigned n = box_count(q->workspace, &cpus, &mem_mib, &disk_gib);
+
+	if (quota.sandboxes && n + 1 > quota.sandboxes)
+		return refuse(q, "sandbox count", quota.sandboxes);
+	if (quota.vcpus && cpus + vcpus > quota.vcpus)
+		return refuse(q, "cpu", quota.vcpus);
+	if (quota.memory_mib && mem_mib + (mem_bytes >> 20) > quota.memory_mib)
+		return refuse(q, "memory", quota.memory_mib);
+	if (quota.disk_gib && disk_gib + ((fs_bytes + (1ull << 30) - 1) >> 30) > quota.disk_gib)
+		return refuse(q, "storage", quota.disk_gib);
+	return false;
+}
+
+bool quota_refuse_snapshot(struct sd_req *q)
+{
+	struct sd_quota quota;
+
+	if (quota_load(q->workspace, &quota) < 0) {
+		req_reply_error(q, 500, "InternalError", "the workspace's quota cannot be read");
+		return true;
+	}
+	if (quota.snapshots && snap_count(q->workspace) + 1 > quota.snapshots)
+		return refuse(q, "snapshot count", quota.snapshots);
+	return false;
+}
+
+/* ---- usage: counted each tick for the boxes that run ---- */
+
+#define USAGE_WORKSPACES_MAX 1024
+static struct {
+	char workspace[SD_WORKSPACE_MAX + 1];
+	double sandbox_s, vcpu_s, gib_s;
+} usage[USAGE_WORKSPACES_MAX];
+
+void usage_tick(uint64_t elapsed_ms)
+{
+	for (struct box *b = box_first(); b; b = b->next) {
+		if (b->status != BOX_READY)
+			continue;
+		int slot = -1;
+
+		for (int i = 0; i < USAGE_WORKSPACES_MAX; i++)
+			if (strcmp(usage[i].workspace, b->workspace) == 0 ||
+			    (!usage[i].workspace[0] && slot < 0)) {
+				slot = i;
+				if (usage[i].workspace[0])
+					break;
+			}
+		if (slot < 0)
+			continue;
+		snprintf(usage[slot].workspace, sizeof(usage[slot].workspace), "%s", b->workspace);
+		double s = (double)elapsed_ms / 1000.0;
+
+		usage[slot].sandbox_s += s;
+		usage[slot].vcpu_s += s * b->vcpus;
+		usage[slot].gib_s += s * (double)b->mem_bytes / (double)(1ull << 30);
+	}
+}
+
+void usage_handle(struct sd_req *q)
+{
+	for (int i = 0; i < USAGE_WORKSPACES_MAX; i++)
+		if (strcmp(usage[i].workspace, q->workspace) == 0) {
+			req_reply_json(q, 200,
+				       json_pack("{s:f, s:f, s:f}", "sandbox_seconds",
+						 usage[i].sandbox_s, "vcpu_seconds",
+						 usage[i].vcpu_s, "memory_gib_seconds",
+						 usage[i].gib_s));
+			return;
+		}
+	req_reply_json(q, 200,
+		       json_pack("{s:f, s:f, s:f}", "sandbox_seconds", 0.0, "vcpu_seconds", 0.0,
+				 "memory_gib_seconds", 0.0));
+}

@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The worker pool: jobs queued by the loop run on WORK_THREADS threads; each finished job
+ * goes to a done queue, and lws_cancel_service wakes the loop, which runs the jobs' done
+ * (work_reap, from LWS_CALLBACK_EVENT_WAIT_CANCELLED). Nothing a worker does touches the
+ * loop's records.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sandboxd.h"
+
+pthread_mutex_t lifecycle_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static pthread_mutex_t q_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Two queues with threads of their own: lifecycle jobs (which take turns on lifecycle_lock)
+ * and I/O jobs (files, pulls, service requests, agent connects), so that neither kind can
+ * hold every thread the other needs. */
+static pthread_cond_t q_cond[2] = {PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER};
+static struct sd_job *todo_head[2], *todo_tail[2], *done_head, *done_tail;
+static struct lws_context *loop_ctx;
+
+static void push(struct sd_job **head, struct sd_job **tail, struct sd_job *j)
+{
+	j->next = NULL;
+	if (*tail)
+		(*tail)->next = j;
+	else
+		*head = j;
+	*tail = j;
+}
+
+static void *worker(void *arg)
+{
+	int c = (int)(intptr_t)arg;
+
+	for (;;) {
+		pthread_mutex_lock(&q_lock);
+		while (!todo_head[c])
+			pthread_cond_wait(&q_cond[c], &q_lock);
+		struct sd_job *j = todo_head[c];
+
+		todo_head[c] = j->next;
+		if (!todo_head[c])
+			todo_tail[c] = NULL;
+		pthread_mutex_unlock(&q_lock);
+		j->run(j);
+		pthread_mutex_lock(&q_lock);
+		push(&done_head, &done_tail, j);
+		pthread_mutex_unlock(&q_lock);
+		lws_cancel_service(loop_ctx);
+	}
+	return NULL;
+}
+
+int work_start(unsigned nlifecycle, unsigned nio, struct lws_context *ctx)
+{
+	sigset_t all, old;
+
+	loop_ctx = ctx;
+	/* Workers take no signal: SIGTERM and SIGINT are the loop's (main.c). */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	for (unsigned i = 0; i < nlifecycle + nio; i++) {
+		pthread_t t;
+		pthread_attr_t a;
+
+		pthread_attr_init(&a);
+		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+		int err = pthread_create(
+			&t, &a, worker,
+			(void *)(intptr_t)(i < nlifecycle ? WORK_LIFECYCLE : WORK_IO));
+
+		pthread_attr_destroy(&a);
+		if (err) {
+			pthread_sigmask(SIG_SETMASK, &old, NULL);
+			return -err;
+		}
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return 0;
+}
+
+void work_queue_class(struct sd_job *j, enum work_class c)
+{
+	pthread_mutex_lock(&q_lock);
+	push(&todo_head[c], &todo_tail[c], j);
+	pthread_cond_signal(&q_cond[c]);
+	pthread_mutex_unlock(&q_lock);
+}
+
+void work_queue(struct sd_job *j)
+{
+	work_queue_class(j, WORK_LIFECYCLE);
+}
+
+void work_queue_io(struct sd_job *j)
+{
+	work_queue_class(j, WORK_IO);
+}
+
+void work_reap(void)
+{
+	pthread_mutex_lock(&q_lock);
+	struct sd_job *j = done_head;
+
+	done_head = done_tail = NULL;
+	pthread_mutex_unlock(&q_lock);
+	while (j) {
+		struct sd_job *next = j->next;
+
+		j->done(j);
+		j = next;
+	}
+}
