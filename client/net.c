@@ -326,8 +326,11 @@ void net_teardown(const struct sandbox *sb)
 	if (net_ns_path(sb, path, sizeof(path)) < 0)
 		return;
 	/* Detached: a process still inside (a dying proxy) keeps it alive until it exits, and
-	 * the tap with it; nothing else can reach it. */
-	(void)umount2(path, MNT_DETACH);
+	 * the tap with it; nothing else can reach it. Every mount of it: on a shared /run/netns
+	 * a bind can be stacked (propagated back), and unlink fails (EBUSY) while one is left,
+	 * which made the next start's O_EXCL create fail with EEXIST (seen after a suspend). */
+	for (int i = 0; i < 8 && umount2(path, MNT_DETACH) == 0; i++)
+		;
 	(void)unlink(path);
 }
 

@@ -235,7 +235,9 @@ static int serve(int argc, char **argv)
 	vi.iface = host;
 	vi.protocols = protocols;
 	vi.vhost_name = "api";
-	vi.options = LWS_SERVER_OPTION_VALIDATE_UTF8;
+	/* IPv4 only: without this lws binds [::] too, whatever --listen names (both listeners
+	 * would answer on every interface) */
+	vi.options = LWS_SERVER_OPTION_VALIDATE_UTF8 | LWS_SERVER_OPTION_DISABLE_IPV6;
 	vi.ssl_cert_filepath = cert;
 	vi.ssl_private_key_filepath = key;
 	vi.keepalive_timeout = 60;
@@ -246,6 +248,7 @@ static int serve(int argc, char **argv)
 	oi.iface = ophost;
 	oi.protocols = operator_protocols;
 	oi.vhost_name = "operator";
+	oi.options = LWS_SERVER_OPTION_DISABLE_IPV6;
 	struct lws_vhost *ovh = lws_create_vhost(ctx, &oi);
 
 	if (!api || !ovh) {

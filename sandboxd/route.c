@@ -4,6 +4,11 @@
  * "/v2/sandboxes" of the path, so that "", "/api" and "/api/v1" prefixes all work (the LangSmith
  * clients build all three); a box's dataplane is /dp/<box id>/...; a download link
  * /files/<token>; a service URL /svc/<token>/.... No I/O here: the fuzz target calls it.
+ *
+ * A collection is its exact path: "/boxes/" (an empty name) is no route, not the list or a
+ * create. libwebsockets hands us the path decoded, its dot segments and "//" resolved, and cut
+ * at a %00: ".../boxes/%00/start" and ".../boxes/%2F" arrive as ".../boxes/", which must not
+ * become a create or a list (no client puts a '/' after a collection).
  */
 #include <string.h>
 
@@ -70,7 +75,7 @@ static enum route_kind set(struct route *r, enum route_kind k, bool ok)
 
 static enum route_kind route_box(enum http_method m, const char *p, struct route *r)
 {
-	if (*p == 0 || strcmp(p, "/") == 0)
+	if (*p == 0)
 		return set(r, R_BOXES, m == M_GET || m == M_POST);
 	if (!segment(&p, r->arg, sizeof(r->arg)))
 		return R_NONE;
@@ -110,7 +115,7 @@ static enum route_kind route_control(enum http_method m, const char *p, struct r
 	}
 	if (strncmp(p, "/snapshots", 10) == 0 && (p[10] == 0 || p[10] == '/')) {
 		p += 10;
-		if (*p == 0 || strcmp(p, "/") == 0)
+		if (*p == 0)
 			return set(r, R_SNAPSHOTS, m == M_GET || m == M_POST);
 		if (!segment(&p, r->arg, sizeof(r->arg)) || *p)
 			return R_NONE;
@@ -118,7 +123,7 @@ static enum route_kind route_control(enum http_method m, const char *p, struct r
 	}
 	if (strncmp(p, "/registries", 11) == 0 && (p[11] == 0 || p[11] == '/')) {
 		p += 11;
-		if (*p == 0 || strcmp(p, "/") == 0)
+		if (*p == 0)
 			return set(r, R_REGISTRIES, m == M_GET || m == M_POST);
 		if (!segment(&p, r->arg, sizeof(r->arg)) || *p)
 			return R_NONE;

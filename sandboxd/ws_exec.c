@@ -409,7 +409,10 @@ static int ws_rx(struct ws_sess *s, json_t *o)
 
 static int ws_receive(struct ws_sess *s, const void *in, size_t len)
 {
-	if (len > SD_WS_FRAME_MAX - s->frag_len) {
+	/* what the frame announces counts, not only what came: a header saying 2^62 bytes ends
+	 * the connection at once */
+	if (len > SD_WS_FRAME_MAX - s->frag_len ||
+	    lws_remaining_packet_payload(s->wsi) > SD_WS_FRAME_MAX - s->frag_len - len) {
 		lws_close_reason(s->wsi, LWS_CLOSE_STATUS_MESSAGE_TOO_LARGE,
 				 (unsigned char *)"message too large", 17);
 		return -1;

@@ -181,8 +181,10 @@ def main():
         client_checks(d, key, box)
     if want_section("create"):
         create_checks(d, key)
+    if want_section("pywire"):
+        python_wire_checks(key, box)
     if want_section("proxy"):
-        proxy_checks(d, key)
+        proxy_checks(d, key, home)
     if want_section("idle"):
         idle_checks(d, key, box, home)
     req(key, "DELETE", BASE + "/boxes/c1")
@@ -271,6 +273,37 @@ def client_checks(d, key, box):
 
 
 
+def python_wire_checks(key, box):
+    # -- what the LangSmith Python client does differently on the wire (its package cannot be
+    # installed here): the /v2/sandboxes base, header names in lower case, command ids of 32
+    # hex digits, a ping answered, and kill followed at once by the socket's close
+    import uuid
+    c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=30)
+    c.putrequest("GET", "/v2/sandboxes/boxes/" + box["name"], skip_accept_encoding=True)
+    c.putheader("x-api-key", key)
+    c.putheader("user-agent", "langsmith-py/0.4")
+    c.endheaders()
+    r = c.getresponse()
+    got = json.loads(r.read())
+    check("py-base-lowercase", r.status == 200 and got["id"] == box["id"], f"{r.status} {got}")
+    cid = uuid.uuid4().hex
+    s = ws_open(key, box, {"type": "execute", "command_id": cid, "command": "sleep 300",
+                           "timeout_seconds": 0, "idle_timeout_seconds": -1,
+                           "ttl_seconds": -1, "shell": "/bin/bash"})
+    r = Reader()
+    r.read(s, count=1)
+    wsclient.send(s, b"ping-1", opcode=9)
+    op, data = wsclient.recv(s)
+    check("py-ping-pong", op == 10 and data == b"ping-1", f"op {op} {data!r}")
+    wsclient.send(s, {"type": "kill"})
+    s.close()
+    time.sleep(2)
+    st, cmds = req(key, "GET", BASE + "/boxes/c1/commands")
+    mine = [x for x in (cmds or {}).get("commands", []) if x["command_id"] == cid]
+    check("py-kill-then-close", len(mine) == 1 and not mine[0]["running"] and
+          mine[0]["exit_code"] == 137, f"{cmds}")
+
+
 def create_checks(d, key):
     # -- kill -9 during a create: no stray VMM; the name is free or ready
     vmms_before = set(vmm_pids())
@@ -304,68 +337,50 @@ def create_checks(d, key):
 
 
 
-def host_ipv4():
-    """An address of this host other than loopback (a UDP connect sends nothing)."""
-    import socket
-    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        u.connect(("192.0.2.1", 9))
-        return u.getsockname()[0]
-    finally:
-        u.close()
-
-
-def proxy_checks(d, key):
-    # -- proxy_config: a workspace secret injected as a header outside the VM, nowhere in it;
-    # a host the allow list leaves out refused; what we do not serve refused with 422
-    import http.server
+def proxy_checks(d, key, home):
+    # -- proxy_config: a workspace secret becomes the box's proxy's credential for its host
+    # (injected outside the VM: net-linux shows the proxy putting it on the wire), nowhere in
+    # the guest nor in the policy the proxy shows; a host the allow list leaves out refused;
+    # what we do not serve refused with 422
     import secrets
-    import socket
     secret = "s3cr3t-" + secrets.token_hex(12)
     d.admin("secrets", "set", "svc1", "GH_TOKEN", stdin=secret)
-    seen = []
-
-    class Upstream(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            seen.append(self.headers.get("Authorization", ""))
-            body = b"upstream-ok\n"
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *a):
-            pass
-
-    ip = host_ipv4()
-    srv = http.server.ThreadingHTTPServer((ip, 0), Upstream)
-    port = srv.server_address[1]
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    pc = {"rules": [{"name": "gh", "type": "headers", "match_hosts": [ip],
+    pc = {"rules": [{"name": "gh", "type": "headers", "match_hosts": ["api.example.test"],
                      "headers": [{"name": "Authorization", "type": "workspace_secret",
                                   "value": "{GH_TOKEN}"}]}],
-          "access_control": {"allow_list": [ip + "/32"]}}
+          "access_control": {"allow_list": ["api.example.test", "*.example.test"]}}
     st, px = req(key, "POST", BASE + "/boxes", {"name": "px", "proxy_config": pc,
                                                 "wait_for_ready": True})
     if st != 200:
         check("proxy-create", False, f"{st} {px}")
         return
-    st, r = run(key, px, f"wget -q -O - http://{ip}:{port}/x")
-    check("proxy-secret-header", st == 200 and r["stdout"] == "upstream-ok\n" and
-          seen == [secret], f"{st} {r} upstream saw {seen}")
-    st, r = run(key, px, f"grep -r -l -s '{secret}' /etc /root /tmp /var /run /home /usr/local "
-                         f"2>/dev/null | wc -l; env | grep -c '{secret}'")
+    sbid = json.load(open(os.path.join(home, "service", "boxes", px["id"] + ".json")))["sandbox"]
+    sdir = os.path.join(home, "sandboxes", sbid)
+    creds = open(os.path.join(sdir, "credentials"), errors="replace").read()
+    policy = open(os.path.join(sdir, "policy.yaml"), errors="replace").read()
+    check("proxy-secret-to-proxy", secret in creds and "api.example.test" in creds and
+          secret not in policy and "api.example.test" in policy,
+          f"credentials {creds[:200]!r}; policy {policy[:300]!r}")
+    st, r = run(key, px, f"grep -r -l -s '{secret}' /etc /root /tmp /var /run /home "
+                         f"/usr/local 2>/dev/null | wc -l; env | grep -c '{secret}'")
     check("proxy-secret-not-in-guest", st == 200 and r["stdout"].split() == ["0", "0"],
           f"{st} {r}")
     st, r = run(key, px, "wget -q -T 5 -O - http://10.9.9.9/ >/dev/null 2>&1; echo $?")
     check("proxy-denied-host", st == 200 and r["stdout"].strip() not in ("", "0"), f"{st} {r}")
+    st, _ = req(key, "GET", BASE + "/boxes/px")
+    check("proxy-config-not-returned", st == 200 and secret not in json.dumps(_), f"{_}")
     req(key, "DELETE", BASE + "/boxes/px")
+    left = [f for f in os.listdir(os.path.join(home, "service", "tmp"))] if os.path.isdir(
+        os.path.join(home, "service", "tmp")) else []
+    check("proxy-no-secret-files-left", not left, f"{left}")
     st, r = req(key, "POST", BASE + "/boxes", {"name": "aws", "proxy_config": {"rules": [
         {"name": "s3", "type": "aws", "match_hosts": ["s3.amazonaws.com"],
          "aws": {"access_key_id": {"type": "opaque", "value": "x"},
                  "secret_access_key": {"type": "opaque", "value": "y"}}}]}})
     check("proxy-aws-422", st == 422 and "aws" in json.dumps(r), f"{st} {r}")
-    srv.shutdown()
+    st, r = req(key, "POST", BASE + "/boxes", {"name": "lo", "proxy_config": {
+        "access_control": {"allow_list": ["127.0.0.1/32"]}}})
+    check("proxy-loopback-422", st == 422, f"{st} {r}")
 
 
 def idle_checks(d, key, box, home):
