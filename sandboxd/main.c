@@ -238,6 +238,11 @@ static int serve(int argc, char **argv)
 	/* IPv4 only: without this lws binds [::] too, whatever --listen names (both listeners
 	 * would answer on every interface) */
 	vi.options = LWS_SERVER_OPTION_VALIDATE_UTF8 | LWS_SERVER_OPTION_DISABLE_IPV6;
+	if (cert) /* lws reads this per vhost: without it the vhost serves plain HTTP */
+		vi.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+	/* HTTP/1.1 only: over h2 the custom headers (X-Api-Key) are not kept where
+	 * lws_hdr_custom_copy looks, and every client of the API speaks 1.1 */
+	vi.alpn = "http/1.1";
 	vi.ssl_cert_filepath = cert;
 	vi.ssl_private_key_filepath = key;
 	vi.keepalive_timeout = 60;

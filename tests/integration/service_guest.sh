@@ -24,6 +24,8 @@ if [ "${1-}" = --inner ]; then
 	guest_home "$2" "$3" "$4" "$5"
 	trap 'guest_home_cleanup; rm -rf "$TMPDIR"' EXIT
 	export SANDBOX_VMM="$build/vmm/sandbox-vmm" SANDBOX_PROXY="$build/proxy/sandbox-proxy"
+	PATH=$SERVICE_LIBS/bin:$PATH
+	echo "service_guest: mke2fs is $(command -v mke2fs) ($(mke2fs -V 2>&1 | head -1))"
 	set -- "$SERVICE_SANDBOXD"
 	if ! "$SERVICE_SANDBOXD" keys list >/dev/null 2>&1; then
 		set -- "$SERVICE_LIBS/ld-linux-x86-64.so.2" --library-path "$SERVICE_LIBS" "$SERVICE_SANDBOXD"
@@ -38,9 +40,16 @@ shift
 [ -x "$sandboxd" ] || { echo "SKIP: sandboxd is not built"; exit 77; }
 libs=$(mktemp -d)
 trap 'rm -rf "$libs"' EXIT
-ldd "$sandboxd" | awk '/=> \// { print $3 } /ld-linux/ { print $1 }' | while read -r l; do
-	cp -L "$l" "$libs/"
-done
+mke2fs=$(command -v mke2fs) || { echo "SKIP: no mke2fs (e2fsprogs)"; exit 77; }
+{ ldd "$sandboxd"; ldd "$mke2fs"; } | awk '/=> \// { print $3 } /ld-linux/ { print $1 }' |
+	sort -u | while read -r l; do cp -L "$l" "$libs/"; done
+# e2fsprogs' mke2fs for the image import of a snapshot from a registry (the emulated host has
+# busybox's, without -t or -d), run through the loader beside its libraries
+mkdir -p "$libs/bin"
+cp -L "$mke2fs" "$libs/mke2fs.real"
+printf '#!/bin/sh\nexec "%s/ld-linux-x86-64.so.2" --library-path "%s" "%s/mke2fs.real" "$@"\n' \
+	"$libs" "$libs" "$libs" >"$libs/bin/mke2fs"
+chmod 755 "$libs/bin/mke2fs"
 SERVICE_SANDBOXD=$sandboxd SERVICE_LIBS=$libs \
 	SANDBOX_GUEST_DEVHOST="--timeout 900 --memory 4096 --add $libs --add $top/tests/service -e SERVICE_SANDBOXD=$sandboxd -e SERVICE_LIBS=$libs -e SERVICE_ONLY=${SERVICE_ONLY:-}" \
 	"$here/sandbox_guest.sh" "$0" "$@"

@@ -23,6 +23,8 @@ top=$(cd "$here/../.." && pwd)
 # Where the guests boot: a fresh $SANDBOX_HOME for the busybox image, then start.sh.
 if [ "${1-}" = --inner ]; then
 	sandboxd=$2 ctl=$3 kernel=$4 initrd=$5 rootfs=$6 port=$7 stopport=$8 opport=$9
+	shift 9
+	certs=$1 tlsport=$2 tlsstop=$3
 	imgs=$(mktemp -d)
 	trap 'rm -rf "$imgs"' EXIT
 	SANDBOX_HOME=$imgs "$ctl" images import busybox --kernel "$kernel" --initrd "$initrd" \
@@ -32,14 +34,26 @@ if [ "${1-}" = --inner ]; then
 		set -- --listen 192.168.253.15:8380 --insecure-http --public-url "http://127.0.0.1:$port" \
 			--operator 127.0.0.1:8381
 		stop=192.168.253.15:8390
+		tls_listen=192.168.253.15:8443 tls_stop=192.168.253.15:8391
 	else
 		set -- --listen "127.0.0.1:$port" --operator "127.0.0.1:$opport"
 		stop=127.0.0.1:$stopport
+		tls_listen=127.0.0.1:$tlsport tls_stop=127.0.0.1:$tlsstop
 	fi
+	# A second sandboxd, over TLS (HTTPS and WSS with the test's CA), for the scenario's TLS
+	# subset: its own state, its own workspaces; it prints its own ready line.
+	SERVICE_LOG=1 sh "$top/tests/service/start.sh" "$sandboxd" --fresh "$imgs/images" \
+		--workspace tls1 --workspace tls2 --stop-on "$tls_stop" --deadline 2400 \
+		-- --listen "$tls_listen" --public-url "https://127.0.0.1:$tlsport" \
+		--operator 127.0.0.1:8382 --tls-cert "$certs/server.pem" --tls-key "$certs/server.key" \
+		--default-image busybox &
+	tlspid=$!
 	SERVICE_LOG=1 sh "$top/tests/service/start.sh" "$sandboxd" --fresh "$imgs/images" \
 		--workspace node1 --workspace node2,sandboxes=1 --stop-on "$stop" --deadline 2400 \
 		-- "$@" --default-image busybox
-	exit $?
+	st=$?
+	wait "$tlspid" || st=1
+	exit $st
 fi
 
 sandboxd=$1 ctl=$2 vmm=$3 kernel=$4 initrd=$5
@@ -59,12 +73,26 @@ rootfs=$("$top/guest/image/busybox.sh" "$build/guest/sandbox-init") ||
 free_port() {
 	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
-port=$(free_port) stopport=$(free_port) opport=$(free_port)
+port=$(free_port) stopport=$(free_port) opport=$(free_port) tlsport=$(free_port) tlsstop=$(free_port)
 work=$(mktemp -d)
+# The TLS instance's certificate, for 127.0.0.1 (where the client reaches it), from a CA of
+# the test's own that only the scenario's node trusts (NODE_EXTRA_CA_CERTS).
+certs=$work/certs
+mkdir -p "$certs"
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$certs/ca.key" -out "$certs/ca.pem" -days 2 \
+	-subj /CN=service-node-test-ca >/dev/null 2>&1 &&
+	openssl req -newkey rsa:2048 -nodes -keyout "$certs/server.key" -out "$certs/server.csr" \
+		-subj /CN=127.0.0.1 >/dev/null 2>&1 &&
+	printf 'subjectAltName=IP:127.0.0.1\n' >"$certs/ext" &&
+	openssl x509 -req -in "$certs/server.csr" -CA "$certs/ca.pem" -CAkey "$certs/ca.key" \
+		-CAcreateserial -days 2 -extfile "$certs/ext" -out "$certs/server.pem" >/dev/null 2>&1 ||
+	{ echo "FAIL: openssl could not make the test's certificates"; exit 1; }
 rpid=""
 stop_service() {
-	python3 -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 10).close()' \
-		"$stopport" 2>/dev/null
+	for p in "$tlsstop" "$stopport"; do
+		python3 -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 10).close()' \
+			"$p" 2>/dev/null
+	done
 }
 # shellcheck disable=SC2317 # called from the EXIT trap
 cleanup() {
@@ -84,8 +112,10 @@ trap 'exit 130' INT TERM HUP PIPE
 : >"$work/serve.out"
 : >"$work/serve.err"
 "$here/route.sh" "$build" --linux --timeout 2400 --memory 4096 --add "$(dirname "$rootfs")" \
-	--forward "$port:8380" --forward "$stopport:8390" -- \
+	--add "$certs" --forward "$port:8380" --forward "$stopport:8390" --forward "$tlsport:8443" \
+	--forward "$tlsstop:8391" -- \
 	"$0" --inner "$sandboxd" "$ctl" "$kernel" "$initrd" "$rootfs" "$port" "$stopport" "$opport" \
+	"$certs" "$tlsport" "$tlsstop" \
 	>"$work/serve.out" 2>"$work/serve.err" &
 rpid=$!
 
@@ -93,8 +123,9 @@ rpid=$!
 # hangs); bounded at 15 minutes, and at once when route.sh ended.
 i=0 ready=""
 while [ $i -lt 900 ] && kill -0 "$rpid" 2>/dev/null; do
-	ready=$(grep -m1 '^service-ready ' "$work/serve.out")
-	[ -n "$ready" ] && break
+	ready=$(grep '^service-ready url=http:' "$work/serve.out" | head -1)
+	tlsready=$(grep '^service-ready url=https:' "$work/serve.out" | head -1)
+	[ -n "$ready" ] && [ -n "$tlsready" ] && break
 	sleep 1
 	i=$((i + 1))
 done
@@ -105,6 +136,8 @@ if [ -z "$ready" ]; then
 	exit 1
 fi
 url=$(field url) key=$(field key.node1) key2=$(field key.node2)
+ready=$tlsready
+tlsurl=$(field url) tlskey=$(field key.tls1) tlskey2=$(field key.tls2)
 head -1 "$work/serve.out" # route.sh's "where" line
 echo "service at $url"
 # It listens; it must also answer the key it made (through the forward, in the emulated host).
@@ -129,6 +162,11 @@ SANDBOXD_URL=$url SANDBOXD_KEY=$key SANDBOXD_KEY2=$key2 SCENARIO_CHECK_TIMEOUT_S
 	SCENARIO_SUBSET=@no-ws timeout -k 5 900 node "$top/tests/service/scenario.mjs" ||
 	{ rc=1; echo "FAIL: the scenario without ws"; }
 
+echo "--- over TLS (HTTPS and WSS, the test's CA)"
+SANDBOXD_URL=$tlsurl SANDBOXD_KEY=$tlskey SANDBOXD_KEY2=$tlskey2 SCENARIO_CHECK_TIMEOUT_S=300 \
+	SCENARIO_NODE_MODULES=$with_ws NODE_EXTRA_CA_CERTS=$certs/ca.pem \
+	SCENARIO_SUBSET=create_default,get,list,run_exit,run_streams,stream_callbacks,wait_false_input,wait_false_kill,pty,files_text,files_binary,download_url,not_found,auth,delete \
+	timeout -k 5 900 node "$top/tests/service/scenario.mjs" || { rc=1; echo "FAIL: the scenario over TLS"; }
 stop_service || echo "note: the stop port did not answer"
 i=0
 while kill -0 "$rpid" 2>/dev/null && [ $i -lt 120 ]; do sleep 1; i=$((i + 1)); done

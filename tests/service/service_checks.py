@@ -48,7 +48,8 @@ class Daemon:
         self.log = open(os.path.join(self.home, "sandboxd.log"), "a")
         self.proc = subprocess.Popen(
             self.cmd + ["serve", "--listen", f"127.0.0.1:{PORT}", "--operator",
-                        f"127.0.0.1:{OPPORT}", "--default-image", "busybox"] + list(extra),
+                        f"127.0.0.1:{OPPORT}", "--default-image", "busybox",
+                        "--registry-allow-loopback"] + list(extra),
             stdout=subprocess.PIPE, stderr=self.log, text=True,
             env=dict(os.environ, SANDBOX_HOME=self.home))
         line = self.proc.stdout.readline()
@@ -185,6 +186,8 @@ def main():
         python_wire_checks(key, box)
     if want_section("proxy"):
         proxy_checks(d, key, home)
+    if want_section("image"):
+        image_checks(key, home)
     if want_section("idle"):
         idle_checks(d, key, box, home)
     req(key, "DELETE", BASE + "/boxes/c1")
@@ -381,6 +384,52 @@ def proxy_checks(d, key, home):
     st, r = req(key, "POST", BASE + "/boxes", {"name": "lo", "proxy_config": {
         "access_control": {"allow_list": ["127.0.0.1/32"]}}})
     check("proxy-loopback-422", st == 422, f"{st} {r}")
+
+
+def image_checks(key, home):
+    # -- a snapshot from an image pulled from a registry (registry_fake.py's honest Basic-auth
+    # registry of oci_make.py's image, on this host's loopback), then a box made from it
+    # running the image's command: as the image's user, in its working directory
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "integration")
+    work = os.path.join(home, "image-test")
+    os.makedirs(work, exist_ok=True)
+    bb = ["/bin/busybox"] if os.path.exists("/bin/busybox") else []
+    subprocess.run([sys.executable, os.path.join(here, "oci_make.py"), work + "/arch"] + bb,
+                   check=True, capture_output=True)
+    portfile = work + "/port"
+    fake = subprocess.Popen([sys.executable, os.path.join(here, "registry_fake.py"), portfile,
+                             "liar", work + "/arch/good-oci"],
+                            env=dict(os.environ, LIAR_BASIC="bob:pw-image-test"),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            if os.path.exists(portfile) and open(portfile).read().strip():
+                break
+            time.sleep(0.1)
+        reg = "127.0.0.1:" + open(portfile).read().strip()
+        req(key, "POST", BASE + "/registries", {"name": "fake", "url": reg, "username": "bob",
+                                                "password": "pw-image-test"})
+        st, snap = req(key, "POST", BASE + "/snapshots", {
+            "name": "from-image", "docker_image": reg + "/basic:v1", "fs_capacity_bytes": 0,
+            "registry_id": "fake"})
+        t0 = time.time()
+        while st == 200 and snap["status"] == "building" and time.time() - t0 < 120:
+            time.sleep(0.5)
+            st, snap = req(key, "GET", BASE + "/snapshots/" + snap["id"])
+        check("image-snapshot", st == 200 and snap["status"] == "ready", f"{st} {snap}")
+        st, ib = req(key, "POST", BASE + "/boxes", {"name": "img1", "snapshot_name": "from-image",
+                                                    "wait_for_ready": True})
+        if st != 200:
+            check("image-box", False, f"{st} {ib}")
+            return
+        st, r = run(key, ib, "echo entrypoint ran as $(id -u) in $(pwd); cat /etc/hostname")
+        check("image-box-runs-its-command", st == 200 and r["exit_code"] == 0 and
+              r["stdout"].endswith(" in /app/work\noci-test\n") and
+              "ran as 0 " not in r["stdout"], f"{st} {r}")
+        req(key, "DELETE", BASE + "/boxes/img1")
+    finally:
+        fake.kill()
 
 
 def idle_checks(d, key, box, home):
