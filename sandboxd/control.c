@@ -322,6 +322,26 @@ static void box_delete(struct sd_req *q, struct box *b)
 	req_reply_raw(q, 204, "application/json", NULL, 0);
 }
 
+/* GET /boxes/{name}/stats: what its cgroup counted (CPU time, memory now and at its peak,
+ * I/O, processes); zeros for a box that does not run. */
+static void box_stats(struct sd_req *q, struct box *b)
+{
+	struct sandbox sb;
+	struct cgroup_stats st;
+
+	if (!b->sandbox[0] || sandbox_load(b->sandbox, &sb) < 0 || cgroup_stats(&sb, &st) < 0)
+		memset(&st, 0, sizeof(st));
+	req_reply_json(
+		q, 200,
+		json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "status",
+			  box_status_name(b->status), "cpu_usec", (json_int_t)st.cpu_usec,
+			  "memory_bytes", (json_int_t)st.memory_bytes, "memory_peak_bytes",
+			  (json_int_t)st.memory_peak_bytes, "memory_max_bytes",
+			  (json_int_t)(st.memory_max_bytes == UINT64_MAX ? 0 : st.memory_max_bytes),
+			  "io_read_bytes", (json_int_t)st.io_read_bytes, "io_write_bytes",
+			  (json_int_t)st.io_write_bytes));
+}
+
 static void box_start(struct sd_req *q, struct box *b)
 {
 	if ((b->status == BOX_STOPPED || b->status == BOX_FAILED) && !b->busy) {
@@ -410,6 +430,9 @@ void control_handle(struct sd_req *q, struct box *unused)
 			break;
 		case R_BOX_COMMANDS:
 			commands_list(q, b);
+			break;
+		case R_BOX_STATS:
+			box_stats(q, b);
 			break;
 		default:
 			req_reply_error(q, 404, "NotFound", "no such route");

@@ -94,6 +94,7 @@ static enum route_kind route_box(enum http_method m, const char *p, struct route
 		{"/service-url", R_BOX_SERVICE_URL, M_POST, M_POST},
 		{"/service-urls", R_BOX_SERVICE_URLS, M_GET, M_DELETE},
 		{"/commands", R_BOX_COMMANDS, M_GET, M_GET},
+		{"/stats", R_BOX_STATS, M_GET, M_GET},
 	};
 	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++)
 		if (strcmp(p, subs[i].name) == 0)
@@ -210,6 +211,7 @@ const char *route_name(enum route_kind k)
 		[R_BOX_SERVICE_URL] = "box_service_url",
 		[R_BOX_SERVICE_URLS] = "box_service_urls",
 		[R_BOX_COMMANDS] = "box_commands",
+		[R_BOX_STATS] = "box_stats",
 		[R_SNAPSHOTS] = "snapshots",
 		[R_SNAPSHOT] = "snapshot",
 		[R_SNAPSHOT_BY_NAME] = "snapshot_by_name",

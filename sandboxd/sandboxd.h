@@ -35,7 +35,10 @@
 #define __must_check __attribute__((warn_unused_result))
 
 /* ---- limits: every length a client controls (docs/api.md, "Limits") ---- */
-#define SD_HEADERS_MAX	    (64u << 10)	  /* all of a request's headers */
+/* All of a request's headers. lws gives every connection a buffer of this size while its
+ * head is read (2000 silent connections: 2000 of them), so it is no larger than clients
+ * need: theirs are under 2 KiB. */
+#define SD_HEADERS_MAX	    (16u << 10)
 #define SD_JSON_BODY_MAX    (1u << 20)	  /* a JSON request body */
 #define SD_UPLOAD_MAX	    (256u << 20)  /* an upload's body */
 #define SD_UPLOADS_INFLIGHT (1024u << 20) /* upload bodies held at once, all clients */
@@ -188,6 +191,7 @@ enum route_kind {
 	R_BOX_SERVICE_URL,
 	R_BOX_SERVICE_URLS,
 	R_BOX_COMMANDS,
+	R_BOX_STATS,
 	R_SNAPSHOTS,
 	R_SNAPSHOT,
 	R_SNAPSHOT_BY_NAME,

@@ -239,6 +239,9 @@ def client_checks(d, key, box):
     want = "".join(f"x{i}\n" for i in range(1, 6))
     st, cmds = req(key, "GET", BASE + "/boxes/c1/commands")
     procs = [c for c in (cmds or {}).get("commands", []) if c["command_id"] == "two1"]
+    st, stats = req(key, "GET", BASE + "/boxes/c1/stats")
+    check("box-stats", st == 200 and stats["memory_bytes"] > 0 and stats["cpu_usec"] > 0,
+          f"{st} {stats}")
     check("two-clients", a.out["stdout"] == want and b.out["stdout"] == want and a.exit == 0 and
           b.exit == 0 and len(procs) == 1, f"{a.out} {b.out} {a.exit} {b.exit} {cmds}")
 
