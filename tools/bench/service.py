@@ -378,6 +378,7 @@ def creates_100(sd, clients, per_client):
             t0 = time.monotonic()
             sd.create(name)
             out.append((time.monotonic() - t0) * 1000)
+            log("creates: client %d, create %d: %.1f ms" % (w, i + 1, out[-1]))
             sd.delete(name)
         return out
 
