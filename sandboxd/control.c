@@ -333,7 +333,7 @@ static void box_stats(struct sd_req *q, struct box *b)
 		memset(&st, 0, sizeof(st));
 	req_reply_json(
 		q, 200,
-		json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "status",
+		json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "status",
 			  box_status_name(b->status), "cpu_usec", (json_int_t)st.cpu_usec,
 			  "memory_bytes", (json_int_t)st.memory_bytes, "memory_peak_bytes",
 			  (json_int_t)st.memory_peak_bytes, "memory_max_bytes",
