@@ -438,8 +438,9 @@ def image_checks(key, home):
 def idle_checks(d, key, box, home):
     # -- idle: stopped past its idle_ttl, memory given back, the next run wakes it
     st, _ = req(key, "PATCH", BASE + "/boxes/c1", {"idle_ttl_seconds": 60})
-    run(key, box, "echo kept > /root/idle.txt; setsid sh -c 'sleep 100000' </dev/null >/dev/null "
-                  "2>&1 & echo started")
+    st, r = run(key, box, "echo kept > /root/idle.txt; setsid sh -c 'sleep 100000' </dev/null "
+                          ">/dev/null 2>&1 & sync; echo started")
+    check("idle-setup", st == 200 and r["stdout"] == "started\n", f"{st} {r}")
     sbid = json.load(open(os.path.join(home, "service", "boxes", box["id"] + ".json")))["sandbox"]
     pidfile = os.path.join(home, "sandboxes", sbid, "pid")
     vmm = int(open(pidfile).read().split()[0])
