@@ -402,6 +402,11 @@ void control_handle(struct sd_req *q, struct box *unused)
 			not_found(q, "Sandbox", q->rt.arg);
 			break;
 		}
+		/* a call that changes the box is activity (a PATCH of its idle_ttl_seconds and a
+		 * run right behind it must not find it stopping); reads, which clients poll
+		 * (status), are not, or a polled box would never go idle */
+		if (q->method != M_GET)
+			b->last_active_ms = sd_now_ms();
 		switch (q->rt.kind) {
 		case R_BOX:
 			if (q->method == M_GET)

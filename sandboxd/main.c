@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -207,6 +208,15 @@ static int serve(int argc, char **argv)
 		snprintf(sd_conf.public_url, sizeof(sd_conf.public_url), "%s://%s",
 			 cert ? "https" : "http", listen);
 	(void)state_home(); /* its static buffer filled before any worker reads it */
+	/* Every WebSocket and HTTP connection is a descriptor, and a box's agent link another:
+	 * the soft limit (often 1024) raised to the hard one, or clients past it are dropped. */
+	struct rlimit nofile;
+
+	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+		nofile.rlim_cur = nofile.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &nofile) < 0)
+			sd_log("cannot raise the open files limit: %s", strerror(errno));
+	}
 	int err;
 
 	if ((err = state_init()) < 0 || (err = sd_dir_init()) < 0 || (err = keys_load()) < 0 ||
