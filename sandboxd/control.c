@@ -46,20 +46,10 @@ static void not_found(struct sd_req *q, const char *what, const char *ref)
 	req_reply_error(q, 404, "NotFound", "%s not found", what);
 }
 
+/* A box's name: the lifecycle layer's rule for names (valid_name), and no "..". */
 bool valid_box_name(const char *s)
 {
-	size_t n = strlen(s);
-
-	if (n == 0 || n > SD_NAME_MAX)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      (i > 0 && (c == '-' || c == '_' || c == '.'))))
-			return false;
-	}
-	return strstr(s, "..") == NULL;
+	return valid_name(s) && strstr(s, "..") == NULL;
 }
 
 static int opt_int(struct sd_req *q, json_t *o, const char *name, int64_t min, int64_t max,

@@ -55,20 +55,11 @@ int sd_dir_init(void)
 	return 0;
 }
 
+/* A workspace's name: the lifecycle layer's rule for names (valid_name; 63 at most, as
+ * SD_WORKSPACE_MAX). */
 bool valid_workspace(const char *s)
 {
-	size_t n = strlen(s);
-
-	if (n == 0 || n > SD_WORKSPACE_MAX)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      (i > 0 && (c == '-' || c == '_' || c == '.'))))
-			return false;
-	}
-	return true;
+	return valid_name(s);
 }
 
 static void hex(const uint8_t *b, size_t n, char *out)
