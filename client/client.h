@@ -833,6 +833,7 @@ struct session_req {
 	bool pty;		 /* on a pty: all output is stdout */
 	bool stdin;		 /* STDIN frames feed it; else its stdin is /dev/null */
 	bool kill_on_disconnect; /* killed when its last attachment goes without its EXIT */
+	bool shell_fallback;	 /* argv[0] missing in the guest: /bin/sh runs in its place */
 	uint16_t rows, cols;	 /* the pty's window (0: the kernel's default, 24 x 80) */
 };
 /* Encode the SESSION_EXEC payload of `q` into out[0, cap). Returns its length, -EINVAL (an id

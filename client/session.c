@@ -66,6 +66,8 @@ int session_exec_payload(const struct session_req *q, uint8_t *out, size_t cap)
 		flags |= PROTO_EXEC_STDIN;
 	if (q->kill_on_disconnect)
 		flags |= PROTO_SESSION_KILL_ON_DISCONNECT;
+	if (q->shell_fallback)
+		flags |= PROTO_SESSION_SHELL_FALLBACK;
 	memset(out, 0, off);
 	proto_put_le32(out + offsetof(struct proto_session, flags), flags);
 	proto_put_le32(out + offsetof(struct proto_session, uid), q->uid);

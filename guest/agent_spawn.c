@@ -26,6 +26,7 @@
 #include "log.h"
 
 #define AGENT_EXEC_STACK_LEN (64u << 10) /* the child's stack until it execs, beyond argv */
+#define AGENT_SHELL_ARGS_MAX 8		 /* arguments of a command the shell fallback takes */
 
 /* What the child reports when it cannot get to exec. */
 struct agent_exec_report {
@@ -213,6 +214,22 @@ static int agent_exec_child(void *opaque)
 		environ = path_env;
 	execvpe(req->argv[0], req->argv, req->envp);
 	err = errno;
+	if (err == ENOENT && (req->flags & PROTO_SESSION_SHELL_FALLBACK)) {
+		/* argv[0] becomes /bin/sh too: busybox picks its applet by it. Our own copy of
+		 * the array (a shell's few arguments): the parent's memory is shared until the
+		 * exec. */
+		char *sh_argv[AGENT_SHELL_ARGS_MAX + 1] = {(char *)"/bin/sh"};
+		size_t n = 1;
+
+		while (n < AGENT_SHELL_ARGS_MAX && req->argv[n] != NULL) {
+			sh_argv[n] = req->argv[n];
+			n++;
+		}
+		if (req->argv[n] == NULL) {
+			execve("/bin/sh", sh_argv, req->envp);
+			err = errno;
+		}
+	}
 	agent_exec_child_puts(2, req->argv[0]);
 	agent_exec_child_puts(2, ": ");
 	agent_exec_child_puts(2, strerror(err));

@@ -19,8 +19,8 @@
 #define EXEC_TIMEOUT_MAX (7 * 86400)  /* seconds: a week, as a sandbox's TTL */
 #define DEFAULT_SHELL	 "/bin/bash"
 /* The default shell falls back to /bin/sh where there is no bash (the busybox image, Alpine):
- * the API's clients all send /bin/bash. */
-#define SHELL_FALLBACK	 "if [ -x \"$0\" ]; then exec \"$0\" -c \"$1\"; fi; exec /bin/sh -c \"$1\""
+ * the API's clients all send /bin/bash. The agent does it (PROTO_SESSION_SHELL_FALLBACK),
+ * after its exec of bash fails, so it costs no second shell. */
 
 static const char *const base_env[] = {
 	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -243,19 +243,11 @@ int exec_req_from_json(json_t *o, const struct box *b, const char *cmd_id, bool 
 		err = -ENOMEM;
 		goto fail;
 	}
-	if (strcmp(shell, DEFAULT_SHELL) == 0) {
-		x->argv[0] = (char *)"/bin/sh";
-		x->argv[1] = (char *)"-c";
-		x->argv[2] = (char *)SHELL_FALLBACK;
-		x->argv[3] = x->shell;
-		x->argv[4] = x->command;
-		x->req.argc = 5;
-	} else {
-		x->argv[0] = x->shell;
-		x->argv[1] = (char *)"-c";
-		x->argv[2] = x->command;
-		x->req.argc = 3;
-	}
+	x->argv[0] = x->shell;
+	x->argv[1] = (char *)"-c";
+	x->argv[2] = x->command;
+	x->req.argc = 3;
+	x->req.shell_fallback = strcmp(shell, DEFAULT_SHELL) == 0;
 	x->req.id = cmd_id;
 	x->req.argv = (const char *const *)x->argv;
 	x->req.env = (const char *const *)x->env;

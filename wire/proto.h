@@ -317,10 +317,14 @@ _Static_assert(sizeof(struct proto_set_clock) == 16, "proto_set_clock layout");
 
 /* proto_session.flags: PROTO_EXEC_STDIN, PROTO_EXEC_PTY, and: */
 #define PROTO_SESSION_KILL_ON_DISCONNECT 0x4u /* killed when its last attachment goes */
-#define PROTO_SESSION_FLAGS		 (PROTO_EXEC_FLAGS | PROTO_SESSION_KILL_ON_DISCONNECT)
+/* argv[0] not found (ENOENT): /bin/sh runs with the same arguments instead (the API's clients
+ * all ask for /bin/bash, which busybox and Alpine images lack) */
+#define PROTO_SESSION_SHELL_FALLBACK	 0x8u
+#define PROTO_SESSION_FLAGS                                                                        \
+	(PROTO_EXEC_FLAGS | PROTO_SESSION_KILL_ON_DISCONNECT | PROTO_SESSION_SHELL_FALLBACK)
 /* idle_timeout_s: never; ttl_s: kept until the VM dies. */
-#define PROTO_SESSION_NEVER		 0xffffffffu
-#define PROTO_SESSION_ID_MAX		 128u /* bytes of a command id (1 at least) */
+#define PROTO_SESSION_NEVER  0xffffffffu
+#define PROTO_SESSION_ID_MAX 128u /* bytes of a command id (1 at least) */
 
 /*
  * SESSION_EXEC: followed by id_len bytes of command id (opaque, not terminated), then 1 + argc

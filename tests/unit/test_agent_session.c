@@ -665,3 +665,32 @@ Test(agent_session, output_is_bounded_attached_or_not)
 	ts_call_free(&r2);
 	tc_close(&c1);
 }
+
+/* PROTO_SESSION_SHELL_FALLBACK: a missing argv[0] runs /bin/sh with the same arguments and
+ * argv[0] "/bin/sh" (busybox picks its applet by it); without the flag it is 127 as before. */
+Test(agent_session, shell_fallback_runs_sh_where_the_shell_is_missing)
+{
+	static const char *const argv[] = {"/nonexistent/bash", "-c", "echo \"$0\" ran; exit 3",
+					   NULL};
+	struct ts_call r;
+	struct tc_conn c;
+
+	tc_connect(&c);
+	ts_call_init(&r);
+	ts_exec_send(&c, 1, "cmd-fallback", PROTO_SESSION_SHELL_FALLBACK, 0, PROTO_SESSION_NEVER,
+		     600, argv);
+	ts_wait(&c, 1, &r);
+	cr_assert(r.exited);
+	cr_assert_eq(r.code, 3);
+	cr_assert_str_eq(r.out[0], "/bin/sh ran\n");
+	ts_call_free(&r);
+
+	ts_call_init(&r);
+	ts_exec_send(&c, 2, "cmd-no-fallback", 0, 0, PROTO_SESSION_NEVER, 600, argv);
+	ts_wait(&c, 2, &r);
+	cr_assert(r.exited);
+	cr_assert_eq(r.code, 127);
+	cr_assert(r.out[1] != NULL && strstr(r.out[1], "/nonexistent/bash: ") != NULL);
+	ts_call_free(&r);
+	tc_close(&c);
+}
