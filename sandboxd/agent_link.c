@@ -84,6 +84,8 @@ static void link_free(struct agent_link *l)
 	free(l);
 }
 
+static void link_adopt_fd(struct agent_link *l, int fd);
+
 static void link_connect_run(struct sd_job *j)
 {
 	struct link_connect_job *cj = (struct link_connect_job *)j;
@@ -122,15 +124,22 @@ static void link_connect_done(struct sd_job *j)
 		free(cj);
 		return;
 	}
+	link_adopt_fd(l, cj->fd);
+	free(cj);
+}
+
+/* The loop takes fd, a connection to l's agent past its HELLO, as l's socket (closed on
+ * failure, and l freed). */
+static void link_adopt_fd(struct agent_link *l, int fd)
+{
 	lws_adopt_desc_t ad = {
 		.vh = link_vhost,
 		.type = LWS_ADOPT_SOCKET,
-		.fd.sockfd = cj->fd,
+		.fd.sockfd = fd,
 		.vh_prot_name = "agent-link",
 	};
 	l->wsi = lws_adopt_descriptor_vhost_via_info(&ad);
-	free(cj);
-	if (!l->wsi) {
+	if (!l->wsi) { /* lws closed fd */
 		l->down = true;
 		link_free(l);
 		return;
@@ -140,6 +149,29 @@ static void link_connect_done(struct sd_job *j)
 		lws_callback_on_writable(l->wsi);
 }
 
+static struct agent_link *link_new(struct box *b)
+{
+	struct agent_link *l = calloc(1, sizeof(*l));
+
+	if (!l)
+		return NULL;
+	snprintf(l->box_id, sizeof(l->box_id), "%s", b->id);
+	proto_decoder_init(&l->dec);
+	b->link = l;
+	return l;
+}
+
+void link_adopt(struct box *b, int fd)
+{
+	struct agent_link *l;
+
+	if (b->link || !(l = link_new(b))) {
+		close(fd);
+		return;
+	}
+	link_adopt_fd(l, fd);
+}
+
 /* The box's link, connecting when there is none. NULL: out of memory or no sandbox. */
 static struct agent_link *link_get(struct box *b)
 {
@@ -147,22 +179,18 @@ static struct agent_link *link_get(struct box *b)
 		return b->link;
 	if (!b->sandbox[0])
 		return NULL;
-	struct agent_link *l = calloc(1, sizeof(*l));
 	struct link_connect_job *cj = calloc(1, sizeof(*cj));
+	struct agent_link *l = cj ? link_new(b) : NULL;
 
-	if (!l || !cj) {
-		free(l);
+	if (!l) {
 		free(cj);
 		return NULL;
 	}
-	snprintf(l->box_id, sizeof(l->box_id), "%s", b->id);
-	proto_decoder_init(&l->dec);
 	snprintf(cj->box_id, sizeof(cj->box_id), "%s", b->id);
 	snprintf(cj->vsock, sizeof(cj->vsock), "%s/sandboxes/%s/vsock.sock", state_home(),
 		 b->sandbox);
 	cj->job.run = link_connect_run;
 	cj->job.done = link_connect_done;
-	b->link = l;
 	work_queue_io(&cj->job);
 	return l;
 }

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "client.h"
 #include "sandboxd.h"
@@ -71,6 +72,15 @@ fail:;
 	return err;
 }
 
+/* A claim given up (it failed, or its box is gone): its agent connection closed. */
+static void claim_drop(struct box_create_args *a)
+{
+	if (a->claim[0] && a->claim_fd >= 0)
+		close(a->claim_fd);
+	a->claim_fd = -1;
+	a->claim[0] = 0;
+}
+
 static void run_create(struct box_job *j, struct lc_report *r)
 {
 	struct box_create_args *a = &j->create;
@@ -91,6 +101,7 @@ static void run_create(struct box_job *j, struct lc_report *r)
 			return;
 		sd_log("pool: a claim failed (%s): booting instead", r->error);
 		lc_clear(r);
+		claim_drop(a);
 	}
 	if (a->snap_store[0]) {
 		char dir[4200];
@@ -123,7 +134,7 @@ static void job_run(struct sd_job *sj)
 			goto unlocked;
 		sd_log("pool: a claim failed (%s): booting instead", r.error);
 		lc_clear(&r);
-		j->create.claim[0] = 0;
+		claim_drop(&j->create);
 	}
 	pthread_mutex_lock(&lifecycle_lock);
 	if (j->kind == J_CREATE) {
@@ -218,6 +229,8 @@ static void job_done(struct sd_job *sj)
 	if (j->vmm_pid > 0)
 		(void)waitpid(j->vmm_pid, NULL, WNOHANG);
 	if (!b) {
+		if (j->kind == J_CREATE)
+			claim_drop(&j->create);
 		free(j);
 		return;
 	}
@@ -233,12 +246,17 @@ static void job_done(struct sd_job *sj)
 			snprintf(b->sandbox, sizeof(b->sandbox), "%s", j->new_sandbox);
 			b->status = BOX_READY;
 			b->status_message[0] = 0;
+			if (j->create.claim[0] && j->create.claim_fd >= 0) {
+				link_adopt(b, j->create.claim_fd); /* warmed up: no connect */
+				j->create.claim_fd = -1;
+			}
 		} else {
 			b->status = BOX_FAILED;
 			snprintf(b->status_message, sizeof(b->status_message), "%s", j->msg);
 		}
 		metrics_duration(j->create.claim[0] && j->err == 0 ? "claim" : "create",
 				 sd_now_ms() - b->created_ms);
+		claim_drop(&j->create);
 		break;
 	case J_START:
 		b->starting = false;

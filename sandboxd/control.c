@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include "sandboxd.h"
 
@@ -108,12 +109,19 @@ void create_timed_out(struct sd_req *q, struct box *b)
 			"poll its status");
 }
 
+static void claim_fd_close(struct box_create_args *a)
+{
+	if (a->claim_fd >= 0)
+		close(a->claim_fd);
+	a->claim_fd = -1;
+}
+
 static void box_create(struct sd_req *q, json_t *o)
 {
 	const char *name = json_string_value(json_object_get(o, "name"));
 	const char *sid = json_string_value(json_object_get(o, "snapshot_id"));
 	const char *sname = json_string_value(json_object_get(o, "snapshot_name"));
-	struct box_create_args a = {.cpus = sd_conf.default_vcpus};
+	struct box_create_args a = {.cpus = sd_conf.default_vcpus, .claim_fd = -1};
 	int64_t vcpus = sd_conf.default_vcpus, mem = (int64_t)sd_conf.default_mem_bytes, fs = 0;
 	int64_t idle = 600, del = 14 * 86400, timeout = 30;
 	char gen[SD_NAME_MAX + 1];
@@ -211,14 +219,16 @@ static void box_create(struct sd_req *q, json_t *o)
 	a.disk_gib = (b->fs_capacity_bytes + (1ull << 30) - 1) >> 30;
 	a.timeout_s = 120;
 	box_sandbox_name(b, a.sandbox_name);
-	if (!snap && pool_take(a.image, a.cpus, a.memory_mib, a.claim))
+	if (!snap && pool_take(a.image, a.cpus, a.memory_mib, a.claim, &a.claim_fd))
 		snprintf(b->sandbox, sizeof(b->sandbox), "%s", a.claim); /* adopted after a crash */
 	if (b->proxy_config && proxy_config_words(b, &a.net_opts, &a.nnet_opts) < 0) {
+		claim_fd_close(&a);
 		box_forget(b);
 		req_reply_error(q, 422, "SandboxConfig", "proxy_config cannot be served");
 		return;
 	}
 	if (box_save(b) < 0) {
+		claim_fd_close(&a);
 		box_forget(b);
 		req_reply_error(q, 500, "InternalError", "cannot save the sandbox's record");
 		return;
@@ -227,6 +237,7 @@ static void box_create(struct sd_req *q, json_t *o)
 
 	b->create_deadline_ms = wait ? sd_now_ms() + (uint64_t)timeout * 1000 : 0;
 	if (box_create_job(b, &a, wait ? q : NULL, create_replied) < 0) {
+		claim_fd_close(&a);
 		box_forget(b);
 		req_reply_error(q, 503, "Unschedulable", "out of memory");
 		return;

@@ -316,6 +316,7 @@ struct box_create_args {
 	char snap_store[64];   /* "": boot the image */
 	char sandbox_name[40]; /* box_sandbox_name */
 	char claim[16];	       /* a warm pool's sandbox to take, "" for none */
+	int claim_fd;	       /* with claim: its agent connection (pool_take), or -1 */
 	char **net_opts;       /* the proxy's policy words (netpolicy.h), owned by the job */
 	unsigned nnet_opts;
 	uint64_t queued_ms;
@@ -352,6 +353,9 @@ int link_send(struct box *b, uint16_t type, uint64_t id, const void *payload,
 void link_call_orphan(struct box *b, uint64_t id);
 /* Close the box's link: every call's owner hears f NULL. */
 void link_close(struct box *b);
+/* fd, a connection to b's agent past its HELLO with no call in flight (a warm pool's), as b's
+ * link; closed when b has one already. */
+void link_adopt(struct box *b, int fd);
 int link_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
 		  size_t len);
 
@@ -463,8 +467,9 @@ int pool_add(const char *spec) __must_check;
 /* At start: remove the pool sandboxes a crash left, then fill every pool. */
 void pools_clean(void);
 void pools_start(void);
-/* A ready sandbox of that image and size into id (the pool refills): true, else false. */
-bool pool_take(const char *image, unsigned cpus, uint64_t mem_mib, char id[16]);
+/* A ready sandbox of that image and size into id, its warmed-up agent connection into *fd (or
+ * -1; the caller's to close or adopt), and the pool refills: true, else false. */
+bool pool_take(const char *image, unsigned cpus, uint64_t mem_mib, char id[16], int *fd);
 /* The pools' sizes as metrics lines into out; how many pools. */
 unsigned pool_sizes(char *out, size_t len);
 
