@@ -58,9 +58,11 @@ static int run_claim(struct box_job *j, const struct create_opts *o, struct lc_r
 
 	if (err < 0)
 		return lc_fail(r, err, "the pool's sandbox %s is gone", j->create.claim);
-	if (o->nnet_opts && (err = sandbox_net_reconfigure(&sb, o, r)) < 0)
-		goto fail;
+	/* running first: the new policy's CA certificate goes in through the agent. No tenant's
+	 * code has run in it yet, and the create answers only once the policy is in force. */
 	if ((err = sandbox_pause(&sb, false, r)) < 0)
+		goto fail;
+	if (o->nnet_opts && (err = sandbox_net_reconfigure(&sb, o, r)) < 0)
 		goto fail;
 	snprintf(j->new_sandbox, sizeof(j->new_sandbox), "%s", sb.id);
 	return 0;

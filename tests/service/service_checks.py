@@ -188,6 +188,8 @@ def main():
         proxy_checks(d, key, home)
     if want_section("image"):
         image_checks(key, home)
+    if want_section("pool"):
+        pool_checks(d, key, home)
     if want_section("idle"):
         idle_checks(d, key, box, home)
     req(key, "DELETE", BASE + "/boxes/c1")
@@ -387,6 +389,66 @@ def proxy_checks(d, key, home):
     st, r = req(key, "POST", BASE + "/boxes", {"name": "lo", "proxy_config": {
         "access_control": {"allow_list": ["127.0.0.1/32"]}}})
     check("proxy-loopback-422", st == 422, f"{st} {r}")
+
+
+def pool_ready():
+    c = http.client.HTTPConnection("127.0.0.1", OPPORT, timeout=10)
+    c.request("GET", "/metrics")
+    body = c.getresponse().read().decode()
+    c.close()
+    m = re.search(r'^sandboxd_pool_ready\{image="busybox",vcpus="1",memory_mib="512"\} (\d+)$',
+                  body, re.M)
+    claims = re.search(r"^sandboxd_claim_duration_seconds_count(?:\{\})? (\d+)$", body, re.M)
+    return (int(m.group(1)) if m else -1), (int(claims.group(1)) if claims else -1)
+
+
+def wait_pool(want, seconds=180):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        n, _ = pool_ready()
+        if n >= want:
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def pool_checks(d, key, home):
+    # -- a warm pool (sandboxd --pool): filled at start; a create of that image and size
+    # claims its sandbox with the create's proxy_config applied before the answer; the claimed
+    # box runs commands at once; the pool refills; a restart without the pool removes its
+    # sandbox (no VMM left but the boxes')
+    d.term()
+    d.start("--pool", "busybox:1:512=1")
+    check("pool-filled", wait_pool(1), f"pool_ready {pool_ready()}")
+    _, claims = pool_ready()
+    pc = {"access_control": {"allow_list": ["api.example.test"]}}
+    t0 = time.monotonic()
+    st, pl = req(key, "POST", BASE + "/boxes", {"name": "pl1", "proxy_config": pc,
+                                                "wait_for_ready": True})
+    ms = (time.monotonic() - t0) * 1000
+    if st != 200:
+        check("pool-claim", False, f"{st} {pl}")
+        return
+    n, claims2 = pool_ready()
+    check("pool-claim", claims2 == claims + 1, f"claims {claims} -> {claims2}; {ms:.0f} ms")
+    print(f"pool: create from the pool answered in {ms:.0f} ms", flush=True)
+    st, r = run(key, pl, "echo $((6*7))")
+    check("pool-claimed-runs", st == 200 and r["stdout"] == "42\n", f"{st} {r}")
+    sbid = json.load(open(os.path.join(home, "service", "boxes", pl["id"] + ".json")))["sandbox"]
+    policy = open(os.path.join(home, "sandboxes", sbid, "policy.yaml"), errors="replace").read()
+    st, r = run(key, pl, "wget -q -T 5 -O - http://10.9.9.9/ >/dev/null 2>&1; echo $?")
+    check("pool-claim-policy", "api.example.test" in policy and st == 200 and
+          r["stdout"].strip() not in ("", "0"), f"{st} {r}; policy {policy[:300]!r}")
+    check("pool-refilled", wait_pool(1), f"pool_ready {pool_ready()}")
+    req(key, "DELETE", BASE + "/boxes/pl1")
+    time.sleep(3)
+    d.term()
+    d.start()
+    time.sleep(2)
+    _, lst = req(key, "GET", BASE + "/boxes")
+    running = len([b for b in lst["sandboxes"] if b["status"] == "ready"])
+    check("pool-cleaned-at-start", len(vmm_pids()) == running,
+          f"VMMs {vmm_pids()}, ready boxes {running}")
 
 
 def image_checks(key, home):
