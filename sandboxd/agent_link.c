@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <libwebsockets.h>
 
@@ -195,6 +196,25 @@ static struct agent_link *link_get(struct box *b)
 	return l;
 }
 
+/* Write what the socket takes now (never blocking), and ask to be told when it takes more.
+ * 0, or -1 when the socket failed (its close callback follows). */
+static int link_flush(struct agent_link *l)
+{
+	ssize_t n =
+		send(lws_get_socket_fd(l->wsi), l->out, l->out_len, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+	if (n < 0) {
+		if (errno != EAGAIN && errno != EINTR)
+			return -1;
+		n = 0;
+	}
+	memmove(l->out, l->out + n, l->out_len - (size_t)n);
+	l->out_len -= (size_t)n;
+	if (l->out_len)
+		lws_callback_on_writable(l->wsi);
+	return 0;
+}
+
 static int link_queue(struct agent_link *l, uint16_t type, uint64_t id, const void *payload,
 		      uint32_t len)
 {
@@ -220,7 +240,9 @@ static int link_queue(struct agent_link *l, uint16_t type, uint64_t id, const vo
 	if (n < 0)
 		return (int)n;
 	l->out_len += (size_t)n;
-	if (l->wsi)
+	if (l->wsi && l->out_len == (size_t)n && link_flush(l) == 0)
+		return 0; /* nothing was waiting: written at once, or asked for writable */
+	if (l->wsi)	  /* failed: the writable callback fails it again, and lws closes it */
 		lws_callback_on_writable(l->wsi);
 	return 0;
 }
@@ -344,17 +366,7 @@ int link_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
 	case LWS_CALLBACK_RAW_WRITEABLE: {
 		if (!l || l->down || !l->out_len)
 			return 0;
-		ssize_t n = write(lws_get_socket_fd(wsi), l->out, l->out_len);
-
-		if (n < 0)
-			return errno == EAGAIN || errno == EINTR
-				       ? (lws_callback_on_writable(wsi), 0)
-				       : -1;
-		memmove(l->out, l->out + n, l->out_len - (size_t)n);
-		l->out_len -= (size_t)n;
-		if (l->out_len)
-			lws_callback_on_writable(wsi);
-		return 0;
+		return link_flush(l);
 	}
 	case LWS_CALLBACK_RAW_CLOSE:
 		if (l) {

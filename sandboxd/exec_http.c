@@ -123,21 +123,21 @@ void exec_http_handle(struct sd_req *q, struct box *b)
 		req_reply_error(q, 400, "InvalidRequest", "%s", why);
 		return;
 	}
-	uint8_t *buf = malloc(PROTO_MAX_PAYLOAD);
-	int n = buf ? session_exec_payload(&x.req, buf, PROTO_MAX_PAYLOAD) : -ENOMEM;
-
-	exec_req_free(&x);
 	struct http_exec *h = calloc(1, sizeof(*h));
 
-	if (n < 0 || !h) {
-		free(buf);
+	if (!h) {
+		exec_req_free(&x);
+		req_reply_error(q, 503, "ServiceUnavailable", "out of memory");
+		return;
+	}
+	snprintf(h->box_id, sizeof(h->box_id), "%s", b->id);
+	err = exec_req_start(b, &x, hx_frame, h, &h->call);
+	exec_req_free(&x);
+	if (err == -EMSGSIZE) {
 		free(h);
 		req_reply_error(q, 400, "CommandError", "the command is too long");
 		return;
 	}
-	snprintf(h->box_id, sizeof(h->box_id), "%s", b->id);
-	err = link_call_start(b, PROTO_MSG_SESSION_EXEC, buf, (uint32_t)n, hx_frame, h, &h->call);
-	free(buf);
 	if (err < 0) {
 		free(h);
 		req_reply_error(q, 503, "ServiceUnavailable", "cannot reach the sandbox: %s",

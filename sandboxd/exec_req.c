@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "client.h"
+#include "proto.h"
 #include "sandboxd.h"
 
 #define EXEC_ENV_MAX	 256	      /* variables of one command */
@@ -280,4 +281,22 @@ void exec_req_free(struct exec_req *x)
 	free(x->shell);
 	free(x->cwd);
 	memset(x, 0, sizeof(*x));
+}
+
+int exec_req_start(struct box *b, const struct exec_req *x, link_frame_fn on_frame, void *owner,
+		   uint64_t *id)
+{
+	uint8_t small[8192], *buf = small; /* most commands: no 1 MiB allocation each */
+	int n = session_exec_payload(&x->req, small, sizeof(small)), err;
+
+	if (n == -EMSGSIZE) {
+		buf = malloc(PROTO_MAX_PAYLOAD);
+		n = buf ? session_exec_payload(&x->req, buf, PROTO_MAX_PAYLOAD) : -ENOMEM;
+	}
+	err = n < 0 ? n
+		    : link_call_start(b, PROTO_MSG_SESSION_EXEC, buf, (uint32_t)n, on_frame, owner,
+				      id);
+	if (buf != small)
+		free(buf);
+	return err;
 }

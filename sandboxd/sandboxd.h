@@ -374,6 +374,10 @@ struct exec_req {
 int exec_req_from_json(json_t *o, const struct box *b, const char *cmd_id, bool http,
 		       struct exec_req *x, char *why, size_t len) __must_check;
 void exec_req_free(struct exec_req *x);
+/* x's SESSION_EXEC started on b's link (link_call_start): 0, -EMSGSIZE (over a frame) or
+ * -errno. */
+int exec_req_start(struct box *b, const struct exec_req *x, link_frame_fn on_frame, void *owner,
+		   uint64_t *id) __must_check;
 
 /* ---- ws_exec.c, http.c: connections ---- */
 

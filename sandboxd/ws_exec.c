@@ -40,6 +40,7 @@ struct ws_sess {
 	char cmd_id[SD_CMD_ID_MAX + 1];
 	enum ws_state st;
 	bool reconnect, started_sent, paused, has_call, closing;
+	bool from_agent;	   /* in ws_on_frame: what it queues may go out at once */
 	unsigned short close_code; /* with closing: 0 is 1000 */
 	uint64_t call;
 	uint64_t off[3]; /* [1] stdout, [2] stderr: the next offset the client has not got */
@@ -65,6 +66,20 @@ static void ws_queue_text(struct ws_sess *s, const char *text)
 	m->next = NULL;
 	m->len = n;
 	memcpy(m->data + LWS_PRE, text, n);
+	if (s->from_agent && !s->head && !s->closing && !lws_send_pipe_choked(s->wsi)) {
+		/* Nothing of ours waits and the socket takes more: sent now, not after one more
+		 * turn of the loop (a command's started and exit are on every exec's path). What
+		 * the socket does not take lws keeps and sends first; a socket that does not take
+		 * more is never written this way, so that lws keeps one message at most and our
+		 * queue's bound holds. */
+		int w = lws_write(s->wsi, m->data + LWS_PRE, n, LWS_WRITE_TEXT);
+
+		free(m);
+		if (w < 0)
+			lws_set_timeout(s->wsi, PENDING_TIMEOUT_KILLED_BY_PARENT,
+					LWS_TO_KILL_ASYNC);
+		return;
+	}
 	if (s->tail)
 		s->tail->next = m;
 	else
@@ -149,10 +164,19 @@ static void ws_resume(struct ws_sess *s)
 	s->has_call = true;
 }
 
+static void ws_on_agent_frame(struct ws_sess *s, const struct proto_frame *f);
+
 static void ws_on_frame(void *owner, uint64_t call, const struct proto_frame *f)
 {
 	struct ws_sess *s = owner;
 
+	s->from_agent = true; /* the link's callback, not this WebSocket's own */
+	ws_on_agent_frame(s, f);
+	s->from_agent = false;
+}
+
+static void ws_on_agent_frame(struct ws_sess *s, const struct proto_frame *f)
+{
 	if (!f) { /* the link is gone: the box stopped or its VMM died */
 		s->has_call = false;
 		if (s->st != WS_DONE) /* 1001: the client attaches again at once, and wakes it */
@@ -293,14 +317,8 @@ static int ws_start(struct ws_sess *s, struct box *b)
 			ws_error(s, "CommandError", "%s", why);
 			return 0;
 		}
-		buf = malloc(PROTO_MAX_PAYLOAD);
-		n = buf ? session_exec_payload(&x.req, buf, PROTO_MAX_PAYLOAD) : -ENOMEM;
+		err = exec_req_start(b, &x, ws_on_frame, s, &s->call);
 		exec_req_free(&x);
-		if (n >= 0)
-			err = link_call_start(b, PROTO_MSG_SESSION_EXEC, buf, (uint32_t)n,
-					      ws_on_frame, s, &s->call);
-		else
-			err = n;
 	}
 	free(buf);
 	json_decref(o);
