@@ -8,6 +8,7 @@
  * LINK_OUT_MAX) and written when the socket can take it.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,7 +100,7 @@ static void link_connect_run(struct sd_job *j)
 	if (agent_buffered(&c)) {
 		cj->err = -EPROTO;
 	} else {
-		cj->fd = dup(c.fd);
+		cj->fd = fcntl(c.fd, F_DUPFD_CLOEXEC, 0); /* never inherited by a VMM or proxy */
 		if (cj->fd < 0)
 			cj->err = -errno;
 	}
@@ -170,6 +171,7 @@ void link_adopt(struct box *b, int fd)
 		close(fd);
 		return;
 	}
+	l->next_id = 1000; /* above any id its first owner used (the pool's warm-up) */
 	link_adopt_fd(l, fd);
 }
 

@@ -172,7 +172,8 @@ void req_reply_raw(struct sd_req *q, int status, const char *ctype, char *data, 
 	q->resp_off = 0;
 	metrics_request(q->rt.kind, status, sd_now_ms() - q->start_ms);
 	access_log(q);
-	lws_callback_on_writable(q->wsi);
+	if (!q->dispatching) /* else written when its dispatch returns (http_dispatch) */
+		lws_callback_on_writable(q->wsi);
 }
 
 void req_reply_json(struct sd_req *q, int status, json_t *body)
@@ -271,9 +272,12 @@ static void req_reset(struct sd_req *q)
 	free(q->body);
 	free(q->resp);
 	struct lws *wsi = q->wsi;
+	char peer[sizeof(q->peer)];
 
+	memcpy(peer, q->peer, sizeof(peer)); /* the connection's: asked once */
 	memset(q, 0, sizeof(*q));
 	q->wsi = wsi;
+	memcpy(q->peer, peer, sizeof(peer));
 }
 
 static enum http_method req_method(struct lws *wsi)
@@ -331,7 +335,8 @@ static int req_begin(struct sd_req *q, const char *uri, bool operator_listener)
 	q->start_ms = sd_now_ms();
 	q->operator_listener = operator_listener;
 	q->method = req_method(q->wsi);
-	lws_get_peer_simple(q->wsi, q->peer, sizeof(q->peer));
+	if (!q->peer[0])
+		lws_get_peer_simple(q->wsi, q->peer, sizeof(q->peer));
 	/* A request answered before its body is read (refused) closes its connection after the
 	 * answer: the body is never read, whatever its size. */
 	q->close_after = lws_hdr_total_length(q->wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0 ||
@@ -468,7 +473,7 @@ void req_dispatch(struct sd_req *q)
 
 static int req_write(struct sd_req *q)
 {
-	uint8_t hbuf[LWS_PRE + 4096], *start = hbuf + LWS_PRE, *p = start,
+	uint8_t hbuf[LWS_PRE + 8192], *start = hbuf + LWS_PRE, *p = start,
 				      *end = hbuf + sizeof(hbuf);
 
 	if (!q->headers_sent) {
@@ -481,6 +486,21 @@ static int req_write(struct sd_req *q)
 							(const uint8_t *)q->extra[i].value,
 							(int)strlen(q->extra[i].value), &p, end))
 				return 1;
+		if (q->method != M_HEAD && q->resp_len > 0 &&
+		    q->resp_len + 2 <= (size_t)(end - p)) {
+			/* a small body (a box's JSON, an error) goes with the headers: one send,
+			 * not two turns of the loop */
+			if (lws_finalize_http_header(q->wsi, &p, end))
+				return 1;
+			memcpy(p, q->resp, q->resp_len);
+			p += q->resp_len;
+			q->headers_sent = true;
+			q->resp_off = q->resp_len;
+			if (lws_write(q->wsi, start, (size_t)(p - start), LWS_WRITE_HTTP_FINAL) !=
+			    (int)(p - start))
+				return 1;
+			goto done;
+		}
 		if (lws_finalize_write_http_header(q->wsi, start, &p, end))
 			return 1;
 		q->headers_sent = true;
@@ -523,6 +543,16 @@ static bool on_operator(struct lws *wsi)
 	return name && strcmp(name, "operator") == 0;
 }
 
+/* Dispatch q from its connection's own callback: an answer made at once (most: a box's
+ * JSON, an error) is written now, not after one more turn of the loop. */
+static int http_dispatch(struct sd_req *q)
+{
+	q->dispatching = true;
+	req_dispatch(q);
+	q->dispatching = false;
+	return q->replied && !q->headers_sent ? req_write(q) : 0;
+}
+
 int http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
 		  size_t len)
 {
@@ -539,15 +569,14 @@ int http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
 		q->wsi = wsi;
 		metrics_conn(true);
 		if (req_begin(q, in, on_operator(wsi)) == 0 && !q->body_expected)
-			req_dispatch(q);
+			return http_dispatch(q);
 		return 0;
 	case LWS_CALLBACK_HTTP_BODY:
 		return q ? req_body(q, in, len) : -1;
 	case LWS_CALLBACK_HTTP_BODY_COMPLETION:
 		if (!q)
 			return -1;
-		req_dispatch(q);
-		return 0;
+		return http_dispatch(q);
 	case LWS_CALLBACK_HTTP_WRITEABLE:
 		if (!q || !q->replied)
 			return 0;

@@ -15,6 +15,7 @@
  * unclaimed) is removed and the pools fill anew.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,7 +88,7 @@ static int pool_warm(const struct sandbox *sb, int *fd, struct lc_report *r)
 	static const char *const env[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:"
 					  "/sbin:/bin"};
 	struct session_req q = {
-		.id = "sandboxd-pool-warm-up",
+		.id = SD_CMD_ID_RESERVED "pool-warm-up",
 		.argv = argv,
 		.argc = 3,
 		.env = env,
@@ -118,8 +119,8 @@ static int pool_warm(const struct sandbox *sb, int *fd, struct lc_report *r)
 		return lc_fail(r, err, "pool: %s: the warm-up command failed: %s", sb->id,
 			       strerror(-err));
 	}
-	if (!agent_buffered(&c))
-		*fd = dup(c.fd); /* else a frame came after EXIT: connect at the claim */
+	if (!agent_buffered(&c)) /* else a frame came after EXIT: connect at the claim */
+		*fd = fcntl(c.fd, F_DUPFD_CLOEXEC, 0); /* no VMM or proxy started later gets it */
 	agent_close(&c);
 	return 0;
 }
@@ -133,23 +134,27 @@ static void fill_run(struct sd_job *sj)
 	j->fd = -1;
 	pthread_mutex_lock(&lifecycle_lock);
 	j->err = sandbox_create(&j->o, &sb, &r);
+	pthread_mutex_unlock(&lifecycle_lock);
 	if (j->err == 0) {
+		/* its own sandbox, nobody's yet: no lock, so that a guest slow to warm up holds
+		 * up no other create */
 		j->err = pool_warm(&sb, &j->fd, &r);
 		if (j->err == 0)
 			j->err = sandbox_pause(&sb, true, &r);
 		if (j->err < 0) {
+			struct lc_report r2 = {0};
+
 			if (j->fd >= 0)
 				close(j->fd);
 			j->fd = -1;
-			struct lc_report r2 = {0};
-
+			pthread_mutex_lock(&lifecycle_lock);
 			if (sandbox_rm(&sb, true, &r2) < 0)
 				sd_log("pool: %s cannot be removed: %s", sb.id, r2.error);
+			pthread_mutex_unlock(&lifecycle_lock);
 		} else {
 			snprintf(j->id, sizeof(j->id), "%s", sb.id);
 		}
 	}
-	pthread_mutex_unlock(&lifecycle_lock);
 	if (j->err < 0)
 		snprintf(j->msg, sizeof(j->msg), "%s", r.error[0] ? r.error : strerror(-j->err));
 }

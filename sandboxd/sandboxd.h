@@ -52,8 +52,9 @@
 #define SD_BOXES_MAX	    4096 /* boxes on this host, all workspaces */
 #define SD_SNAPS_MAX	    4096
 #define SD_KEYS_MAX	    4096
-#define SD_CMD_ID_MAX	    128 /* a command id's bytes (the API: 1..128) */
-#define SD_ID_LEN	    36	/* a UUID */
+#define SD_CMD_ID_MAX	    128		/* a command id's bytes (the API: 1..128) */
+#define SD_CMD_ID_RESERVED  "sandboxd-" /* command ids of ours (a pool's warm-up): refused */
+#define SD_ID_LEN	    36		/* a UUID */
 
 /* ---- keys.c: API keys and workspaces ---- */
 
@@ -249,6 +250,7 @@ struct sd_req {
 	uint64_t upload_reserved; /* of the uploads' in-flight budget (http.c) */
 	/* The response, once decided. */
 	bool replied, headers_sent;
+	bool dispatching; /* in http_dispatch: an answer is written when it returns */
 	int status;
 	char ctype[96];
 	char *resp;

@@ -353,6 +353,12 @@ static int ws_first(struct ws_sess *s, json_t *o)
 		ws_error(s, "CommandError", "command_id must be 1 to %d bytes", SD_CMD_ID_MAX);
 		return 0;
 	}
+	if (id && strncmp(id, SD_CMD_ID_RESERVED, strlen(SD_CMD_ID_RESERVED)) == 0) {
+		json_decref(o);
+		ws_error(s, "CommandError", "command ids beginning %s are the server's",
+			 SD_CMD_ID_RESERVED);
+		return 0;
+	}
 	if (!id && strcmp(type, "reconnect") == 0) {
 		json_decref(o);
 		ws_error(s, "CommandNotFound", "reconnect without a command_id");

@@ -34,7 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PROTO_VERSION	  3u
+#define PROTO_VERSION	  4u
 #define PROTO_VSOCK_PORT  52u
 /* Once the agent listens, sandbox-init connects to this host port (CID 2) and writes
  * PROTO_READY_LINE: the host learns the agent is up without polling it during boot. */

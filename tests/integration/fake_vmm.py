@@ -184,7 +184,7 @@ def enoent(conn, ident):
 
 def agent_frame(conn, typ, ident, payload, writes):
     if typ == HELLO:
-        conn.sendall(frame(HELLO, 0, struct.pack("<II", 3, 1 << 20)))  # PROTO_VERSION
+        conn.sendall(frame(HELLO, 0, struct.pack("<II", 4, 1 << 20)))  # PROTO_VERSION
     elif typ == PING:
         conn.sendall(frame(PONG, ident, struct.pack("<Q", 1000)))
     elif typ in (SYNC, MKDIR, RESEED, SET_CLOCK):

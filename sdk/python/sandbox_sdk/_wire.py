@@ -12,7 +12,7 @@ import struct
 
 from .errors import printable
 
-PROTO_VERSION = 3
+PROTO_VERSION = 4
 PROTO_VSOCK_PORT = 52
 PROTO_HDR_LEN = 16
 PROTO_MAX_PAYLOAD = 1 << 20
