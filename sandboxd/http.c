@@ -272,12 +272,9 @@ static void req_reset(struct sd_req *q)
 	free(q->body);
 	free(q->resp);
 	struct lws *wsi = q->wsi;
-	char peer[sizeof(q->peer)];
 
-	memcpy(peer, q->peer, sizeof(peer)); /* the connection's: asked once */
 	memset(q, 0, sizeof(*q));
 	q->wsi = wsi;
-	memcpy(q->peer, peer, sizeof(peer));
 }
 
 static enum http_method req_method(struct lws *wsi)
@@ -335,8 +332,7 @@ static int req_begin(struct sd_req *q, const char *uri, bool operator_listener)
 	q->start_ms = sd_now_ms();
 	q->operator_listener = operator_listener;
 	q->method = req_method(q->wsi);
-	if (!q->peer[0])
-		lws_get_peer_simple(q->wsi, q->peer, sizeof(q->peer));
+	lws_get_peer_simple(q->wsi, q->peer, sizeof(q->peer));
 	/* A request answered before its body is read (refused) closes its connection after the
 	 * answer: the body is never read, whatever its size. */
 	q->close_after = lws_hdr_total_length(q->wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0 ||
@@ -560,9 +556,20 @@ int http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
 	struct sd_req *q = c ? c->req : NULL;
 
 	switch (reason) {
+	case LWS_CALLBACK_HTTP_DROP_PROTOCOL:
+		/* A transaction ended (answered, or its connection closes): lws frees `c` after
+		 * this, and binds the next keep-alive request's afresh. Until this was handled,
+		 * every request on a kept-alive connection leaked its sd_req (7 KiB: 1.1 GB after
+		 * 159,000 requests of wrk). */
+		if (q) {
+			req_reset(q);
+			free(q);
+			c->req = NULL;
+		}
+		return 0;
 	case LWS_CALLBACK_HTTP:
-		/* made at a connection's first request, kept for its next (keep-alive), never for
-		 * a WebSocket: an idle WebSocket costs its session only */
+		/* made at a transaction's request (lws binds `c` to one transaction, not to the
+		 * connection), never for a WebSocket: an idle WebSocket costs its session only */
 		if (!c || (!q && !(q = c->req = calloc(1, sizeof(*q)))))
 			return -1;
 		req_reset(q);
