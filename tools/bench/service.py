@@ -196,10 +196,12 @@ def sandbox_dir_of(a, box):
 def exec_series(a, sd, box, rounds):
     """exec_ws against conn, interleaved; medians of the rounds' medians."""
     vsock = os.path.join(sandbox_dir_of(a, box), "vsock.sock")
-    ws, ws_sh, conn = [], [], []
-    started = {"/bin/bash": [], "/bin/sh": []}
+    ws, ws_sh, ws_true, conn = [], [], [], []
+    started = {"/bin/bash": [], "/bin/sh": [], "/bin/true": []}
     for _ in range(rounds):
-        for shell, out in (("/bin/bash", ws), ("/bin/sh", ws_sh)):
+        # /bin/true as the "shell" runs what conn runs, `true` and no shell (it ignores "-c
+        # true"): the service path's own cost, apart from a shell's start
+        for shell, out in (("/bin/bash", ws), ("/bin/sh", ws_sh), ("/bin/true", ws_true)):
             p = run([a.service_ws, "exec", "--url", box["dataplane_url"], "--key", sd.key,
                      "--runs", "20", "--warmup", "3", "--shell", shell])
             out.append(float(re.search(r"median_ms=([0-9.]+)", p.stdout.decode()).group(1)))
@@ -214,6 +216,8 @@ def exec_series(a, sd, box, rounds):
         " ".join("%.3f" % x for x in ws))
     log("exec_ws with shell /bin/sh (no bash fallback) round medians: %s ms" %
         " ".join("%.3f" % x for x in ws_sh))
+    log("exec_ws with shell /bin/true (no shell: the program conn runs) round medians: %s ms" %
+        " ".join("%.3f" % x for x in ws_true))
     log("conn (bench-exec) round medians: %s ms" % " ".join("%.3f" % x for x in conn))
     for shell, v in started.items():
         log("exec_ws with shell %s: execute to started, round medians: %s ms" % (
