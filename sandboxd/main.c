@@ -220,7 +220,7 @@ static int serve(int argc, char **argv)
 	int err;
 
 	if ((err = state_init()) < 0 || (err = sd_dir_init()) < 0 || (err = keys_load()) < 0 ||
-	    (err = boxes_load()) < 0 || (err = snaps_load()) < 0) {
+	    (err = boxes_load()) < 0 || (err = snaps_load()) < 0 || (err = usage_load()) < 0) {
 		fprintf(stderr, "sandboxd: %s: %s\n", sd_dir(), strerror(-err));
 		return 1;
 	}
@@ -296,6 +296,7 @@ static int serve(int argc, char **argv)
 	for (uint64_t end = sd_now_ms() + 1000; sd_now_ms() < end && ws_attached_count();)
 		lws_service(ctx, 0);
 	lws_context_destroy(ctx);
+	usage_flush();
 	return 0;
 }
 

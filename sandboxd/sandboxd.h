@@ -10,11 +10,12 @@
  * Files: main.c (command line, the loop, the tick), keys.c (API keys, quotas' files, secrets),
  * route.c (paths to routes: no I/O), http.c (the lws HTTP protocol: requests in, responses
  * out, the key's check, failed-auth rate limit), box.c and snap.c (box and snapshot records on
- * disk and as JSON), control.c (the box routes), tenancy.c (quotas, usage), work.c (the worker
- * pool), box_work.c (the lifecycle jobs a worker runs, wakes), pool.c (warm pools), idle.c
- * (adoption at start, idle stop, delete after stop, create timeouts), agent_link.c (a box's
- * agent connection on the loop), exec_req.c (an execute request as a command session),
- * ws_exec.c (the execute WebSocket), exec_http.c (POST /execute, the commands list),
+ * disk and as JSON), control.c (the box routes), tenancy.c (quotas), usage.c (usage per
+ * workspace, kept on disk), work.c (the worker pool), box_work.c (the lifecycle jobs a
+ * worker runs, wakes), pool.c (warm pools), idle.c (adoption at start, idle stop, delete
+ * after stop, create timeouts), agent_link.c (a box's agent connection on the loop),
+ * exec_req.c (an execute request as a command session), ws_exec.c (the execute WebSocket),
+ * exec_http.c (POST /execute, the commands list),
  * files.c files_search.c multipart.c range.c range_parse.c (upload, download, glob, grep),
  * links.c svc_proxy.c (download links, service URLs), proxy_config.c (proxy_config as the
  * proxy's policy), image_snap.c registry.c (snapshots from Docker images, registries),
@@ -431,6 +432,10 @@ int registry_find(const char *workspace, const char *ref, json_t **out) __must_c
 /* tenancy.c */
 bool quota_refuse_box(struct sd_req *q, unsigned vcpus, uint64_t mem_bytes, uint64_t fs_bytes);
 bool quota_refuse_snapshot(struct sd_req *q);
+/* usage.c: counted each tick, kept in the state directory (usage_load at start, usage_flush
+ * at SIGTERM). */
+int usage_load(void) __must_check;
+void usage_flush(void);
 void usage_tick(uint64_t elapsed_ms);
 void usage_handle(struct sd_req *q);
 /* control.c */

@@ -2,8 +2,7 @@
 /*
  * Quotas and usage per workspace (docs/api.md, "Quotas"). A quota refused is a 429 whose
  * message names the quota, which the clients map to their quota error and its type
- * ("sandbox count", "cpu", "memory", "storage"). Usage is counted per workspace in
- * sandbox-seconds, vCPU-seconds and GiB-seconds of memory while boxes run.
+ * ("sandbox count", "cpu", "memory", "storage"). Usage: usage.c.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -52,53 +51,4 @@ bool quota_refuse_snapshot(struct sd_req *q)
 	if (quota.snapshots && snap_count(q->workspace) + 1 > quota.snapshots)
 		return refuse(q, "snapshot count", quota.snapshots);
 	return false;
-}
-
-/* ---- usage: counted each tick for the boxes that run ---- */
-
-#define USAGE_WORKSPACES_MAX 1024
-static struct {
-	char workspace[SD_WORKSPACE_MAX + 1];
-	double sandbox_s, vcpu_s, gib_s;
-} usage[USAGE_WORKSPACES_MAX];
-
-void usage_tick(uint64_t elapsed_ms)
-{
-	for (struct box *b = box_first(); b; b = b->next) {
-		if (b->status != BOX_READY)
-			continue;
-		int slot = -1;
-
-		for (int i = 0; i < USAGE_WORKSPACES_MAX; i++)
-			if (strcmp(usage[i].workspace, b->workspace) == 0 ||
-			    (!usage[i].workspace[0] && slot < 0)) {
-				slot = i;
-				if (usage[i].workspace[0])
-					break;
-			}
-		if (slot < 0)
-			continue;
-		snprintf(usage[slot].workspace, sizeof(usage[slot].workspace), "%s", b->workspace);
-		double s = (double)elapsed_ms / 1000.0;
-
-		usage[slot].sandbox_s += s;
-		usage[slot].vcpu_s += s * b->vcpus;
-		usage[slot].gib_s += s * (double)b->mem_bytes / (double)(1ull << 30);
-	}
-}
-
-void usage_handle(struct sd_req *q)
-{
-	for (int i = 0; i < USAGE_WORKSPACES_MAX; i++)
-		if (strcmp(usage[i].workspace, q->workspace) == 0) {
-			req_reply_json(q, 200,
-				       json_pack("{s:f, s:f, s:f}", "sandbox_seconds",
-						 usage[i].sandbox_s, "vcpu_seconds",
-						 usage[i].vcpu_s, "memory_gib_seconds",
-						 usage[i].gib_s));
-			return;
-		}
-	req_reply_json(q, 200,
-		       json_pack("{s:f, s:f, s:f}", "sandbox_seconds", 0.0, "vcpu_seconds", 0.0,
-				 "memory_gib_seconds", 0.0));
 }

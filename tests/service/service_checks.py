@@ -214,8 +214,14 @@ def crash_checks(d, key, box):
     r = Reader()
     r.read(s, count=6)
     before = r.out["stdout"]
+    _, u0 = req(key, "GET", BASE + "/usage")
+    time.sleep(1.5)  # usage is written each second
     d.kill9()
     d.start()
+    _, u1 = req(key, "GET", BASE + "/usage")
+    check("crash-usage-kept", u0.get("sandbox_seconds", 0) > 0 and
+          u1.get("sandbox_seconds", 0) >= u0["sandbox_seconds"] and
+          u1.get("vcpu_seconds", 0) >= u0.get("vcpu_seconds", 0), f"before {u0}; after {u1}")
     st, lst = req(key, "GET", BASE + "/boxes")
     check("crash-list", st == 200 and [b["name"] for b in lst["sandboxes"]] == ["c1"],
           f"{st} {lst}")
