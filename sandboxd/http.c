@@ -242,6 +242,11 @@ struct sd_pending *req_park(struct sd_req *q)
 		req_reply_error(q, 503, "ServiceUnavailable", "out of memory");
 		return NULL;
 	}
+	if (q->pending) { /* never: a request is dispatched once */
+		free(p);
+		sd_log("a request parked twice");
+		return NULL;
+	}
 	p->q = q;
 	q->pending = p;
 	return p;
@@ -335,8 +340,16 @@ static int req_begin(struct sd_req *q, const char *uri, bool operator_listener)
 	lws_get_peer_simple(q->wsi, q->peer, sizeof(q->peer));
 	/* A request answered before its body is read (refused) closes its connection after the
 	 * answer: the body is never read, whatever its size. */
-	q->close_after = lws_hdr_total_length(q->wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0 ||
-			 lws_hdr_total_length(q->wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) > 0;
+	q->has_length = lws_hdr_total_length(q->wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0;
+	/* A POST, PUT or PATCH without a length: lws takes what follows as its body (up to
+	 * 100 MB), so it is served as one without a body and its connection closes after. */
+	q->close_after_always =
+		!q->has_length &&
+		lws_hdr_total_length(q->wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) <= 0 &&
+		(q->method == M_POST || q->method == M_PUT || q->method == M_PATCH);
+	q->close_after = q->has_length ||
+			 lws_hdr_total_length(q->wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) > 0 ||
+			 q->close_after_always;
 	if (strlen(uri) >= sizeof(path) || memchr(uri, '?', strlen(uri))) {
 		req_reply_error(q, 414, "InvalidRequest", "the path is too long");
 		return -1;
@@ -396,7 +409,7 @@ static int req_begin(struct sd_req *q, const char *uri, bool operator_listener)
 		uploads_inflight += want;
 		q->upload_reserved = want;
 	}
-	q->close_after = false;
+	q->close_after = q->close_after_always;
 	return 0;
 }
 
@@ -477,6 +490,11 @@ static int req_write(struct sd_req *q)
 						q->method == M_HEAD ? q->head_len : q->resp_len, &p,
 						end))
 			return 1;
+		/* the client must not send another request on it */
+		if (q->close_after &&
+		    lws_add_http_header_by_token(q->wsi, WSI_TOKEN_CONNECTION,
+						 (const uint8_t *)"close", 5, &p, end))
+			return 1;
 		for (unsigned i = 0; i < q->nextra; i++)
 			if (lws_add_http_header_by_name(q->wsi, (const uint8_t *)q->extra[i].name,
 							(const uint8_t *)q->extra[i].value,
@@ -539,12 +557,22 @@ static bool on_operator(struct lws *wsi)
 	return name && strcmp(name, "operator") == 0;
 }
 
-/* Dispatch q from its connection's own callback: an answer made at once (most: a box's
- * JSON, an error) is written now, not after one more turn of the loop. */
+/*
+ * Dispatch q, once. A GET or HEAD without a body that is answered at once (a box's JSON, an
+ * error) is written now, inside LWS_CALLBACK_HTTP, not after one more turn of the loop:
+ * lws expects no body after it then. Anything else is written from the writable callback,
+ * as lws 4.1 wants after it may have set its body state (a POST without a length is a body of
+ * up to 100 MB to it; answering and completing the transaction inside that callback left lws
+ * reading the next bytes as a body on a freed request).
+ */
 static int http_dispatch(struct sd_req *q)
 {
-	q->dispatching = true;
+	q->dispatched = true;
+	q->dispatching =
+		(q->method == M_GET || q->method == M_HEAD) && !q->close_after && !q->has_length;
 	req_dispatch(q);
+	if (!q->dispatching)
+		return 0;
 	q->dispatching = false;
 	return q->replied && !q->headers_sent ? req_write(q) : 0;
 }
@@ -579,11 +607,25 @@ int http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
 			return http_dispatch(q);
 		return 0;
 	case LWS_CALLBACK_HTTP_BODY:
-		return q ? req_body(q, in, len) : -1;
+		if (!q || (q->dispatched && len)) /* bytes past a request dispatched: close */
+			return -1;
+		return q->dispatched ? 0 : req_body(q, in, len);
 	case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+		/* Once a request: lws sends it after an explicit Content-Length of 0 to a POST
+		 * dispatched at its head (once), and again and again while bytes past a body wait
+		 * in its buffer (a pipelined request after a POST's body): that closes, or the
+		 * loop spins and the request runs twice. */
 		if (!q)
 			return -1;
-		return http_dispatch(q);
+		if (q->completed) { /* its answer, if it has one, goes out before the close */
+			if (q->replied && !q->headers_sent) {
+				q->close_after = true;
+				(void)req_write(q);
+			}
+			return -1;
+		}
+		q->completed = true;
+		return q->dispatched ? 0 : http_dispatch(q);
 	case LWS_CALLBACK_HTTP_WRITEABLE:
 		if (!q || !q->replied)
 			return 0;

@@ -251,7 +251,10 @@ struct sd_req {
 	uint64_t upload_reserved; /* of the uploads' in-flight budget (http.c) */
 	/* The response, once decided. */
 	bool replied, headers_sent;
-	bool dispatching; /* in http_dispatch: an answer is written when it returns */
+	bool dispatching;	    /* in http_dispatch: an answer is written when it returns */
+	bool dispatched, completed; /* once each: lws may call BODY_COMPLETION again */
+	bool has_length;	    /* a Content-Length came (of any value) */
+	bool close_after_always;    /* a POST, PUT or PATCH without a length: lws reads on */
 	int status;
 	char ctype[96];
 	char *resp;

@@ -20,6 +20,7 @@
 
 #define USAGE_WORKSPACES_MAX 1024
 #define USAGE_SAVE_MS	     1000
+#define USAGE_VALUE_MAX	     1e15 /* seconds: 31 million years of a workspace's boxes */
 
 static struct {
 	char workspace[SD_WORKSPACE_MAX + 1];
@@ -30,11 +31,18 @@ static unsigned nusage;
 
 static int usage_slot(const char *workspace)
 {
+	static bool full_said;
+
 	for (unsigned i = 0; i < nusage; i++)
 		if (strcmp(usage[i].workspace, workspace) == 0)
 			return (int)i;
-	if (nusage >= USAGE_WORKSPACES_MAX)
+	if (nusage >= USAGE_WORKSPACES_MAX) {
+		if (!full_said)
+			sd_log("usage: %u workspaces counted already: %s and later ones are not",
+			       USAGE_WORKSPACES_MAX, workspace);
+		full_said = true;
 		return -1;
+	}
 	snprintf(usage[nusage].workspace, sizeof(usage[0].workspace), "%s", workspace);
 	return (int)nusage++;
 }
@@ -46,15 +54,23 @@ static void usage_save(unsigned i)
 			 "sandbox_seconds %.3f\nvcpu_seconds %.3f\nmemory_gib_seconds %.3f\n",
 			 usage[i].sandbox_s, usage[i].vcpu_s, usage[i].gib_s);
 
+	if (n < 0 || (size_t)n >= sizeof(text))
+		return; /* never: the values are bounded at load and grow by seconds */
 	snprintf(path, sizeof(path), "%s/usage/%s", sd_dir(), usage[i].workspace);
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	/* a leading dot: no workspace's name (valid_name), so no workspace's file */
+	snprintf(tmp, sizeof(tmp), "%s/usage/.%s.tmp", sd_dir(), usage[i].workspace);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600), err = 0;
 
-	if (fd < 0 || write_all(fd, text, (size_t)n) < 0 || close(fd) < 0 ||
-	    rename(tmp, path) < 0) {
+	if (fd < 0 || write_all(fd, text, (size_t)n) < 0)
+		err = errno;
+	if (fd >= 0 && close(fd) < 0 && !err)
+		err = errno;
+	if (!err && rename(tmp, path) < 0)
+		err = errno;
+	if (err) {
 		if (fd >= 0)
 			unlink(tmp);
-		sd_log("usage of %s cannot be saved: %s", usage[i].workspace, strerror(errno));
+		sd_log("usage of %s cannot be saved: %s", usage[i].workspace, strerror(err));
 		return;
 	}
 	usage[i].dirty = false;
@@ -75,12 +91,14 @@ int usage_load(void)
 		int slot;
 
 		if (!valid_workspace(e->d_name))
-			continue; /* ".", "..", a ".tmp" left by a crash */
+			continue; /* ".", "..", a ".NAME.tmp" left by a crash */
 		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
 		if (read_file(path, 4096, &text, NULL) < 0 ||
 		    sscanf(text, "sandbox_seconds %lf\nvcpu_seconds %lf\nmemory_gib_seconds %lf",
 			   &s, &v, &g) != 3 ||
-		    !(s >= 0 && v >= 0 && g >= 0) || (slot = usage_slot(e->d_name)) < 0) {
+		    !(s >= 0 && s <= USAGE_VALUE_MAX && v >= 0 && v <= USAGE_VALUE_MAX && g >= 0 &&
+		      g <= USAGE_VALUE_MAX) ||
+		    (slot = usage_slot(e->d_name)) < 0) {
 			sd_log("usage of %s cannot be read: counted from 0", e->d_name);
 			free(text);
 			continue;

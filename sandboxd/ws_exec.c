@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <libwebsockets.h>
 
 #include "client.h"
@@ -541,6 +542,9 @@ int ws_confirm_upgrade(struct lws *wsi, struct sd_conn *c, const char *proto, bo
 	q->start_ms = sd_now_ms();
 	q->method = M_GET;
 	lws_get_peer_simple(wsi, q->peer, sizeof(q->peer));
+	if (!proto || strcasecmp(proto, "websocket") != 0) /* h2c, or anything else */
+		return http_reject(wsi, 400, "InvalidRequest",
+				   "only WebSocket upgrades are served");
 	if (lws_hdr_total_length(wsi, WSI_TOKEN_PROTOCOL) > 0)
 		return http_reject(wsi, 400, "InvalidRequest",
 				   "no WebSocket subprotocol is served");

@@ -3,7 +3,7 @@
 # written byte for byte (no library fixes a malformed one), responses read with bounds, frames
 # built with any opcode, length, mask and FIN, and told apart from a server that closed or
 # one that is still silent. API_PORT is the port a connection goes to unless told otherwise.
-import base64, json, os, socket, struct, time
+import base64, json, multiprocessing, os, random, socket, struct, time
 
 API_PORT = None
 
@@ -195,3 +195,91 @@ def ws_send(s, data):
         return True
     except (BrokenPipeError, ConnectionResetError):
         return False
+
+
+# ---- the daemon's surroundings: ports, the probe, its listening sockets ----
+
+PROBE_TIMEOUT_S = 2.0
+
+
+def free_port():
+    """A port below the ephemeral range (29000-29999: other connections never take it)."""
+    for _ in range(200):
+        port = random.randrange(29000, 30000)
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", port))
+            return port
+        except OSError:
+            continue
+        finally:
+            s.close()
+    raise Fail("no free port in 29000-29999")
+
+
+def probe_loop(key, log_path):
+    """The probe, in a process of its own (so the cases' own work never delays it): every
+    50 ms a new connection from 127.0.0.3 asks GET /api/v2/sandboxes/boxes with the other
+    tenant's key; a line "START SECONDS ERROR" each."""
+    with open(log_path, "a") as log:
+        while True:
+            t0, err = time.monotonic(), "-"
+            try:
+                s = connect("127.0.0.3", timeout=PROBE_TIMEOUT_S)
+                s.sendall(f"GET /api/v2/sandboxes/boxes HTTP/1.1\r\nHost: x\r\n"
+                          f"X-Api-Key: {key}\r\nConnection: close\r\n\r\n".encode())
+                st, _, body = read_response(s)
+                s.close()
+                if st != 200 or "sandboxes" not in json.loads(body):
+                    err = f"status-{st}"
+            except (OSError, ValueError, Fail) as e:
+                err = (type(e).__name__ + ":" + str(e)).replace(" ", "_")
+            log.write(f"{t0:.6f} {time.monotonic() - t0:.6f} {err}\n")
+            log.flush()
+            time.sleep(0.05)
+
+
+class Probe:
+    def __init__(self, key, log):
+        self.log = log
+        self.proc = multiprocessing.Process(target=probe_loop, args=(key, self.log), daemon=True)
+
+    def start(self):
+        self.proc.start()
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.join(5)
+
+    def result(self, t0, t1):
+        """Over the probes started in [t0, t1]: (worst seconds, count, errors)."""
+        worst, n, errs = 0.0, 0, []
+        with open(self.log) as f:
+            for ln in f:
+                start, secs, err = ln.split()
+                if t0 <= float(start) <= t1:
+                    worst, n = max(worst, float(secs)), n + 1
+                    if err != "-":
+                        errs.append(err)
+        return worst, n, errs
+
+
+def listening(pid):
+    """{port: [local address, ...]} of the listening TCP sockets process `pid` holds."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    out = {}
+    for table in ("tcp", "tcp6"):
+        with open(f"/proc/{pid}/net/{table}") as f:
+            for ln in list(f)[1:]:
+                col = ln.split()
+                if col[3] == "0A" and col[9] in inodes:  # LISTEN
+                    addr, port = col[1].split(":")
+                    out.setdefault(int(port, 16), []).append(addr)
+    return out

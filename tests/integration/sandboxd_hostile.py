@@ -15,13 +15,14 @@
 # usage: sandboxd_hostile.py SANDBOXD [CASE...]   (HOSTILE_LIST=1: every wrong answer of the
 #        names cases, not the first 12). Exit 0, 1 when a case failed, 77 when the open file
 #        limit cannot be raised for the 2000 connections.
-import json, multiprocessing, os, random, resource, shutil, signal, socket, subprocess, sys
+import json, os, resource, shutil, signal, subprocess, sys
 import tempfile, threading, time, uuid
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 import hostile_client as hc  # noqa: E402
-from hostile_client import (Fail, check, close_code, connect, raw,  # noqa: E402
-                            read_response, request, ws_frame, ws_open, ws_read, ws_send)
+from hostile_client import (Fail, Probe, check, close_code, connect, free_port,  # noqa: E402
+                            listening, raw, read_all, read_response, request, ws_frame,
+                            ws_open, ws_read, ws_send)
 
 SD = sys.argv[1]
 ONLY = set(sys.argv[2:])
@@ -29,21 +30,6 @@ HOME = tempfile.mkdtemp(prefix="sandboxd-hostile.")
 ENV = dict(os.environ, SANDBOX_HOME=HOME)
 PROBE_MAX_S = 1.0
 IDLE_CONNS = 2000
-
-
-def free_port():
-    """A port below the ephemeral range (29000-29999: other connections never take it)."""
-    for _ in range(200):
-        port = random.randrange(29000, 30000)
-        s = socket.socket()
-        try:
-            s.bind(("127.0.0.1", port))
-            return port
-        except OSError:
-            continue
-        finally:
-            s.close()
-    raise Fail("no free port in 29000-29999")
 
 
 API, OP = free_port(), free_port()
@@ -115,53 +101,6 @@ class Daemon:
                 self.proc.wait()
 
 
-def probe_loop(key, log_path):
-    """The probe, in a process of its own (so the cases' own work never delays it): every
-    50 ms a new connection from 127.0.0.3 asks GET /api/v2/sandboxes/boxes with the other
-    tenant's key; a line "START SECONDS ERROR" each."""
-    with open(log_path, "a") as log:
-        while True:
-            t0, err = time.monotonic(), "-"
-            try:
-                s = connect("127.0.0.3", timeout=PROBE_MAX_S + 1)
-                s.sendall(f"GET /api/v2/sandboxes/boxes HTTP/1.1\r\nHost: x\r\n"
-                          f"X-Api-Key: {key}\r\nConnection: close\r\n\r\n".encode())
-                st, _, body = read_response(s)
-                s.close()
-                if st != 200 or "sandboxes" not in json.loads(body):
-                    err = f"status-{st}"
-            except (OSError, ValueError, Fail) as e:
-                err = (type(e).__name__ + ":" + str(e)).replace(" ", "_")
-            log.write(f"{t0:.6f} {time.monotonic() - t0:.6f} {err}\n")
-            log.flush()
-            time.sleep(0.05)
-
-
-class Probe:
-    def __init__(self, key):
-        self.log = os.path.join(HOME, "probe.log")
-        self.proc = multiprocessing.Process(target=probe_loop, args=(key, self.log), daemon=True)
-
-    def start(self):
-        self.proc.start()
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.join(5)
-
-    def result(self, t0, t1):
-        """Over the probes started in [t0, t1]: (worst seconds, count, errors)."""
-        worst, n, errs = 0.0, 0, []
-        with open(self.log) as f:
-            for ln in f:
-                start, secs, err = ln.split()
-                if t0 <= float(start) <= t1:
-                    worst, n = max(worst, float(secs)), n + 1
-                    if err != "-":
-                        errs.append(err)
-        return worst, n, errs
-
-
 # ---- the state: keys, boxes and a snapshot of two workspaces ----
 
 def box_record(ws, name):
@@ -204,27 +143,6 @@ CP = "/api/v2/sandboxes"
 
 def ok_4xx(st):
     return st is None or 400 <= st < 500 or st == 505
-
-
-def listening(pid):
-    """{port: [local address, ...]} of the listening TCP sockets process `pid` holds."""
-    inodes = set()
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            link = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if link.startswith("socket:["):
-            inodes.add(link[8:-1])
-    out = {}
-    for table in ("tcp", "tcp6"):
-        with open(f"/proc/{pid}/net/{table}") as f:
-            for ln in list(f)[1:]:
-                col = ln.split()
-                if col[3] == "0A" and col[9] in inodes:  # LISTEN
-                    addr, port = col[1].split(":")
-                    out.setdefault(int(port, 16), []).append(addr)
-    return out
 
 
 def case_listens_on_loopback_only():
@@ -324,6 +242,52 @@ def case_conflicting_length():
         head = f"PATCH {CP}/boxes/own-a HTTP/1.1\r\nHost: x\r\nX-Api-Key: {KEY_A}\r\n{cl}\r\n\r\n"
         st, out = raw(head.encode() + b'{"a":1}' + b" " * 50)
         check(st is None or st in (400, 411, 413), f"{cl!r}: status {st}: {out[:200]!r}")
+
+
+def case_pipelined_after_unlengthed_post():
+    # A POST without a length (lws takes what follows as its body) with requests pipelined
+    # behind it: the POST is answered with "connection: close" and the connection closes;
+    # the daemon lives (this freed the connection inside lws once its answer was written
+    # from the request's own callback).
+    for first in (f"POST {CP}/boxes HTTP/1.1\r\nHost: a\r\n\r\n",
+                  f"GET {CP}/boxes HTTP/1.1\r\nHost: a\r\n\r\n"
+                  f"POST {CP}/boxes HTTP/1.1\r\nHost: a\r\n\r\n"):
+        s = connect()
+        try:
+            s.sendall((first + f"POST {CP}/boxes HTTP/1.1\r\nHost: a\r\n\r\n"
+                       f"GET {CP}/boxes/own-a HTTP/1.1\r\nHost: a\r\nX-Api-Key: {KEY_A}"
+                       "\r\n\r\n").encode())
+            out, closed = read_all(s, 3.0)
+        finally:
+            s.close()
+        check(closed and b"connection: close" in out.lower() and b" 200 OK" not in out,
+              f"{first!r}: closed {closed}, answered {out[:400]!r}")
+    check(DAEMON.died() is None, "sandboxd died")
+
+
+def case_bytes_pipelined_after_a_body():
+    # A POST with a body and more bytes behind it in the same write: answered once, the
+    # connection closed, and sandboxd's loop not left spinning on the bytes (lws 4.1 gave
+    # BODY_COMPLETION again on every turn: at most SPIN_CPU_MAX_MS of CPU in 2 s after).
+    for tail in (b"X", f"GET {CP}/boxes HTTP/1.1\r\nHost: a\r\n\r\n".encode()):
+        s = connect()
+        try:
+            s.sendall(f"POST {CP}/registries HTTP/1.1\r\nHost: a\r\nX-Api-Key: {KEY_A}\r\n"
+                      f"Content-Length: 1\r\n\r\nX".encode() + tail)
+            out, closed = read_all(s, 3.0)
+            c0 = cpu_ms()
+            time.sleep(2)
+            spent = cpu_ms() - c0
+        finally:
+            s.close()
+        check(out.count(b"HTTP/1.1 ") == 1 and closed,
+              f"{tail!r}: closed {closed}, answered {out[:400]!r}")
+        check(spent <= SPIN_CPU_MAX_MS, f"{tail!r}: sandboxd spent {spent} ms of CPU in 2 s "
+              "after the answer")
+    check(DAEMON.died() is None, "sandboxd died")
+
+
+SPIN_CPU_MAX_MS = 300
 
 
 def case_bodies_over_limits():
@@ -796,7 +760,7 @@ def main():
         shutil.rmtree(HOME, ignore_errors=True)
         print(f"FAIL: {e}")
         return 1
-    probe = Probe(KEY_P)
+    probe = Probe(KEY_P, os.path.join(HOME, "probe.log"))
     probe.start()
     failed = []
     try:
