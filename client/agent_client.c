@@ -6,6 +6,7 @@
  * header before a byte of payload is buffered.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdio.h>
@@ -190,6 +191,19 @@ int agent_recv(struct agent_conn *c, int timeout_ms, struct proto_frame *f)
 		if (r < 0)
 			return r;
 	}
+}
+
+int agent_conn_release(struct agent_conn *c)
+{
+	int fd = -EPROTO;
+
+	if (c->rlen == c->roff && !c->in_dec) {
+		fd = fcntl(c->fd, F_DUPFD_CLOEXEC, 0);
+		if (fd < 0)
+			fd = -errno;
+	}
+	agent_close(c);
+	return fd;
 }
 
 void agent_close(struct agent_conn *c)

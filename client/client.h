@@ -517,6 +517,10 @@ int agent_connect_path(const char *vsock_path, unsigned timeout_ms,
  * fuzz target for agent_recv. 0 or -ENOMEM (then `c` holds nothing to close but `fd`). */
 int agent_conn_init(struct agent_conn *c, int fd) __must_check;
 void agent_close(struct agent_conn *c);
+/* Hand c's socket over to a reader of its own (sandboxd's event loop): a close-on-exec copy of
+ * it, or -EPROTO when any byte of the agent's waits in c's buffer (it would be lost to the new
+ * reader), or -errno; c is closed either way. */
+int agent_conn_release(struct agent_conn *c) __must_check;
 /* Send one frame, waiting while the socket is full, but -ETIMEDOUT after
  * c->send_stall_ms (default AGENT_SEND_STALL_MS) without progress: a guest that stopped
  * reading. */

@@ -8,7 +8,6 @@
  * LINK_OUT_MAX) and written when the socket can take it.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,14 +96,9 @@ static void link_connect_run(struct sd_job *j)
 	cj->err = agent_connect_path(cj->vsock, 10000, &c);
 	if (cj->err < 0)
 		return;
-	if (agent_buffered(&c)) {
-		cj->err = -EPROTO;
-	} else {
-		cj->fd = fcntl(c.fd, F_DUPFD_CLOEXEC, 0); /* never inherited by a VMM or proxy */
-		if (cj->fd < 0)
-			cj->err = -errno;
-	}
-	agent_close(&c);
+	cj->fd = agent_conn_release(&c); /* close-on-exec: never a VMM's or a proxy's */
+	if (cj->fd < 0)
+		cj->err = cj->fd;
 }
 
 static void link_connect_done(struct sd_job *j)

@@ -74,8 +74,7 @@ fail:;
 	return err;
 }
 
-/* A claim given up (it failed, or its box is gone): its agent connection closed. */
-static void claim_drop(struct box_create_args *a)
+void claim_drop(struct box_create_args *a)
 {
 	if (a->claim[0] && a->claim_fd >= 0)
 		close(a->claim_fd);

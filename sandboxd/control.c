@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <unistd.h>
 
 #include "sandboxd.h"
 
@@ -107,13 +106,6 @@ void create_timed_out(struct sd_req *q, struct box *b)
 	req_reply_error(q, 408, "Timeout",
 			"the sandbox was not ready within the create's timeout: "
 			"poll its status");
-}
-
-static void claim_fd_close(struct box_create_args *a)
-{
-	if (a->claim_fd >= 0)
-		close(a->claim_fd);
-	a->claim_fd = -1;
 }
 
 static void box_create(struct sd_req *q, json_t *o)
@@ -222,13 +214,13 @@ static void box_create(struct sd_req *q, json_t *o)
 	if (!snap && pool_take(a.image, a.cpus, a.memory_mib, a.claim, &a.claim_fd))
 		snprintf(b->sandbox, sizeof(b->sandbox), "%s", a.claim); /* adopted after a crash */
 	if (b->proxy_config && proxy_config_words(b, &a.net_opts, &a.nnet_opts) < 0) {
-		claim_fd_close(&a);
+		claim_drop(&a);
 		box_forget(b);
 		req_reply_error(q, 422, "SandboxConfig", "proxy_config cannot be served");
 		return;
 	}
 	if (box_save(b) < 0) {
-		claim_fd_close(&a);
+		claim_drop(&a);
 		box_forget(b);
 		req_reply_error(q, 500, "InternalError", "cannot save the sandbox's record");
 		return;
@@ -237,7 +229,7 @@ static void box_create(struct sd_req *q, json_t *o)
 
 	b->create_deadline_ms = wait ? sd_now_ms() + (uint64_t)timeout * 1000 : 0;
 	if (box_create_job(b, &a, wait ? q : NULL, create_replied) < 0) {
-		claim_fd_close(&a);
+		claim_drop(&a);
 		box_forget(b);
 		req_reply_error(q, 503, "Unschedulable", "out of memory");
 		return;

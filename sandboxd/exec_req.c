@@ -18,13 +18,13 @@
 #define EXEC_ENV_MAX	 256	      /* variables of one command */
 #define EXEC_COMMAND_MAX (256u << 10) /* a command's text */
 #define EXEC_TIMEOUT_MAX (7 * 86400)  /* seconds: a week, as a sandbox's TTL */
-#define DEFAULT_SHELL	 "/bin/bash"
 /* The default shell falls back to /bin/sh where there is no bash (the busybox image, Alpine):
  * the API's clients all send /bin/bash. The agent does it (PROTO_SESSION_SHELL_FALLBACK),
  * after its exec of bash fails, so it costs no second shell. */
+#define DEFAULT_SHELL	 "/bin/bash"
 
 static const char *const base_env[] = {
-	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+	"PATH=" SD_EXEC_PATH,
 	"HOME=/root",
 	"LANG=C.UTF-8",
 };

@@ -340,16 +340,15 @@ static int req_begin(struct sd_req *q, const char *uri, bool operator_listener)
 	lws_get_peer_simple(q->wsi, q->peer, sizeof(q->peer));
 	/* A request answered before its body is read (refused) closes its connection after the
 	 * answer: the body is never read, whatever its size. */
-	q->has_length = lws_hdr_total_length(q->wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0;
+	int cl = lws_hdr_total_length(q->wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH);
+	int te = lws_hdr_total_length(q->wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING);
 	/* A POST, PUT or PATCH without a length: lws takes what follows as its body (up to
 	 * 100 MB), so it is served as one without a body and its connection closes after. */
-	q->close_after_always =
-		!q->has_length &&
-		lws_hdr_total_length(q->wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) <= 0 &&
-		(q->method == M_POST || q->method == M_PUT || q->method == M_PATCH);
-	q->close_after = q->has_length ||
-			 lws_hdr_total_length(q->wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) > 0 ||
-			 q->close_after_always;
+	bool unlengthed_body = cl <= 0 && te <= 0 &&
+			       (q->method == M_POST || q->method == M_PUT || q->method == M_PATCH);
+
+	q->has_length = cl > 0;
+	q->close_after = cl > 0 || te > 0 || unlengthed_body;
 	if (strlen(uri) >= sizeof(path) || memchr(uri, '?', strlen(uri))) {
 		req_reply_error(q, 414, "InvalidRequest", "the path is too long");
 		return -1;
@@ -365,8 +364,6 @@ static int req_begin(struct sd_req *q, const char *uri, bool operator_listener)
 		return -1;
 	}
 	q->body_max = q->rt.kind == R_DP_UPLOAD ? SD_UPLOAD_MAX : SD_JSON_BODY_MAX;
-	int cl = lws_hdr_total_length(q->wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH);
-	int te = lws_hdr_total_length(q->wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING);
 
 	if (cl > 0) {
 		char v[32];
@@ -409,7 +406,7 @@ static int req_begin(struct sd_req *q, const char *uri, bool operator_listener)
 		uploads_inflight += want;
 		q->upload_reserved = want;
 	}
-	q->close_after = q->close_after_always;
+	q->close_after = unlengthed_body;
 	return 0;
 }
 

@@ -15,7 +15,6 @@
  * unclaimed) is removed and the pools fill anew.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,8 +84,7 @@ struct fill_job {
 static int pool_warm(const struct sandbox *sb, int *fd, struct lc_report *r)
 {
 	static const char *const argv[] = {"/bin/bash", "-c", "true"};
-	static const char *const env[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:"
-					  "/sbin:/bin"};
+	static const char *const env[] = {"PATH=" SD_EXEC_PATH};
 	struct session_req q = {
 		.id = SD_CMD_ID_RESERVED "pool-warm-up",
 		.argv = argv,
@@ -119,9 +117,7 @@ static int pool_warm(const struct sandbox *sb, int *fd, struct lc_report *r)
 		return lc_fail(r, err, "pool: %s: the warm-up command failed: %s", sb->id,
 			       strerror(-err));
 	}
-	if (!agent_buffered(&c)) /* else a frame came after EXIT: connect at the claim */
-		*fd = fcntl(c.fd, F_DUPFD_CLOEXEC, 0); /* no VMM or proxy started later gets it */
-	agent_close(&c);
+	*fd = agent_conn_release(&c); /* bytes after EXIT (or no fd): connect at the claim */
 	return 0;
 }
 

@@ -53,7 +53,9 @@
 #define SD_BOXES_MAX	    4096 /* boxes on this host, all workspaces */
 #define SD_SNAPS_MAX	    4096
 #define SD_KEYS_MAX	    4096
-#define SD_CMD_ID_MAX	    128		/* a command id's bytes (the API: 1..128) */
+#define SD_CMD_ID_MAX	    128 /* a command id's bytes (the API: 1..128) */
+/* A command's PATH (exec_req.c's base environment; the pool's warm-up runs under it too) */
+#define SD_EXEC_PATH	    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #define SD_CMD_ID_RESERVED  "sandboxd-" /* command ids of ours (a pool's warm-up): refused */
 #define SD_ID_LEN	    36		/* a UUID */
 
@@ -254,7 +256,6 @@ struct sd_req {
 	bool dispatching;	    /* in http_dispatch: an answer is written when it returns */
 	bool dispatched, completed; /* once each: lws may call BODY_COMPLETION again */
 	bool has_length;	    /* a Content-Length came (of any value) */
-	bool close_after_always;    /* a POST, PUT or PATCH without a length: lws reads on */
 	int status;
 	char ctype[96];
 	char *resp;
@@ -327,6 +328,9 @@ struct box_create_args {
 	unsigned nnet_opts;
 	uint64_t queued_ms;
 };
+/* A claim given up (it failed, its box is gone, or its create was refused before its job):
+ * its agent connection closed, claim emptied. */
+void claim_drop(struct box_create_args *a);
 typedef void (*box_reply_fn)(struct sd_req *q, struct box *b, int err, const char *msg);
 /* Queue the job; `q` (may be NULL) is parked and answered by `reply` when it is done (b NULL
  * when the box is gone). 0 or -ENOMEM. */
