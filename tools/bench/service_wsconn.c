@@ -17,6 +17,7 @@
 #include <sys/select.h>
 #include <sys/time.h>
 #include <unistd.h>
+#include <openssl/evp.h>
 
 #include "service_wsconn.h"
 
@@ -102,36 +103,6 @@ static int wsc_read_all(int fd, void *data, size_t len)
 	return 0;
 }
 
-static void wsc_base64(const uint8_t *in, size_t len, char *out)
-{
-	static const char tab[] =
-		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	size_t i, o = 0;
-
-	for (i = 0; i + 2 < len; i += 3) {
-		uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 | in[i + 2];
-
-		out[o++] = tab[v >> 18 & 63];
-		out[o++] = tab[v >> 12 & 63];
-		out[o++] = tab[v >> 6 & 63];
-		out[o++] = tab[v & 63];
-	}
-	if (len - i == 1) {
-		out[o++] = tab[in[i] >> 2];
-		out[o++] = tab[(in[i] & 3) << 4];
-		out[o++] = '=';
-		out[o++] = '=';
-	} else if (len - i == 2) {
-		uint32_t v = (uint32_t)in[i] << 8 | in[i + 1];
-
-		out[o++] = tab[v >> 10 & 63];
-		out[o++] = tab[v >> 4 & 63];
-		out[o++] = tab[(v & 15) << 2];
-		out[o++] = '=';
-	}
-	out[o] = '\0';
-}
-
 /* The server's answer to the upgrade, up to its blank line and no further (peeked first, so
  * the frames behind it stay in the socket): 0 if it is a 101. */
 static int wsc_read_upgrade(int fd)
@@ -196,7 +167,7 @@ int wsc_open(const struct wsc_url *u, const char *suffix, const char *key, int t
 
 	if (getrandom(nonce, sizeof(nonce), 0) != sizeof(nonce))
 		return -EIO;
-	wsc_base64(nonce, sizeof(nonce), nonce64);
+	EVP_EncodeBlock((unsigned char *)nonce64, nonce, sizeof(nonce)); /* 24 characters */
 	n = snprintf(req, sizeof(req),
 		     "GET %s%s HTTP/1.1\r\nHost: %s:%u\r\nUpgrade: websocket\r\n"
 		     "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n"
