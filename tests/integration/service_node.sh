@@ -119,12 +119,18 @@ trap 'exit 130' INT TERM HUP PIPE
 	>"$work/serve.out" 2>"$work/serve.err" &
 rpid=$!
 
-# The ready line: the emulated host boots in a minute or two (route.sh retries a boot that
-# hangs); bounded at 15 minutes, and at once when route.sh ended.
+# The ready lines: the emulated host boots in a minute or two (route.sh retries a boot that
+# hangs); bounded at 15 minutes, and at once when route.sh ended. Only route.sh's last
+# attempt counts: one that hung may have printed a line of its own first, with a key of a
+# state since gone (a TLS check once got 401 on every call so).
+last_attempt() {
+	awk '/^route: attempt [0-9]+: /{n=NR} {l[NR]=$0} END{for(i=n+1;i<=NR;i++)print l[i]}' \
+		"$work/serve.out"
+}
 i=0 ready=""
 while [ $i -lt 900 ] && kill -0 "$rpid" 2>/dev/null; do
-	ready=$(grep '^service-ready url=http:' "$work/serve.out" | head -1)
-	tlsready=$(grep '^service-ready url=https:' "$work/serve.out" | head -1)
+	ready=$(last_attempt | grep '^service-ready url=http:' | head -1)
+	tlsready=$(last_attempt | grep '^service-ready url=https:' | head -1)
 	[ -n "$ready" ] && [ -n "$tlsready" ] && break
 	sleep 1
 	i=$((i + 1))
