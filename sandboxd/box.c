@@ -210,7 +210,27 @@ void box_forget(struct box *b)
 	json_decref(b->labels);
 	json_decref(b->run_config);
 	json_decref(b->proxy_config);
+	if (b->conf)
+		image_conf_free(b->conf);
+	free(b->conf);
 	free(b);
+}
+
+const struct image_conf *box_image_conf(struct box *b)
+{
+	if (!b->conf_read && b->image[0]) {
+		struct image_conf *c = calloc(1, sizeof(*c));
+
+		if (!c)
+			return NULL; /* read at the next command */
+		if (image_conf_load(b->image, c) < 0) {
+			free(c); /* as if it had none; read again at the next command */
+			return NULL;
+		}
+		b->conf = c;
+		b->conf_read = true;
+	}
+	return b->conf;
 }
 
 struct box *box_find(const char *workspace, const char *ref)

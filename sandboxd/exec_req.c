@@ -29,11 +29,10 @@ static const char *const base_env[] = {
 	"LANG=C.UTF-8",
 };
 
-static int env_add(struct exec_req *x, const char *key, const char *val)
+/* Set key[0, kl) to val, in place of an earlier value of it. */
+static int env_addn(struct exec_req *x, const char *key, size_t kl, const char *val)
 {
-	size_t kl = strlen(key);
-
-	if (kl == 0 || strchr(key, '=') || memchr(key, 0, kl) || strlen(val) > (64u << 10))
+	if (kl == 0 || memchr(key, '=', kl) || memchr(key, 0, kl) || strlen(val) > (64u << 10))
 		return -EINVAL;
 	for (unsigned i = 0; i < x->envc; i++)
 		if (strncmp(x->env[i], key, kl) == 0 && x->env[i][kl] == '=') {
@@ -41,7 +40,7 @@ static int env_add(struct exec_req *x, const char *key, const char *val)
 
 			if (!n)
 				return -ENOMEM;
-			sprintf(n, "%s=%s", key, val);
+			sprintf(n, "%.*s=%s", (int)kl, key, val);
 			free(x->env[i]);
 			x->env[i] = n;
 			return 0;
@@ -52,9 +51,14 @@ static int env_add(struct exec_req *x, const char *key, const char *val)
 
 	if (!n)
 		return -ENOMEM;
-	sprintf(n, "%s=%s", key, val);
+	sprintf(n, "%.*s=%s", (int)kl, key, val);
 	x->env[x->envc++] = n;
 	return 0;
+}
+
+static int env_add(struct exec_req *x, const char *key, const char *val)
+{
+	return env_addn(x, key, strlen(key), val);
 }
 
 static int env_merge(struct exec_req *x, json_t *obj, const char *field, char *why, size_t len)
@@ -130,8 +134,8 @@ static int user_parse(const char *u, uint32_t *uid, uint32_t *gid)
 	return 0;
 }
 
-int exec_req_from_json(json_t *o, const struct box *b, const char *cmd_id, bool http,
-		       struct exec_req *x, char *why, size_t len)
+int exec_req_from_json(json_t *o, struct box *b, const char *cmd_id, bool http, struct exec_req *x,
+		       char *why, size_t len)
 {
 	const char *command = json_string_value(json_object_get(o, "command"));
 	json_t *shell_j = json_object_get(o, "shell"), *cwd_j = json_object_get(o, "cwd");
@@ -173,29 +177,24 @@ int exec_req_from_json(json_t *o, const struct box *b, const char *cmd_id, bool 
 		goto fail;
 	json_t *brc = b->run_config;
 	const char *work_dir = NULL, *user = NULL;
-	struct image_conf ic = {0};
+	const struct image_conf *ic = box_image_conf(b);
 	char uidgid[32];
 
 	/* The image's own defaults (exec.conf: its Env, WorkingDir, User) under everything else. */
-	if (b->image[0] && image_conf_load(b->image, &ic) == 0) {
-		for (unsigned i = 0; i < ic.nenv; i++) {
-			char *eq = strchr(ic.env[i], '=');
+	if (ic) {
+		for (unsigned i = 0; i < ic->nenv; i++) {
+			const char *eq = strchr(ic->env[i], '=');
 
-			if (eq) {
-				*eq = 0;
-				err = env_add(x, ic.env[i], eq + 1);
-				*eq = '=';
-				if (err < 0)
-					break;
-			}
+			if (eq &&
+			    (err = env_addn(x, ic->env[i], (size_t)(eq - ic->env[i]), eq + 1)) < 0)
+				break;
 		}
-		if (ic.workdir)
-			snprintf(x->image_workdir, sizeof(x->image_workdir), "%s", ic.workdir);
-		if (ic.has_user) {
-			snprintf(uidgid, sizeof(uidgid), "%u:%u", ic.uid, ic.gid);
+		if (ic->workdir)
+			snprintf(x->image_workdir, sizeof(x->image_workdir), "%s", ic->workdir);
+		if (ic->has_user) {
+			snprintf(uidgid, sizeof(uidgid), "%u:%u", ic->uid, ic->gid);
 			user = uidgid;
 		}
-		image_conf_free(&ic);
 		if (x->image_workdir[0])
 			work_dir = x->image_workdir;
 	}

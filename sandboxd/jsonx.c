@@ -41,3 +41,44 @@ json_t *jsonx_parse(const char *text, size_t len, json_error_t *err)
 	}
 	return v;
 }
+
+size_t jsonx_quote(const char *in, char *out, size_t cap)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t o = 0;
+
+	if (cap < 3)
+		return 0;
+	out[o++] = '"';
+	for (const unsigned char *p = (const unsigned char *)in; *p; p++) {
+		char esc = *p == '"'	? '"'
+			   : *p == '\\' ? '\\'
+			   : *p == '\n' ? 'n'
+			   : *p == '\r' ? 'r'
+			   : *p == '\t' ? 't'
+					: 0;
+		size_t need = esc ? 2 : *p < 0x20 || *p == 0x7f ? 6 : 1;
+
+		if (o + need + 2 > cap) { /* cut: no half escape, no half character */
+			while (o > 1 && ((unsigned char)out[o - 1] & 0xc0) == 0x80)
+				o--;
+			if (o > 1 && ((unsigned char)out[o - 1] & 0xc0) == 0xc0)
+				o--;
+			break;
+		}
+		if (esc) {
+			out[o++] = '\\';
+			out[o++] = esc;
+		} else if (need == 6) {
+			memcpy(out + o, "\\u00", 4);
+			out[o + 4] = hex[*p >> 4];
+			out[o + 5] = hex[*p & 15];
+			o += 6;
+		} else {
+			out[o++] = (char)*p;
+		}
+	}
+	out[o++] = '"';
+	out[o] = 0;
+	return o;
+}

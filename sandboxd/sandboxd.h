@@ -131,6 +131,8 @@ struct box {
 	bool starting;			/* a start by the user runs: shown as provisioning */
 	struct sd_pending *create_wait; /* a create waiting for ready, */
 	uint64_t create_deadline_ms;	/* until then (its `timeout`) */
+	struct image_conf *conf;	/* its image's exec.conf, read at its first command */
+	bool conf_read;			/* conf is read (NULL: the image has none) */
 	struct box *next;
 };
 /* The boxes of this host, loaded from service/boxes at start. */
@@ -152,6 +154,9 @@ unsigned box_count(const char *workspace, unsigned *vcpus, uint64_t *mem_mib, ui
 json_t *box_json(const struct box *b);
 /* box_json with an object {status, status_message}. */
 json_t *box_status_json(const struct box *b);
+/* The exec.conf of the image b booted (its Env, WorkingDir, User), read once per box and
+ * daemon run: the commands of a box do not read a file each; NULL when it has none. */
+const struct image_conf *box_image_conf(struct box *b);
 /* "<public url>/dp/<id>". */
 void box_dataplane_url(const struct box *b, char *out, size_t len);
 
@@ -381,8 +386,8 @@ struct exec_req {
 };
 /* From a WebSocket execute frame (http false) or POST /execute's body (http true). 0, or
  * -errno with `why`. */
-int exec_req_from_json(json_t *o, const struct box *b, const char *cmd_id, bool http,
-		       struct exec_req *x, char *why, size_t len) __must_check;
+int exec_req_from_json(json_t *o, struct box *b, const char *cmd_id, bool http, struct exec_req *x,
+		       char *why, size_t len) __must_check;
 void exec_req_free(struct exec_req *x);
 /* x's SESSION_EXEC started on b's link (link_call_start): 0, -EMSGSIZE (over a frame) or
  * -errno. */
@@ -466,6 +471,9 @@ void range_reply(struct sd_req *q, char *data, uint64_t size, const struct proto
 /* Parse `len` bytes: strict RFC 8259 (jansson), UTF-8 checked, duplicate keys refused, nesting
  * at most SD_JSON_DEPTH_MAX, integers within int64. NULL with err on failure. */
 json_t *jsonx_parse(const char *text, size_t len, json_error_t *err);
+/* `in` (valid UTF-8) as a JSON string, its quotes and escapes included, NUL-terminated in out
+ * (cap >= 3; 6 x strlen + 3 always holds it whole). Returns its length. */
+size_t jsonx_quote(const char *in, char *out, size_t cap);
 
 /* ---- metrics.c ---- */
 

@@ -23,6 +23,8 @@
 #include "proto.h"
 #include "sandboxd.h"
 
+/* A message up to this long is written from the stack when it goes out at once. */
+#define WS_SMALL_MSG 1024
 /* Frames a client may send before its command's call exists: more is a misbehaving client. */
 #define WS_EARLY_MAX 16 /* messages (each at most SD_WS_FRAME_MAX) */
 
@@ -39,6 +41,7 @@ struct ws_sess {
 	char box_id[SD_ID_LEN + 1];
 	char key_id[SD_KEY_ID_LEN + 1];
 	char cmd_id[SD_CMD_ID_MAX + 1];
+	char cmd_id_json[SD_CMD_ID_MAX * 6 + 3]; /* cmd_id as a JSON string, quotes and all */
 	enum ws_state st;
 	bool reconnect, started_sent, paused, has_call, closing;
 	bool from_agent;	   /* in ws_on_frame: what it queues may go out at once */
@@ -57,30 +60,36 @@ struct ws_sess {
 
 static struct ws_sess *all_sessions;
 
-static void ws_queue_text(struct ws_sess *s, const char *text)
+static void ws_queue_textn(struct ws_sess *s, const char *text, size_t n)
 {
-	size_t n = strlen(text);
-	struct ws_msg *m = malloc(sizeof(*m) + LWS_PRE + n);
+	struct ws_msg *m;
 
-	if (!m)
-		return;
-	m->next = NULL;
-	m->len = n;
-	memcpy(m->data + LWS_PRE, text, n);
-	if (s->from_agent && !s->head && !s->closing && !lws_send_pipe_choked(s->wsi)) {
-		/* Nothing of ours waits and the socket takes more: sent now, not after one more
-		 * turn of the loop (a command's started and exit are on every exec's path). What
-		 * the socket does not take lws keeps and sends first; a socket that does not take
-		 * more is never written this way, so that lws keeps one message at most and our
-		 * queue's bound holds. */
-		int w = lws_write(s->wsi, m->data + LWS_PRE, n, LWS_WRITE_TEXT);
+	if (s->from_agent && !s->head && !s->closing && !lws_partial_buffered(s->wsi)) {
+		/* Nothing of ours waits and lws holds nothing unsent: sent now, not after one
+		 * more turn of the loop (a command's started and exit are on every exec's path).
+		 * What the socket does not take lws keeps and sends first; while it keeps some,
+		 * nothing is written this way, so lws keeps one message at most and our queue's
+		 * bound holds. (lws_send_pipe_choked would add a poll(2) to each message.) */
+		unsigned char small[LWS_PRE + WS_SMALL_MSG], *buf = small;
+		int w;
 
-		free(m);
+		if (n > WS_SMALL_MSG && !(buf = malloc(LWS_PRE + n)))
+			return;
+		memcpy(buf + LWS_PRE, text, n);
+		w = lws_write(s->wsi, buf + LWS_PRE, n, LWS_WRITE_TEXT);
+		if (buf != small)
+			free(buf);
 		if (w < 0)
 			lws_set_timeout(s->wsi, PENDING_TIMEOUT_KILLED_BY_PARENT,
 					LWS_TO_KILL_ASYNC);
 		return;
 	}
+	m = malloc(sizeof(*m) + LWS_PRE + n);
+	if (!m)
+		return;
+	m->next = NULL;
+	m->len = n;
+	memcpy(m->data + LWS_PRE, text, n);
 	if (s->tail)
 		s->tail->next = m;
 	else
@@ -96,8 +105,20 @@ static void ws_queue_json(struct ws_sess *s, json_t *o)
 
 	json_decref(o);
 	if (text)
-		ws_queue_text(s, text);
+		ws_queue_textn(s, text, strlen(text));
 	free(text);
+}
+
+/* The frames on every command's path, written without building a JSON tree: `started` (its
+ * command id quoted once, at the first frame) and `exit`. */
+static void ws_queue_started(struct ws_sess *s)
+{
+	char text[64 + sizeof(s->cmd_id_json)];
+	int n = snprintf(text, sizeof(text), "{\"type\":\"started\",\"command_id\":%s,\"pid\":%d}",
+			 s->cmd_id_json, (int)s->pid);
+
+	if (n > 0 && (size_t)n < sizeof(text))
+		ws_queue_textn(s, text, (size_t)n);
 }
 
 /* Send `o` (if any), then close with code 1000 (or `code`) once the queue is out. */
@@ -189,8 +210,7 @@ static void ws_on_agent_frame(struct ws_sess *s, const struct proto_frame *f)
 		s->pid = proto_get_le32(f->payload);
 		if (!s->started_sent) {
 			s->started_sent = true;
-			ws_queue_json(s, json_pack("{s:s, s:s, s:i}", "type", "started",
-						   "command_id", s->cmd_id, "pid", (int)s->pid));
+			ws_queue_started(s);
 		}
 		return;
 	case PROTO_MSG_SESSION_OUT: {
@@ -239,9 +259,14 @@ static void ws_on_agent_frame(struct ws_sess *s, const struct proto_frame *f)
 		s->has_call = false;
 		if (flags & PROTO_EXIT_TIMED_OUT)
 			ws_error(s, "CommandTimeout", "the command timed out");
-		else
-			ws_finish(s,
-				  json_pack("{s:s, s:i}", "type", "exit", "exit_code", (int)code));
+		else {
+			char text[64];
+			int n = snprintf(text, sizeof(text), "{\"type\":\"exit\",\"exit_code\":%d}",
+					 (int)code);
+
+			ws_queue_textn(s, text, (size_t)n);
+			ws_finish(s, NULL);
+		}
 		return;
 	}
 	case PROTO_MSG_ERROR: {
@@ -369,6 +394,7 @@ static int ws_first(struct ws_sess *s, json_t *o)
 		snprintf(s->cmd_id, sizeof(s->cmd_id), "%s", id);
 	else
 		sd_uuid(s->cmd_id);
+	jsonx_quote(s->cmd_id, s->cmd_id_json, sizeof(s->cmd_id_json));
 	s->reconnect = strcmp(type, "reconnect") == 0;
 	s->first = o;
 	if (!b) {

@@ -4,7 +4,9 @@
  * a request body or a WebSocket frame as a hostile client sends it (the whole input). Checked
  * beyond "no crash": a refusal says why; what parses is nested at most SD_JSON_DEPTH_MAX deep,
  * its strings hold no NUL (their length is their strlen) and are UTF-8, no object holds a key
- * twice, and written back compactly it parses again to an equal value.
+ * twice, and written back compactly it parses again to an equal value. Each string quoted by
+ * jsonx_quote (the command id in the frames sandboxd writes without jansson) parses back to
+ * itself, and quoted into less room to a valid JSON string that begins it.
  *
  * Built and run by tests/fuzz/run.sh sandboxd_json; seeds in tests/fuzz/corpus/sandboxd_json/.
  */
@@ -51,6 +53,29 @@ static bool utf8_ok(const unsigned char *s, size_t n)
 	return true;
 }
 
+/* jsonx_quote of s (n bytes): whole with 6n + 3 bytes of room, a prefix of it with less. */
+static void quote_check(const char *s, size_t n)
+{
+	size_t cap = 6 * n + 3, small = 3 + n % 17;
+	char *q = malloc(cap);
+	json_error_t err;
+
+	fuzz_check(q != NULL);
+	fuzz_check(jsonx_quote(s, q, cap) == strlen(q));
+	json_t *back = json_loads(q, JSON_DECODE_ANY, &err);
+
+	fuzz_check(back && json_is_string(back) && strcmp(json_string_value(back), s) == 0);
+	json_decref(back);
+	if (small < cap) {
+		fuzz_check(jsonx_quote(s, q, small) < small);
+		back = json_loads(q, JSON_DECODE_ANY, &err);
+		fuzz_check(back && json_is_string(back));
+		fuzz_check(strncmp(json_string_value(back), s, json_string_length(back)) == 0);
+		json_decref(back);
+	}
+	free(q);
+}
+
 static void walk(json_t *v, unsigned depth)
 {
 	fuzz_check(depth <= SD_JSON_DEPTH_MAX);
@@ -60,6 +85,7 @@ static void walk(json_t *v, unsigned depth)
 
 		fuzz_check(strlen(s) == n);
 		fuzz_check(utf8_ok((const unsigned char *)s, n));
+		quote_check(s, n);
 	} else if (json_is_object(v)) {
 		const char *k;
 		json_t *x;

@@ -11,6 +11,11 @@
  *   spawn     posix_spawn of `true` + waitpid, here (glibc's vfork-like path), for reference
  *   conn      one EXEC of `true` on an agent connection open for the whole series: from the
  *             send of the EXEC frame to the arrival of its EXIT frame
+ *   conn-sh   the same with `/bin/sh -c true`: conn with the start of a shell, which the
+ *             service's execute always has
+ *   session   one SESSION_EXEC of `true` (a command session, a new id each run, as sandboxd's
+ *             execute asks: stdin open, kept for replay) to its EXIT on that connection: conn
+ *             with the agent's session work, without sandboxd
  *   ping      PING to PONG on that connection: the vsock path's round trip, no process
  *   loop      one EXEC of `sh -c` running /bin/true 20 times in the guest: a twentieth of it
  *             is about the guest's own fork+exec, without the agent and vsock
@@ -42,6 +47,11 @@
 
 /* `true` as `sandboxctl exec ID -- true` sends it: cwd "/", argv, a PATH for the lookup. */
 static const char exec_true_strings[] = "\0true\0PATH=/usr/sbin:/usr/bin:/sbin:/bin";
+
+/* `sh -c true`: what an execute of `true` asks the guest (the API runs a command under a shell;
+ * /bin/sh where there is no bash). */
+static const char exec_sh_true_strings[] =
+	"\0/bin/sh\0-c\0true\0PATH=/usr/sbin:/usr/bin:/sbin:/bin";
 
 /*
  * A shell in the guest running /bin/true EXEC_LOOP_COUNT times: the guest's own fork+exec,
@@ -93,6 +103,41 @@ static int exec_call(struct agent_conn *c, const char *strings, size_t len, uint
 static int exec_call_true(struct agent_conn *c)
 {
 	return exec_call(c, exec_true_strings, sizeof(exec_true_strings), 1);
+}
+
+/* One SESSION_EXEC of `true` under id "bench-session-PID-N" on c, until its EXIT (which must say
+ * 0); the session is forgotten at once (ttl 0). */
+static int exec_call_session(struct agent_conn *c, int n)
+{
+	static const char *const argv[] = {"true"}, *const env[] = {
+							    "PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
+	char id[48];
+	struct session_req q = {
+		.id = id,
+		.argv = argv,
+		.argc = 1,
+		.env = env,
+		.envc = 1,
+		.uid = PROTO_ID_KEEP,
+		.gid = PROTO_ID_KEEP,
+		.timeout_ms = EXEC_TIMEOUT_MS,
+		.idle_timeout_s = -1,
+		.ttl_s = 0,
+		.stdin = true,
+	};
+	uint8_t payload[512];
+	struct proto_frame f;
+	int len, err;
+
+	snprintf(id, sizeof(id), "bench-session-%d-%d", (int)getpid(), n);
+	if ((len = session_exec_payload(&q, payload, sizeof(payload))) < 0)
+		return len;
+	if ((err = agent_call(c, PROTO_MSG_SESSION_EXEC, payload, (uint32_t)len, EXEC_TIMEOUT_MS,
+			      NULL, NULL, &f)) < 0)
+		return err;
+	if (f.hdr.type == PROTO_MSG_EXIT)
+		return proto_get_le32(f.payload + offsetof(struct proto_exit, code)) ? -ECHILD : 0;
+	return f.hdr.type == PROTO_MSG_ERROR ? -(int)proto_get_le32(f.payload) : -EPROTO;
 }
 
 /* One PING on c, until its PONG: the transport's round trip without a process. */
@@ -177,6 +222,21 @@ static int exec_run_conn(void *ctx, int i)
 
 	(void)i;
 	return exec_call_true(&b->conn);
+}
+
+static int exec_run_conn_sh(void *ctx, int i)
+{
+	struct exec_bench *b = ctx;
+
+	(void)i;
+	return exec_call(&b->conn, exec_sh_true_strings, sizeof(exec_sh_true_strings), 3);
+}
+
+static int exec_run_session(void *ctx, int i)
+{
+	struct exec_bench *b = ctx;
+
+	return exec_call_session(&b->conn, i + EXEC_RUNS_MAX); /* warm-up's i from -N */
 }
 
 static int exec_run_ping(void *ctx, int i)
@@ -304,6 +364,9 @@ int main(int argc, char **argv)
 		{"host fork+execve+waitpid of true", exec_run_host, &b, 1},
 		{"conn: EXEC to EXIT on an open agent connection", exec_run_conn, &b, 1},
 		{"host posix_spawn+waitpid of true", exec_run_spawn, &b, 1},
+		{"conn-sh: EXEC of sh -c true to EXIT on the open connection", exec_run_conn_sh, &b,
+		 1},
+		{"session: SESSION_EXEC to EXIT on the open connection", exec_run_session, &b, 1},
 		{"ping: PING to PONG on the open connection", exec_run_ping, &b, 1},
 		{"loop: per /bin/true of sh in the guest (an EXEC of 20, over 20)", exec_run_loop,
 		 &b, EXEC_LOOP_COUNT},

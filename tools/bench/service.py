@@ -196,7 +196,7 @@ def sandbox_dir_of(a, box):
 def exec_series(a, sd, box, rounds):
     """exec_ws against conn, interleaved; medians of the rounds' medians."""
     vsock = os.path.join(sandbox_dir_of(a, box), "vsock.sock")
-    ws, ws_sh, ws_true, conn = [], [], [], []
+    ws, ws_sh, ws_true, conn, session, conn_sh = [], [], [], [], [], []
     started = {"/bin/bash": [], "/bin/sh": [], "/bin/true": []}
     for _ in range(rounds):
         # /bin/true as the "shell" runs what conn runs, `true` and no shell (it ignores "-c
@@ -212,6 +212,10 @@ def exec_series(a, sd, box, rounds):
         if not m:
             fail("bench-exec printed no conn median")
         conn.append(float(m.group(1)))
+        m = re.search(r"bench: session:.* median ([0-9.]+) ", p.stderr.decode())
+        session.append(float(m.group(1)) if m else float("nan"))
+        m = re.search(r"bench: conn-sh:.* median ([0-9.]+) ", p.stderr.decode())
+        conn_sh.append(float(m.group(1)) if m else float("nan"))
     log("exec_ws (shell /bin/bash, the clients' default) round medians: %s ms" %
         " ".join("%.3f" % x for x in ws))
     log("exec_ws with shell /bin/sh (no bash fallback) round medians: %s ms" %
@@ -219,6 +223,10 @@ def exec_series(a, sd, box, rounds):
     log("exec_ws with shell /bin/true (no shell: the program conn runs) round medians: %s ms" %
         " ".join("%.3f" % x for x in ws_true))
     log("conn (bench-exec) round medians: %s ms" % " ".join("%.3f" % x for x in conn))
+    log("session (bench-exec: SESSION_EXEC of true to EXIT, no sandboxd) round medians: %s ms" %
+        " ".join("%.3f" % x for x in session))
+    log("conn-sh (bench-exec: EXEC of /bin/sh -c true, the guest work of an execute of true) "
+        "round medians: %s ms" % " ".join("%.3f" % x for x in conn_sh))
     for shell, v in started.items():
         log("exec_ws with shell %s: execute to started, round medians: %s ms" % (
             shell, " ".join("%.3f" % x for x in v)))
