@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A workspace's chunks in the store (store.h): PREFIX/c/<name>, each sealed (chunk.c). A put
+ * skips a chunk the store has (known from this handle's earlier puts and gets, else asked by
+ * a HEAD); a get checks what came against the hash it was asked for, and names the chunk
+ * when it is missing or not what its name says.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store.h"
+
+#define CHUNK_SET_MAX (1u << 24) /* hashes one handle remembers: 512 MiB of them at most */
+
+/* An open-addressing set of hashes (the first 8 bytes pick the slot: hashes are uniform). */
+struct chunk_set {
+	uint8_t (*slot)[CHUNK_HASH_LEN];
+	uint8_t *used;
+	size_t cap, n;
+};
+
+static int cs_fail(struct chunk_store *cs, int ret, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int cs_fail(struct chunk_store *cs, int ret, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cs->err, sizeof(cs->err), fmt, ap);
+	va_end(ap);
+	return ret;
+}
+
+static size_t set_index(const struct chunk_set *s, const uint8_t h[CHUNK_HASH_LEN])
+{
+	uint64_t v;
+
+	memcpy(&v, h, sizeof(v));
+	return (size_t)(v & (s->cap - 1));
+}
+
+static bool set_has(const struct chunk_set *s, const uint8_t h[CHUNK_HASH_LEN])
+{
+	if (!s->cap)
+		return false;
+	for (size_t i = set_index(s, h);; i = (i + 1) & (s->cap - 1)) {
+		if (!s->used[i])
+			return false;
+		if (memcmp(s->slot[i], h, CHUNK_HASH_LEN) == 0)
+			return true;
+	}
+}
+
+/* Add h (a full set simply forgets: it is a cache of what a HEAD would say). */
+static void set_add(struct chunk_set *s, const uint8_t h[CHUNK_HASH_LEN])
+{
+	if (set_has(s, h))
+		return;
+	if ((s->n + 1) * 4 > s->cap * 3) { /* over 3/4: twice the room */
+		size_t cap = s->cap ? s->cap * 2 : 1024;
+		struct chunk_set bigger = {.cap = cap};
+
+		if (cap > CHUNK_SET_MAX)
+			return;
+		bigger.slot = calloc(cap, CHUNK_HASH_LEN);
+		bigger.used = calloc(cap, 1);
+		if (!bigger.slot || !bigger.used) {
+			free(bigger.slot);
+			free(bigger.used);
+			return;
+		}
+		for (size_t i = 0; i < s->cap; i++)
+			if (s->used[i])
+				set_add(&bigger, s->slot[i]);
+		free(s->slot);
+		free(s->used);
+		*s = bigger;
+	}
+	size_t i = set_index(s, h);
+
+	while (s->used[i])
+		i = (i + 1) & (s->cap - 1);
+	memcpy(s->slot[i], h, CHUNK_HASH_LEN);
+	s->used[i] = 1;
+	s->n++;
+}
+
+int chunk_store_open(struct chunk_store *cs, struct s3 *s3, const char *prefix,
+		     const uint8_t secret[32])
+{
+	memset(cs, 0, sizeof(*cs));
+	if (strlen(prefix) + 70 > S3_KEY_MAX || strlen(prefix) >= sizeof(cs->prefix) ||
+	    !s3_key_ok(prefix))
+		return cs_fail(cs, -EINVAL, "not a store prefix: %.80s", prefix);
+	cs->known = calloc(1, sizeof(*cs->known));
+	if (!cs->known)
+		return cs_fail(cs, -ENOMEM, "out of memory");
+	cs->s3 = s3;
+	snprintf(cs->prefix, sizeof(cs->prefix), "%s", prefix);
+	chunk_keys_derive(secret, &cs->keys);
+	return 0;
+}
+
+void chunk_store_close(struct chunk_store *cs)
+{
+	if (cs->known) {
+		free(cs->known->slot);
+		free(cs->known->used);
+		free(cs->known);
+	}
+	cs->known = NULL;
+	chunk_keys_wipe(&cs->keys);
+}
+
+/* PREFIX/c/<name> of the chunk of hash. */
+static void chunk_key(const struct chunk_store *cs, const uint8_t hash[CHUNK_HASH_LEN],
+		      char out[S3_KEY_MAX + 1])
+{
+	char name[2 * CHUNK_HASH_LEN + 1];
+
+	chunk_object_name(&cs->keys, hash, name);
+	snprintf(out, S3_KEY_MAX + 1, "%s/c/%s", cs->prefix, name);
+}
+
+int chunk_put(struct chunk_store *cs, const void *data, size_t len, uint8_t hash[CHUNK_HASH_LEN])
+{
+	char key[S3_KEY_MAX + 1], hex[2 * CHUNK_HASH_LEN + 1];
+	uint8_t *sealed;
+	int err;
+
+	if (len > CHUNK_SIZE_MAX)
+		return cs_fail(cs, -EFBIG, "a chunk of %zu bytes (at most %u)", len,
+			       CHUNK_SIZE_MAX);
+	chunk_hash(data, len, hash);
+	if (set_has(cs->known, hash)) {
+		cs->skip_chunks++;
+		cs->skip_bytes += len + CHUNK_SEAL_EXTRA;
+		return 0;
+	}
+	chunk_key(cs, hash, key);
+	chunk_hex(hash, hex);
+	err = s3_head(cs->s3, key, NULL);
+	if (err == 0) {
+		set_add(cs->known, hash);
+		cs->skip_chunks++;
+		cs->skip_bytes += len + CHUNK_SEAL_EXTRA;
+		return 0;
+	}
+	if (err != -ENOENT)
+		return cs_fail(cs, err, "chunk %s: %s", hex, cs->s3->err);
+	sealed = malloc(len + CHUNK_SEAL_EXTRA);
+	if (!sealed)
+		return cs_fail(cs, -ENOMEM, "chunk %s: out of memory", hex);
+	if ((err = chunk_seal(&cs->keys, hash, data, len, sealed)) < 0) {
+		free(sealed);
+		return cs_fail(cs, err, "chunk %s: sealing failed", hex);
+	}
+	err = s3_put(cs->s3, key, sealed, len + CHUNK_SEAL_EXTRA);
+	free(sealed);
+	if (err < 0)
+		return cs_fail(cs, err, "chunk %s: %s", hex, cs->s3->err);
+	set_add(cs->known, hash);
+	cs->put_chunks++;
+	cs->put_bytes += len + CHUNK_SEAL_EXTRA;
+	return 0;
+}
+
+int chunk_get(struct chunk_store *cs, const uint8_t hash[CHUNK_HASH_LEN], uint8_t *out, size_t cap,
+	      size_t *len)
+{
+	char key[S3_KEY_MAX + 1], hex[2 * CHUNK_HASH_LEN + 1];
+	uint8_t *sealed;
+	size_t sealed_len;
+	int err;
+
+	*len = 0;
+	chunk_key(cs, hash, key);
+	chunk_hex(hash, hex);
+	if (cap > CHUNK_SIZE_MAX)
+		cap = CHUNK_SIZE_MAX;
+	err = s3_get(cs->s3, key, 0, 0, cap + CHUNK_SEAL_EXTRA, &sealed, &sealed_len);
+	if (err == -ENOENT)
+		return cs_fail(cs, err, "chunk %s is missing from the store (%s)", hex, key);
+	if (err == -EFBIG)
+		return cs_fail(cs, -EBADMSG, "chunk %s is corrupt: over %zu bytes (%s)", hex, cap,
+			       key);
+	if (err < 0)
+		return cs_fail(cs, err, "chunk %s: %s", hex, cs->s3->err);
+	cs->got_chunks++;
+	cs->got_bytes += sealed_len;
+	err = chunk_open(&cs->keys, hash, sealed, sealed_len, out, cap, len);
+	free(sealed);
+	if (err < 0)
+		return cs_fail(
+			cs, -EBADMSG,
+			"chunk %s is corrupt: it does not open to bytes of that SHA-256 (%s)", hex,
+			key);
+	set_add(cs->known, hash);
+	return 0;
+}

@@ -1,0 +1,468 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A snapshot's files as lists of chunks (store.h), and the manifest that lists them, stored
+ * as PREFIX/m/<id>:
+ *
+ *   "SBMF" | version 1 | 0 0 0 | 12-byte random nonce | AES-256-GCM ciphertext | 16-byte tag
+ *
+ * under the workspace's manifest key, the head and the id as additional data. Its plaintext:
+ *
+ *   sandbox-manifest 1
+ *   chunk_size N
+ *   file NAME SIZE NCHUNKS
+ *   <64 hex digits: a chunk's SHA-256, or 0: a chunk of zeros>   (NCHUNKS lines)
+ *   ...                                                           (more files)
+ *   end
+ *
+ * Parsed only after the tag checks, and strictly even then: every count is the one its size
+ * implies, every line is exactly its form.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
+#include "store.h"
+
+#define MF_HEAD	  8
+#define MF_NONCE  12
+#define MF_TAG	  16
+#define MF_ID_MAX 64
+
+static const uint8_t mf_head[MF_HEAD] = {'S', 'B', 'M', 'F', 1, 0, 0, 0};
+static const uint8_t zero_hash[CHUNK_HASH_LEN];
+
+static int mf_fail(struct chunk_store *cs, int ret, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int mf_fail(struct chunk_store *cs, int ret, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cs->err, sizeof(cs->err), fmt, ap);
+	va_end(ap);
+	return ret;
+}
+
+static bool mf_name_ok(const char *n, size_t max)
+{
+	size_t len = strnlen(n, max + 1);
+
+	if (len == 0 || len > max || strcmp(n, ".") == 0 || strcmp(n, "..") == 0)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (!((n[i] >= 'a' && n[i] <= 'z') || (n[i] >= 'A' && n[i] <= 'Z') ||
+		      (n[i] >= '0' && n[i] <= '9') || n[i] == '.' || n[i] == '_' || n[i] == '-'))
+			return false;
+	return true;
+}
+
+int manifest_init(struct manifest *m, uint32_t chunk_size)
+{
+	memset(m, 0, sizeof(*m));
+	if (chunk_size < MANIFEST_CHUNK_MIN || chunk_size > CHUNK_SIZE_MAX ||
+	    (chunk_size & (chunk_size - 1)))
+		return -EINVAL;
+	m->chunk_size = chunk_size;
+	return 0;
+}
+
+void manifest_free(struct manifest *m)
+{
+	for (unsigned i = 0; i < m->nfiles; i++)
+		free(m->file[i].hash);
+	m->nfiles = 0;
+}
+
+uint64_t manifest_bytes(const struct manifest *m)
+{
+	uint64_t n = 0;
+
+	for (unsigned i = 0; i < m->nfiles; i++)
+		n += m->file[i].size;
+	return n;
+}
+
+const struct manifest_file *manifest_find(const struct manifest *m, const char *name)
+{
+	for (unsigned i = 0; i < m->nfiles; i++)
+		if (strcmp(m->file[i].name, name) == 0)
+			return &m->file[i];
+	return NULL;
+}
+
+static bool mf_all_zero(const uint8_t *p, size_t n)
+{
+	return n == 0 || (p[0] == 0 && memcmp(p, p + 1, n - 1) == 0);
+}
+
+/* A new file entry of size bytes, its hash list allocated: NULL with cs->err. */
+static struct manifest_file *mf_new_file(struct manifest *m, struct chunk_store *cs,
+					 const char *name, uint64_t size)
+{
+	struct manifest_file *f;
+
+	if (!mf_name_ok(name, MANIFEST_NAME_MAX) || manifest_find(m, name)) {
+		mf_fail(cs, -EINVAL, "manifest: not a file name, or one it has: %.80s", name);
+		return NULL;
+	}
+	if (m->nfiles >= MANIFEST_FILES_MAX || size > MANIFEST_FILE_MAX) {
+		mf_fail(cs, -E2BIG, "manifest: over %u files or a file over %llu bytes",
+			MANIFEST_FILES_MAX, (unsigned long long)MANIFEST_FILE_MAX);
+		return NULL;
+	}
+	f = &m->file[m->nfiles];
+	memset(f, 0, sizeof(*f));
+	snprintf(f->name, sizeof(f->name), "%s", name);
+	f->size = size;
+	f->nchunks = (size + m->chunk_size - 1) / m->chunk_size;
+	f->hash = calloc(f->nchunks ? f->nchunks : 1, CHUNK_HASH_LEN);
+	if (!f->hash) {
+		mf_fail(cs, -ENOMEM, "manifest: out of memory");
+		return NULL;
+	}
+	return f;
+}
+
+int manifest_add_file(struct manifest *m, struct chunk_store *cs, const char *name,
+		      const char *path)
+{
+	struct manifest_file *f;
+	struct stat st;
+	uint8_t *buf;
+	int fd, err = 0;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return mf_fail(cs, -errno, "%s: %s", path, strerror(errno));
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return mf_fail(cs, -EINVAL, "%s: not a regular file", path);
+	}
+	if (!(f = mf_new_file(m, cs, name, (uint64_t)st.st_size))) {
+		close(fd);
+		return -EINVAL;
+	}
+	buf = malloc(m->chunk_size);
+	if (!buf) {
+		free(f->hash);
+		close(fd);
+		return mf_fail(cs, -ENOMEM, "manifest: out of memory");
+	}
+	for (uint64_t i = 0; i < f->nchunks && err == 0; i++) {
+		uint64_t off = i * m->chunk_size;
+		size_t want =
+			f->size - off < m->chunk_size ? (size_t)(f->size - off) : m->chunk_size;
+		size_t got = 0;
+
+		while (got < want) {
+			ssize_t n = pread(fd, buf + got, want - got, (off_t)(off + got));
+
+			if (n <= 0) { /* the file shrank under us, or cannot be read */
+				err = mf_fail(cs, n < 0 ? -errno : -EIO, "%s: read at %llu: %s",
+					      path, (unsigned long long)(off + got),
+					      n < 0 ? strerror(errno) : "the file shrank");
+				break;
+			}
+			got += (size_t)n;
+		}
+		if (err == 0 && !mf_all_zero(buf, want))
+			err = chunk_put(cs, buf, want, f->hash[i]);
+	}
+	free(buf);
+	close(fd);
+	if (err < 0) {
+		free(f->hash);
+		return err;
+	}
+	m->nfiles++;
+	return 0;
+}
+
+int manifest_fetch_file(const struct manifest *m, struct chunk_store *cs, const char *name,
+			const char *path)
+{
+	const struct manifest_file *f = manifest_find(m, name);
+	uint8_t *buf;
+	int fd, err = 0;
+
+	if (!f)
+		return mf_fail(cs, -ENOENT, "the snapshot has no file %.80s", name);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return mf_fail(cs, -errno, "%s: %s", path, strerror(errno));
+	buf = malloc(m->chunk_size);
+	if (!buf)
+		err = mf_fail(cs, -ENOMEM, "out of memory");
+	else if (ftruncate(fd, (off_t)f->size) < 0)
+		err = mf_fail(cs, -errno, "%s: %s", path, strerror(errno));
+	for (uint64_t i = 0; i < f->nchunks && err == 0; i++) {
+		uint64_t off = i * m->chunk_size;
+		size_t want =
+			f->size - off < m->chunk_size ? (size_t)(f->size - off) : m->chunk_size;
+		size_t len;
+
+		if (memcmp(f->hash[i], zero_hash, CHUNK_HASH_LEN) == 0)
+			continue; /* a hole: zeros */
+		if ((err = chunk_get(cs, f->hash[i], buf, m->chunk_size, &len)) < 0)
+			break;
+		if (len != want) {
+			char hex[2 * CHUNK_HASH_LEN + 1];
+
+			chunk_hex(f->hash[i], hex);
+			err = mf_fail(cs, -EBADMSG, "chunk %s has %zu bytes where %s wants %zu",
+				      hex, len, name, want);
+			break;
+		}
+		for (size_t done = 0; done < len && err == 0;) {
+			ssize_t n = pwrite(fd, buf + done, len - done, (off_t)(off + done));
+
+			if (n < 0)
+				err = mf_fail(cs, -errno, "%s: %s", path, strerror(errno));
+			else
+				done += (size_t)n;
+		}
+	}
+	free(buf);
+	if (err == 0 && fsync(fd) < 0)
+		err = mf_fail(cs, -errno, "%s: %s", path, strerror(errno));
+	close(fd);
+	if (err < 0)
+		unlink(path);
+	return err;
+}
+
+/* ---- the manifest object ---- */
+
+/* The plaintext of m, malloc'd, *len bytes. */
+static char *mf_encode(const struct manifest *m, size_t *len)
+{
+	size_t cap = 64, n = 0;
+	char *out;
+
+	for (unsigned i = 0; i < m->nfiles; i++)
+		cap += 128 + m->file[i].nchunks * (2 * CHUNK_HASH_LEN + 1);
+	if (cap > S3_OBJECT_MAX - MF_HEAD - MF_NONCE - MF_TAG || !(out = malloc(cap)))
+		return NULL;
+	n += (size_t)snprintf(out + n, cap - n, "sandbox-manifest 1\nchunk_size %u\n",
+			      m->chunk_size);
+	for (unsigned i = 0; i < m->nfiles; i++) {
+		const struct manifest_file *f = &m->file[i];
+
+		n += (size_t)snprintf(out + n, cap - n, "file %s %llu %llu\n", f->name,
+				      (unsigned long long)f->size, (unsigned long long)f->nchunks);
+		for (uint64_t c = 0; c < f->nchunks; c++) {
+			if (memcmp(f->hash[c], zero_hash, CHUNK_HASH_LEN) == 0) {
+				memcpy(out + n, "0\n", 2);
+				n += 2;
+			} else {
+				chunk_hex(f->hash[c], out + n);
+				n += 2 * CHUNK_HASH_LEN;
+				out[n++] = '\n';
+			}
+		}
+	}
+	n += (size_t)snprintf(out + n, cap - n, "end\n");
+	*len = n;
+	return out;
+}
+
+/* AES-256-GCM under the manifest key, aad the head and the id. */
+static int mf_gcm(const struct chunk_keys *k, const char *id, int enc, const uint8_t nonce[12],
+		  const uint8_t *in, size_t len, uint8_t *out, uint8_t tag[MF_TAG])
+{
+	EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
+	int n = 0, ok;
+
+	if (!c || len > S3_OBJECT_MAX)
+		return -EIO;
+	ok = EVP_CipherInit_ex(c, EVP_aes_256_gcm(), NULL, NULL, NULL, enc) == 1 &&
+	     EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_IVLEN, MF_NONCE, NULL) == 1 &&
+	     EVP_CipherInit_ex(c, NULL, NULL, k->mac, nonce, enc) == 1 &&
+	     EVP_CipherUpdate(c, NULL, &n, mf_head, MF_HEAD) == 1 &&
+	     EVP_CipherUpdate(c, NULL, &n, (const uint8_t *)id, (int)strlen(id)) == 1 &&
+	     EVP_CipherUpdate(c, out, &n, in, (int)len) == 1;
+	if (ok && !enc)
+		ok = EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, MF_TAG, tag) == 1;
+	if (ok && EVP_CipherFinal_ex(c, out + n, &n) != 1) {
+		EVP_CIPHER_CTX_free(c);
+		return enc ? -EIO : -EBADMSG;
+	}
+	if (ok && enc)
+		ok = EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, MF_TAG, tag) == 1;
+	EVP_CIPHER_CTX_free(c);
+	return ok ? 0 : -EIO;
+}
+
+int manifest_put(const struct manifest *m, struct chunk_store *cs, const char *id)
+{
+	char key[S3_KEY_MAX + 1];
+	size_t len;
+	char *text;
+	uint8_t *obj;
+	int err;
+
+	if (!mf_name_ok(id, MF_ID_MAX))
+		return mf_fail(cs, -EINVAL, "not a snapshot id: %.80s", id);
+	if (!(text = mf_encode(m, &len)))
+		return mf_fail(cs, -E2BIG, "the manifest is too large");
+	obj = malloc(MF_HEAD + MF_NONCE + len + MF_TAG);
+	if (!obj) {
+		free(text);
+		return mf_fail(cs, -ENOMEM, "out of memory");
+	}
+	memcpy(obj, mf_head, MF_HEAD);
+	if (getrandom(obj + MF_HEAD, MF_NONCE, 0) != MF_NONCE)
+		err = -EIO;
+	else
+		err = mf_gcm(&cs->keys, id, 1, obj + MF_HEAD, (const uint8_t *)text, len,
+			     obj + MF_HEAD + MF_NONCE, obj + MF_HEAD + MF_NONCE + len);
+	OPENSSL_cleanse(text, len);
+	free(text);
+	snprintf(key, sizeof(key), "%s/m/%s", cs->prefix, id);
+	if (err == 0 && (err = s3_put(cs->s3, key, obj, MF_HEAD + MF_NONCE + len + MF_TAG)) < 0)
+		mf_fail(cs, err, "manifest %s: %s", id, cs->s3->err);
+	else if (err < 0)
+		mf_fail(cs, err, "manifest %s: sealing failed", id);
+	free(obj);
+	return err;
+}
+
+/* Parse an unsigned decimal of at most 20 digits ending at *end (a space or newline). */
+static int mf_number(const char **p, const char *end, char stop, uint64_t *out)
+{
+	uint64_t v = 0;
+	const char *s = *p;
+	int digits = 0;
+
+	while (s < end && *s >= '0' && *s <= '9' && digits < 20) {
+		uint64_t d = (uint64_t)(*s - '0');
+
+		if (v > (UINT64_MAX - d) / 10)
+			return -EBADMSG;
+		v = v * 10 + d;
+		s++;
+		digits++;
+	}
+	if (digits == 0 || s >= end || *s != stop || (digits > 1 && (*p)[0] == '0'))
+		return -EBADMSG;
+	*p = s + 1;
+	*out = v;
+	return 0;
+}
+
+static int mf_unhex(const char *s, uint8_t out[CHUNK_HASH_LEN])
+{
+	for (int i = 0; i < 2 * CHUNK_HASH_LEN; i++) {
+		char c = s[i];
+		int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+
+		if (v < 0)
+			return -EBADMSG;
+		if (i % 2 == 0)
+			out[i / 2] = (uint8_t)(v << 4);
+		else
+			out[i / 2] |= (uint8_t)v;
+	}
+	return 0;
+}
+
+/* Parse text (len bytes) into m; -EBADMSG for anything that is not exactly the format. */
+static int mf_parse(const char *text, size_t len, struct manifest *m, struct chunk_store *cs)
+{
+	const char *p = text, *end = text + len;
+	static const char magic[] = "sandbox-manifest 1\nchunk_size ";
+	uint64_t cs_v;
+
+	if (len < sizeof(magic) - 1 || memcmp(p, magic, sizeof(magic) - 1) != 0)
+		return -EBADMSG;
+	p += sizeof(magic) - 1;
+	if (mf_number(&p, end, '\n', &cs_v) < 0 || cs_v > CHUNK_SIZE_MAX ||
+	    manifest_init(m, (uint32_t)cs_v) < 0)
+		return -EBADMSG;
+	while (end - p >= 5 && memcmp(p, "file ", 5) == 0) {
+		char name[MANIFEST_NAME_MAX + 1];
+		const char *sp;
+		uint64_t size, n;
+		struct manifest_file *f;
+
+		p += 5;
+		sp = memchr(p, ' ', (size_t)(end - p));
+		if (!sp || sp - p > MANIFEST_NAME_MAX || sp == p)
+			return -EBADMSG;
+		memcpy(name, p, (size_t)(sp - p));
+		name[sp - p] = 0;
+		p = sp + 1;
+		if (mf_number(&p, end, ' ', &size) < 0 || mf_number(&p, end, '\n', &n) < 0 ||
+		    size > MANIFEST_FILE_MAX || n != (size + m->chunk_size - 1) / m->chunk_size ||
+		    n > (uint64_t)(end - p) / 2)
+			return -EBADMSG;
+		if (!(f = mf_new_file(m, cs, name, size)))
+			return -EBADMSG;
+		m->nfiles++; /* freed by manifest_free from here */
+		for (uint64_t c = 0; c < n; c++) {
+			if (end - p >= 2 && p[0] == '0' && p[1] == '\n') {
+				p += 2;
+				continue;
+			}
+			if (end - p < 2 * CHUNK_HASH_LEN + 1 || p[2 * CHUNK_HASH_LEN] != '\n' ||
+			    mf_unhex(p, f->hash[c]) < 0 ||
+			    memcmp(f->hash[c], zero_hash, CHUNK_HASH_LEN) == 0)
+				return -EBADMSG;
+			p += 2 * CHUNK_HASH_LEN + 1;
+		}
+	}
+	if (end - p != 4 || memcmp(p, "end\n", 4) != 0)
+		return -EBADMSG;
+	return 0;
+}
+
+int manifest_get(struct manifest *m, struct chunk_store *cs, const char *id)
+{
+	char key[S3_KEY_MAX + 1];
+	uint8_t *obj, *text;
+	size_t len, n;
+	int err;
+
+	memset(m, 0, sizeof(*m));
+	if (!mf_name_ok(id, MF_ID_MAX))
+		return mf_fail(cs, -EINVAL, "not a snapshot id: %.80s", id);
+	snprintf(key, sizeof(key), "%s/m/%s", cs->prefix, id);
+	err = s3_get(cs->s3, key, 0, 0, S3_OBJECT_MAX, &obj, &len);
+	if (err < 0)
+		return mf_fail(cs, err, "manifest %s: %s", id, cs->s3->err);
+	if (len < MF_HEAD + MF_NONCE + MF_TAG || memcmp(obj, mf_head, MF_HEAD) != 0) {
+		free(obj);
+		return mf_fail(cs, -EBADMSG, "manifest %s is not a manifest of ours", id);
+	}
+	n = len - MF_HEAD - MF_NONCE - MF_TAG;
+	text = malloc(n + 1);
+	if (!text) {
+		free(obj);
+		return mf_fail(cs, -ENOMEM, "out of memory");
+	}
+	err = mf_gcm(&cs->keys, id, 0, obj + MF_HEAD, obj + MF_HEAD + MF_NONCE, n, text,
+		     obj + MF_HEAD + MF_NONCE + n);
+	free(obj);
+	if (err < 0) {
+		free(text);
+		return mf_fail(cs, -EBADMSG,
+			       "manifest %s does not open: not this workspace's, or altered", id);
+	}
+	err = mf_parse((const char *)text, n, m, cs);
+	OPENSSL_cleanse(text, n);
+	free(text);
+	if (err < 0) {
+		manifest_free(m);
+		return mf_fail(cs, -EBADMSG, "manifest %s opens but does not parse", id);
+	}
+	return 0;
+}

@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The fleet's object store (docs/fleet.md): the S3 API over libcurl (s3.c), and snapshots as
+ * content-addressed chunks in it (chunk.c, chunk_store.c, manifest.c). Every byte read from
+ * the store is hostile until checked: responses are bounded, a chunk is checked against its
+ * name, a manifest against its MAC, before anything uses them.
+ *
+ * Functions return 0 (or a count) or -errno; where they take `err`, a failure also leaves a
+ * message there naming what failed (the object, the chunk), fit for a user.
+ */
+#ifndef SANDBOX_STORE_H
+#define SANDBOX_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define STORE_ERR_MAX 512
+
+/* ---- s3.c: the S3 API (path-style, Signature Version 4 by libcurl) ---- */
+
+#define S3_KEY_MAX    512	  /* an object key's bytes */
+#define S3_OBJECT_MAX (64u << 20) /* the largest object this code reads whole */
+
+/* Where the store is and who we are to it. */
+struct s3_conf {
+	char endpoint[256]; /* http://HOST[:PORT] or https://..., no path */
+	char region[64];    /* us-east-1 where the store does not care */
+	char bucket[64];    /* 3 to 63 of [a-z0-9.-] */
+	char access[128];   /* the access key id (may hold a ':', as Swift's tempauth's) */
+	char secret[128];
+	char ca_file[256];   /* "" : the system's CAs (https) */
+	unsigned timeout_ms; /* one request, whole (0: 30 s) */
+};
+
+/* One connection's worth of state: use from one thread at a time. */
+struct s3 {
+	struct s3_conf conf;
+	void *curl;		       /* CURL *, kept so connections are reused */
+	uint64_t bytes_up, bytes_down; /* bodies sent and received, all requests */
+	unsigned requests;
+	char err[STORE_ERR_MAX];
+};
+
+/* Check c (names, lengths, scheme) and open a handle. -EINVAL (s->err says which field). */
+int s3_open(struct s3 *s, const struct s3_conf *c) __attribute__((warn_unused_result));
+void s3_close(struct s3 *s);
+/* Create the bucket; one that exists and is ours is not an error. */
+int s3_bucket_create(struct s3 *s) __attribute__((warn_unused_result));
+/* PUT key with len bytes (x-amz-content-sha256 their SHA-256, so the store checks them). */
+int s3_put(struct s3 *s, const char *key, const void *data, size_t len)
+	__attribute__((warn_unused_result));
+/* GET key into *out (malloc'd, *out_len bytes): all of it when len is 0, else bytes [off,
+ * off + len) by a ranged GET (exactly len, or -EBADMSG). At most max bytes (-EFBIG beyond).
+ * -ENOENT when there is no such key. */
+int s3_get(struct s3 *s, const char *key, uint64_t off, size_t len, size_t max, uint8_t **out,
+	   size_t *out_len) __attribute__((warn_unused_result));
+/* Whether key exists (0, its size in *size) or not (-ENOENT). */
+int s3_head(struct s3 *s, const char *key, uint64_t *size) __attribute__((warn_unused_result));
+/* DELETE key (one that is not there is not an error, as S3 says). */
+int s3_delete(struct s3 *s, const char *key) __attribute__((warn_unused_result));
+/* Whether key is one this code sends: 1 to S3_KEY_MAX of [A-Za-z0-9._/-], no "//", no
+ * leading '/', no "." or ".." part (no escaping, so the signed path is the path sent). */
+bool s3_key_ok(const char *key);
+
+/* ---- chunk.c: one chunk, sealed: AES-256-GCM under the workspace's key ---- */
+
+#define CHUNK_HASH_LEN	 32
+#define CHUNK_SEAL_HEAD	 8  /* "SBCK", version 1, 3 bytes 0 */
+#define CHUNK_SEAL_TAG	 16 /* GCM's tag, after the ciphertext */
+#define CHUNK_SEAL_EXTRA (CHUNK_SEAL_HEAD + CHUNK_SEAL_TAG)
+#define CHUNK_SIZE_MAX	 (4u << 20)
+
+/* A workspace's keys, derived from its 32-byte secret: chunks of one workspace are sealed
+ * and named under its keys only, so no tenant's chunk is another's (nor tells one whether
+ * another holds some bytes: no deduplication across workspaces). */
+struct chunk_keys {
+	uint8_t enc[32];   /* AES-256-GCM */
+	uint8_t name[32];  /* an object's name: HMAC-SHA256(name, the chunk's SHA-256) */
+	uint8_t nonce[32]; /* a chunk's nonce: HMAC-SHA256(nonce, its SHA-256), 12 bytes */
+	uint8_t mac[32];   /* a manifest's MAC */
+};
+void chunk_keys_derive(const uint8_t secret[32], struct chunk_keys *k);
+void chunk_keys_wipe(struct chunk_keys *k);
+/* SHA-256 of len bytes. */
+void chunk_hash(const void *data, size_t len, uint8_t out[CHUNK_HASH_LEN]);
+/* The hash as 64 lower-case hex digits and a NUL. */
+void chunk_hex(const uint8_t hash[CHUNK_HASH_LEN], char out[2 * CHUNK_HASH_LEN + 1]);
+/* The store's name of the chunk of that hash, 64 hex digits (its content is not told). */
+void chunk_object_name(const struct chunk_keys *k, const uint8_t hash[CHUNK_HASH_LEN],
+		       char out[2 * CHUNK_HASH_LEN + 1]);
+/* Seal len plaintext bytes of that hash into out (len + CHUNK_SEAL_EXTRA bytes). The nonce
+ * is derived from the hash: the same bytes always seal the same, two others never share a
+ * nonce. 0 or -EIO. */
+int chunk_seal(const struct chunk_keys *k, const uint8_t hash[CHUNK_HASH_LEN], const void *pt,
+	       size_t len, uint8_t *out) __attribute__((warn_unused_result));
+/* Open sealed bytes into out (cap bytes): *len the plaintext's. -EBADMSG when the head, the
+ * tag or the plaintext's SHA-256 is not what the hash says; -EFBIG over cap. */
+int chunk_open(const struct chunk_keys *k, const uint8_t hash[CHUNK_HASH_LEN], const uint8_t *in,
+	       size_t in_len, uint8_t *out, size_t cap, size_t *len)
+	__attribute__((warn_unused_result));
+
+/* ---- chunk_store.c: a workspace's chunks in the store ---- */
+
+struct chunk_set; /* the hashes known to be in the store (chunk_store.c) */
+
+struct chunk_store {
+	struct s3 *s3;
+	char prefix[128]; /* the workspace's part of the bucket: chunks under PREFIX/c/ */
+	struct chunk_keys keys;
+	struct chunk_set *known;
+	/* what this handle did */
+	uint64_t put_chunks, put_bytes;	  /* uploaded (sealed bytes) */
+	uint64_t skip_chunks, skip_bytes; /* already in the store: not uploaded */
+	uint64_t got_chunks, got_bytes;	  /* downloaded (sealed bytes) */
+	char err[STORE_ERR_MAX];
+};
+/* A handle on prefix's chunks (a key's part: s3_key_ok), sealed under secret's keys. */
+int chunk_store_open(struct chunk_store *cs, struct s3 *s3, const char *prefix,
+		     const uint8_t secret[32]) __attribute__((warn_unused_result));
+void chunk_store_close(struct chunk_store *cs);
+/* Store len bytes as a chunk, unless the store has it: *hash its SHA-256. */
+int chunk_put(struct chunk_store *cs, const void *data, size_t len, uint8_t hash[CHUNK_HASH_LEN])
+	__attribute__((warn_unused_result));
+/* Fetch the chunk of hash into out (cap bytes), checked: *len its length. A chunk that is
+ * missing (-ENOENT) or not what its name says (-EBADMSG) is named in cs->err. */
+int chunk_get(struct chunk_store *cs, const uint8_t hash[CHUNK_HASH_LEN], uint8_t *out, size_t cap,
+	      size_t *len) __attribute__((warn_unused_result));
+
+/* ---- manifest.c: a snapshot's files as lists of chunks ---- */
+
+#define MANIFEST_FILES_MAX 64
+#define MANIFEST_NAME_MAX  63		/* [A-Za-z0-9._-] */
+#define MANIFEST_FILE_MAX  (1ull << 40) /* bytes of one file */
+#define MANIFEST_CHUNK_MIN 4096
+
+struct manifest_file {
+	char name[MANIFEST_NAME_MAX + 1];
+	uint64_t size;
+	uint64_t nchunks;		 /* size / chunk_size, rounded up */
+	uint8_t (*hash)[CHUNK_HASH_LEN]; /* all zero: a chunk of zeros, not stored */
+};
+
+struct manifest {
+	uint32_t chunk_size; /* a power of two, MANIFEST_CHUNK_MIN to CHUNK_SIZE_MAX */
+	unsigned nfiles;
+	struct manifest_file file[MANIFEST_FILES_MAX];
+};
+
+/* An empty manifest of chunk_size chunks (-EINVAL: not a power of two in range). */
+int manifest_init(struct manifest *m, uint32_t chunk_size) __attribute__((warn_unused_result));
+void manifest_free(struct manifest *m);
+/* All the files' bytes. */
+uint64_t manifest_bytes(const struct manifest *m);
+/* The file of that name, or NULL. */
+const struct manifest_file *manifest_find(const struct manifest *m, const char *name);
+/* Add path's bytes as file `name`: the chunks the store lacks are uploaded, zeros are not. */
+int manifest_add_file(struct manifest *m, struct chunk_store *cs, const char *name,
+		      const char *path) __attribute__((warn_unused_result));
+/* Write file `name` to path, every chunk checked. path is made anew (-EEXIST if it is there)
+ * and on any failure removed: nothing half-written is left to run. */
+int manifest_fetch_file(const struct manifest *m, struct chunk_store *cs, const char *name,
+			const char *path) __attribute__((warn_unused_result));
+/* Store m as PREFIX/m/<id> (id: [A-Za-z0-9._-], 1 to 64), sealed under the workspace's keys
+ * (AES-256-GCM, the id bound in: a manifest does not open under another id). */
+int manifest_put(const struct manifest *m, struct chunk_store *cs, const char *id)
+	__attribute__((warn_unused_result));
+/* Load PREFIX/m/<id> into m (manifest_free it), checked before a byte is parsed, then parsed
+ * strictly. -ENOENT, or -EBADMSG named in cs->err. */
+int manifest_get(struct manifest *m, struct chunk_store *cs, const char *id)
+	__attribute__((warn_unused_result));
+
+#endif /* SANDBOX_STORE_H */

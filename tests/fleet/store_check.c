@@ -1,0 +1,265 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The object store's layer against a real S3 API (tests/fleet/store.sh starts Swift's):
+ *
+ *   store-check ENDPOINT ACCESS SECRET REGION WORKDIR
+ *
+ * Prints `ok NAME` per check, `FAIL NAME: why` and exits 1 at the first that fails, and a
+ * last line `store chunk_size= first_up= second_up= ratio=` (the bytes two snapshots of a
+ * 32 MiB file uploaded, the second after 1 MiB of writes: its 5 chunks).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "store.h"
+
+#define FILE_MIB   32
+#define CHUNK_SIZE (256u << 10)
+
+static int failed;
+
+static void check(bool ok, const char *name, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void check(bool ok, const char *name, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (ok) {
+		printf("ok %s\n", name);
+		fflush(stdout);
+		return;
+	}
+	printf("FAIL %s: ", name);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	exit(1);
+}
+
+static void fill_random(uint8_t *p, size_t n)
+{
+	while (n) {
+		ssize_t got = getrandom(p, n > 65536 ? 65536 : n, 0);
+
+		if (got <= 0)
+			exit(2);
+		p += got;
+		n -= (size_t)got;
+	}
+}
+
+static void write_file(const char *path, const uint8_t *p, size_t n)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+	if (fd < 0 || write(fd, p, n) != (ssize_t)n || close(fd) < 0) {
+		perror(path);
+		exit(2);
+	}
+}
+
+static uint8_t *read_all(const char *path, size_t *n)
+{
+	FILE *f = fopen(path, "rb");
+	uint8_t *p;
+	long len;
+
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	len = ftell(f);
+	rewind(f);
+	p = malloc((size_t)len + 1);
+	if (p && fread(p, 1, (size_t)len, f) != (size_t)len) {
+		free(p);
+		p = NULL;
+	}
+	fclose(f);
+	*n = (size_t)len;
+	return p;
+}
+
+int main(int argc, char **argv)
+{
+	struct s3_conf conf = {0};
+	struct s3 s3, bad;
+	struct chunk_store cs, other;
+	struct manifest m1, m2, back;
+	uint8_t secret[32], secret2[32], *got, *img;
+	size_t n, len = (size_t)FILE_MIB << 20;
+	uint64_t size, first_up, second_up;
+	char path[4200], out[4200], key[S3_KEY_MAX + 1], name[65];
+	int err;
+
+	if (argc != 6) {
+		fprintf(stderr, "usage: store-check ENDPOINT ACCESS SECRET REGION WORKDIR\n");
+		return 2;
+	}
+	snprintf(conf.endpoint, sizeof(conf.endpoint), "%s", argv[1]);
+	snprintf(conf.access, sizeof(conf.access), "%s", argv[2]);
+	snprintf(conf.secret, sizeof(conf.secret), "%s", argv[3]);
+	snprintf(conf.region, sizeof(conf.region), "%s", argv[4]);
+	snprintf(conf.bucket, sizeof(conf.bucket), "sandbox-test");
+	conf.timeout_ms = 20000;
+
+	/* the S3 layer */
+	check(s3_open(&s3, &conf) == 0, "s3-open", "%s", s3.err);
+	err = s3_bucket_create(&s3);
+	check(err == 0, "bucket-create", "%s", s3.err);
+	check(s3_bucket_create(&s3) == 0, "bucket-create-again", "%s", s3.err);
+	check(s3_put(&s3, "t/hello", "hello world", 11) == 0, "put", "%s", s3.err);
+	err = s3_get(&s3, "t/hello", 0, 0, 1024, &got, &n);
+	check(err == 0 && n == 11 && memcmp(got, "hello world", 11) == 0, "get", "%d %s", err,
+	      s3.err);
+	free(got);
+	err = s3_get(&s3, "t/hello", 6, 5, 1024, &got, &n);
+	check(err == 0 && n == 5 && memcmp(got, "world", 5) == 0, "get-range", "%d %s", err,
+	      s3.err);
+	free(got);
+	err = s3_get(&s3, "t/hello", 0, 0, 4, &got, &n);
+	check(err == -EFBIG, "get-bounded", "%d %s", err, s3.err);
+	check(s3_head(&s3, "t/hello", &size) == 0 && size == 11, "head", "%s", s3.err);
+	err = s3_head(&s3, "t/nothing", &size);
+	check(err == -ENOENT, "head-missing", "%d %s", err, s3.err);
+	err = s3_get(&s3, "t/nothing", 0, 0, 1024, &got, &n);
+	check(err == -ENOENT && strstr(s3.err, "NoSuchKey"), "get-missing", "%d %s", err, s3.err);
+	check(s3_delete(&s3, "t/hello") == 0 && s3_head(&s3, "t/hello", &size) == -ENOENT, "delete",
+	      "%s", s3.err);
+	check(s3_put(&s3, "../x", "x", 1) == -EINVAL && s3_put(&s3, "a//b", "x", 1) == -EINVAL &&
+		      s3_put(&s3, "a/%2e", "x", 1) == -EINVAL,
+	      "key-refused", "%s", s3.err);
+	struct s3_conf wrong = conf;
+
+	snprintf(wrong.secret, sizeof(wrong.secret), "not-the-secret");
+	check(s3_open(&bad, &wrong) == 0, "s3-open-wrong", "%s", bad.err);
+	err = s3_put(&bad, "t/x", "x", 1);
+	check(err == -EACCES && strstr(bad.err, "SignatureDoesNotMatch"), "wrong-secret", "%d %s",
+	      err, bad.err);
+	s3_close(&bad);
+	struct s3_conf silent = conf;
+
+	/* a port on this machine's loopback nothing listens on: refused at once */
+	snprintf(silent.endpoint, sizeof(silent.endpoint), "http://127.0.0.1:9");
+	check(s3_open(&bad, &silent) == 0, "s3-open-refused", "%s", bad.err);
+	err = s3_put(&bad, "t/x", "x", 1);
+	check(err == -EIO && bad.err[0], "refused", "%d %s", err, bad.err);
+	s3_close(&bad);
+
+	/* chunks and manifests: a 32 MiB file of random bytes with 8 MiB of zeros in it */
+	img = malloc(len);
+	if (!img)
+		return 2;
+	fill_random(img, len);
+	memset(img + (8u << 20), 0, 8u << 20);
+	snprintf(path, sizeof(path), "%s/disk.img", argv[5]);
+	write_file(path, img, len);
+	fill_random(secret, sizeof(secret));
+	fill_random(secret2, sizeof(secret2));
+	check(chunk_store_open(&cs, &s3, "ws/test-a", secret) == 0, "chunk-store-open", "%s",
+	      cs.err);
+	check(manifest_init(&m1, CHUNK_SIZE) == 0, "manifest-init", "-");
+	uint64_t up0 = s3.bytes_up;
+
+	err = manifest_add_file(&m1, &cs, "disk", path);
+	check(err == 0, "snapshot-first", "%s", cs.err);
+	first_up = s3.bytes_up - up0;
+	check(cs.put_chunks == (FILE_MIB - 8) * (1u << 20) / CHUNK_SIZE, "zeros-not-stored",
+	      "%llu chunks put", (unsigned long long)cs.put_chunks);
+	check(manifest_put(&m1, &cs, "snap-1") == 0, "manifest-put", "%s", cs.err);
+
+	/* 1 MiB of writes, then the second snapshot: only their chunks go up */
+	fill_random(img + (20u << 20) + 12345, 1u << 20);
+	write_file(path, img, len);
+	check(manifest_init(&m2, CHUNK_SIZE) == 0, "manifest-init-2", "-");
+	up0 = s3.bytes_up;
+	err = manifest_add_file(&m2, &cs, "disk", path);
+	check(err == 0, "snapshot-second", "%s", cs.err);
+	second_up = s3.bytes_up - up0;
+	/* 1 MiB at an odd offset touches 5 chunks of 256 KiB: those 5, nothing else */
+	check(second_up == 5ull * (CHUNK_SIZE + CHUNK_SEAL_EXTRA), "second-uploads-little",
+	      "%llu bytes after %llu (chunk %u)", (unsigned long long)second_up,
+	      (unsigned long long)first_up, CHUNK_SIZE);
+	check(manifest_put(&m2, &cs, "snap-2") == 0, "manifest-put-2", "%s", cs.err);
+
+	/* read back through a fresh handle (nothing known): equal bytes */
+	struct chunk_store fresh;
+
+	check(chunk_store_open(&fresh, &s3, "ws/test-a", secret) == 0, "fresh-open", "%s",
+	      fresh.err);
+	check(manifest_get(&back, &fresh, "snap-2") == 0 && back.nfiles == 1 &&
+		      manifest_bytes(&back) == len,
+	      "manifest-get", "%s", fresh.err);
+	snprintf(out, sizeof(out), "%s/restored.img", argv[5]);
+	unlink(out);
+	err = manifest_fetch_file(&back, &fresh, "disk", out);
+	got = read_all(out, &n);
+	check(err == 0 && got && n == len && memcmp(got, img, len) == 0, "restore-equal", "%d %s",
+	      err, fresh.err);
+	free(got);
+	unlink(out);
+
+	/* another workspace's secret opens nothing of this one */
+	check(chunk_store_open(&other, &s3, "ws/test-a", secret2) == 0, "other-open", "%s",
+	      other.err);
+	err = manifest_get(&back, &other, "snap-2");
+	check(err == -EBADMSG && strstr(other.err, "does not open"), "other-workspace-refused",
+	      "%d %s", err, other.err);
+	chunk_store_close(&other);
+
+	/* a manifest stored under another id does not open there */
+	err = s3_get(&s3, "ws/test-a/m/snap-1", 0, 0, S3_OBJECT_MAX, &got, &n);
+	check(err == 0 && s3_put(&s3, "ws/test-a/m/snap-x", got, n) == 0, "manifest-copied", "%s",
+	      s3.err);
+	free(got);
+	err = manifest_get(&back, &fresh, "snap-x");
+	check(err == -EBADMSG, "manifest-moved-refused", "%d %s", err, fresh.err);
+
+	/* one chunk corrupted in the store: the restore names it and leaves no file */
+	const struct manifest_file *f = manifest_find(&m2, "disk");
+	char hex[65];
+
+	chunk_object_name(&cs.keys, f->hash[3], name);
+	chunk_hex(f->hash[3], hex);
+	snprintf(key, sizeof(key), "ws/test-a/c/%s", name);
+	err = s3_get(&s3, key, 0, 0, S3_OBJECT_MAX, &got, &n);
+	check(err == 0 && n == CHUNK_SIZE + CHUNK_SEAL_EXTRA, "chunk-read", "%s", s3.err);
+	got[n / 2] ^= 1;
+	check(s3_put(&s3, key, got, n) == 0, "chunk-corrupted", "%s", s3.err);
+	free(got);
+	check(manifest_get(&back, &fresh, "snap-2") == 0, "manifest-get-again", "%s", fresh.err);
+	err = manifest_fetch_file(&back, &fresh, "disk", out);
+	check(err == -EBADMSG && strstr(fresh.err, hex) && access(out, F_OK) != 0,
+	      "corrupt-chunk-named", "%d %s", err, fresh.err);
+	printf("corrupt chunk refused: %s\n", fresh.err);
+	manifest_free(&back);
+
+	/* a chunk swapped for another chunk's object: refused too (the hash is sealed in) */
+	chunk_object_name(&cs.keys, f->hash[5], name);
+	snprintf(path, sizeof(path), "ws/test-a/c/%s", name);
+	err = s3_get(&s3, path, 0, 0, S3_OBJECT_MAX, &got, &n);
+	check(err == 0 && s3_put(&s3, key, got, n) == 0, "chunk-swapped", "%s", s3.err);
+	free(got);
+	check(manifest_get(&back, &fresh, "snap-2") == 0, "manifest-get-3", "%s", fresh.err);
+	err = manifest_fetch_file(&back, &fresh, "disk", out);
+	check(err == -EBADMSG && strstr(fresh.err, hex), "swapped-chunk-named", "%d %s", err,
+	      fresh.err);
+	manifest_free(&back);
+
+	printf("store chunk_size=%u first_up=%llu second_up=%llu ratio=%.4f\n", CHUNK_SIZE,
+	       (unsigned long long)first_up, (unsigned long long)second_up,
+	       (double)second_up / (double)first_up);
+	manifest_free(&m1);
+	manifest_free(&m2);
+	chunk_store_close(&fresh);
+	chunk_store_close(&cs);
+	s3_close(&s3);
+	free(img);
+	return failed;
+}
