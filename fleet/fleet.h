@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The fleet's engine (docs/fleet.md): NATS JetStream places sandboxes on hosts; no scheduler
+ * of ours decides. A create request goes into a work-queue stream per pool; every host's
+ * sandboxd pulls from one durable consumer only as many requests as it has room for, so the
+ * broker spreads them. Ownership of a sandbox is a key in a KV bucket, made create-only (two
+ * hosts never both own one) and moved only by an update conditioned on its revision; a host's
+ * liveness is a key in a bucket whose values expire.
+ *
+ * Functions return 0 or -errno, with a message in f->err naming what failed.
+ */
+#ifndef SANDBOX_FLEET_H
+#define SANDBOX_FLEET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define FLEET_SERVERS_MAX   8
+#define FLEET_ID_MAX	    63		 /* a host id, a box id, a pool: [A-Za-z0-9_-] */
+#define FLEET_REQ_MAX	    (512u << 10) /* a create request's bytes (NATS: 1 MiB a message) */
+#define FLEET_ERR_MAX	    512
+/* The owner a create that no host took in time gets: the key is made create-only by the API
+ * side, so a host that fetches the request later finds it owned and drops it. */
+#define FLEET_UNSCHEDULABLE "unschedulable"
+
+struct fleet_conf {
+	const char *servers[FLEET_SERVERS_MAX]; /* nats://HOST:PORT */
+	int nservers;
+	char host[FLEET_ID_MAX + 1]; /* this host's id ("" for a client that only places) */
+	char pool[FLEET_ID_MAX + 1]; /* the pool its creates go to ("default") */
+	int replicas;		     /* of the stream and buckets: 1 to 5 (the cluster's size) */
+	unsigned ack_wait_ms;	     /* a fetched request not claimed in this long goes again */
+	unsigned liveness_ttl_ms;    /* a host's entry lapses this long after its last beat */
+};
+
+struct fleet {
+	struct fleet_conf conf;
+	void *nc, *js;	      /* natsConnection *, jsCtx * */
+	void *owners, *hosts; /* kvStore * */
+	void *pull;	      /* natsSubscription *: the host's pull subscription */
+	char stream[80], subject[96];
+	char err[FLEET_ERR_MAX];
+};
+
+/* Connect and make (or bind to) the pool's stream and consumer and the two buckets, retrying
+ * for up to wait_ms while the cluster elects its leaders. */
+int fleet_open(struct fleet *f, const struct fleet_conf *c, int wait_ms)
+	__attribute__((warn_unused_result));
+void fleet_close(struct fleet *f);
+
+/* ---- place.c ---- */
+
+/* The API side: place box `id` with request bytes req (len), waiting up to timeout_ms for a
+ * host to take it: its host id in owner. A box already owned answers its owner at once (a
+ * retried create). -EAGAIN when no host took it in time: the request is then cancelled (owner
+ * FLEET_UNSCHEDULABLE) unless a host took it meanwhile, which is then the answer. */
+int fleet_place(struct fleet *f, const char *id, const void *req, size_t len, int timeout_ms,
+		char owner[FLEET_ID_MAX + 1]) __attribute__((warn_unused_result));
+
+/* A request a host took: its box is this host's now. */
+struct fleet_req {
+	char id[FLEET_ID_MAX + 1];
+	uint8_t *data; /* malloc'd, len bytes */
+	size_t len;
+	bool moved; /* taken over from a host whose liveness lapsed after it claimed the box */
+};
+/* The host side: wait up to wait_ms for one request and claim it. 1 with *r filled (free
+ * r->data), 0 when none came or it was another's (already owned, cancelled), or -errno.
+ * Only call with room for one more sandbox: that is how the engine spreads by capacity. */
+int fleet_take(struct fleet *f, int wait_ms, struct fleet_req *r)
+	__attribute__((warn_unused_result));
+
+/* The owner of box id in owner and its revision; -ENOENT when it has none. */
+int fleet_owner(struct fleet *f, const char *id, char owner[FLEET_ID_MAX + 1], uint64_t *rev)
+	__attribute__((warn_unused_result));
+
+/* ---- host.c ---- */
+
+/* This host's liveness entry, with a small text (its capacity) as the value. */
+int fleet_beat(struct fleet *f, const char *info) __attribute__((warn_unused_result));
+/* Whether host is alive (its entry has not lapsed): 1, 0, or -errno. */
+int fleet_alive(struct fleet *f, const char *host) __attribute__((warn_unused_result));
+/* Whether s is an id this layer takes. */
+bool fleet_id_ok(const char *s);
+
+#endif /* SANDBOX_FLEET_H */

@@ -1,0 +1,191 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The fleet's connection to NATS (fleet.h): the pool's work-queue stream and its one durable
+ * pull consumer, the owners bucket (one revision kept: ownership is its latest value) and the
+ * hosts bucket (values expire: liveness). Made by the first host to come, bound to by the rest.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <nats/nats.h>
+
+#include "fleet.h"
+#include "fleet_int.h"
+
+#define MS_NS 1000000ll
+
+int fleet_fail(struct fleet *f, int ret, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(f->err, sizeof(f->err), fmt, ap);
+	va_end(ap);
+	return ret;
+}
+
+bool fleet_id_ok(const char *s)
+{
+	size_t n = strnlen(s, FLEET_ID_MAX + 1);
+
+	if (n == 0 || n > FLEET_ID_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+		      (s[i] >= '0' && s[i] <= '9') || s[i] == '_' || s[i] == '-'))
+			return false;
+	return true;
+}
+
+uint64_t fleet_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* The stream, its consumer and the pull subscription (a host only). */
+static natsStatus fleet_stream(struct fleet *f, jsErrCode *jerr)
+{
+	jsStreamConfig sc;
+	jsConsumerConfig cc;
+	jsSubOptions so;
+	jsStreamInfo *si = NULL;
+	jsConsumerInfo *ci = NULL;
+	const char *subjects[1] = {f->subject};
+	natsStatus s;
+
+	jsStreamConfig_Init(&sc);
+	sc.Name = f->stream;
+	sc.Subjects = subjects;
+	sc.SubjectsLen = 1;
+	sc.Retention = js_WorkQueuePolicy;
+	sc.Storage = js_FileStorage;
+	sc.Replicas = f->conf.replicas;
+	sc.Duplicates = 120 * 1000 * MS_NS; /* a create retried within 2 min is one create */
+	s = js_AddStream(&si, (jsCtx *)f->js, &sc, NULL, jerr);
+	if (s != NATS_OK && *jerr == JSStreamNameExistErr)
+		s = NATS_OK; /* another host made it (its config is ours: same code) */
+	jsStreamInfo_Destroy(si);
+	if (s != NATS_OK)
+		return s;
+	jsConsumerConfig_Init(&cc);
+	cc.Durable = "hosts";
+	cc.AckPolicy = js_AckExplicit;
+	cc.AckWait = (int64_t)f->conf.ack_wait_ms * MS_NS;
+	cc.MaxAckPending = 100000;
+	s = js_AddConsumer(&ci, (jsCtx *)f->js, f->stream, &cc, NULL, jerr);
+	if (s != NATS_OK &&
+	    (*jerr == JSConsumerNameExistErr || *jerr == JSConsumerExistingActiveErr))
+		s = NATS_OK;
+	jsConsumerInfo_Destroy(ci);
+	if (s != NATS_OK || !f->conf.host[0])
+		return s;
+	jsSubOptions_Init(&so);
+	so.Stream = f->stream;
+	so.Consumer = "hosts";
+	return js_PullSubscribe((natsSubscription **)&f->pull, (jsCtx *)f->js, f->subject, "hosts",
+				NULL, &so, jerr);
+}
+
+static natsStatus fleet_bucket(struct fleet *f, const char *name, int64_t ttl_ms, void **kv)
+{
+	kvConfig kc;
+	natsStatus s;
+
+	kvConfig_Init(&kc);
+	kc.Bucket = name;
+	kc.History = 1;
+	kc.Replicas = f->conf.replicas;
+	kc.StorageType = js_FileStorage;
+	kc.TTL = ttl_ms * MS_NS; /* nanoseconds, as JetStream's max_age */
+	s = js_CreateKeyValue((kvStore **)kv, (jsCtx *)f->js, &kc);
+	if (s != NATS_OK)
+		s = js_KeyValue((kvStore **)kv, (jsCtx *)f->js, name);
+	return s;
+}
+
+int fleet_open(struct fleet *f, const struct fleet_conf *c, int wait_ms)
+{
+	natsOptions *o = NULL;
+	natsStatus s;
+	jsErrCode jerr = 0;
+	uint64_t deadline = fleet_now_ms() + (uint64_t)(wait_ms > 0 ? wait_ms : 0);
+
+	memset(f, 0, sizeof(*f));
+	f->conf = *c;
+	if (c->nservers < 1 || c->nservers > FLEET_SERVERS_MAX)
+		return fleet_fail(f, -EINVAL, "fleet: 1 to %d NATS servers", FLEET_SERVERS_MAX);
+	if (!fleet_id_ok(c->pool) || (c->host[0] && !fleet_id_ok(c->host)))
+		return fleet_fail(f, -EINVAL, "fleet: a pool and host id of [A-Za-z0-9_-], 1 to %d",
+				  FLEET_ID_MAX);
+	if (c->replicas < 1 || c->replicas > 5)
+		return fleet_fail(f, -EINVAL, "fleet: replicas 1 to 5");
+	if (!f->conf.ack_wait_ms)
+		f->conf.ack_wait_ms = 5000;
+	if (!f->conf.liveness_ttl_ms)
+		f->conf.liveness_ttl_ms = 5000;
+	snprintf(f->stream, sizeof(f->stream), "SANDBOX_PLACE_%s", c->pool);
+	snprintf(f->subject, sizeof(f->subject), "sandbox.place.%s", c->pool);
+	s = natsOptions_Create(&o);
+	if (s == NATS_OK)
+		s = natsOptions_SetServers(o, (const char **)c->servers, c->nservers);
+	if (s == NATS_OK)
+		s = natsOptions_SetTimeout(o, 2000);
+	if (s == NATS_OK)
+		s = natsOptions_SetMaxReconnect(o, -1); /* a node's loss: on to the others */
+	if (s == NATS_OK)
+		s = natsOptions_SetReconnectWait(o, 100);
+	if (s == NATS_OK)
+		s = natsOptions_SetRetryOnFailedConnect(o, false, NULL, NULL);
+	if (s == NATS_OK)
+		s = natsConnection_Connect((natsConnection **)&f->nc, o);
+	natsOptions_Destroy(o);
+	if (s != NATS_OK)
+		return fleet_fail(f, -ECONNREFUSED, "fleet: NATS: %s", natsStatus_GetText(s));
+	s = natsConnection_JetStream((jsCtx **)&f->js, (natsConnection *)f->nc, NULL);
+	const char *what = "JetStream";
+
+	for (;;) { /* a new cluster elects its meta leader first: retried until wait_ms */
+		jerr = 0;
+		if (s == NATS_OK && !f->owners && (what = "the owners bucket"))
+			s = fleet_bucket(f, "sandbox_owners", 0, &f->owners);
+		if (s == NATS_OK && !f->hosts && (what = "the hosts bucket"))
+			s = fleet_bucket(f, "sandbox_hosts", f->conf.liveness_ttl_ms, &f->hosts);
+		if (s == NATS_OK && (what = "the pool's stream"))
+			s = fleet_stream(f, &jerr);
+		if (s == NATS_OK || fleet_now_ms() >= deadline)
+			break;
+		nats_Sleep(200);
+		s = NATS_OK;
+	}
+	if (s != NATS_OK) {
+		const char *last = nats_GetLastError(NULL);
+
+		fleet_fail(f, -EIO, "fleet: %s: %s (JetStream error %d)%s%.200s", what,
+			   natsStatus_GetText(s), (int)jerr, last ? ": " : "", last ? last : "");
+		fleet_close(f);
+		return -EIO;
+	}
+	return 0;
+}
+
+void fleet_close(struct fleet *f)
+{
+	if (f->pull)
+		natsSubscription_Destroy((natsSubscription *)f->pull);
+	if (f->owners)
+		kvStore_Destroy((kvStore *)f->owners);
+	if (f->hosts)
+		kvStore_Destroy((kvStore *)f->hosts);
+	if (f->js)
+		jsCtx_Destroy((jsCtx *)f->js);
+	if (f->nc)
+		natsConnection_Destroy((natsConnection *)f->nc);
+	f->pull = f->owners = f->hosts = f->js = f->nc = NULL;
+}

@@ -1,0 +1,257 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Placement (fleet.h). The API side publishes a create into the pool's work queue, with its
+ * box id and an inbox in headers, and waits on the inbox. A host with room fetches one,
+ * claims the box with a create-only key in the owners bucket, acknowledges the message and
+ * answers the inbox with its id. Every race ends in the owners bucket: a request delivered
+ * twice (its host died before acknowledging it) finds its box owned, by that host (it is
+ * taken over, by an update conditioned on the revision read, only once that host's liveness
+ * lapsed) or by another; a request nobody took in time is cancelled by making its key
+ * FLEET_UNSCHEDULABLE, create-only too, so a host that fetches it later drops it.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nats/nats.h>
+
+#include "fleet.h"
+#include "fleet_int.h"
+
+#define HDR_BOX	  "Sandbox-Box"
+#define HDR_REPLY "Sandbox-Reply"
+#define INBOX_MAX 128
+
+static void owner_key(const char *id, char out[FLEET_ID_MAX + 8])
+{
+	snprintf(out, FLEET_ID_MAX + 8, "box.%s", id);
+}
+
+int fleet_owner(struct fleet *f, const char *id, char owner[FLEET_ID_MAX + 1], uint64_t *rev)
+{
+	char key[FLEET_ID_MAX + 8];
+	kvEntry *e = NULL;
+	natsStatus s;
+	int len;
+
+	if (!fleet_id_ok(id))
+		return fleet_fail(f, -EINVAL, "fleet: not a box id");
+	owner_key(id, key);
+	s = kvStore_Get(&e, (kvStore *)f->owners, key);
+	if (s == NATS_NOT_FOUND)
+		return -ENOENT;
+	if (s != NATS_OK)
+		return fleet_fail(f, -EIO, "fleet: owner of %s: %s", id, natsStatus_GetText(s));
+	len = kvEntry_ValueLen(e);
+	if (len <= 0 || len > FLEET_ID_MAX) {
+		kvEntry_Destroy(e);
+		return fleet_fail(f, -EBADMSG, "fleet: the owner of %s is not a host id", id);
+	}
+	memcpy(owner, kvEntry_Value(e), (size_t)len);
+	owner[len] = 0;
+	if (rev)
+		*rev = kvEntry_Revision(e);
+	kvEntry_Destroy(e);
+	if (!fleet_id_ok(owner))
+		return fleet_fail(f, -EBADMSG, "fleet: the owner of %s is not a host id", id);
+	return 0;
+}
+
+/* Make key create-only with value v: 0, -EEXIST (it has a value), -EIO. */
+static int owner_create(struct fleet *f, const char *id, const char *v, uint64_t *rev)
+{
+	char key[FLEET_ID_MAX + 8];
+	natsStatus s;
+	uint64_t r = 0;
+
+	owner_key(id, key);
+	s = kvStore_Create(&r, (kvStore *)f->owners, key, v, (int)strlen(v));
+	if (s == NATS_OK) {
+		if (rev)
+			*rev = r;
+		return 0;
+	}
+	/* the key exists (the server's "wrong last sequence"), or the call failed: the caller
+	 * reads the owner to tell */
+	return -EEXIST;
+}
+
+int fleet_place(struct fleet *f, const char *id, const void *req, size_t len, int timeout_ms,
+		char owner[FLEET_ID_MAX + 1])
+{
+	char key[FLEET_ID_MAX + 8];
+	natsInbox *inbox = NULL;
+	natsSubscription *sub = NULL;
+	natsMsg *m = NULL, *r = NULL;
+	jsPubAck *pa = NULL;
+	jsErrCode jerr = 0;
+	natsStatus s;
+	uint64_t deadline = fleet_now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
+	int err;
+
+	if (!fleet_id_ok(id))
+		return fleet_fail(f, -EINVAL, "fleet: not a box id");
+	if (len > FLEET_REQ_MAX)
+		return fleet_fail(f, -E2BIG, "fleet: a request of %zu bytes (at most %u)", len,
+				  FLEET_REQ_MAX);
+	err = fleet_owner(f, id, owner, NULL);
+	if (err == 0 && strcmp(owner, FLEET_UNSCHEDULABLE) != 0)
+		return 0; /* placed already: a retried create */
+	if (err == 0) {	  /* cancelled before: asked again */
+		owner_key(id, key);
+		kvStore_Delete((kvStore *)f->owners, key);
+	} else if (err != -ENOENT) {
+		return err;
+	}
+	s = natsInbox_Create(&inbox);
+	if (s == NATS_OK)
+		s = natsConnection_SubscribeSync(&sub, (natsConnection *)f->nc, inbox);
+	if (s == NATS_OK)
+		s = natsMsg_Create(&m, f->subject, NULL, req, (int)len);
+	if (s == NATS_OK)
+		s = natsMsgHeader_Set(m, HDR_BOX, id);
+	if (s == NATS_OK)
+		s = natsMsgHeader_Set(m, HDR_REPLY, inbox);
+	if (s == NATS_OK)
+		s = js_PublishMsg(&pa, (jsCtx *)f->js, m, NULL, &jerr);
+	jsPubAck_Destroy(pa);
+	natsMsg_Destroy(m);
+	if (s != NATS_OK) {
+		err = fleet_fail(f, -EIO, "fleet: placing %s: %s (error %d)", id,
+				 natsStatus_GetText(s), (int)jerr);
+		goto out;
+	}
+	for (;;) {
+		uint64_t now = fleet_now_ms();
+		int64_t left = now < deadline ? (int64_t)(deadline - now) : 0;
+
+		if (left == 0)
+			break;
+		s = natsSubscription_NextMsg(&r, sub, left);
+		if (s != NATS_OK)
+			break;
+		int n = natsMsg_GetDataLength(r);
+
+		if (n > 0 && n <= FLEET_ID_MAX) {
+			memcpy(owner, natsMsg_GetData(r), (size_t)n);
+			owner[n] = 0;
+		} else {
+			owner[0] = 0;
+		}
+		natsMsg_Destroy(r);
+		if (fleet_id_ok(owner)) { /* the claim is in the bucket before this answer */
+			err = 0;
+			goto out;
+		}
+	}
+	/* nobody answered in time: cancel, unless a host claimed it meanwhile */
+	if (owner_create(f, id, FLEET_UNSCHEDULABLE, NULL) == 0) {
+		err = fleet_fail(f, -EAGAIN, "fleet: no host had room for %s within %d ms", id,
+				 timeout_ms);
+		goto out;
+	}
+	err = fleet_owner(f, id, owner, NULL);
+	if (err == 0 && strcmp(owner, FLEET_UNSCHEDULABLE) == 0)
+		err = fleet_fail(f, -EAGAIN, "fleet: no host had room for %s", id);
+out:
+	natsSubscription_Destroy(sub);
+	natsInbox_Destroy(inbox);
+	return err;
+}
+
+/* Claim box id for this host: 1 (ours now; *moved if taken over), 0 (another's, or
+ * cancelled), 2 (claimed by a host still alive that has not acknowledged it yet: asked again
+ * after a liveness period, when that host has either acknowledged it or lapsed), -errno. */
+static int claim(struct fleet *f, const char *id, bool *moved)
+{
+	char owner[FLEET_ID_MAX + 1], key[FLEET_ID_MAX + 8];
+	uint64_t rev = 0, nrev = 0;
+	int alive, err;
+
+	*moved = false;
+	if (owner_create(f, id, f->conf.host, NULL) == 0)
+		return 1;
+	err = fleet_owner(f, id, owner, &rev);
+	if (err == -ENOENT) /* deleted between the two calls: the next delivery decides */
+		return 0;
+	if (err < 0)
+		return err;
+	if (strcmp(owner, f->conf.host) == 0)
+		return 1; /* ours: we claimed it and did not get to acknowledge it */
+	if (strcmp(owner, FLEET_UNSCHEDULABLE) == 0)
+		return 0;
+	alive = fleet_alive(f, owner);
+	if (alive != 0)
+		return alive < 0 ? alive : 2;
+	/* its host claimed it and died before acknowledging: moved, on this revision only */
+	owner_key(id, key);
+	if (kvStore_Update(&nrev, (kvStore *)f->owners, key, f->conf.host,
+			   (int)strlen(f->conf.host), rev) != NATS_OK)
+		return 0; /* another host moved it first */
+	*moved = true;
+	return 1;
+}
+
+int fleet_take(struct fleet *f, int wait_ms, struct fleet_req *r)
+{
+	natsMsgList list = {0};
+	jsErrCode jerr = 0;
+	natsStatus s;
+	const char *id = NULL, *reply = NULL;
+	int ret = 0;
+
+	memset(r, 0, sizeof(*r));
+	if (!f->pull)
+		return fleet_fail(f, -EINVAL, "fleet: not a host");
+	s = natsSubscription_Fetch(&list, (natsSubscription *)f->pull, 1, wait_ms, &jerr);
+	if (s == NATS_TIMEOUT || (s == NATS_OK && list.Count == 0)) {
+		natsMsgList_Destroy(&list);
+		return 0;
+	}
+	if (s != NATS_OK)
+		return fleet_fail(f, -EIO, "fleet: fetch: %s (error %d)", natsStatus_GetText(s),
+				  (int)jerr);
+	for (int i = 0; i < list.Count; i++) {
+		natsMsg *m = list.Msgs[i];
+		int n = natsMsg_GetDataLength(m), c;
+		bool moved = false;
+
+		if (ret != 0 || natsMsgHeader_Get(m, HDR_BOX, &id) != NATS_OK || !fleet_id_ok(id) ||
+		    n < 0 || (size_t)n > FLEET_REQ_MAX) {
+			/* not a request of ours: dropped for good (it would come back forever) */
+			if (ret == 0)
+				natsMsg_Term(m, NULL);
+			continue;
+		}
+		c = claim(f, id, &moved);
+		if (c < 0) { /* the bucket did not answer: the message comes again */
+			ret = fleet_fail(f, c, "fleet: claiming %s: %s", id, f->err);
+			natsMsg_Nak(m, NULL);
+			continue;
+		}
+		if (c == 2) {
+			natsMsg_NakWithDelay(m, f->conf.liveness_ttl_ms, NULL);
+			continue;
+		}
+		natsMsg_Ack(m, NULL);
+		if (c == 0)
+			continue;
+		if (natsMsgHeader_Get(m, HDR_REPLY, &reply) == NATS_OK &&
+		    strncmp(reply, "_INBOX.", 7) == 0 && strlen(reply) < INBOX_MAX)
+			natsConnection_Publish((natsConnection *)f->nc, reply, f->conf.host,
+					       (int)strlen(f->conf.host));
+		snprintf(r->id, sizeof(r->id), "%s", id);
+		r->moved = moved;
+		r->len = (size_t)n;
+		r->data = malloc(r->len ? r->len : 1);
+		if (!r->data) {
+			ret = fleet_fail(f, -ENOMEM, "fleet: out of memory");
+			continue;
+		}
+		memcpy(r->data, natsMsg_GetData(m), r->len);
+		ret = 1;
+	}
+	natsMsgList_Destroy(&list);
+	return ret;
+}

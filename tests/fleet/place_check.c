@@ -1,0 +1,332 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Placement on a NATS JetStream cluster (fleet/, tests/fleet/place.sh starts the cluster):
+ *
+ *   place-check SERVERS            (SERVERS: nats://HOST:PORT,... of the cluster)
+ *
+ * Hosts are processes of this program (`place-check --host SERVERS ID SLOTS MODE FD`), each
+ * with its own connection, taking requests while it has room and writing `took BOX HOST
+ * moved` lines to FD. Checked, in order:
+ *   redelivered-before-claim  a host fetches a create and dies before claiming it: after the
+ *                             ack wait another host takes it, and only one does
+ *   redelivered-after-claim   a host claims a create and dies before acknowledging it: once
+ *                             its liveness lapsed another host takes it over (moved), once
+ *   spread                    12 creates on 3 hosts of 4 slots: all placed, none over 4
+ *   unschedulable             a 13th: refused in its time, and no host takes it after
+ * Prints `ok NAME` per check (`FAIL NAME: why`, exit 1), then `place p50_ms= p99_ms= n=`.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <nats/nats.h>
+
+#include "fleet.h"
+
+#define SLOTS	    4
+#define ACK_WAIT_MS 1500
+#define LIVENESS_MS 2000
+#define PLACE_MS    15000
+
+static void check(bool ok, const char *name, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void check(bool ok, const char *name, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (ok) {
+		printf("ok %s\n", name);
+		fflush(stdout);
+		return;
+	}
+	printf("FAIL %s: ", name);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	fflush(stdout);
+	kill(0, SIGTERM);
+	exit(1);
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static int conf_servers(struct fleet_conf *c, char *list)
+{
+	for (char *save, *s = strtok_r(list, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
+		if (c->nservers >= FLEET_SERVERS_MAX)
+			return -1;
+		c->servers[c->nservers++] = s;
+	}
+	return c->nservers ? 0 : -1;
+}
+
+static void conf_init(struct fleet_conf *c, char *servers, const char *host)
+{
+	memset(c, 0, sizeof(*c));
+	if (conf_servers(c, servers) < 0)
+		exit(2);
+	snprintf(c->host, sizeof(c->host), "%s", host);
+	snprintf(c->pool, sizeof(c->pool), "test");
+	c->replicas = c->nservers >= 3 ? 3 : 1;
+	c->ack_wait_ms = ACK_WAIT_MS;
+	c->liveness_ttl_ms = LIVENESS_MS;
+}
+
+/*
+ * A crash at a precise point, by this host's own NATS handles: fetch one request, and with
+ * `claim` make its owner key (as fleet_take would), then die without acknowledging it.
+ * Returns only when nothing came.
+ */
+static void host_crash(struct fleet *f, bool claim)
+{
+	natsMsgList list = {0};
+	jsErrCode jerr = 0;
+	const char *box = NULL;
+	char key[FLEET_ID_MAX + 8];
+	uint64_t rev = 0;
+
+	if (natsSubscription_Fetch(&list, (natsSubscription *)f->pull, 1, 1000, &jerr) != NATS_OK ||
+	    list.Count < 1)
+		return;
+	if (claim && natsMsgHeader_Get(list.Msgs[0], "Sandbox-Box", &box) == NATS_OK) {
+		snprintf(key, sizeof(key), "box.%s", box);
+		if (kvStore_Create(&rev, (kvStore *)f->owners, key, f->conf.host,
+				   (int)strlen(f->conf.host)) != NATS_OK)
+			_exit(3);
+	}
+	_exit(0);
+}
+
+/* A host: MODE normal (take while it has room), die-after-fetch, die-after-claim. */
+static int host_main(char *servers, const char *id, int slots, const char *mode, int fd)
+{
+	struct fleet f;
+	struct fleet_conf c;
+	struct fleet_req r;
+	uint64_t beat = 0;
+	int owned = 0, n;
+
+	conf_init(&c, servers, id);
+	if (fleet_open(&f, &c, 30000) < 0) {
+		dprintf(fd, "error %s %s\n", id, f.err);
+		return 1;
+	}
+	for (;;) {
+		if (now_ms() - beat >= 500) {
+			if (fleet_beat(&f, "slots") < 0)
+				dprintf(fd, "error %s %s\n", id, f.err);
+			beat = now_ms();
+		}
+		if (strcmp(mode, "normal") != 0) {
+			host_crash(&f, strcmp(mode, "die-after-claim") == 0);
+			continue;
+		}
+		if (owned >= slots) {
+			usleep(100000);
+			continue;
+		}
+		n = fleet_take(&f, 200, &r);
+		if (n < 0) {
+			dprintf(fd, "error %s %s\n", id, f.err);
+			usleep(100000);
+			continue;
+		}
+		if (n == 0)
+			continue;
+		dprintf(fd, "took %s %s %d\n", r.id, id, r.moved);
+		free(r.data);
+		owned++;
+	}
+}
+
+static char *self, *servers_arg;
+static int report[2]; /* the hosts' lines */
+
+static pid_t spawn_host(const char *id, const char *mode)
+{
+	char slots[8], fd[16];
+	pid_t pid;
+
+	snprintf(slots, sizeof(slots), "%d", SLOTS);
+	snprintf(fd, sizeof(fd), "%d", report[1]);
+	pid = fork();
+	if (pid == 0) {
+		execl(self, self, "--host", servers_arg, id, slots, mode, fd, (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* Every line the hosts wrote so far, appended to buf (a NUL-terminated text). */
+static void drain(char *buf, size_t cap)
+{
+	size_t n = strlen(buf);
+	ssize_t got;
+
+	while (n + 1 < cap && (got = read(report[0], buf + n, cap - 1 - n)) > 0)
+		n += (size_t)got;
+	buf[n] = 0;
+}
+
+static int count_lines(const char *buf, const char *prefix)
+{
+	int n = 0;
+
+	for (const char *p = buf; (p = strstr(p, prefix)); p += strlen(prefix))
+		n++;
+	return n;
+}
+
+struct place_job {
+	struct fleet *f;
+	char id[40];
+	char owner[FLEET_ID_MAX + 1];
+	int err;
+	double ms;
+};
+
+static void *place_thread(void *arg)
+{
+	struct place_job *j = arg;
+	uint64_t t0 = now_ms();
+
+	j->err = fleet_place(j->f, j->id, "{}", 2, PLACE_MS, j->owner);
+	j->ms = (double)(now_ms() - t0);
+	return NULL;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+	struct fleet api;
+	struct fleet_conf c;
+	struct place_job j = {0};
+	pthread_t t;
+	char lines[65536] = "", servers_copy[1024], owner[FLEET_ID_MAX + 1], host[32], pat[96];
+	pid_t crash, hosts[3];
+	double ms[16];
+	int nms = 0, status, err;
+
+	if (argc == 7 && strcmp(argv[1], "--host") == 0)
+		return host_main(argv[2], argv[3], atoi(argv[4]), argv[5], atoi(argv[6]));
+	if (argc != 2) {
+		fprintf(stderr, "usage: place-check SERVERS\n");
+		return 2;
+	}
+	self = argv[0];
+	servers_arg = argv[1];
+	setpgid(0, 0);
+	if (pipe2(report, O_CLOEXEC) < 0 || fcntl(report[0], F_SETFL, O_NONBLOCK) < 0)
+		return 2;
+	fcntl(report[1], F_SETFD, 0); /* the hosts inherit the write end */
+	snprintf(servers_copy, sizeof(servers_copy), "%s", servers_arg);
+	conf_init(&c, servers_copy, "");
+	check(fleet_open(&api, &c, 30000) == 0, "open", "%s", api.err);
+
+	/* a host that fetches a create and dies: after the ack wait another takes it, once */
+	crash = spawn_host("crash1", "die-after-fetch");
+	j.f = &api;
+	snprintf(j.id, sizeof(j.id), "r1");
+	pthread_create(&t, NULL, place_thread, &j);
+	check(waitpid(crash, &status, 0) == crash && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	      "crash1-died", "status %d", status);
+	for (int i = 0; i < 3; i++) {
+		snprintf(host, sizeof(host), "h%d", i);
+		hosts[i] = spawn_host(host, "normal");
+	}
+	pthread_join(t, NULL);
+	check(j.err == 0 && j.owner[0] == 'h', "redelivered-before-claim", "%d %s (%s)", j.err,
+	      j.owner, api.err);
+	printf("r1: placed on %s in %.0f ms (crash1 died holding it)\n", j.owner, j.ms);
+
+	/* a host that claims a create and dies before acknowledging it: taken over once its
+	 * liveness lapsed, by one host */
+	crash = spawn_host("crash2", "die-after-claim");
+	usleep(1500000);	 /* its first beat, and it waits in its fetch */
+	kill(hosts[0], SIGSTOP); /* the create goes to crash2 */
+	kill(hosts[1], SIGSTOP);
+	kill(hosts[2], SIGSTOP);
+	memset(&j, 0, sizeof(j));
+	j.f = &api;
+	snprintf(j.id, sizeof(j.id), "r2");
+	pthread_create(&t, NULL, place_thread, &j);
+	check(waitpid(crash, &status, 0) == crash && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	      "crash2-died", "status %d", status);
+	err = fleet_owner(&api, "r2", owner, NULL);
+	check(err == 0 && strcmp(owner, "crash2") == 0, "crash2-claimed", "%d %s", err, owner);
+	for (int i = 0; i < 3; i++)
+		kill(hosts[i], SIGCONT);
+	pthread_join(t, NULL);
+	usleep(500000);
+	drain(lines, sizeof(lines));
+	check(j.err == 0 && j.owner[0] == 'h' && count_lines(lines, "took r2 ") == 1 &&
+		      strstr(lines, " 1\n") != NULL,
+	      "redelivered-after-claim", "%d %s (%s); hosts said:\n%s", j.err, j.owner, api.err,
+	      lines);
+	printf("r2: moved from crash2 to %s in %.0f ms\n", j.owner, j.ms);
+	check(count_lines(lines, "took r1 ") == 1, "r1-once", "%s", lines);
+
+	/* 10 more: 12 on 3 hosts of 4 */
+	for (int i = 3; i <= 12; i++) {
+		memset(&j, 0, sizeof(j));
+		j.f = &api;
+		snprintf(j.id, sizeof(j.id), "b%d", i);
+		place_thread(&j);
+		check(j.err == 0, "place", "%s: %d %s", j.id, j.err, api.err);
+		if (nms < 16)
+			ms[nms++] = j.ms;
+	}
+	usleep(300000);
+	drain(lines, sizeof(lines));
+	for (int i = 0; i < 3; i++) {
+		snprintf(pat, sizeof(pat), " h%d ", i);
+		check(count_lines(lines, pat) <= SLOTS, "spread", "h%d took %d: %s", i,
+		      count_lines(lines, pat), lines);
+	}
+	check(count_lines(lines, "took ") == 12, "all-placed", "%s", lines);
+
+	/* the 13th: no room anywhere */
+	memset(&j, 0, sizeof(j));
+	j.f = &api;
+	snprintf(j.id, sizeof(j.id), "b13");
+	j.err = fleet_place(&api, "b13", "{}", 2, 3000, j.owner);
+	check(j.err == -EAGAIN && strstr(api.err, "no host had room"), "unschedulable", "%d %s",
+	      j.err, api.err);
+	sleep(2);
+	drain(lines, sizeof(lines));
+	err = fleet_owner(&api, "b13", owner, NULL);
+	check(count_lines(lines, "took b13") == 0 && err == 0 &&
+		      strcmp(owner, FLEET_UNSCHEDULABLE) == 0,
+	      "unschedulable-stays", "%d %s; %s", err, owner, lines);
+	check(count_lines(lines, "error ") == 0, "no-host-errors", "%s", lines);
+
+	qsort(ms, (size_t)nms, sizeof(double), cmp_double);
+	printf("place p50_ms=%.1f p99_ms=%.1f n=%d\n", ms[nms / 2], ms[nms - 1], nms);
+	for (int i = 0; i < 3; i++)
+		kill(hosts[i], SIGKILL);
+	for (int i = 0; i < 3; i++)
+		waitpid(hosts[i], NULL, 0);
+	fleet_close(&api);
+	return 0;
+}
