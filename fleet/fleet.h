@@ -71,6 +71,11 @@ struct fleet_req {
 int fleet_take(struct fleet *f, int wait_ms, struct fleet_req *r)
 	__attribute__((warn_unused_result));
 
+/* The host side, when it has no room: requests that reached this host after its last take's
+ * wait ended (the server answers a pull until its own expiry) go back at once, not after the
+ * ack wait. Call it in the loop that would call fleet_take if there were room. */
+void fleet_shed(struct fleet *f);
+
 /* The owner of box id in owner and its revision; -ENOENT when it has none. */
 int fleet_owner(struct fleet *f, const char *id, char owner[FLEET_ID_MAX + 1], uint64_t *rev)
 	__attribute__((warn_unused_result));

@@ -255,3 +255,23 @@ int fleet_take(struct fleet *f, int wait_ms, struct fleet_req *r)
 	natsMsgList_Destroy(&list);
 	return ret;
 }
+
+void fleet_shed(struct fleet *f)
+{
+	natsMsgList list = {0};
+	jsErrCode jerr = 0;
+	int pending = 0, bytes = 0;
+
+	if (!f->pull ||
+	    natsSubscription_GetPending((natsSubscription *)f->pull, &pending, &bytes) != NATS_OK ||
+	    pending <= 0)
+		return;
+	/* a batch of what is queued here: taken from the queue, no pull request sent (unless
+	 * some of the queue is a status message: what such a request brings goes back too) */
+	if (natsSubscription_Fetch(&list, (natsSubscription *)f->pull, pending, 10, &jerr) !=
+	    NATS_OK)
+		return;
+	for (int i = 0; i < list.Count; i++)
+		natsMsg_Nak(list.Msgs[i], NULL);
+	natsMsgList_Destroy(&list);
+}

@@ -137,10 +137,11 @@ static int host_main(char *servers, const char *id, int slots, const char *mode,
 			continue;
 		}
 		if (owned >= slots) {
-			usleep(100000);
+			fleet_shed(&f);
+			usleep(20000);
 			continue;
 		}
-		n = fleet_take(&f, 200, &r);
+		n = fleet_take(&f, 1000, &r);
 		if (n < 0) {
 			dprintf(fd, "error %s %s\n", id, f.err);
 			usleep(100000);
