@@ -12,6 +12,7 @@
 #ifndef SANDBOX_FLEET_H
 #define SANDBOX_FLEET_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -39,6 +40,12 @@ struct fleet {
 	void *nc, *js;	      /* natsConnection *, jsCtx * */
 	void *owners, *hosts; /* kvStore * */
 	void *pull;	      /* natsSubscription *: the host's pull subscription */
+	void *replies;	      /* natsSubscription *: hosts' answers, INBOX.<box id> */
+	char inbox[64];	      /* made at open, so that its interest is known cluster-wide
+				 before the first create is published */
+	pthread_mutex_t lock; /* waits, against the answers' thread */
+	bool lock_made;
+	struct fleet_wait *waits; /* fleet_place calls waiting for their answer */
 	char stream[80], subject[96];
 	char err[FLEET_ERR_MAX];
 };
@@ -52,9 +59,10 @@ void fleet_close(struct fleet *f);
 /* ---- place.c ---- */
 
 /* The API side: place box `id` with request bytes req (len), waiting up to timeout_ms for a
- * host to take it: its host id in owner. A box already owned answers its owner at once (a
- * retried create). -EAGAIN when no host took it in time: the request is then cancelled (owner
- * FLEET_UNSCHEDULABLE) unless a host took it meanwhile, which is then the answer. */
+ * host to take it: its host id in owner. Callable from several threads at once. A box already owned
+ * answers its owner at once (a retried create). -EAGAIN when no host took it in time: the request
+ * is then cancelled (owner FLEET_UNSCHEDULABLE) unless a host took it meanwhile, which is then the
+ * answer. */
 int fleet_place(struct fleet *f, const char *id, const void *req, size_t len, int timeout_ms,
 		char owner[FLEET_ID_MAX + 1]) __attribute__((warn_unused_result));
 

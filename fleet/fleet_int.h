@@ -8,5 +8,10 @@
 int fleet_fail(struct fleet *f, int ret, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 uint64_t fleet_now_ms(void);
+/* fleet_alive, and the revision of the host's liveness entry (it changes at each beat). */
+int fleet_alive_rev(struct fleet *f, const char *host, uint64_t *rev);
+/* place.c: the subscription to hosts' answers (made at open), and its end. */
+int fleet_replies_open(struct fleet *f);
+void fleet_replies_close(struct fleet *f);
 
 #endif

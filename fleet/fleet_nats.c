@@ -149,6 +149,8 @@ int fleet_open(struct fleet *f, const struct fleet_conf *c, int wait_ms)
 	if (s != NATS_OK)
 		return fleet_fail(f, -ECONNREFUSED, "fleet: NATS: %s", natsStatus_GetText(s));
 	s = natsConnection_JetStream((jsCtx **)&f->js, (natsConnection *)f->nc, NULL);
+	if (s == NATS_OK && fleet_replies_open(f) < 0)
+		s = NATS_ERR;
 	const char *what = "JetStream";
 
 	for (;;) { /* a new cluster elects its meta leader first: retried until wait_ms */
@@ -177,6 +179,7 @@ int fleet_open(struct fleet *f, const struct fleet_conf *c, int wait_ms)
 
 void fleet_close(struct fleet *f)
 {
+	fleet_replies_close(f);
 	if (f->pull)
 		natsSubscription_Destroy((natsSubscription *)f->pull);
 	if (f->owners)

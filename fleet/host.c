@@ -27,12 +27,19 @@ int fleet_beat(struct fleet *f, const char *info)
 
 int fleet_alive(struct fleet *f, const char *host)
 {
+	return fleet_alive_rev(f, host, NULL);
+}
+
+int fleet_alive_rev(struct fleet *f, const char *host, uint64_t *rev)
+{
 	kvEntry *e = NULL;
 	natsStatus s;
 
 	if (!fleet_id_ok(host))
 		return 0;
 	s = kvStore_Get(&e, (kvStore *)f->hosts, host);
+	if (s == NATS_OK && rev)
+		*rev = kvEntry_Revision(e);
 	kvEntry_Destroy(e);
 	if (s == NATS_NOT_FOUND)
 		return 0;

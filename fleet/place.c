@@ -10,9 +10,11 @@
  * FLEET_UNSCHEDULABLE, create-only too, so a host that fetches it later drops it.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <nats/nats.h>
 
@@ -22,6 +24,73 @@
 #define HDR_BOX	  "Sandbox-Box"
 #define HDR_REPLY "Sandbox-Reply"
 #define INBOX_MAX 128
+
+/* A fleet_place call waiting for a host's answer. */
+struct fleet_wait {
+	char id[FLEET_ID_MAX + 1];
+	char owner[FLEET_ID_MAX + 1]; /* "" until answered */
+	pthread_cond_t cond;
+	struct fleet_wait *next;
+};
+
+/* A host's answer on INBOX.<box id>: its id, to the call waiting for that box. */
+static void on_reply(natsConnection *nc, natsSubscription *sub, natsMsg *m, void *arg)
+{
+	struct fleet *f = arg;
+	const char *subj = natsMsg_GetSubject(m), *id;
+	size_t plen = strlen(f->inbox);
+	int n = natsMsg_GetDataLength(m);
+
+	(void)nc;
+	(void)sub;
+	if (strncmp(subj, f->inbox, plen) == 0 && subj[plen] == '.' && n > 0 && n <= FLEET_ID_MAX) {
+		id = subj + plen + 1;
+		pthread_mutex_lock(&f->lock);
+		for (struct fleet_wait *w = f->waits; w; w = w->next)
+			if (strcmp(w->id, id) == 0 && !w->owner[0]) {
+				memcpy(w->owner, natsMsg_GetData(m), (size_t)n);
+				w->owner[n] = 0;
+				if (!fleet_id_ok(w->owner))
+					w->owner[0] = 0;
+				pthread_cond_signal(&w->cond);
+			}
+		pthread_mutex_unlock(&f->lock);
+	}
+	natsMsg_Destroy(m);
+}
+
+int fleet_replies_open(struct fleet *f)
+{
+	natsInbox *inbox = NULL;
+	char subj[80];
+	natsStatus s;
+
+	if (pthread_mutex_init(&f->lock, NULL) != 0)
+		return -ENOMEM;
+	f->lock_made = true;
+	s = natsInbox_Create(&inbox);
+	if (s != NATS_OK)
+		return -ENOMEM;
+	snprintf(f->inbox, sizeof(f->inbox), "%s", inbox);
+	natsInbox_Destroy(inbox);
+	snprintf(subj, sizeof(subj), "%s.*", f->inbox);
+	s = natsConnection_Subscribe((natsSubscription **)&f->replies, (natsConnection *)f->nc,
+				     subj, on_reply, f);
+	/* the subscription reaches every node before a create it answers is published */
+	if (s == NATS_OK)
+		s = natsConnection_FlushTimeout((natsConnection *)f->nc, 5000);
+	return s == NATS_OK ? 0 : -EIO;
+}
+
+void fleet_replies_close(struct fleet *f)
+{
+	if (f->replies)
+		natsSubscription_Destroy((natsSubscription *)f->replies);
+	f->replies = NULL;
+	if (f->lock_made)
+		pthread_mutex_destroy(&f->lock);
+	f->lock_made = false;
+}
 
 static void owner_key(const char *id, char out[FLEET_ID_MAX + 8])
 {
@@ -77,13 +146,69 @@ static int owner_create(struct fleet *f, const char *id, const char *v, uint64_t
 	return -EEXIST;
 }
 
+/* Wait for w's answer until deadline, asking the owners bucket each second meanwhile (an
+ * answer lost with a node on the way): 0 with w->owner, or -ETIMEDOUT. An owner found there
+ * counts once it has beaten since it was first seen: a host that claimed and died still
+ * looks alive until its entry lapses, and its box is then moved to another. */
+static int place_wait(struct fleet *f, struct fleet_wait *w, uint64_t deadline)
+{
+	uint64_t next_ask = fleet_now_ms() + 1000, seen_rev = 0;
+	char seen[FLEET_ID_MAX + 1] = "";
+	int ret = -ETIMEDOUT;
+
+	pthread_mutex_lock(&f->lock);
+	for (;;) {
+		uint64_t now = fleet_now_ms(), until = deadline < next_ask ? deadline : next_ask;
+		struct timespec ts;
+
+		if (w->owner[0]) {
+			ret = 0;
+			break;
+		}
+		if (now >= deadline)
+			break;
+		if (now >= next_ask) {
+			char owner[FLEET_ID_MAX + 1];
+
+			pthread_mutex_unlock(&f->lock);
+			uint64_t rev = 0;
+			int err = fleet_owner(f, w->id, owner, NULL);
+			bool live = err == 0 && strcmp(owner, FLEET_UNSCHEDULABLE) != 0 &&
+				    fleet_alive_rev(f, owner, &rev) == 1;
+
+			if (live && (strcmp(seen, owner) != 0 || rev == seen_rev)) {
+				snprintf(seen, sizeof(seen), "%s", owner);
+				seen_rev = rev;
+				live = false; /* not beaten since: asked again */
+			}
+			pthread_mutex_lock(&f->lock);
+			if (live && !w->owner[0])
+				memcpy(w->owner, owner, sizeof(owner));
+			next_ask = fleet_now_ms() + 1000;
+			continue;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		uint64_t wait_ms = until - now;
+
+		ts.tv_sec += (time_t)(wait_ms / 1000);
+		ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&w->cond, &f->lock, &ts);
+	}
+	pthread_mutex_unlock(&f->lock);
+	return ret;
+}
+
 int fleet_place(struct fleet *f, const char *id, const void *req, size_t len, int timeout_ms,
 		char owner[FLEET_ID_MAX + 1])
 {
-	char key[FLEET_ID_MAX + 8];
-	natsInbox *inbox = NULL;
-	natsSubscription *sub = NULL;
-	natsMsg *m = NULL, *r = NULL;
+	char key[FLEET_ID_MAX + 8], reply[sizeof(f->inbox) + FLEET_ID_MAX + 2];
+	struct fleet_wait w = {0}, **pp;
+	pthread_condattr_t ca;
+	natsMsg *m = NULL;
 	jsPubAck *pa = NULL;
 	jsErrCode jerr = 0;
 	natsStatus s;
@@ -104,59 +229,51 @@ int fleet_place(struct fleet *f, const char *id, const void *req, size_t len, in
 	} else if (err != -ENOENT) {
 		return err;
 	}
-	s = natsInbox_Create(&inbox);
-	if (s == NATS_OK)
-		s = natsConnection_SubscribeSync(&sub, (natsConnection *)f->nc, inbox);
-	if (s == NATS_OK)
-		s = natsMsg_Create(&m, f->subject, NULL, req, (int)len);
+	snprintf(w.id, sizeof(w.id), "%s", id);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&w.cond, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_mutex_lock(&f->lock);
+	w.next = f->waits;
+	f->waits = &w;
+	pthread_mutex_unlock(&f->lock);
+	snprintf(reply, sizeof(reply), "%s.%s", f->inbox, id);
+	s = natsMsg_Create(&m, f->subject, NULL, req, (int)len);
 	if (s == NATS_OK)
 		s = natsMsgHeader_Set(m, HDR_BOX, id);
 	if (s == NATS_OK)
-		s = natsMsgHeader_Set(m, HDR_REPLY, inbox);
+		s = natsMsgHeader_Set(m, HDR_REPLY, reply);
 	if (s == NATS_OK)
 		s = js_PublishMsg(&pa, (jsCtx *)f->js, m, NULL, &jerr);
 	jsPubAck_Destroy(pa);
 	natsMsg_Destroy(m);
-	if (s != NATS_OK) {
+	if (s != NATS_OK)
 		err = fleet_fail(f, -EIO, "fleet: placing %s: %s (error %d)", id,
 				 natsStatus_GetText(s), (int)jerr);
-		goto out;
-	}
-	for (;;) {
-		uint64_t now = fleet_now_ms();
-		int64_t left = now < deadline ? (int64_t)(deadline - now) : 0;
-
-		if (left == 0)
+	else
+		err = place_wait(f, &w, deadline);
+	pthread_mutex_lock(&f->lock);
+	for (pp = &f->waits; *pp; pp = &(*pp)->next)
+		if (*pp == &w) {
+			*pp = w.next;
 			break;
-		s = natsSubscription_NextMsg(&r, sub, left);
-		if (s != NATS_OK)
-			break;
-		int n = natsMsg_GetDataLength(r);
-
-		if (n > 0 && n <= FLEET_ID_MAX) {
-			memcpy(owner, natsMsg_GetData(r), (size_t)n);
-			owner[n] = 0;
-		} else {
-			owner[0] = 0;
 		}
-		natsMsg_Destroy(r);
-		if (fleet_id_ok(owner)) { /* the claim is in the bucket before this answer */
-			err = 0;
-			goto out;
-		}
+	pthread_mutex_unlock(&f->lock);
+	pthread_cond_destroy(&w.cond);
+	if (err == 0) {
+		memcpy(owner, w.owner, FLEET_ID_MAX + 1);
+		return 0;
 	}
+	if (err != -ETIMEDOUT)
+		return err;
 	/* nobody answered in time: cancel, unless a host claimed it meanwhile */
-	if (owner_create(f, id, FLEET_UNSCHEDULABLE, NULL) == 0) {
-		err = fleet_fail(f, -EAGAIN, "fleet: no host had room for %s within %d ms", id,
-				 timeout_ms);
-		goto out;
-	}
+	if (owner_create(f, id, FLEET_UNSCHEDULABLE, NULL) == 0)
+		return fleet_fail(f, -EAGAIN, "fleet: no host had room for %s within %d ms", id,
+				  timeout_ms);
 	err = fleet_owner(f, id, owner, NULL);
 	if (err == 0 && strcmp(owner, FLEET_UNSCHEDULABLE) == 0)
 		err = fleet_fail(f, -EAGAIN, "fleet: no host had room for %s", id);
-out:
-	natsSubscription_Destroy(sub);
-	natsInbox_Destroy(inbox);
 	return err;
 }
 
