@@ -277,21 +277,25 @@ int fleet_place(struct fleet *f, const char *id, const void *req, size_t len, in
 	return err;
 }
 
-/* Claim box id for this host: 1 (ours now; *moved if taken over), 0 (another's, or
- * cancelled), 2 (claimed by a host still alive that has not acknowledged it yet: asked again
- * after a liveness period, when that host has either acknowledged it or lapsed), -errno. */
-static int claim(struct fleet *f, const char *id, bool *moved)
+/*
+ * Claim box id for this host: 1 (ours now; *moved if taken over), 0 (not to be made: it was
+ * cancelled), 2 (ask again after *retry_ms), -errno. Only the create and the update decide;
+ * a read of the owner may lag (a follower answers it), so what a read says is acted on only
+ * by asking again later, never by dropping the request.
+ */
+static int claim(struct fleet *f, const char *id, bool *moved, int64_t *retry_ms)
 {
 	char owner[FLEET_ID_MAX + 1], key[FLEET_ID_MAX + 8];
 	uint64_t rev = 0, nrev = 0;
 	int alive, err;
 
 	*moved = false;
+	*retry_ms = 200;
 	if (owner_create(f, id, f->conf.host, NULL) == 0)
 		return 1;
 	err = fleet_owner(f, id, owner, &rev);
-	if (err == -ENOENT) /* deleted between the two calls: the next delivery decides */
-		return 0;
+	if (err == -ENOENT) /* a read behind the create that failed, or a delete: again */
+		return 2;
 	if (err < 0)
 		return err;
 	if (strcmp(owner, f->conf.host) == 0)
@@ -299,13 +303,18 @@ static int claim(struct fleet *f, const char *id, bool *moved)
 	if (strcmp(owner, FLEET_UNSCHEDULABLE) == 0)
 		return 0;
 	alive = fleet_alive(f, owner);
-	if (alive != 0)
-		return alive < 0 ? alive : 2;
-	/* its host claimed it and died before acknowledging: moved, on this revision only */
+	if (alive < 0)
+		return alive;
+	if (alive) { /* its host has not acknowledged it yet: it does, or it lapses */
+		*retry_ms = f->conf.liveness_ttl_ms;
+		return 2;
+	}
+	/* its host claimed it and died before acknowledging it: moved, on this revision only */
 	owner_key(id, key);
 	if (kvStore_Update(&nrev, (kvStore *)f->owners, key, f->conf.host,
 			   (int)strlen(f->conf.host), rev) != NATS_OK)
-		return 0; /* another host moved it first */
+		return 2; /* another host moved it first (then its ack ends this), or a stale read
+			   */
 	*moved = true;
 	return 1;
 }
@@ -332,6 +341,7 @@ int fleet_take(struct fleet *f, int wait_ms, struct fleet_req *r)
 	for (int i = 0; i < list.Count; i++) {
 		natsMsg *m = list.Msgs[i];
 		int n = natsMsg_GetDataLength(m), c;
+		int64_t retry_ms = 0;
 		bool moved = false;
 
 		if (ret != 0 || natsMsgHeader_Get(m, HDR_BOX, &id) != NATS_OK || !fleet_id_ok(id) ||
@@ -341,14 +351,14 @@ int fleet_take(struct fleet *f, int wait_ms, struct fleet_req *r)
 				natsMsg_Term(m, NULL);
 			continue;
 		}
-		c = claim(f, id, &moved);
+		c = claim(f, id, &moved, &retry_ms);
 		if (c < 0) { /* the bucket did not answer: the message comes again */
 			ret = fleet_fail(f, c, "fleet: claiming %s: %s", id, f->err);
 			natsMsg_Nak(m, NULL);
 			continue;
 		}
 		if (c == 2) {
-			natsMsg_NakWithDelay(m, f->conf.liveness_ttl_ms, NULL);
+			natsMsg_NakWithDelay(m, retry_ms, NULL);
 			continue;
 		}
 		natsMsg_Ack(m, NULL);

@@ -62,12 +62,18 @@ void chunk_hex(const uint8_t hash[CHUNK_HASH_LEN], char out[2 * CHUNK_HASH_LEN +
 	out[2 * CHUNK_HASH_LEN] = 0;
 }
 
+void chunk_object_id(const struct chunk_keys *k, const uint8_t hash[CHUNK_HASH_LEN],
+		     uint8_t out[CHUNK_HASH_LEN])
+{
+	chunk_hmac(k->name, hash, CHUNK_HASH_LEN, out);
+}
+
 void chunk_object_name(const struct chunk_keys *k, const uint8_t hash[CHUNK_HASH_LEN],
 		       char out[2 * CHUNK_HASH_LEN + 1])
 {
-	uint8_t n[32];
+	uint8_t n[CHUNK_HASH_LEN];
 
-	chunk_hmac(k->name, hash, CHUNK_HASH_LEN, n);
+	chunk_object_id(k, hash, n);
 	chunk_hex(n, out);
 }
 
@@ -77,10 +83,10 @@ static int chunk_gcm(const struct chunk_keys *k, const uint8_t hash[CHUNK_HASH_L
 		     const uint8_t *in, size_t len, uint8_t *out, uint8_t tag[CHUNK_SEAL_TAG])
 {
 	uint8_t nonce[32];
-	EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
+	EVP_CIPHER_CTX *c;
 	int n = 0, ok;
 
-	if (!c || len > CHUNK_SIZE_MAX)
+	if (len > CHUNK_SIZE_MAX || !(c = EVP_CIPHER_CTX_new()))
 		return -EIO;
 	chunk_hmac(k->nonce, hash, CHUNK_HASH_LEN, nonce);
 	ok = EVP_CipherInit_ex(c, EVP_aes_256_gcm(), NULL, NULL, NULL, enc) == 1 &&

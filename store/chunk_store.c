@@ -15,7 +15,8 @@
 
 #define CHUNK_SET_MAX (1u << 24) /* hashes one handle remembers: 512 MiB of them at most */
 
-/* An open-addressing set of hashes (the first 8 bytes pick the slot: hashes are uniform). */
+/* An open-addressing set of chunks' object ids (HMACs under the workspace's name key: a tenant
+ * who chooses a chunk's bytes cannot choose its slot, so no probe chain can be ground). */
 struct chunk_set {
 	uint8_t (*slot)[CHUNK_HASH_LEN];
 	uint8_t *used;
@@ -115,36 +116,37 @@ void chunk_store_close(struct chunk_store *cs)
 	chunk_keys_wipe(&cs->keys);
 }
 
-/* PREFIX/c/<name> of the chunk of hash. */
+/* PREFIX/c/<name> of the chunk of hash, and its object id (the known set's key). */
 static void chunk_key(const struct chunk_store *cs, const uint8_t hash[CHUNK_HASH_LEN],
-		      char out[S3_KEY_MAX + 1])
+		      char out[S3_KEY_MAX + 1], uint8_t oid[CHUNK_HASH_LEN])
 {
 	char name[2 * CHUNK_HASH_LEN + 1];
 
-	chunk_object_name(&cs->keys, hash, name);
+	chunk_object_id(&cs->keys, hash, oid);
+	chunk_hex(oid, name);
 	snprintf(out, S3_KEY_MAX + 1, "%s/c/%s", cs->prefix, name);
 }
 
 int chunk_put(struct chunk_store *cs, const void *data, size_t len, uint8_t hash[CHUNK_HASH_LEN])
 {
 	char key[S3_KEY_MAX + 1], hex[2 * CHUNK_HASH_LEN + 1];
-	uint8_t *sealed;
+	uint8_t *sealed, oid[CHUNK_HASH_LEN];
 	int err;
 
 	if (len > CHUNK_SIZE_MAX)
 		return cs_fail(cs, -EFBIG, "a chunk of %zu bytes (at most %u)", len,
 			       CHUNK_SIZE_MAX);
 	chunk_hash(data, len, hash);
-	if (set_has(cs->known, hash)) {
+	chunk_key(cs, hash, key, oid);
+	if (set_has(cs->known, oid)) {
 		cs->skip_chunks++;
 		cs->skip_bytes += len + CHUNK_SEAL_EXTRA;
 		return 0;
 	}
-	chunk_key(cs, hash, key);
 	chunk_hex(hash, hex);
 	err = s3_head(cs->s3, key, NULL);
 	if (err == 0) {
-		set_add(cs->known, hash);
+		set_add(cs->known, oid);
 		cs->skip_chunks++;
 		cs->skip_bytes += len + CHUNK_SEAL_EXTRA;
 		return 0;
@@ -162,7 +164,7 @@ int chunk_put(struct chunk_store *cs, const void *data, size_t len, uint8_t hash
 	free(sealed);
 	if (err < 0)
 		return cs_fail(cs, err, "chunk %s: %s", hex, cs->s3->err);
-	set_add(cs->known, hash);
+	set_add(cs->known, oid);
 	cs->put_chunks++;
 	cs->put_bytes += len + CHUNK_SEAL_EXTRA;
 	return 0;
@@ -172,12 +174,12 @@ int chunk_get(struct chunk_store *cs, const uint8_t hash[CHUNK_HASH_LEN], uint8_
 	      size_t *len)
 {
 	char key[S3_KEY_MAX + 1], hex[2 * CHUNK_HASH_LEN + 1];
-	uint8_t *sealed;
+	uint8_t *sealed, oid[CHUNK_HASH_LEN];
 	size_t sealed_len;
 	int err;
 
 	*len = 0;
-	chunk_key(cs, hash, key);
+	chunk_key(cs, hash, key, oid);
 	chunk_hex(hash, hex);
 	if (cap > CHUNK_SIZE_MAX)
 		cap = CHUNK_SIZE_MAX;
@@ -198,6 +200,6 @@ int chunk_get(struct chunk_store *cs, const uint8_t hash[CHUNK_HASH_LEN], uint8_
 			cs, -EBADMSG,
 			"chunk %s is corrupt: it does not open to bytes of that SHA-256 (%s)", hex,
 			key);
-	set_add(cs->known, hash);
+	set_add(cs->known, oid);
 	return 0;
 }

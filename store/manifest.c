@@ -5,9 +5,11 @@
  *
  *   "SBMF" | version 1 | 0 0 0 | 12-byte random nonce | AES-256-GCM ciphertext | 16-byte tag
  *
- * under the workspace's manifest key, the head and the id as additional data. Its plaintext:
+ * under the workspace's manifest key, the head, the prefix and the id as additional data (a
+ * manifest moved to another id or workspace does not open). Its plaintext:
  *
  *   sandbox-manifest 1
+ *   generation G         (the caller's count: a replayed older copy is refused by it)
  *   chunk_size N
  *   file NAME SIZE NCHUNKS
  *   <64 hex digits: a chunk's SHA-256, or 0: a chunk of zeros>   (NCHUNKS lines)
@@ -104,52 +106,70 @@ static bool mf_all_zero(const uint8_t *p, size_t n)
 	return n == 0 || (p[0] == 0 && memcmp(p, p + 1, n - 1) == 0);
 }
 
-/* A new file entry of size bytes, its hash list allocated: NULL with cs->err. */
-static struct manifest_file *mf_new_file(struct manifest *m, struct chunk_store *cs,
-					 const char *name, uint64_t size)
+/* The most a manifest's plaintext may hold, sealed into one object we read whole. */
+#define MF_TEXT_MAX	(S3_OBJECT_MAX - MF_HEAD - MF_NONCE - MF_TAG)
+/* Its bytes for a file of n chunks: the file line and one line a chunk at most. */
+#define MF_FILE_TEXT(n) (128u + (n) * (2u * CHUNK_HASH_LEN + 1u))
+
+/* A new file entry of size bytes, its hash list allocated, in *out: 0, or -errno with cs->err.
+ * Refused before anything is read or stored when the manifest could not hold it. */
+static int mf_new_file(struct manifest *m, struct chunk_store *cs, const char *name, uint64_t size,
+		       struct manifest_file **out)
 {
 	struct manifest_file *f;
+	uint64_t n;
 
-	if (!mf_name_ok(name, MANIFEST_NAME_MAX) || manifest_find(m, name)) {
-		mf_fail(cs, -EINVAL, "manifest: not a file name, or one it has: %.80s", name);
-		return NULL;
-	}
-	if (m->nfiles >= MANIFEST_FILES_MAX || size > MANIFEST_FILE_MAX) {
-		mf_fail(cs, -E2BIG, "manifest: over %u files or a file over %llu bytes",
-			MANIFEST_FILES_MAX, (unsigned long long)MANIFEST_FILE_MAX);
-		return NULL;
-	}
+	if (!mf_name_ok(name, MANIFEST_NAME_MAX) || manifest_find(m, name))
+		return mf_fail(cs, -EINVAL, "manifest: not a file name, or one it has: %.80s",
+			       name);
+	if (m->nfiles >= MANIFEST_FILES_MAX || size > MANIFEST_FILE_MAX)
+		return mf_fail(cs, -E2BIG, "manifest: over %u files or a file over %llu bytes",
+			       MANIFEST_FILES_MAX, (unsigned long long)MANIFEST_FILE_MAX);
+	n = (size + m->chunk_size - 1) / m->chunk_size;
+	if (n > MF_TEXT_MAX / (2u * CHUNK_HASH_LEN + 1u) ||
+	    m->text_bytes + MF_FILE_TEXT(n) > MF_TEXT_MAX)
+		return mf_fail(cs, -E2BIG,
+			       "manifest: %s's %llu chunks of %u bytes would make the manifest "
+			       "over %u bytes",
+			       name, (unsigned long long)n, m->chunk_size, MF_TEXT_MAX);
 	f = &m->file[m->nfiles];
 	memset(f, 0, sizeof(*f));
 	snprintf(f->name, sizeof(f->name), "%s", name);
 	f->size = size;
-	f->nchunks = (size + m->chunk_size - 1) / m->chunk_size;
-	f->hash = calloc(f->nchunks ? f->nchunks : 1, CHUNK_HASH_LEN);
-	if (!f->hash) {
-		mf_fail(cs, -ENOMEM, "manifest: out of memory");
-		return NULL;
-	}
-	return f;
+	f->nchunks = n;
+	f->hash = calloc(n ? n : 1, CHUNK_HASH_LEN);
+	if (!f->hash)
+		return mf_fail(cs, -ENOMEM, "manifest: out of memory");
+	*out = f;
+	return 0;
+}
+
+/* Count file f (just filled) in m. */
+static void mf_commit_file(struct manifest *m, const struct manifest_file *f)
+{
+	m->text_bytes += MF_FILE_TEXT(f->nchunks);
+	m->nfiles++;
 }
 
 int manifest_add_file(struct manifest *m, struct chunk_store *cs, const char *name,
 		      const char *path)
 {
 	struct manifest_file *f;
-	struct stat st;
+	struct stat st, after;
 	uint8_t *buf;
 	int fd, err = 0;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	/* O_NONBLOCK: a FIFO or a device at path must not hold the open */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0)
 		return mf_fail(cs, -errno, "%s: %s", path, strerror(errno));
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		close(fd);
 		return mf_fail(cs, -EINVAL, "%s: not a regular file", path);
 	}
-	if (!(f = mf_new_file(m, cs, name, (uint64_t)st.st_size))) {
+	if ((err = mf_new_file(m, cs, name, (uint64_t)st.st_size, &f)) < 0) {
 		close(fd);
-		return -EINVAL;
+		return err;
 	}
 	buf = malloc(m->chunk_size);
 	if (!buf) {
@@ -178,12 +198,20 @@ int manifest_add_file(struct manifest *m, struct chunk_store *cs, const char *na
 			err = chunk_put(cs, buf, want, f->hash[i]);
 	}
 	free(buf);
+	/* the caller froze it (a snapshot's files are written once): a file that changed while
+	 * it was read would be stored torn */
+	if (err == 0 && (fstat(fd, &after) < 0 || after.st_size != st.st_size ||
+			 after.st_mtim.tv_sec != st.st_mtim.tv_sec ||
+			 after.st_mtim.tv_nsec != st.st_mtim.tv_nsec ||
+			 after.st_ctim.tv_sec != st.st_ctim.tv_sec ||
+			 after.st_ctim.tv_nsec != st.st_ctim.tv_nsec))
+		err = mf_fail(cs, -EAGAIN, "%s changed while it was read", path);
 	close(fd);
 	if (err < 0) {
 		free(f->hash);
 		return err;
 	}
-	m->nfiles++;
+	mf_commit_file(m, f);
 	return 0;
 }
 
@@ -191,19 +219,29 @@ int manifest_fetch_file(const struct manifest *m, struct chunk_store *cs, const 
 			const char *path)
 {
 	const struct manifest_file *f = manifest_find(m, name);
-	uint8_t *buf;
-	int fd, err = 0;
+	char tmp[4200], dir[4200], *slash;
+	uint8_t *buf = NULL, rnd[8];
+	int fd, dfd, err = 0;
 
 	if (!f)
 		return mf_fail(cs, -ENOENT, "the snapshot has no file %.80s", name);
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (access(path, F_OK) == 0 || errno != ENOENT)
+		return mf_fail(cs, -EEXIST, "%s is there already", path);
+	/* written under a name of its own, then renamed: a restore killed half-way leaves a
+	 * .part file, never a file at path that looks whole */
+	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd) ||
+	    (size_t)snprintf(tmp, sizeof(tmp), "%s.part-%02x%02x%02x%02x%02x%02x%02x%02x", path,
+			     rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6],
+			     rnd[7]) >= sizeof(tmp))
+		return mf_fail(cs, -ENAMETOOLONG, "%s: too long a path", path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
-		return mf_fail(cs, -errno, "%s: %s", path, strerror(errno));
+		return mf_fail(cs, -errno, "%s: %s", tmp, strerror(errno));
 	buf = malloc(m->chunk_size);
 	if (!buf)
 		err = mf_fail(cs, -ENOMEM, "out of memory");
 	else if (ftruncate(fd, (off_t)f->size) < 0)
-		err = mf_fail(cs, -errno, "%s: %s", path, strerror(errno));
+		err = mf_fail(cs, -errno, "%s: %s", tmp, strerror(errno));
 	for (uint64_t i = 0; i < f->nchunks && err == 0; i++) {
 		uint64_t off = i * m->chunk_size;
 		size_t want =
@@ -226,18 +264,31 @@ int manifest_fetch_file(const struct manifest *m, struct chunk_store *cs, const 
 			ssize_t n = pwrite(fd, buf + done, len - done, (off_t)(off + done));
 
 			if (n < 0)
-				err = mf_fail(cs, -errno, "%s: %s", path, strerror(errno));
+				err = mf_fail(cs, -errno, "%s: %s", tmp, strerror(errno));
 			else
 				done += (size_t)n;
 		}
 	}
 	free(buf);
 	if (err == 0 && fsync(fd) < 0)
-		err = mf_fail(cs, -errno, "%s: %s", path, strerror(errno));
+		err = mf_fail(cs, -errno, "%s: %s", tmp, strerror(errno));
 	close(fd);
-	if (err < 0)
-		unlink(path);
-	return err;
+	if (err == 0 && renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) < 0)
+		err = mf_fail(cs, -errno, "%s: %s", path, strerror(errno));
+	if (err < 0) {
+		unlink(tmp);
+		return err;
+	}
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash)
+		*(slash == dir ? slash + 1 : slash) = 0;
+	dfd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) { /* the rename itself durable */
+		fsync(dfd);
+		close(dfd);
+	}
+	return 0;
 }
 
 /* ---- the manifest object ---- */
@@ -252,8 +303,9 @@ static char *mf_encode(const struct manifest *m, size_t *len)
 		cap += 128 + m->file[i].nchunks * (2 * CHUNK_HASH_LEN + 1);
 	if (cap > S3_OBJECT_MAX - MF_HEAD - MF_NONCE - MF_TAG || !(out = malloc(cap)))
 		return NULL;
-	n += (size_t)snprintf(out + n, cap - n, "sandbox-manifest 1\nchunk_size %u\n",
-			      m->chunk_size);
+	n += (size_t)snprintf(out + n, cap - n,
+			      "sandbox-manifest 1\ngeneration %llu\nchunk_size %u\n",
+			      (unsigned long long)m->generation, m->chunk_size);
 	for (unsigned i = 0; i < m->nfiles; i++) {
 		const struct manifest_file *f = &m->file[i];
 
@@ -275,19 +327,21 @@ static char *mf_encode(const struct manifest *m, size_t *len)
 	return out;
 }
 
-/* AES-256-GCM under the manifest key, aad the head and the id. */
-static int mf_gcm(const struct chunk_keys *k, const char *id, int enc, const uint8_t nonce[12],
-		  const uint8_t *in, size_t len, uint8_t *out, uint8_t tag[MF_TAG])
+/* AES-256-GCM under the manifest key, aad the head, the prefix (with its NUL) and the id. */
+static int mf_gcm(const struct chunk_keys *k, const char *prefix, const char *id, int enc,
+		  const uint8_t nonce[12], const uint8_t *in, size_t len, uint8_t *out,
+		  uint8_t tag[MF_TAG])
 {
-	EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
+	EVP_CIPHER_CTX *c;
 	int n = 0, ok;
 
-	if (!c || len > S3_OBJECT_MAX)
+	if (len > S3_OBJECT_MAX || !(c = EVP_CIPHER_CTX_new()))
 		return -EIO;
 	ok = EVP_CipherInit_ex(c, EVP_aes_256_gcm(), NULL, NULL, NULL, enc) == 1 &&
 	     EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_IVLEN, MF_NONCE, NULL) == 1 &&
 	     EVP_CipherInit_ex(c, NULL, NULL, k->mac, nonce, enc) == 1 &&
 	     EVP_CipherUpdate(c, NULL, &n, mf_head, MF_HEAD) == 1 &&
+	     EVP_CipherUpdate(c, NULL, &n, (const uint8_t *)prefix, (int)strlen(prefix) + 1) == 1 &&
 	     EVP_CipherUpdate(c, NULL, &n, (const uint8_t *)id, (int)strlen(id)) == 1 &&
 	     EVP_CipherUpdate(c, out, &n, in, (int)len) == 1;
 	if (ok && !enc)
@@ -323,8 +377,8 @@ int manifest_put(const struct manifest *m, struct chunk_store *cs, const char *i
 	if (getrandom(obj + MF_HEAD, MF_NONCE, 0) != MF_NONCE)
 		err = -EIO;
 	else
-		err = mf_gcm(&cs->keys, id, 1, obj + MF_HEAD, (const uint8_t *)text, len,
-			     obj + MF_HEAD + MF_NONCE, obj + MF_HEAD + MF_NONCE + len);
+		err = mf_gcm(&cs->keys, cs->prefix, id, 1, obj + MF_HEAD, (const uint8_t *)text,
+			     len, obj + MF_HEAD + MF_NONCE, obj + MF_HEAD + MF_NONCE + len);
 	OPENSSL_cleanse(text, len);
 	free(text);
 	snprintf(key, sizeof(key), "%s/m/%s", cs->prefix, id);
@@ -379,15 +433,19 @@ static int mf_unhex(const char *s, uint8_t out[CHUNK_HASH_LEN])
 static int mf_parse(const char *text, size_t len, struct manifest *m, struct chunk_store *cs)
 {
 	const char *p = text, *end = text + len;
-	static const char magic[] = "sandbox-manifest 1\nchunk_size ";
-	uint64_t cs_v;
+	static const char magic[] = "sandbox-manifest 1\ngeneration ";
+	uint64_t cs_v, gen;
 
 	if (len < sizeof(magic) - 1 || memcmp(p, magic, sizeof(magic) - 1) != 0)
 		return -EBADMSG;
 	p += sizeof(magic) - 1;
+	if (mf_number(&p, end, '\n', &gen) < 0 || end - p < 11 || memcmp(p, "chunk_size ", 11) != 0)
+		return -EBADMSG;
+	p += 11;
 	if (mf_number(&p, end, '\n', &cs_v) < 0 || cs_v > CHUNK_SIZE_MAX ||
 	    manifest_init(m, (uint32_t)cs_v) < 0)
 		return -EBADMSG;
+	m->generation = gen;
 	while (end - p >= 5 && memcmp(p, "file ", 5) == 0) {
 		char name[MANIFEST_NAME_MAX + 1];
 		const char *sp;
@@ -398,6 +456,8 @@ static int mf_parse(const char *text, size_t len, struct manifest *m, struct chu
 		sp = memchr(p, ' ', (size_t)(end - p));
 		if (!sp || sp - p > MANIFEST_NAME_MAX || sp == p)
 			return -EBADMSG;
+		if (memchr(p, 0, (size_t)(sp - p)))
+			return -EBADMSG; /* one text, one reading */
 		memcpy(name, p, (size_t)(sp - p));
 		name[sp - p] = 0;
 		p = sp + 1;
@@ -405,9 +465,9 @@ static int mf_parse(const char *text, size_t len, struct manifest *m, struct chu
 		    size > MANIFEST_FILE_MAX || n != (size + m->chunk_size - 1) / m->chunk_size ||
 		    n > (uint64_t)(end - p) / 2)
 			return -EBADMSG;
-		if (!(f = mf_new_file(m, cs, name, size)))
+		if (mf_new_file(m, cs, name, size, &f) < 0)
 			return -EBADMSG;
-		m->nfiles++; /* freed by manifest_free from here */
+		mf_commit_file(m, f); /* freed by manifest_free from here */
 		for (uint64_t c = 0; c < n; c++) {
 			if (end - p >= 2 && p[0] == '0' && p[1] == '\n') {
 				p += 2;
@@ -425,7 +485,8 @@ static int mf_parse(const char *text, size_t len, struct manifest *m, struct chu
 	return 0;
 }
 
-int manifest_get(struct manifest *m, struct chunk_store *cs, const char *id)
+int manifest_get(struct manifest *m, struct chunk_store *cs, const char *id,
+		 uint64_t min_generation)
 {
 	char key[S3_KEY_MAX + 1];
 	uint8_t *obj, *text;
@@ -449,10 +510,11 @@ int manifest_get(struct manifest *m, struct chunk_store *cs, const char *id)
 		free(obj);
 		return mf_fail(cs, -ENOMEM, "out of memory");
 	}
-	err = mf_gcm(&cs->keys, id, 0, obj + MF_HEAD, obj + MF_HEAD + MF_NONCE, n, text,
+	err = mf_gcm(&cs->keys, cs->prefix, id, 0, obj + MF_HEAD, obj + MF_HEAD + MF_NONCE, n, text,
 		     obj + MF_HEAD + MF_NONCE + n);
 	free(obj);
 	if (err < 0) {
+		OPENSSL_cleanse(text, n);
 		free(text);
 		return mf_fail(cs, -EBADMSG,
 			       "manifest %s does not open: not this workspace's, or altered", id);
@@ -463,6 +525,15 @@ int manifest_get(struct manifest *m, struct chunk_store *cs, const char *id)
 	if (err < 0) {
 		manifest_free(m);
 		return mf_fail(cs, -EBADMSG, "manifest %s opens but does not parse", id);
+	}
+	if (m->generation < min_generation) {
+		unsigned long long g = (unsigned long long)m->generation;
+
+		manifest_free(m);
+		return mf_fail(cs, -ESTALE,
+			       "manifest %s is generation %llu, older than %llu: an old copy put "
+			       "back in the store",
+			       id, g, (unsigned long long)min_generation);
 	}
 	return 0;
 }

@@ -10,13 +10,13 @@
  * S3_ERROR_BODY_MAX (only its <Code> is kept, printable), a request by the configured timeout
  * and by a stall limit.
  */
-#include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <curl/curl.h>
 #include <openssl/evp.h>
@@ -31,6 +31,12 @@
 #define S3_EMPTY_SHA256	  "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 static pthread_once_t s3_once = PTHREAD_ONCE_INIT;
+
+/* ASCII only, whatever the locale. */
+static bool s3_alnum(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
 static CURLcode s3_init_rc;
 
 static void s3_global_init(void)
@@ -59,7 +65,7 @@ bool s3_key_ok(const char *key)
 	for (size_t i = 0; i < n; i++) {
 		char c = key[i];
 
-		if (!isalnum((unsigned char)c) && c != '.' && c != '_' && c != '-' && c != '/')
+		if (!s3_alnum(c) && c != '.' && c != '_' && c != '-' && c != '/')
 			return false;
 		if (c == '/' && key[i + 1] == '/')
 			return false;
@@ -79,8 +85,8 @@ static bool s3_bucket_ok(const char *b)
 	if (n < 3 || n > 63 || b[0] == '.' || b[0] == '-' || b[n - 1] == '.' || b[n - 1] == '-')
 		return false;
 	for (size_t i = 0; i < n; i++)
-		if (!islower((unsigned char)b[i]) && !isdigit((unsigned char)b[i]) && b[i] != '.' &&
-		    b[i] != '-')
+		if (!((b[i] >= 'a' && b[i] <= 'z') || (b[i] >= '0' && b[i] <= '9')) &&
+		    b[i] != '.' && b[i] != '-')
 			return false;
 	return true;
 }
@@ -94,8 +100,7 @@ static bool s3_endpoint_ok(const char *e)
 	if (!host || !*host)
 		return false;
 	for (const char *p = host; *p; p++)
-		if (!isalnum((unsigned char)*p) && *p != '.' && *p != '-' && *p != ':' &&
-		    *p != '[' && *p != ']')
+		if (!s3_alnum(*p) && *p != '.' && *p != '-' && *p != ':' && *p != '[' && *p != ']')
 			return false; /* no path, no user info, no query */
 	return true;
 }
@@ -115,8 +120,8 @@ static bool s3_field_ok(const char *v, size_t cap, bool empty_ok)
 int s3_open(struct s3 *s, const struct s3_conf *c)
 {
 	memset(s, 0, sizeof(*s));
-	if (!s3_endpoint_ok(c->endpoint) ||
-	    strnlen(c->endpoint, sizeof(c->endpoint)) == sizeof(c->endpoint))
+	if (strnlen(c->endpoint, sizeof(c->endpoint)) == sizeof(c->endpoint) ||
+	    !s3_endpoint_ok(c->endpoint))
 		return s3_fail(s, -EINVAL, "the store's endpoint must be http(s)://HOST[:PORT]");
 	if (!s3_bucket_ok(c->bucket))
 		return s3_fail(s, -EINVAL,
@@ -154,6 +159,8 @@ struct s3_xfer {
 	uint8_t *body;
 	size_t len, cap, max; /* max: the most kept; over it, the transfer stops */
 	bool too_big;
+	CURL *curl;		 /* to read the status as the body comes */
+	char content_range[100]; /* a ranged answer's Content-Range value */
 };
 
 static size_t s3_on_read(char *buf, size_t size, size_t n, void *arg)
@@ -168,12 +175,36 @@ static size_t s3_on_read(char *buf, size_t size, size_t n, void *arg)
 	return want;
 }
 
+static size_t s3_on_header(char *data, size_t size, size_t n, void *arg)
+{
+	struct s3_xfer *x = arg;
+	size_t len = size * n;
+
+	if (len > 14 && strncasecmp(data, "content-range:", 14) == 0) {
+		size_t i = 14, o = 0;
+
+		while (i < len && data[i] == ' ')
+			i++;
+		while (i < len && data[i] != '\r' && data[i] != '\n' &&
+		       o + 1 < sizeof(x->content_range))
+			x->content_range[o++] = data[i++];
+		x->content_range[o] = 0;
+	}
+	return len;
+}
+
 static size_t s3_on_body(char *data, size_t size, size_t n, void *arg)
 {
 	struct s3_xfer *x = arg;
-	size_t got = size * n;
+	size_t got = size * n, max = x->max;
+	long status = 0;
 
-	if (got > x->max - x->len) {
+	/* an error's body is read for its <Code>: S3_ERROR_BODY_MAX of it, whatever the caller
+	 * would take of an object */
+	curl_easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &status);
+	if (status / 100 != 2 && max > S3_ERROR_BODY_MAX)
+		max = S3_ERROR_BODY_MAX;
+	if (x->len > max || got > max - x->len) {
 		x->too_big = true;
 		return 0; /* stops the transfer */
 	}
@@ -211,7 +242,7 @@ static void s3_error_code(const struct s3_xfer *x, char *out, size_t len)
 	if (!q)
 		return;
 	for (; p < q && n + 1 < len && n < 64; p++)
-		out[n++] = isalnum((unsigned char)*p) ? *p : '?';
+		out[n++] = s3_alnum(*p) ? *p : '?';
 	out[n] = 0;
 }
 
@@ -239,7 +270,7 @@ static int s3_request(struct s3 *s, const char *method, const char *key, const v
 		      size_t up_len, const char *range, struct s3_xfer *x, long *status)
 {
 	CURL *c = s->curl;
-	char url[1024], sha[65], hdr[100], sigv4[100], errbuf[CURL_ERROR_SIZE] = "";
+	char url[1024], sha[65], hdr[100], sigv4[100];
 	struct curl_slist *h = NULL, *h2;
 	CURLcode rc;
 	int n;
@@ -272,7 +303,8 @@ static int s3_request(struct s3 *s, const char *method, const char *key, const v
 	curl_easy_setopt(c, CURLOPT_PROXY, "");
 	curl_easy_setopt(c, CURLOPT_NETRC, (long)CURL_NETRC_IGNORED);
 	curl_easy_setopt(c, CURLOPT_USERAGENT, "sandbox-store/1");
-	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+	s->curl_err[0] = 0;
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, s->curl_err); /* lives as long as the handle */
 	curl_easy_setopt(c, CURLOPT_AWS_SIGV4, sigv4);
 	curl_easy_setopt(c, CURLOPT_USERNAME, s->conf.access);
 	curl_easy_setopt(c, CURLOPT_PASSWORD, s->conf.secret);
@@ -280,8 +312,15 @@ static int s3_request(struct s3 *s, const char *method, const char *key, const v
 	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)s->conf.timeout_ms);
 	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
 	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, (long)S3_STALL_S);
+	x->curl = c;
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, s3_on_body);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, x);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, s3_on_header);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, x);
+	/* a Content-Length over what is kept ends the transfer before its first byte (not a
+	 * HEAD's: it tells the size of what is not sent) */
+	if (strcmp(method, "HEAD") != 0)
+		curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)x->max);
 	if (s->conf.ca_file[0])
 		curl_easy_setopt(c, CURLOPT_CAINFO, s->conf.ca_file);
 	if (range)
@@ -301,13 +340,19 @@ static int s3_request(struct s3 *s, const char *method, const char *key, const v
 	s->requests++;
 	s->bytes_up += x->up_off;
 	s->bytes_down += x->len;
-	if (x->too_big)
+	if (x->too_big || rc == CURLE_FILESIZE_EXCEEDED) {
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
+		if (*status / 100 != 2)
+			return s3_fail(s, -EIO,
+				       "S3 %s %s: HTTP %ld with an error body over %u bytes",
+				       method, key, *status, S3_ERROR_BODY_MAX);
 		return s3_fail(s, -EFBIG, "S3 %s %s: the answer is over %zu bytes", method, key,
 			       x->max);
+	}
 	if (rc != CURLE_OK)
 		return s3_fail(s, rc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -EIO,
 			       "S3 %s %s: %s", method, key[0] ? key : s->conf.bucket,
-			       errbuf[0] ? errbuf : curl_easy_strerror(rc));
+			       s->curl_err[0] ? s->curl_err : curl_easy_strerror(rc));
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
 	return 0;
 }
@@ -359,6 +404,15 @@ int s3_put(struct s3 *s, const char *key, const void *data, size_t len)
 	return err;
 }
 
+/* Whether the answer's Content-Range is "bytes FIRST-LAST/..." of the range asked. */
+static bool s3_range_is(const struct s3_xfer *x, const char *range)
+{
+	size_t n = strlen(range);
+
+	return strncmp(x->content_range, "bytes ", 6) == 0 &&
+	       strncmp(x->content_range + 6, range, n) == 0 && x->content_range[6 + n] == '/';
+}
+
 int s3_get(struct s3 *s, const char *key, uint64_t off, size_t len, size_t max, uint8_t **out,
 	   size_t *out_len)
 {
@@ -383,9 +437,10 @@ int s3_get(struct s3 *s, const char *key, uint64_t off, size_t len, size_t max, 
 		err = s3_status_fail(s, "GET", key, status, &x);
 	else if (err == 0 && x.len > max)
 		err = s3_fail(s, -EFBIG, "S3 GET %s: the object is over %zu bytes", key, max);
-	else if (err == 0 && len && (status != 206 || x.len != len))
-		err = s3_fail(s, -EBADMSG, "S3 GET %s: asked bytes %s, got HTTP %ld with %zu bytes",
-			      key, range, status, x.len);
+	else if (err == 0 && len && (status != 206 || x.len != len || !s3_range_is(&x, range)))
+		err = s3_fail(s, -EBADMSG,
+			      "S3 GET %s: asked bytes %s, got HTTP %ld with %zu bytes (%.60s)", key,
+			      range, status, x.len, x.content_range);
 	if (err < 0) {
 		free(x.body);
 		return err;

@@ -40,6 +40,7 @@ struct s3 {
 	uint64_t bytes_up, bytes_down; /* bodies sent and received, all requests */
 	unsigned requests;
 	char err[STORE_ERR_MAX];
+	char curl_err[256]; /* libcurl's CURLOPT_ERRORBUFFER (CURL_ERROR_SIZE) */
 };
 
 /* Check c (names, lengths, scheme) and open a handle. -EINVAL (s->err says which field). */
@@ -86,7 +87,10 @@ void chunk_keys_wipe(struct chunk_keys *k);
 void chunk_hash(const void *data, size_t len, uint8_t out[CHUNK_HASH_LEN]);
 /* The hash as 64 lower-case hex digits and a NUL. */
 void chunk_hex(const uint8_t hash[CHUNK_HASH_LEN], char out[2 * CHUNK_HASH_LEN + 1]);
-/* The store's name of the chunk of that hash, 64 hex digits (its content is not told). */
+/* The store's id of the chunk of that hash: HMAC-SHA256 under the name key. */
+void chunk_object_id(const struct chunk_keys *k, const uint8_t hash[CHUNK_HASH_LEN],
+		     uint8_t out[CHUNK_HASH_LEN]);
+/* That id as the object's name, 64 hex digits (its content is not told). */
 void chunk_object_name(const struct chunk_keys *k, const uint8_t hash[CHUNK_HASH_LEN],
 		       char out[2 * CHUNK_HASH_LEN + 1]);
 /* Seal len plaintext bytes of that hash into out (len + CHUNK_SEAL_EXTRA bytes). The nonce
@@ -119,7 +123,8 @@ struct chunk_store {
 int chunk_store_open(struct chunk_store *cs, struct s3 *s3, const char *prefix,
 		     const uint8_t secret[32]) __attribute__((warn_unused_result));
 void chunk_store_close(struct chunk_store *cs);
-/* Store len bytes as a chunk, unless the store has it: *hash its SHA-256. */
+/* Store len bytes as a chunk, unless the store has it: *hash its SHA-256. "Has it" is the
+ * store's HEAD: a store that lies there loses the chunk, which the restore then names. */
 int chunk_put(struct chunk_store *cs, const void *data, size_t len, uint8_t hash[CHUNK_HASH_LEN])
 	__attribute__((warn_unused_result));
 /* Fetch the chunk of hash into out (cap bytes), checked: *len its length. A chunk that is
@@ -143,6 +148,9 @@ struct manifest_file {
 
 struct manifest {
 	uint32_t chunk_size; /* a power of two, MANIFEST_CHUNK_MIN to CHUNK_SIZE_MAX */
+	uint64_t generation; /* set by the caller before a put: one more than the last of that
+				id, kept where the store cannot change it (JetStream KV) */
+	size_t text_bytes;   /* the plaintext it would take at most (bounded at add) */
 	unsigned nfiles;
 	struct manifest_file file[MANIFEST_FILES_MAX];
 };
@@ -157,17 +165,20 @@ const struct manifest_file *manifest_find(const struct manifest *m, const char *
 /* Add path's bytes as file `name`: the chunks the store lacks are uploaded, zeros are not. */
 int manifest_add_file(struct manifest *m, struct chunk_store *cs, const char *name,
 		      const char *path) __attribute__((warn_unused_result));
-/* Write file `name` to path, every chunk checked. path is made anew (-EEXIST if it is there)
- * and on any failure removed: nothing half-written is left to run. */
+/* Write file `name` to path, every chunk checked. It is written to PATH.part-<random>,
+ * synced and renamed to path (-EEXIST if path is there): a failure removes the part, and a
+ * restore killed half-way leaves a .part file, never a path that looks whole. */
 int manifest_fetch_file(const struct manifest *m, struct chunk_store *cs, const char *name,
 			const char *path) __attribute__((warn_unused_result));
 /* Store m as PREFIX/m/<id> (id: [A-Za-z0-9._-], 1 to 64), sealed under the workspace's keys
  * (AES-256-GCM, the id bound in: a manifest does not open under another id). */
 int manifest_put(const struct manifest *m, struct chunk_store *cs, const char *id)
 	__attribute__((warn_unused_result));
-/* Load PREFIX/m/<id> into m (manifest_free it), checked before a byte is parsed, then parsed
- * strictly. -ENOENT, or -EBADMSG named in cs->err. */
-int manifest_get(struct manifest *m, struct chunk_store *cs, const char *id)
-	__attribute__((warn_unused_result));
+/* Load PREFIX/m/<id> into m (manifest_free it; m is overwritten: free a loaded one first),
+ * checked before a byte is parsed, then parsed strictly. -ENOENT, -EBADMSG named in cs->err,
+ * or -ESTALE when its generation is under min_generation (an older copy put back: the store
+ * can replay what it once held, the generation kept outside it tells). */
+int manifest_get(struct manifest *m, struct chunk_store *cs, const char *id,
+		 uint64_t min_generation) __attribute__((warn_unused_result));
 
 #endif /* SANDBOX_STORE_H */

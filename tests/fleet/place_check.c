@@ -274,7 +274,13 @@ int main(int argc, char **argv)
 	pthread_create(&t, NULL, place_thread, &j);
 	check(waitpid(crash, &status, 0) == crash && WIFEXITED(status) && WEXITSTATUS(status) == 0,
 	      "crash2-died", "status %d", status);
-	err = fleet_owner(&api, "r2", owner, NULL);
+	/* a read may lag the create a moment (a follower answers it) */
+	for (int i = 0; i < 20; i++) {
+		err = fleet_owner(&api, "r2", owner, NULL);
+		if (err == 0)
+			break;
+		usleep(100000);
+	}
 	check(err == 0 && strcmp(owner, "crash2") == 0, "crash2-claimed", "%d %s", err, owner);
 	for (int i = 0; i < 3; i++)
 		kill(hosts[i], SIGCONT);
