@@ -181,6 +181,10 @@ int chunk_get(struct chunk_store *cs, const uint8_t hash[CHUNK_HASH_LEN], uint8_
 	*len = 0;
 	chunk_key(cs, hash, key, oid);
 	chunk_hex(hash, hex);
+	if (cs->cache && chunk_cache_get(cs->cache, oid, hash, out, cap, len) == 1) {
+		cs->cache_hits++;
+		return 0;
+	}
 	if (cap > CHUNK_SIZE_MAX)
 		cap = CHUNK_SIZE_MAX;
 	err = s3_get(cs->s3, key, 0, 0, cap + CHUNK_SEAL_EXTRA, &sealed, &sealed_len);
@@ -201,5 +205,7 @@ int chunk_get(struct chunk_store *cs, const uint8_t hash[CHUNK_HASH_LEN], uint8_
 			"chunk %s is corrupt: it does not open to bytes of that SHA-256 (%s)", hex,
 			key);
 	set_add(cs->known, oid);
+	if (cs->cache)
+		(void)chunk_cache_put(cs->cache, oid, out, *len); /* a cache that cannot: a miss */
 	return 0;
 }

@@ -104,6 +104,24 @@ int chunk_open(const struct chunk_keys *k, const uint8_t hash[CHUNK_HASH_LEN], c
 	       size_t in_len, uint8_t *out, size_t cap, size_t *len)
 	__attribute__((warn_unused_result));
 
+/* ---- chunk_cache.c: a host's cache of checked chunks, bounded ---- */
+
+struct chunk_cache;
+/* The cache in dir (made if missing; what is there is taken in, by last use), kept under
+ * max_bytes by dropping the least recently used. */
+int chunk_cache_open(const char *dir, uint64_t max_bytes, struct chunk_cache **out)
+	__attribute__((warn_unused_result));
+void chunk_cache_close(struct chunk_cache *c);
+/* The chunk of object id oid into out (cap bytes) if it is cached and its bytes are those of
+ * hash: 1 (*len), else 0 (a damaged entry is dropped). */
+int chunk_cache_get(struct chunk_cache *c, const uint8_t oid[CHUNK_HASH_LEN],
+		    const uint8_t hash[CHUNK_HASH_LEN], uint8_t *out, size_t cap, size_t *len);
+/* Keep len checked bytes as oid's (not one larger than the bound): 0 or -errno. */
+int chunk_cache_put(struct chunk_cache *c, const uint8_t oid[CHUNK_HASH_LEN], const void *data,
+		    size_t len);
+uint64_t chunk_cache_bytes(struct chunk_cache *c);
+unsigned chunk_cache_count(struct chunk_cache *c);
+
 /* ---- chunk_store.c: a workspace's chunks in the store ---- */
 
 struct chunk_set; /* the hashes known to be in the store (chunk_store.c) */
@@ -113,10 +131,12 @@ struct chunk_store {
 	char prefix[128]; /* the workspace's part of the bucket: chunks under PREFIX/c/ */
 	struct chunk_keys keys;
 	struct chunk_set *known;
+	struct chunk_cache *cache; /* NULL, or the host's cache: gets look there first */
 	/* what this handle did */
 	uint64_t put_chunks, put_bytes;	  /* uploaded (sealed bytes) */
 	uint64_t skip_chunks, skip_bytes; /* already in the store: not uploaded */
 	uint64_t got_chunks, got_bytes;	  /* downloaded (sealed bytes) */
+	uint64_t cache_hits;		  /* gets the cache answered */
 	char err[STORE_ERR_MAX];
 };
 /* A handle on prefix's chunks (a key's part: s3_key_ok), sealed under secret's keys. */

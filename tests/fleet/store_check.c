@@ -255,6 +255,47 @@ int main(int argc, char **argv)
 	unlink(out);
 	manifest_free(&back);
 
+	/* through a host's chunk cache: one of 8 MiB is never over it; one that holds the file's
+	 * 24 MiB of chunks answers a second restore alone, with no GET */
+	struct chunk_cache *cache;
+	struct chunk_store cached;
+	char cdir[4200];
+	const uint64_t bounds[2] = {8u << 20, 40u << 20};
+
+	for (int b = 0; b < 2; b++) {
+		snprintf(cdir, sizeof(cdir), "%s/cache-%d", argv[5], b);
+		check(chunk_cache_open(cdir, bounds[b], &cache) == 0 &&
+			      chunk_store_open(&cached, &s3, "ws/test-a", secret) == 0,
+		      "cache-open", "%s", cached.err);
+		cached.cache = cache;
+		check(manifest_get(&back, &cached, "snap-2", 0) == 0, "cache-manifest", "%s",
+		      cached.err);
+		err = manifest_fetch_file(&back, &cached, "disk", out);
+		check(err == 0 && chunk_cache_bytes(cache) <= bounds[b] && cached.cache_hits == 0,
+		      b ? "cache-first-restore" : "cache-bounded", "%d %s bytes %llu", err,
+		      cached.err, (unsigned long long)chunk_cache_bytes(cache));
+		unlink(out);
+		if (b == 1) {
+			uint64_t got0 = cached.got_chunks;
+
+			err = manifest_fetch_file(&back, &cached, "disk", out);
+			got = read_all(out, &n);
+			check(err == 0 &&
+				      cached.cache_hits ==
+					      (FILE_MIB - 8) * (1u << 20) / CHUNK_SIZE &&
+				      cached.got_chunks == got0 && got && n == len &&
+				      memcmp(got, img, len) == 0,
+			      "cache-second-restore", "%d hits %llu gets %llu", err,
+			      (unsigned long long)cached.cache_hits,
+			      (unsigned long long)(cached.got_chunks - got0));
+			free(got);
+			unlink(out);
+		}
+		manifest_free(&back);
+		chunk_store_close(&cached);
+		chunk_cache_close(cache);
+	}
+
 	/* another workspace's secret opens nothing of this one */
 	check(chunk_store_open(&other, &s3, "ws/test-a", secret2) == 0, "other-open", "%s",
 	      other.err);
