@@ -18,7 +18,13 @@ int fleet_beat(struct fleet *f, const char *info)
 
 	if (!f->conf.host[0])
 		return fleet_fail(f, -EINVAL, "fleet: not a host");
-	s = kvStore_Put(&rev, (kvStore *)f->hosts, f->conf.host, info, (int)strlen(info));
+	/* no responders: the bucket's leader is being elected; asked again for up to 2 s */
+	for (int i = 0; i < 40; i++) {
+		s = kvStore_Put(&rev, (kvStore *)f->hosts, f->conf.host, info, (int)strlen(info));
+		if (s != NATS_NO_RESPONDERS)
+			break;
+		nats_Sleep(50);
+	}
 	if (s != NATS_OK)
 		return fleet_fail(f, -EIO, "fleet: liveness of %s: %s", f->conf.host,
 				  natsStatus_GetText(s));

@@ -244,8 +244,17 @@ int fleet_place(struct fleet *f, const char *id, const void *req, size_t len, in
 		s = natsMsgHeader_Set(m, HDR_BOX, id);
 	if (s == NATS_OK)
 		s = natsMsgHeader_Set(m, HDR_REPLY, reply);
-	if (s == NATS_OK)
+	/* no responders: the stream's leader is being elected (a node lost, a new cluster):
+	 * asked again for up to 2 s */
+	for (int i = 0; s == NATS_OK || (s == NATS_NO_RESPONDERS && i < 40); i++) {
+		if (i)
+			nats_Sleep(50);
+		jsPubAck_Destroy(pa);
+		pa = NULL;
 		s = js_PublishMsg(&pa, (jsCtx *)f->js, m, NULL, &jerr);
+		if (s != NATS_NO_RESPONDERS)
+			break;
+	}
 	jsPubAck_Destroy(pa);
 	natsMsg_Destroy(m);
 	if (s != NATS_OK)
