@@ -46,6 +46,7 @@ struct fleet {
 	pthread_mutex_t lock; /* waits, against the answers' thread */
 	bool lock_made;
 	struct fleet_wait *waits; /* fleet_place calls waiting for their answer */
+	uint64_t shed_ms;	  /* fleet_shed's last turn */
 	char stream[80], subject[96];
 	char err[FLEET_ERR_MAX];
 };
@@ -59,12 +60,14 @@ void fleet_close(struct fleet *f);
 /* ---- place.c ---- */
 
 /* The API side: place box `id` with request bytes req (len), waiting up to timeout_ms for a
- * host to take it: its host id in owner. Callable from several threads at once. A box already owned
- * answers its owner at once (a retried create). -EAGAIN when no host took it in time: the request
- * is then cancelled (owner FLEET_UNSCHEDULABLE) unless a host took it meanwhile, which is then the
- * answer. */
+ * host to take it: its host id in owner. Callable from several threads at once (a message
+ * goes to err, not f->err). A box already placed answers its owner at once (a repeated
+ * create). -EAGAIN when no host took it in time: the request is then cancelled for good
+ * (FLEET_UNSCHEDULABLE; a new create is a new box id) unless a host took it meanwhile, which
+ * is then the answer; -EIO when the outcome cannot be known (the bucket did not answer). */
 int fleet_place(struct fleet *f, const char *id, const void *req, size_t len, int timeout_ms,
-		char owner[FLEET_ID_MAX + 1]) __attribute__((warn_unused_result));
+		char owner[FLEET_ID_MAX + 1], char *err, size_t err_len)
+	__attribute__((warn_unused_result));
 
 /* A request a host took: its box is this host's now. */
 struct fleet_req {
@@ -72,16 +75,21 @@ struct fleet_req {
 	uint8_t *data; /* malloc'd, len bytes */
 	size_t len;
 	bool moved; /* taken over from a host whose liveness lapsed after it claimed the box */
+	bool again; /* this host had claimed it and its ack did not reach the server: the caller
+		       may have it already (run a box id once) */
 };
 /* The host side: wait up to wait_ms for one request and claim it. 1 with *r filled (free
- * r->data), 0 when none came or it was another's (already owned, cancelled), or -errno.
- * Only call with room for one more sandbox: that is how the engine spreads by capacity. */
+ * r->data): the box is this host's to run; 0 when none came or it was not to be run here (a
+ * duplicate, cancelled, another's), or -errno. Only call with room for one more sandbox:
+ * that is how the engine spreads by capacity. */
 int fleet_take(struct fleet *f, int wait_ms, struct fleet_req *r)
 	__attribute__((warn_unused_result));
 
-/* The host side, when it has no room: requests that reached this host after its last take's
- * wait ended (the server answers a pull until its own expiry) go back at once, not after the
- * ack wait. Call it in the loop that would call fleet_take if there were room. */
+/* The host side, while it has no room: a request that reached this host after its last
+ * take's wait ended (the server answers a pull until its own expiry) goes back, to a host
+ * with room, not after the ack wait. Call it in the loop that would take if there were room:
+ * it acts at most twice a second (each may send one pull request: a status message in the
+ * queue makes libnats ask for more). */
 void fleet_shed(struct fleet *f);
 
 /* The owner of box id in owner and its revision; -ENOENT when it has none. */

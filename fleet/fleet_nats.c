@@ -67,7 +67,12 @@ static natsStatus fleet_stream(struct fleet *f, jsErrCode *jerr)
 	sc.Retention = js_WorkQueuePolicy;
 	sc.Storage = js_FileStorage;
 	sc.Replicas = f->conf.replicas;
-	sc.Duplicates = 120 * 1000 * MS_NS; /* a create retried within 2 min is one create */
+	sc.Duplicates = 120 * 1000 * MS_NS; /* a create published twice (its id as the message
+					       id) within 2 min is one message */
+	sc.MaxMsgSize = (int32_t)FLEET_REQ_MAX + 4096; /* the request and its headers */
+	sc.MaxMsgs = 100000;			       /* creates waiting, at most */
+	sc.MaxAge = 3600 * 1000 * MS_NS; /* a create an hour old: its caller gave up long ago */
+	sc.Discard = js_DiscardNew;	 /* a full queue refuses new creates, keeps old ones */
 	s = js_AddStream(&si, (jsCtx *)f->js, &sc, NULL, jerr);
 	if (s != NATS_OK && *jerr == JSStreamNameExistErr)
 		s = NATS_OK; /* another host made it (its config is ours: same code) */
@@ -79,6 +84,9 @@ static natsStatus fleet_stream(struct fleet *f, jsErrCode *jerr)
 	cc.AckPolicy = js_AckExplicit;
 	cc.AckWait = (int64_t)f->conf.ack_wait_ms * MS_NS;
 	cc.MaxAckPending = 100000;
+	/* a message no host can settle (one libnats hides from us: a status header) ends after
+	 * this many deliveries; our own NAK loops end well before (a live owner acks or lapses) */
+	cc.MaxDeliver = 50;
 	s = js_AddConsumer(&ci, (jsCtx *)f->js, f->stream, &cc, NULL, jerr);
 	if (s != NATS_OK &&
 	    (*jerr == JSConsumerNameExistErr || *jerr == JSConsumerExistingActiveErr))
@@ -93,19 +101,39 @@ static natsStatus fleet_stream(struct fleet *f, jsErrCode *jerr)
 				NULL, &so, jerr);
 }
 
+/*
+ * A KV bucket whose reads go to its stream's leader: made as the stream KV_<name> with the
+ * layout libnats's buckets have, but without direct gets (AllowDirect would let a follower
+ * answer a read with a value older than a create that already succeeded: ownership decided on
+ * such a read runs a box twice), then bound by js_KeyValue, which reads that setting.
+ */
 static natsStatus fleet_bucket(struct fleet *f, const char *name, int64_t ttl_ms, void **kv)
 {
-	kvConfig kc;
+	char stream[80], subject[96];
+	const char *subjects[1] = {subject};
+	jsStreamConfig sc;
+	jsErrCode jerr = 0;
 	natsStatus s;
 
-	kvConfig_Init(&kc);
-	kc.Bucket = name;
-	kc.History = 1;
-	kc.Replicas = f->conf.replicas;
-	kc.StorageType = js_FileStorage;
-	kc.TTL = ttl_ms * MS_NS; /* nanoseconds, as JetStream's max_age */
-	s = js_CreateKeyValue((kvStore **)kv, (jsCtx *)f->js, &kc);
-	if (s != NATS_OK)
+	snprintf(stream, sizeof(stream), "KV_%s", name);
+	snprintf(subject, sizeof(subject), "$KV.%s.>", name);
+	jsStreamConfig_Init(&sc);
+	sc.Name = stream;
+	sc.Subjects = subjects;
+	sc.SubjectsLen = 1;
+	sc.MaxMsgsPerSubject = 1; /* one revision kept */
+	sc.MaxAge = ttl_ms * MS_NS;
+	sc.MaxMsgSize = 1024;
+	sc.Storage = js_FileStorage;
+	sc.Replicas = f->conf.replicas;
+	sc.AllowRollup = true;
+	sc.DenyDelete = true;
+	sc.AllowDirect = false;
+	sc.Discard = js_DiscardNew;
+	s = js_AddStream(NULL, (jsCtx *)f->js, &sc, NULL, &jerr);
+	if (s != NATS_OK && jerr == JSStreamNameExistErr)
+		s = NATS_OK; /* another host made it (the same config: the same code) */
+	if (s == NATS_OK)
 		s = js_KeyValue((kvStore **)kv, (jsCtx *)f->js, name);
 	return s;
 }
@@ -149,8 +177,10 @@ int fleet_open(struct fleet *f, const struct fleet_conf *c, int wait_ms)
 	if (s != NATS_OK)
 		return fleet_fail(f, -ECONNREFUSED, "fleet: NATS: %s", natsStatus_GetText(s));
 	s = natsConnection_JetStream((jsCtx **)&f->js, (natsConnection *)f->nc, NULL);
-	if (s == NATS_OK && fleet_replies_open(f) < 0)
-		s = NATS_ERR;
+	if (s != NATS_OK || fleet_replies_open(f) < 0) {
+		fleet_close(f);
+		return fleet_fail(f, -EIO, "fleet: NATS: %s", natsStatus_GetText(s));
+	}
 	const char *what = "JetStream";
 
 	for (;;) { /* a new cluster elects its meta leader first: retried until wait_ms */

@@ -1,16 +1,23 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Placement (fleet.h). The API side publishes a create into the pool's work queue, with its
- * box id and an inbox in headers, and waits on the inbox. A host with room fetches one,
- * claims the box with a create-only key in the owners bucket, acknowledges the message and
- * answers the inbox with its id. Every race ends in the owners bucket: a request delivered
- * twice (its host died before acknowledging it) finds its box owned, by that host (it is
- * taken over, by an update conditioned on the revision read, only once that host's liveness
- * lapsed) or by another; a request nobody took in time is cancelled by making its key
- * FLEET_UNSCHEDULABLE, create-only too, so a host that fetches it later drops it.
+ * Placement (fleet.h). The API side publishes a create (its box id as the message id, so a
+ * publish repeated within the stream's window is one message) with the box id and an inbox
+ * in headers, and waits on the inbox. A host with room fetches one, and claims the box in the
+ * owners bucket with the value "HOST:SEQ", SEQ the create's stream sequence, made
+ * create-only. The sequence ties an owner to one message: another message for the same box
+ * (a duplicate) is terminated, never run; a redelivery of the same message finds either this
+ * host (its claim, not yet acknowledged), a live host (asked again later) or a host whose
+ * liveness lapsed (moved to this one by an update conditioned on the revision read). After
+ * its ack the host confirms the claim by an update on its own revision: if the box was moved
+ * meanwhile (a stall longer than the ack wait and the liveness period) that fails and the
+ * host does not run it. A create nobody took in time is cancelled by "unschedulable:SEQ",
+ * create-only too. Reads go to the bucket's leader (fleet_nats.c), so a read is never older
+ * than a write that succeeded.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,37 +28,90 @@
 #include "fleet.h"
 #include "fleet_int.h"
 
-#define HDR_BOX	  "Sandbox-Box"
-#define HDR_REPLY "Sandbox-Reply"
-#define INBOX_MAX 128
+#define HDR_BOX	      "Sandbox-Box"
+#define HDR_REPLY     "Sandbox-Reply"
+#define INBOX_MAX     128
+#define OWNER_VAL_MAX (FLEET_ID_MAX + 22) /* HOST:SEQ */
 
 /* A fleet_place call waiting for a host's answer. */
 struct fleet_wait {
 	char id[FLEET_ID_MAX + 1];
-	char owner[FLEET_ID_MAX + 1]; /* "" until answered */
+	char owner[FLEET_ID_MAX + 1]; /* the answer's host, "" until one came */
+	uint64_t answer_seq;	      /* the answer's sequence */
+	uint64_t seq;		      /* this call's message (0 until published) */
 	pthread_cond_t cond;
 	struct fleet_wait *next;
 };
 
-/* A host's answer on INBOX.<box id>: its id, to the call waiting for that box. */
+static void say(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void say(char *err, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !len)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, len, fmt, ap);
+	va_end(ap);
+}
+
+/* "HOST:SEQ" of n bytes into host and *seq: 0, or -EBADMSG. */
+static int owner_parse(const char *v, size_t n, char host[FLEET_ID_MAX + 1], uint64_t *seq)
+{
+	const char *colon = memchr(v, ':', n);
+	uint64_t q = 0;
+
+	if (!colon || colon == v || (size_t)(colon - v) > FLEET_ID_MAX || colon + 1 == v + n ||
+	    v + n - (colon + 1) > 20)
+		return -EBADMSG;
+	for (const char *p = colon + 1; p < v + n; p++) {
+		if (*p < '0' || *p > '9' || q > (UINT64_MAX - (uint64_t)(*p - '0')) / 10)
+			return -EBADMSG;
+		q = q * 10 + (uint64_t)(*p - '0');
+	}
+	memcpy(host, v, (size_t)(colon - v));
+	host[colon - v] = 0;
+	if (!fleet_id_ok(host) || q == 0)
+		return -EBADMSG;
+	*seq = q;
+	return 0;
+}
+
+/* Whether s is a subject of [A-Za-z0-9_-] tokens joined by '.', as our inboxes are. */
+static bool subject_ok(const char *s)
+{
+	size_t n = strnlen(s, INBOX_MAX);
+
+	if (n == 0 || n >= INBOX_MAX || s[0] == '.' || s[n - 1] == '.')
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+		      (s[i] >= '0' && s[i] <= '9') || s[i] == '_' || s[i] == '-' ||
+		      (s[i] == '.' && s[i + 1] != '.')))
+			return false;
+	return true;
+}
+
+/* A host's answer on INBOX.<box id>: "HOST:SEQ", to the calls waiting for that box. */
 static void on_reply(natsConnection *nc, natsSubscription *sub, natsMsg *m, void *arg)
 {
 	struct fleet *f = arg;
 	const char *subj = natsMsg_GetSubject(m), *id;
 	size_t plen = strlen(f->inbox);
 	int n = natsMsg_GetDataLength(m);
+	char host[FLEET_ID_MAX + 1];
+	uint64_t seq = 0;
 
 	(void)nc;
 	(void)sub;
-	if (strncmp(subj, f->inbox, plen) == 0 && subj[plen] == '.' && n > 0 && n <= FLEET_ID_MAX) {
+	if (strncmp(subj, f->inbox, plen) == 0 && subj[plen] == '.' && n > 0 &&
+	    n <= OWNER_VAL_MAX && owner_parse(natsMsg_GetData(m), (size_t)n, host, &seq) == 0) {
 		id = subj + plen + 1;
 		pthread_mutex_lock(&f->lock);
 		for (struct fleet_wait *w = f->waits; w; w = w->next)
 			if (strcmp(w->id, id) == 0 && !w->owner[0]) {
-				memcpy(w->owner, natsMsg_GetData(m), (size_t)n);
-				w->owner[n] = 0;
-				if (!fleet_id_ok(w->owner))
-					w->owner[0] = 0;
+				memcpy(w->owner, host, sizeof(host));
+				w->answer_seq = seq;
 				pthread_cond_signal(&w->cond);
 			}
 		pthread_mutex_unlock(&f->lock);
@@ -84,8 +144,13 @@ int fleet_replies_open(struct fleet *f)
 
 void fleet_replies_close(struct fleet *f)
 {
-	if (f->replies)
+	if (f->replies) {
+		/* no callback runs on after this (it takes f->lock) */
+		if (natsSubscription_Drain((natsSubscription *)f->replies) == NATS_OK)
+			natsSubscription_WaitForDrainCompletion((natsSubscription *)f->replies,
+								2000);
 		natsSubscription_Destroy((natsSubscription *)f->replies);
+	}
 	f->replies = NULL;
 	if (f->lock_made)
 		pthread_mutex_destroy(&f->lock);
@@ -97,59 +162,93 @@ static void owner_key(const char *id, char out[FLEET_ID_MAX + 8])
 	snprintf(out, FLEET_ID_MAX + 8, "box.%s", id);
 }
 
-int fleet_owner(struct fleet *f, const char *id, char owner[FLEET_ID_MAX + 1], uint64_t *rev)
+/* The owner of id from the bucket's leader: host, *seq, *rev. 0, -ENOENT, -EBADMSG, -EIO. */
+static int owner_read(struct fleet *f, const char *id, char host[FLEET_ID_MAX + 1], uint64_t *seq,
+		      uint64_t *rev)
 {
 	char key[FLEET_ID_MAX + 8];
 	kvEntry *e = NULL;
 	natsStatus s;
-	int len;
+	int len, err;
 
-	if (!fleet_id_ok(id))
-		return fleet_fail(f, -EINVAL, "fleet: not a box id");
 	owner_key(id, key);
-	s = kvStore_Get(&e, (kvStore *)f->owners, key);
+	/* no answer (no responders, a timeout: the bucket's leader is being elected, a new
+	 * bucket, a node lost): asked again for up to 2 s */
+	for (int i = 0; i < 40; i++) {
+		s = kvStore_Get(&e, (kvStore *)f->owners, key);
+		if (s == NATS_OK || s == NATS_NOT_FOUND)
+			break;
+		nats_Sleep(50);
+	}
 	if (s == NATS_NOT_FOUND)
 		return -ENOENT;
 	if (s != NATS_OK)
-		return fleet_fail(f, -EIO, "fleet: owner of %s: %s", id, natsStatus_GetText(s));
+		return -EIO;
 	len = kvEntry_ValueLen(e);
-	if (len <= 0 || len > FLEET_ID_MAX) {
-		kvEntry_Destroy(e);
-		return fleet_fail(f, -EBADMSG, "fleet: the owner of %s is not a host id", id);
-	}
-	memcpy(owner, kvEntry_Value(e), (size_t)len);
-	owner[len] = 0;
+	err = len > 0 && len <= OWNER_VAL_MAX
+		      ? owner_parse(kvEntry_ValueString(e), (size_t)len, host, seq)
+		      : -EBADMSG;
 	if (rev)
 		*rev = kvEntry_Revision(e);
 	kvEntry_Destroy(e);
-	if (!fleet_id_ok(owner))
-		return fleet_fail(f, -EBADMSG, "fleet: the owner of %s is not a host id", id);
-	return 0;
+	return err;
 }
 
-/* Make key create-only with value v: 0, -EEXIST (it has a value), -EIO. */
-static int owner_create(struct fleet *f, const char *id, const char *v, uint64_t *rev)
+int fleet_owner(struct fleet *f, const char *id, char owner[FLEET_ID_MAX + 1], uint64_t *rev)
 {
-	char key[FLEET_ID_MAX + 8];
-	natsStatus s;
-	uint64_t r = 0;
+	uint64_t seq;
+	int err;
+
+	if (!fleet_id_ok(id))
+		return fleet_fail(f, -EINVAL, "fleet: not a box id");
+	err = owner_read(f, id, owner, &seq, rev);
+	if (err == -EIO)
+		return fleet_fail(f, -EIO, "fleet: the owner of %s: the bucket did not answer", id);
+	if (err == -EBADMSG)
+		return fleet_fail(f, -EBADMSG, "fleet: the owner of %s is not HOST:SEQ", id);
+	return err;
+}
+
+/* Make the key create-only with host:seq: 0 (*rev), -EEXIST (it holds a value), -EIO. */
+static int owner_create(struct fleet *f, const char *id, const char *host, uint64_t seq,
+			uint64_t *rev)
+{
+	char key[FLEET_ID_MAX + 8], val[OWNER_VAL_MAX + 1], h[FLEET_ID_MAX + 1];
+	uint64_t r = 0, q;
 
 	owner_key(id, key);
-	s = kvStore_Create(&r, (kvStore *)f->owners, key, v, (int)strlen(v));
-	if (s == NATS_OK) {
+	snprintf(val, sizeof(val), "%s:%" PRIu64, host, seq);
+	if (kvStore_Create(&r, (kvStore *)f->owners, key, val, (int)strlen(val)) == NATS_OK) {
 		if (rev)
 			*rev = r;
 		return 0;
 	}
-	/* the key exists (the server's "wrong last sequence"), or the call failed: the caller
-	 * reads the owner to tell */
-	return -EEXIST;
+	/* "wrong last sequence" (it exists), or the call failed: the leader's read tells */
+	return owner_read(f, id, h, &q, NULL) == -ENOENT ? -EIO : -EEXIST;
+}
+
+/* Update the key to host:seq if its revision is still rev: 0 (*nrev), -ESTALE (it moved on),
+ * -EIO (no answer: unknown). */
+static int owner_update(struct fleet *f, const char *id, const char *host, uint64_t seq,
+			uint64_t rev, uint64_t *nrev)
+{
+	char key[FLEET_ID_MAX + 8], val[OWNER_VAL_MAX + 1], h[FLEET_ID_MAX + 1];
+	uint64_t q, now = 0;
+
+	owner_key(id, key);
+	snprintf(val, sizeof(val), "%s:%" PRIu64, host, seq);
+	if (kvStore_Update(nrev, (kvStore *)f->owners, key, val, (int)strlen(val), rev) == NATS_OK)
+		return 0;
+	if (owner_read(f, id, h, &q, &now) != 0)
+		return -EIO;
+	return now != rev ? -ESTALE : -EIO;
 }
 
 /* Wait for w's answer until deadline, asking the owners bucket each second meanwhile (an
- * answer lost with a node on the way): 0 with w->owner, or -ETIMEDOUT. An owner found there
- * counts once it has beaten since it was first seen: a host that claimed and died still
- * looks alive until its entry lapses, and its box is then moved to another. */
+ * answer lost with a node on the way): 0 with w->owner, or -ETIMEDOUT. An answer counts when
+ * it names this call's message; an owner read from the bucket (any message's: a duplicate
+ * publish is placed by its first) once it has beaten since it was first seen, as a host that
+ * claimed and died still looks alive until its entry lapses. */
 static int place_wait(struct fleet *f, struct fleet_wait *w, uint64_t deadline)
 {
 	uint64_t next_ask = fleet_now_ms() + 1000, seen_rev = 0;
@@ -161,19 +260,20 @@ static int place_wait(struct fleet *f, struct fleet_wait *w, uint64_t deadline)
 		uint64_t now = fleet_now_ms(), until = deadline < next_ask ? deadline : next_ask;
 		struct timespec ts;
 
-		if (w->owner[0]) {
+		if (w->owner[0] && w->answer_seq == w->seq) {
 			ret = 0;
 			break;
 		}
+		w->owner[0] = 0; /* an answer for another message: not ours */
 		if (now >= deadline)
 			break;
 		if (now >= next_ask) {
 			char owner[FLEET_ID_MAX + 1];
+			uint64_t rev = 0, seq = 0;
 
 			pthread_mutex_unlock(&f->lock);
-			uint64_t rev = 0;
-			int err = fleet_owner(f, w->id, owner, NULL);
-			bool live = err == 0 && strcmp(owner, FLEET_UNSCHEDULABLE) != 0 &&
+			bool live = owner_read(f, w->id, owner, &seq, NULL) == 0 &&
+				    strcmp(owner, FLEET_UNSCHEDULABLE) != 0 &&
 				    fleet_alive_rev(f, owner, &rev) == 1;
 
 			if (live && (strcmp(seen, owner) != 0 || rev == seen_rev)) {
@@ -182,8 +282,10 @@ static int place_wait(struct fleet *f, struct fleet_wait *w, uint64_t deadline)
 				live = false; /* not beaten since: asked again */
 			}
 			pthread_mutex_lock(&f->lock);
-			if (live && !w->owner[0])
+			if (live) {
 				memcpy(w->owner, owner, sizeof(owner));
+				w->answer_seq = w->seq;
+			}
 			next_ask = fleet_now_ms() + 1000;
 			continue;
 		}
@@ -202,32 +304,113 @@ static int place_wait(struct fleet *f, struct fleet_wait *w, uint64_t deadline)
 	return ret;
 }
 
-int fleet_place(struct fleet *f, const char *id, const void *req, size_t len, int timeout_ms,
-		char owner[FLEET_ID_MAX + 1])
+/* Publish the create for w (its id as the message id): w->seq. */
+static int place_publish(struct fleet *f, struct fleet_wait *w, const void *req, size_t len,
+			 char *err, size_t err_len)
 {
-	char key[FLEET_ID_MAX + 8], reply[sizeof(f->inbox) + FLEET_ID_MAX + 2];
-	struct fleet_wait w = {0}, **pp;
-	pthread_condattr_t ca;
+	char reply[sizeof(f->inbox) + FLEET_ID_MAX + 2];
 	natsMsg *m = NULL;
 	jsPubAck *pa = NULL;
+	jsPubOptions po;
 	jsErrCode jerr = 0;
 	natsStatus s;
-	uint64_t deadline = fleet_now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
-	int err;
 
-	if (!fleet_id_ok(id))
-		return fleet_fail(f, -EINVAL, "fleet: not a box id");
-	if (len > FLEET_REQ_MAX)
-		return fleet_fail(f, -E2BIG, "fleet: a request of %zu bytes (at most %u)", len,
-				  FLEET_REQ_MAX);
-	err = fleet_owner(f, id, owner, NULL);
-	if (err == 0 && strcmp(owner, FLEET_UNSCHEDULABLE) != 0)
-		return 0; /* placed already: a retried create */
-	if (err == 0) {	  /* cancelled before: asked again */
-		owner_key(id, key);
-		kvStore_Delete((kvStore *)f->owners, key);
-	} else if (err != -ENOENT) {
-		return err;
+	snprintf(reply, sizeof(reply), "%s.%s", f->inbox, w->id);
+	jsPubOptions_Init(&po);
+	po.MsgId = w->id;
+	s = natsMsg_Create(&m, f->subject, NULL, req, (int)len);
+	if (s == NATS_OK)
+		s = natsMsgHeader_Set(m, HDR_BOX, w->id);
+	if (s == NATS_OK)
+		s = natsMsgHeader_Set(m, HDR_REPLY, reply);
+	/* no responders: the stream's leader is being elected (a node lost, a new cluster):
+	 * asked again for up to 2 s */
+	for (int i = 0; s == NATS_OK || (s == NATS_NO_RESPONDERS && i < 40); i++) {
+		if (i)
+			nats_Sleep(50);
+		jsPubAck_Destroy(pa);
+		pa = NULL;
+		s = js_PublishMsg(&pa, (jsCtx *)f->js, m, &po, &jerr);
+		if (s != NATS_NO_RESPONDERS)
+			break;
+	}
+	natsMsg_Destroy(m);
+	if (s == NATS_OK) {
+		pthread_mutex_lock(&f->lock);
+		w->seq = pa->Sequence; /* a duplicate's: the first publish's */
+		pthread_mutex_unlock(&f->lock);
+	}
+	jsPubAck_Destroy(pa);
+	if (s != NATS_OK) {
+		say(err, err_len, "fleet: placing %s: %s (JetStream error %d)", w->id,
+		    natsStatus_GetText(s), (int)jerr);
+		return -EIO;
+	}
+	return 0;
+}
+
+/* No host answered in time: cancel w's create, unless a host claimed it meanwhile (then it is
+ * the answer). Asked until the bucket answers, for up to 5 s more. */
+static int place_cancel(struct fleet *f, struct fleet_wait *w, int timeout_ms,
+			char owner[FLEET_ID_MAX + 1], char *err, size_t err_len)
+{
+	uint64_t until = fleet_now_ms() + 5000, seq = 0;
+
+	for (;;) {
+		int c = owner_create(f, w->id, FLEET_UNSCHEDULABLE, w->seq, NULL);
+
+		if (c == 0) {
+			say(err, err_len, "fleet: no host had room for %s within %d ms", w->id,
+			    timeout_ms);
+			return -EAGAIN;
+		}
+		if (c == -EEXIST && owner_read(f, w->id, owner, &seq, NULL) == 0) {
+			if (strcmp(owner, FLEET_UNSCHEDULABLE) != 0)
+				return 0; /* claimed meanwhile, by this message or a duplicate's */
+			say(err, err_len, "fleet: no host had room for %s", w->id);
+			return -EAGAIN;
+		}
+		if (fleet_now_ms() >= until) {
+			say(err, err_len,
+			    "fleet: %s: the owners bucket does not answer: the create may still be "
+			    "placed",
+			    w->id);
+			return -EIO;
+		}
+		nats_Sleep(100);
+	}
+}
+
+int fleet_place(struct fleet *f, const char *id, const void *req, size_t len, int timeout_ms,
+		char owner[FLEET_ID_MAX + 1], char *err, size_t err_len)
+{
+	struct fleet_wait w = {0}, **pp;
+	pthread_condattr_t ca;
+	uint64_t deadline = fleet_now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0), seq;
+	int ret;
+
+	owner[0] = 0;
+	if (!fleet_id_ok(id)) {
+		say(err, err_len, "fleet: not a box id");
+		return -EINVAL;
+	}
+	if (len > FLEET_REQ_MAX) {
+		say(err, err_len, "fleet: a request of %zu bytes (at most %u)", len, FLEET_REQ_MAX);
+		return -E2BIG;
+	}
+	ret = owner_read(f, id, owner, &seq, NULL);
+	if (ret == 0 && strcmp(owner, FLEET_UNSCHEDULABLE) == 0) {
+		say(err, err_len, "fleet: %s was cancelled: no host had room", id);
+		return -EAGAIN; /* a new create has a new id */
+	}
+	if (ret == 0)
+		return 0; /* placed already: a repeated create */
+	if (ret != -ENOENT) {
+		say(err, err_len,
+		    "fleet: the owner of %s cannot be read (the owners bucket does "
+		    "not answer)",
+		    id);
+		return ret;
 	}
 	snprintf(w.id, sizeof(w.id), "%s", id);
 	pthread_condattr_init(&ca);
@@ -238,30 +421,9 @@ int fleet_place(struct fleet *f, const char *id, const void *req, size_t len, in
 	w.next = f->waits;
 	f->waits = &w;
 	pthread_mutex_unlock(&f->lock);
-	snprintf(reply, sizeof(reply), "%s.%s", f->inbox, id);
-	s = natsMsg_Create(&m, f->subject, NULL, req, (int)len);
-	if (s == NATS_OK)
-		s = natsMsgHeader_Set(m, HDR_BOX, id);
-	if (s == NATS_OK)
-		s = natsMsgHeader_Set(m, HDR_REPLY, reply);
-	/* no responders: the stream's leader is being elected (a node lost, a new cluster):
-	 * asked again for up to 2 s */
-	for (int i = 0; s == NATS_OK || (s == NATS_NO_RESPONDERS && i < 40); i++) {
-		if (i)
-			nats_Sleep(50);
-		jsPubAck_Destroy(pa);
-		pa = NULL;
-		s = js_PublishMsg(&pa, (jsCtx *)f->js, m, NULL, &jerr);
-		if (s != NATS_NO_RESPONDERS)
-			break;
-	}
-	jsPubAck_Destroy(pa);
-	natsMsg_Destroy(m);
-	if (s != NATS_OK)
-		err = fleet_fail(f, -EIO, "fleet: placing %s: %s (error %d)", id,
-				 natsStatus_GetText(s), (int)jerr);
-	else
-		err = place_wait(f, &w, deadline);
+	ret = place_publish(f, &w, req, len, err, err_len);
+	if (ret == 0)
+		ret = place_wait(f, &w, deadline);
 	pthread_mutex_lock(&f->lock);
 	for (pp = &f->waits; *pp; pp = &(*pp)->next)
 		if (*pp == &w) {
@@ -270,62 +432,69 @@ int fleet_place(struct fleet *f, const char *id, const void *req, size_t len, in
 		}
 	pthread_mutex_unlock(&f->lock);
 	pthread_cond_destroy(&w.cond);
-	if (err == 0) {
+	if (ret == 0) {
 		memcpy(owner, w.owner, FLEET_ID_MAX + 1);
 		return 0;
 	}
-	if (err != -ETIMEDOUT)
-		return err;
-	/* nobody answered in time: cancel, unless a host claimed it meanwhile */
-	if (owner_create(f, id, FLEET_UNSCHEDULABLE, NULL) == 0)
-		return fleet_fail(f, -EAGAIN, "fleet: no host had room for %s within %d ms", id,
-				  timeout_ms);
-	err = fleet_owner(f, id, owner, NULL);
-	if (err == 0 && strcmp(owner, FLEET_UNSCHEDULABLE) == 0)
-		err = fleet_fail(f, -EAGAIN, "fleet: no host had room for %s", id);
-	return err;
+	if (ret != -ETIMEDOUT)
+		return ret;
+	return place_cancel(f, &w, timeout_ms, owner, err, err_len);
 }
 
 /*
- * Claim box id for this host: 1 (ours now; *moved if taken over), 0 (not to be made: it was
- * cancelled), 2 (ask again after *retry_ms), -errno. Only the create and the update decide;
- * a read of the owner may lag (a follower answers it), so what a read says is acted on only
- * by asking again later, never by dropping the request.
+ * Claim box id, from the message of stream sequence seq, for this host: 1 (ours now, the
+ * owner's revision in *rev; *moved if taken over, *again if this host had claimed it), 0 (not to be
+ * run: a duplicate of another message, or cancelled), 2 (ask again after *retry_ms), -errno.
  */
-static int claim(struct fleet *f, const char *id, bool *moved, int64_t *retry_ms)
+static int claim(struct fleet *f, const char *id, uint64_t seq, bool *moved, bool *again,
+		 uint64_t *rev, int64_t *retry_ms)
 {
-	char owner[FLEET_ID_MAX + 1], key[FLEET_ID_MAX + 8];
-	uint64_t rev = 0, nrev = 0;
+	char owner[FLEET_ID_MAX + 1];
+	uint64_t oseq = 0, orev = 0;
 	int alive, err;
 
-	*moved = false;
+	*moved = *again = false;
 	*retry_ms = 200;
-	if (owner_create(f, id, f->conf.host, NULL) == 0)
+	err = owner_create(f, id, f->conf.host, seq, rev);
+	if (err == 0)
 		return 1;
-	err = fleet_owner(f, id, owner, &rev);
-	if (err == -ENOENT) /* a read behind the create that failed, or a delete: again */
+	if (err == -EIO)
+		return 2;
+	err = owner_read(f, id, owner, &oseq, &orev);
+	if (err == -ENOENT || err == -EIO)
 		return 2;
 	if (err < 0)
 		return err;
-	if (strcmp(owner, f->conf.host) == 0)
-		return 1; /* ours: we claimed it and did not get to acknowledge it */
+	if (oseq != seq)
+		return 0; /* the box is another message's: this one is a duplicate */
 	if (strcmp(owner, FLEET_UNSCHEDULABLE) == 0)
 		return 0;
+	if (strcmp(owner, f->conf.host) == 0) {
+		*rev = orev;
+		*again = true;
+		return 1; /* ours: claimed, its ack lost or not made */
+	}
 	alive = fleet_alive(f, owner);
 	if (alive < 0)
-		return alive;
+		return 2;
 	if (alive) { /* its host has not acknowledged it yet: it does, or it lapses */
 		*retry_ms = f->conf.liveness_ttl_ms;
 		return 2;
 	}
 	/* its host claimed it and died before acknowledging it: moved, on this revision only */
-	owner_key(id, key);
-	if (kvStore_Update(&nrev, (kvStore *)f->owners, key, f->conf.host,
-			   (int)strlen(f->conf.host), rev) != NATS_OK)
-		return 2; /* another host moved it first (then its ack ends this), or a stale read
-			   */
+	if (owner_update(f, id, f->conf.host, seq, orev, rev) != 0)
+		return 2; /* another host moved it first (its ack then ends this message) */
 	*moved = true;
 	return 1;
+}
+
+/* Whether reply is our API side's inbox for box id: _INBOX.<token>.<id>. */
+static bool reply_ok(const char *reply, const char *id)
+{
+	size_t n = strlen(reply), l = strlen(id);
+
+	return strncmp(reply, "_INBOX.", 7) == 0 && subject_ok(reply) && n > 8 + l &&
+	       reply[n - l - 1] == '.' && strcmp(reply + n - l, id) == 0;
 }
 
 int fleet_take(struct fleet *f, int wait_ms, struct fleet_req *r)
@@ -333,7 +502,6 @@ int fleet_take(struct fleet *f, int wait_ms, struct fleet_req *r)
 	natsMsgList list = {0};
 	jsErrCode jerr = 0;
 	natsStatus s;
-	const char *id = NULL, *reply = NULL;
 	int ret = 0;
 
 	memset(r, 0, sizeof(*r));
@@ -345,46 +513,69 @@ int fleet_take(struct fleet *f, int wait_ms, struct fleet_req *r)
 		return 0;
 	}
 	if (s != NATS_OK)
-		return fleet_fail(f, -EIO, "fleet: fetch: %s (error %d)", natsStatus_GetText(s),
-				  (int)jerr);
+		return fleet_fail(f, -EIO, "fleet: fetch: %s (JetStream error %d)",
+				  natsStatus_GetText(s), (int)jerr);
 	for (int i = 0; i < list.Count; i++) {
 		natsMsg *m = list.Msgs[i];
+		jsMsgMetaData *meta = NULL;
+		const char *id = NULL, *reply = NULL;
 		int n = natsMsg_GetDataLength(m), c;
 		int64_t retry_ms = 0;
-		bool moved = false;
+		uint64_t seq = 0, rev = 0, nrev = 0;
+		bool moved = false, again = false;
 
-		if (ret != 0 || natsMsgHeader_Get(m, HDR_BOX, &id) != NATS_OK || !fleet_id_ok(id) ||
-		    n < 0 || (size_t)n > FLEET_REQ_MAX) {
-			/* not a request of ours: dropped for good (it would come back forever) */
-			if (ret == 0)
-				natsMsg_Term(m, NULL);
-			continue;
-		}
-		c = claim(f, id, &moved, &retry_ms);
-		if (c < 0) { /* the bucket did not answer: the message comes again */
-			ret = fleet_fail(f, c, "fleet: claiming %s: %s", id, f->err);
+		if (ret != 0) { /* one at a time: another goes back at once */
 			natsMsg_Nak(m, NULL);
 			continue;
 		}
-		if (c == 2) {
-			natsMsg_NakWithDelay(m, retry_ms, NULL);
+		if (natsMsg_GetMetaData(&meta, m) == NATS_OK)
+			seq = meta->Sequence.Stream;
+		jsMsgMetaData_Destroy(meta);
+		if (seq == 0 || natsMsgHeader_Get(m, HDR_BOX, &id) != NATS_OK || !fleet_id_ok(id) ||
+		    n < 0 || (size_t)n > FLEET_REQ_MAX ||
+		    natsMsgHeader_Get(m, HDR_REPLY, &reply) != NATS_OK || !reply_ok(reply, id)) {
+			/* not a request of ours: dropped for good (it would come back forever) */
+			natsMsg_Term(m, NULL);
 			continue;
 		}
-		natsMsg_Ack(m, NULL);
-		if (c == 0)
-			continue;
-		if (natsMsgHeader_Get(m, HDR_REPLY, &reply) == NATS_OK &&
-		    strncmp(reply, "_INBOX.", 7) == 0 && strlen(reply) < INBOX_MAX)
-			natsConnection_Publish((natsConnection *)f->nc, reply, f->conf.host,
-					       (int)strlen(f->conf.host));
-		snprintf(r->id, sizeof(r->id), "%s", id);
-		r->moved = moved;
-		r->len = (size_t)n;
-		r->data = malloc(r->len ? r->len : 1);
+		/* the request's copy first: a box claimed and then not run would be lost */
+		r->data = malloc(n ? (size_t)n : 1);
 		if (!r->data) {
+			natsMsg_NakWithDelay(m, 1000, NULL);
 			ret = fleet_fail(f, -ENOMEM, "fleet: out of memory");
 			continue;
 		}
+		c = claim(f, id, seq, &moved, &again, &rev, &retry_ms);
+		if (c == 2 || c < 0) {
+			natsMsg_NakWithDelay(m, retry_ms > 0 ? retry_ms : 200, NULL);
+			free(r->data);
+			r->data = NULL;
+			continue;
+		}
+		if (c == 0) {
+			natsMsg_Term(m, NULL);
+			free(r->data);
+			r->data = NULL;
+			continue;
+		}
+		/* the answer at once (the API side waits for it; the claim is made), then the ack
+		 * for good, then the claim confirmed: a host stalled past the ack wait and its
+		 * liveness may have lost the box to another (the update on its revision fails; the
+		 * API side's later calls find the owner in the bucket) */
+		char val[OWNER_VAL_MAX + 1];
+
+		snprintf(val, sizeof(val), "%s:%" PRIu64, f->conf.host, seq);
+		natsConnection_Publish((natsConnection *)f->nc, reply, val, (int)strlen(val));
+		if (natsMsg_AckSync(m, NULL, NULL) != NATS_OK ||
+		    owner_update(f, id, f->conf.host, seq, rev, &nrev) == -ESTALE) {
+			free(r->data);
+			r->data = NULL;
+			continue; /* not acknowledged: it comes again; or it is another's now */
+		}
+		snprintf(r->id, sizeof(r->id), "%s", id);
+		r->moved = moved;
+		r->again = again;
+		r->len = (size_t)n;
 		memcpy(r->data, natsMsg_GetData(m), r->len);
 		ret = 1;
 	}
@@ -398,16 +589,18 @@ void fleet_shed(struct fleet *f)
 	jsErrCode jerr = 0;
 	int pending = 0, bytes = 0;
 
-	if (!f->pull ||
-	    natsSubscription_GetPending((natsSubscription *)f->pull, &pending, &bytes) != NATS_OK ||
+	if (!f->pull || fleet_now_ms() - f->shed_ms < 500)
+		return;
+	f->shed_ms = fleet_now_ms();
+	if (natsSubscription_GetPending((natsSubscription *)f->pull, &pending, &bytes) != NATS_OK ||
 	    pending <= 0)
 		return;
-	/* a batch of what is queued here: taken from the queue, no pull request sent (unless
-	 * some of the queue is a status message: what such a request brings goes back too) */
+	/* what is queued here (a pull request may go too when some of it is a status message:
+	 * what it brings goes back as well, after a moment, to a host with room) */
 	if (natsSubscription_Fetch(&list, (natsSubscription *)f->pull, pending, 10, &jerr) !=
 	    NATS_OK)
 		return;
 	for (int i = 0; i < list.Count; i++)
-		natsMsg_Nak(list.Msgs[i], NULL);
+		natsMsg_NakWithDelay(list.Msgs[i], 100, NULL);
 	natsMsgList_Destroy(&list);
 }

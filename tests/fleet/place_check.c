@@ -104,9 +104,16 @@ static void host_crash(struct fleet *f, bool claim)
 	    list.Count < 1)
 		return;
 	if (claim && natsMsgHeader_Get(list.Msgs[0], "Sandbox-Box", &box) == NATS_OK) {
+		jsMsgMetaData *meta = NULL;
+		char val[128];
+
+		if (natsMsg_GetMetaData(&meta, list.Msgs[0]) != NATS_OK)
+			_exit(3);
 		snprintf(key, sizeof(key), "box.%s", box);
-		if (kvStore_Create(&rev, (kvStore *)f->owners, key, f->conf.host,
-				   (int)strlen(f->conf.host)) != NATS_OK)
+		snprintf(val, sizeof(val), "%s:%llu", f->conf.host,
+			 (unsigned long long)meta->Sequence.Stream);
+		if (kvStore_Create(&rev, (kvStore *)f->owners, key, val, (int)strlen(val)) !=
+		    NATS_OK)
 			_exit(3);
 	}
 	_exit(0);
@@ -197,6 +204,7 @@ struct place_job {
 	struct fleet *f;
 	char id[40];
 	char owner[FLEET_ID_MAX + 1];
+	char why[FLEET_ERR_MAX];
 	int err;
 	double ms;
 };
@@ -206,7 +214,7 @@ static void *place_thread(void *arg)
 	struct place_job *j = arg;
 	uint64_t t0 = now_ms();
 
-	j->err = fleet_place(j->f, j->id, "{}", 2, PLACE_MS, j->owner);
+	j->err = fleet_place(j->f, j->id, "{}", 2, PLACE_MS, j->owner, j->why, sizeof(j->why));
 	j->ms = (double)(now_ms() - t0);
 	return NULL;
 }
@@ -258,7 +266,7 @@ int main(int argc, char **argv)
 	}
 	pthread_join(t, NULL);
 	check(j.err == 0 && j.owner[0] == 'h', "redelivered-before-claim", "%d %s (%s)", j.err,
-	      j.owner, api.err);
+	      j.owner, j.why);
 	printf("r1: placed on %s in %.0f ms (crash1 died holding it)\n", j.owner, j.ms);
 
 	/* a host that claims a create and dies before acknowledging it: taken over once its
@@ -289,18 +297,53 @@ int main(int argc, char **argv)
 	drain(lines, sizeof(lines));
 	check(j.err == 0 && j.owner[0] == 'h' && count_lines(lines, "took r2 ") == 1 &&
 		      strstr(lines, " 1\n") != NULL,
-	      "redelivered-after-claim", "%d %s (%s); hosts said:\n%s", j.err, j.owner, api.err,
+	      "redelivered-after-claim", "%d %s (%s); hosts said:\n%s", j.err, j.owner, j.why,
 	      lines);
 	printf("r2: moved from crash2 to %s in %.0f ms\n", j.owner, j.ms);
 	check(count_lines(lines, "took r1 ") == 1, "r1-once", "%s", lines);
 
-	/* 10 more: 12 on 3 hosts of 4 */
-	for (int i = 3; i <= 12; i++) {
+	/* one box placed by two calls at once: one message (its id is the message's id), one
+	 * host runs it, both calls get that host */
+	struct place_job d1 = {.f = &api}, d2 = {.f = &api};
+	pthread_t t2;
+
+	snprintf(d1.id, sizeof(d1.id), "d1");
+	snprintf(d2.id, sizeof(d2.id), "d1");
+	pthread_create(&t, NULL, place_thread, &d1);
+	pthread_create(&t2, NULL, place_thread, &d2);
+	pthread_join(t, NULL);
+	pthread_join(t2, NULL);
+	usleep(300000);
+	drain(lines, sizeof(lines));
+	check(d1.err == 0 && d2.err == 0 && strcmp(d1.owner, d2.owner) == 0 &&
+		      count_lines(lines, "took d1 ") == 1,
+	      "duplicate-publish-once", "%d %s / %d %s; %s", d1.err, d1.why, d2.err, d2.why, lines);
+
+	/* what is not a create of ours (no headers, a reply that is not the box's inbox, a
+	 * subject with spaces) is dropped by the hosts, and wedges nothing */
+	jsCtx *raw = (jsCtx *)api.js;
+	natsMsg *bad = NULL;
+	jsErrCode jerr = 0;
+
+	check(js_Publish(NULL, raw, "sandbox.place.test", "junk", 4, NULL, &jerr) == NATS_OK,
+	      "junk-published", "%d", (int)jerr);
+	check(natsMsg_Create(&bad, "sandbox.place.test", NULL, "{}", 2) == NATS_OK &&
+		      natsMsgHeader_Set(bad, "Sandbox-Box", "x1") == NATS_OK &&
+		      natsMsgHeader_Set(bad, "Sandbox-Reply", "_INBOX.a b c") == NATS_OK &&
+		      js_PublishMsg(NULL, raw, bad, NULL, &jerr) == NATS_OK,
+	      "bad-reply-published", "%d", (int)jerr);
+	natsMsg_Destroy(bad);
+	usleep(500000);
+	drain(lines, sizeof(lines));
+	check(count_lines(lines, "took x1") == 0, "malformed-dropped", "%s", lines);
+
+	/* 9 more: 12 on 3 hosts of 4 */
+	for (int i = 4; i <= 12; i++) {
 		memset(&j, 0, sizeof(j));
 		j.f = &api;
 		snprintf(j.id, sizeof(j.id), "b%d", i);
 		place_thread(&j);
-		check(j.err == 0, "place", "%s: %d %s", j.id, j.err, api.err);
+		check(j.err == 0, "place", "%s: %d %s", j.id, j.err, j.why);
 		if (nms < 16)
 			ms[nms++] = j.ms;
 	}
@@ -317,9 +360,12 @@ int main(int argc, char **argv)
 	memset(&j, 0, sizeof(j));
 	j.f = &api;
 	snprintf(j.id, sizeof(j.id), "b13");
-	j.err = fleet_place(&api, "b13", "{}", 2, 3000, j.owner);
-	check(j.err == -EAGAIN && strstr(api.err, "no host had room"), "unschedulable", "%d %s",
-	      j.err, api.err);
+	j.err = fleet_place(&api, "b13", "{}", 2, 3000, j.owner, j.why, sizeof(j.why));
+	check(j.err == -EAGAIN && strstr(j.why, "no host had room"), "unschedulable", "%d %s",
+	      j.err, j.why);
+	j.err = fleet_place(&api, "b13", "{}", 2, 3000, j.owner, j.why, sizeof(j.why));
+	check(j.err == -EAGAIN && strstr(j.why, "cancelled"), "unschedulable-again", "%d %s", j.err,
+	      j.why);
 	sleep(2);
 	drain(lines, sizeof(lines));
 	err = fleet_owner(&api, "b13", owner, NULL);

@@ -214,6 +214,7 @@ int main(int argc, char **argv)
 	struct fleet api;
 	struct fleet_conf c;
 	char servers[1024], owner[FLEET_ID_MAX + 1], id[40], slots[16], line[16];
+	char why[FLEET_ERR_MAX];
 	int creates = 1000, nhosts = 3;
 	pid_t pids[9];
 	int npids = 0;
@@ -294,8 +295,8 @@ int main(int argc, char **argv)
 		int err;
 
 		snprintf(id, sizeof(id), "bench-%d-%d", (int)getpid(), i + WARMUP);
-		if ((err = fleet_place(&api, id, "{}", 2, 10000, owner)) < 0) {
-			fprintf(stderr, "bench-fleet-place: place %s: %s\n", id, api.err);
+		if ((err = fleet_place(&api, id, "{}", 2, 10000, owner, why, sizeof(why))) < 0) {
+			fprintf(stderr, "bench-fleet-place: place %s: %s\n", id, why);
 			goto fail;
 		}
 		if (i >= 0)
