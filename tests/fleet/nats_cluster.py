@@ -17,12 +17,11 @@ can kill -9 one. Logs in DIR/node-i.log.
 """
 import argparse
 import os
-import signal
 import socket
-import subprocess
 import sys
-import threading
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from services import Servers  # noqa: E402
 
 START_S = 30
 
@@ -44,22 +43,7 @@ def main():
     a = ap.parse_args()
     d = os.path.abspath(a.dir)
     os.makedirs(d, exist_ok=True)
-    procs = []
-
-    def stop(*_):
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        os._exit(0)
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    srv = Servers("nats_cluster.py")
     routes = ",".join("nats://%s:%d" % (a.host, a.port + 2 * i + 1) for i in range(a.nodes))
     for i in range(a.nodes):
         store = os.path.join(d, "node-%d" % i)
@@ -69,26 +53,11 @@ def main():
         if a.nodes > 1:
             argv += ["--cluster_name", "sandbox-fleet", "--cluster",
                      "nats://%s:%d" % (a.host, a.port + 2 * i + 1), "--routes", routes]
-        log = open(os.path.join(d, "node-%d.log" % i), "ab")
-        procs.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log))
-    deadline = time.monotonic() + START_S
-    while not all(answers(a.host, a.port + 2 * i) for i in range(a.nodes)):
-        if any(p.poll() is not None for p in procs) or time.monotonic() > deadline:
-            for i in range(a.nodes):
-                with open(os.path.join(d, "node-%d.log" % i), "rb") as f:
-                    sys.stderr.write("--- node %d\n%s\n" % (
-                        i, f.read()[-1500:].decode(errors="replace")))
-            print("nats_cluster.py: the nodes did not answer in %d s" % START_S,
-                  file=sys.stderr)
-            stop()
-        time.sleep(0.1)
-    print("nats servers=%s pids=%s" % (
-        ",".join("nats://%s:%d" % (a.host, a.port + 2 * i) for i in range(a.nodes)),
-        ",".join(str(p.pid) for p in procs)), flush=True)
-    threading.Thread(target=lambda: (sys.stdin.read(), stop()), daemon=True).start()
-    while True:
-        time.sleep(3600)
-
+        srv.start(argv, os.path.join(d, "node-%d.log" % i))
+    srv.serve(lambda: all(answers(a.host, a.port + 2 * i) for i in range(a.nodes)),
+              START_S, "nats servers=%s pids=%s" % (
+                  ",".join("nats://%s:%d" % (a.host, a.port + 2 * i) for i in range(a.nodes)),
+                  ",".join(str(p.pid) for p in srv.procs)))
 
 if __name__ == "__main__":
     main()

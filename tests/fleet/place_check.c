@@ -30,31 +30,17 @@
 #include <nats/nats.h>
 
 #include "fleet.h"
+#include "fleet_check.h"
 
 #define SLOTS	    4
 #define ACK_WAIT_MS 1500
 #define LIVENESS_MS 2000
 #define PLACE_MS    15000
 
-static void check(bool ok, const char *name, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void check(bool ok, const char *name, const char *fmt, ...)
+/* A failed check takes the host processes (this process group) down too. */
+static void kill_group(void)
 {
-	va_list ap;
-
-	if (ok) {
-		printf("ok %s\n", name);
-		fflush(stdout);
-		return;
-	}
-	printf("FAIL %s: ", name);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	fflush(stdout);
 	kill(0, SIGTERM);
-	exit(1);
 }
 
 static uint64_t now_ms(void)
@@ -244,6 +230,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	self = argv[0];
+	check_on_fail = kill_group;
 	servers_arg = argv[1];
 	setpgid(0, 0);
 	if (pipe2(report, O_CLOEXEC) < 0 || fcntl(report[0], F_SETFL, O_NONBLOCK) < 0)

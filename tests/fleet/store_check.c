@@ -19,31 +19,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fleet_check.h"
 #include "store.h"
 
 #define FILE_MIB   32
 #define CHUNK_SIZE (256u << 10)
-
-static int failed;
-
-static void check(bool ok, const char *name, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void check(bool ok, const char *name, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (ok) {
-		printf("ok %s\n", name);
-		fflush(stdout);
-		return;
-	}
-	printf("FAIL %s: ", name);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	exit(1);
-}
 
 static void fill_random(uint8_t *p, size_t n)
 {
@@ -383,5 +363,5 @@ int main(int argc, char **argv)
 	chunk_store_close(&cs);
 	s3_close(&s3);
 	free(img);
-	return failed;
+	return 0;
 }

@@ -19,12 +19,12 @@ HOST.
 """
 import argparse
 import os
-import signal
 import socket
 import subprocess
 import sys
-import threading
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from services import Servers  # noqa: E402
 
 PY = "/usr/bin/python3"  # Debian's, which has the swift modules (not a pyenv python)
 ACCESS, SECRET, REGION = "test:tester", "testing", "us-east-1"
@@ -111,45 +111,14 @@ def main():
     d = os.path.abspath(a.dir)
     os.makedirs(d, exist_ok=True)
     ports = configure(d, a.host, a.port)
-    procs = []
-
-    def stop(*_):
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        os._exit(0)
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    srv = Servers("swift_s3.py")
     for name in ("account", "container", "object", "proxy"):
-        log = open(os.path.join(d, "log", "%s.log" % name), "ab")
-        procs.append(subprocess.Popen(
-            [PY, "/usr/bin/swift-%s-server" % name, os.path.join(d, "%s-server.conf" % name),
-             "--verbose"], stdin=subprocess.DEVNULL, stdout=log, stderr=log))
-    deadline = time.monotonic() + START_S
-    while not all(answers(a.host, p) for p in ports.values()):
-        dead = [p for p in procs if p.poll() is not None]
-        if dead or time.monotonic() > deadline:
-            for name in ("account", "container", "object", "proxy"):
-                with open(os.path.join(d, "log", "%s.log" % name), "rb") as f:
-                    sys.stderr.write("--- %s\n%s\n" % (name, f.read()[-2000:].decode(
-                        errors="replace")))
-            print("swift_s3.py: the servers did not answer in %d s" % START_S,
-                  file=sys.stderr)
-            stop()
-        time.sleep(0.2)
-    print("swift-s3 endpoint=http://%s:%d access=%s secret=%s region=%s" % (
-        a.host, ports["proxy"], ACCESS, SECRET, REGION), flush=True)
-    threading.Thread(target=lambda: (sys.stdin.read(), stop()), daemon=True).start()
-    while True:
-        time.sleep(3600)
-
+        srv.start([PY, "/usr/bin/swift-%s-server" % name,
+                   os.path.join(d, "%s-server.conf" % name), "--verbose"],
+                  os.path.join(d, "log", "%s.log" % name))
+    srv.serve(lambda: all(answers(a.host, p) for p in ports.values()), START_S,
+              "swift-s3 endpoint=http://%s:%d access=%s secret=%s region=%s" % (
+                  a.host, ports["proxy"], ACCESS, SECRET, REGION))
 
 if __name__ == "__main__":
     main()

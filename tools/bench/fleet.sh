@@ -12,19 +12,10 @@ set -euo pipefail
 build=$1
 shift
 top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$top/tests/fleet/service.sh"
 work=$(mktemp -d /var/tmp/bench-fleet.XXXXXX)
-port=$((20000 + RANDOM % 20000))
-coproc NATS { exec python3 "$top/tests/fleet/nats_cluster.py" "$work" --nodes 3 --port "$port" 2>&1; }
-cleanup() {
-	exec {NATS[1]}>&- 2>/dev/null || true
-	wait "$NATS_PID" 2>/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
-read -r -t 60 line <&"${NATS[0]}" || { echo "fleet.sh: NATS did not start" >&2; exit 1; }
-case $line in "nats servers="*) ;; *) echo "fleet.sh: NATS: $line" >&2; exit 1 ;; esac
-set -- $line "$@"
-servers=${2#servers=}
-shift 3
+start_service 60 "nats servers=" python3 "$top/tests/fleet/nats_cluster.py" "$work" --nodes 3 \
+	--port $((20000 + RANDOM % 20000))
+servers=$(set -- $service_line && echo "${2#servers=}")
 out=$("$build/tools/bench/bench-fleet-place" "$servers" "$@")
 echo "$out where=native"
