@@ -26,7 +26,8 @@ start_service() {
 }
 
 stop_service() {
-	exec {SERVICE[1]}>&- 2>/dev/null || true
-	wait "$SERVICE_PID" 2>/dev/null || true
+	# (a service that already exited took its coprocess's fds with it)
+	if [ -n "${SERVICE[1]-}" ]; then exec {SERVICE[1]}>&-; fi
+	if [ -n "${SERVICE_PID-}" ]; then wait "$SERVICE_PID" 2>/dev/null || true; fi
 	if [ -n "${work-}" ]; then rm -rf "$work"; fi
 }
