@@ -413,6 +413,11 @@ int snap_seal(const char *dir, struct snap_meta *m, char *err, size_t err_len) _
  * state's digest, the memory file's size and every layer's digest. `err` says why not:
  * -ENOENT no snapshot, -EBADMSG changed or another key, -EPROTONOSUPPORT another format. */
 int snap_open(const char *dir, struct snap_meta *m, char *err, size_t err_len) __must_check;
+/* Make `dir` this host's snapshot: its MAC under this host's key over its meta.yaml and
+ * state. Only for files authenticated another way (a snapshot fetched from the fleet's object
+ * store, whose manifest is sealed under the workspace's key); snap_open then checks the rest
+ * against meta.yaml as for any snapshot. */
+int snap_adopt(const char *dir, char *err, size_t err_len) __must_check;
 /* Call `fn` for every snapshot directory's name (hidden ones too). Returns how many, or
  * the first negative return of `fn`, or -errno. */
 int snap_foreach(int (*fn)(const char *name, void *opaque), void *opaque);

@@ -472,6 +472,40 @@ out:
 	return r;
 }
 
+int snap_adopt(const char *dir, char *err, size_t err_len)
+{
+	uint8_t key[SNAP_KEY_LEN];
+	char path[4200], mac[SNAP_HEX_LEN + 2], *meta = NULL, *state = NULL;
+	size_t meta_len, state_len;
+	int r;
+
+	if ((r = snap_key(key)) < 0)
+		return snap_fail(err, err_len, r, "the snapshot key %s/snapshot.key: %s",
+				 state_home(), strerror(-r));
+	if ((r = path_fmt(path, sizeof(path), "%s/meta.yaml", dir)) < 0 ||
+	    (r = read_file(path, META_MAX, &meta, &meta_len)) < 0) {
+		snap_fail(err, err_len, r, "%s: %s", path, strerror(-r));
+		goto out;
+	}
+	if ((r = read_state(dir, &state, &state_len)) < 0) {
+		snap_fail(err, err_len, r, "%s/state.fdt: %s", dir, strerror(-r));
+		goto out;
+	}
+	if ((r = snap_hmac(key, meta, meta_len, state, state_len, mac)) < 0) {
+		snap_fail(err, err_len, r, "computing the MAC failed");
+		goto out;
+	}
+	strcat(mac, "\n");
+	if ((r = path_fmt(path, sizeof(path), "%s/mac", dir)) < 0 ||
+	    (r = write_file_atomic(path, mac, strlen(mac), 0600)) < 0)
+		snap_fail(err, err_len, r, "writing %s: %s", path, strerror(-r));
+out:
+	OPENSSL_cleanse(key, sizeof(key));
+	free(meta);
+	free(state);
+	return r;
+}
+
 int snap_open(const char *dir, struct snap_meta *m, char *err, size_t err_len)
 {
 	uint8_t key[SNAP_KEY_LEN];

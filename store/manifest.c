@@ -11,7 +11,8 @@
  *   sandbox-manifest 1
  *   generation G         (the caller's count: a replayed older copy is refused by it)
  *   chunk_size N
- *   file NAME SIZE NCHUNKS
+ *   file NAME SIZE NCHUNKS NEXTENTS
+ *   OFFSET LENGTH                                                  (NEXTENTS lines: its data)
  *   <64 hex digits: a chunk's SHA-256, or 0: a chunk of zeros>   (NCHUNKS lines)
  *   ...                                                           (more files)
  *   end
@@ -79,8 +80,10 @@ int manifest_init(struct manifest *m, uint32_t chunk_size)
 
 void manifest_free(struct manifest *m)
 {
-	for (unsigned i = 0; i < m->nfiles; i++)
+	for (unsigned i = 0; i < m->nfiles; i++) {
 		free(m->file[i].hash);
+		free(m->file[i].extent);
+	}
 	m->nfiles = 0;
 }
 
@@ -110,6 +113,7 @@ static bool mf_all_zero(const uint8_t *p, size_t n)
 #define MF_TEXT_MAX	(S3_OBJECT_MAX - MF_HEAD - MF_NONCE - MF_TAG)
 /* Its bytes for a file of n chunks: the file line and one line a chunk at most. */
 #define MF_FILE_TEXT(n) (128u + (n) * (2u * CHUNK_HASH_LEN + 1u))
+#define MF_EXTENT_TEXT	42u /* "OFF LEN\n", both at most 20 digits */
 
 /* A new file entry of size bytes, its hash list allocated, in *out: 0, or -errno with cs->err.
  * Refused before anything is read or stored when the manifest could not hold it. */
@@ -147,8 +151,51 @@ static int mf_new_file(struct manifest *m, struct chunk_store *cs, const char *n
 /* Count file f (just filled) in m. */
 static void mf_commit_file(struct manifest *m, const struct manifest_file *f)
 {
-	m->text_bytes += MF_FILE_TEXT(f->nchunks);
+	m->text_bytes += MF_FILE_TEXT(f->nchunks) + f->nextents * MF_EXTENT_TEXT;
 	m->nfiles++;
+}
+
+/* fd's data extents (SEEK_DATA, SEEK_HOLE) into f: -E2BIG past MANIFEST_EXTENTS_MAX or what
+ * the manifest could hold. A filesystem without holes gives one extent. */
+static int mf_extents(struct manifest *m, struct manifest_file *f, int fd, struct chunk_store *cs,
+		      const char *path)
+{
+	uint64_t cap = 0, off = 0;
+
+	while (off < f->size) {
+		off_t d = lseek(fd, (off_t)off, SEEK_DATA), h;
+
+		if (d < 0 && errno == ENXIO)
+			break; /* holes to the end */
+		if (d < 0) {   /* no SEEK_DATA here: all of it data */
+			d = (off_t)off;
+			h = (off_t)f->size;
+		} else if ((h = lseek(fd, d, SEEK_HOLE)) < 0) {
+			h = (off_t)f->size;
+		}
+		if ((uint64_t)h > f->size)
+			h = (off_t)f->size;
+		if (h <= d)
+			break;
+		if (f->nextents == MANIFEST_EXTENTS_MAX ||
+		    m->text_bytes + MF_FILE_TEXT(f->nchunks) + (f->nextents + 1) * MF_EXTENT_TEXT >
+			    MF_TEXT_MAX)
+			return mf_fail(cs, -E2BIG, "%s: too fragmented (over %u data extents)",
+				       path, MANIFEST_EXTENTS_MAX);
+		if (f->nextents == cap) {
+			uint64_t(*n)[2] =
+				realloc(f->extent, (cap = cap ? cap * 2 : 16) * sizeof(*n));
+
+			if (!n)
+				return mf_fail(cs, -ENOMEM, "out of memory");
+			f->extent = n;
+		}
+		f->extent[f->nextents][0] = (uint64_t)d;
+		f->extent[f->nextents][1] = (uint64_t)(h - d);
+		f->nextents++;
+		off = (uint64_t)h;
+	}
+	return 0;
 }
 
 int manifest_add_file(struct manifest *m, struct chunk_store *cs, const char *name,
@@ -172,10 +219,12 @@ int manifest_add_file(struct manifest *m, struct chunk_store *cs, const char *na
 		return err;
 	}
 	buf = malloc(m->chunk_size);
-	if (!buf) {
+	if (!buf || (err = mf_extents(m, f, fd, cs, path)) < 0) {
+		free(buf);
 		free(f->hash);
+		free(f->extent);
 		close(fd);
-		return mf_fail(cs, -ENOMEM, "manifest: out of memory");
+		return buf ? err : mf_fail(cs, -ENOMEM, "manifest: out of memory");
 	}
 	for (uint64_t i = 0; i < f->nchunks && err == 0; i++) {
 		uint64_t off = i * m->chunk_size;
@@ -209,6 +258,7 @@ int manifest_add_file(struct manifest *m, struct chunk_store *cs, const char *na
 	close(fd);
 	if (err < 0) {
 		free(f->hash);
+		free(f->extent);
 		return err;
 	}
 	mf_commit_file(m, f);
@@ -242,31 +292,47 @@ int manifest_fetch_file(const struct manifest *m, struct chunk_store *cs, const 
 		err = mf_fail(cs, -ENOMEM, "out of memory");
 	else if (ftruncate(fd, (off_t)f->size) < 0)
 		err = mf_fail(cs, -errno, "%s: %s", tmp, strerror(errno));
-	for (uint64_t i = 0; i < f->nchunks && err == 0; i++) {
-		uint64_t off = i * m->chunk_size;
-		size_t want =
-			f->size - off < m->chunk_size ? (size_t)(f->size - off) : m->chunk_size;
-		size_t len;
+	/* the data extents, each from the chunks it covers (one fetched at a time, each once:
+	 * extents ascend); the rest stays holes */
+	uint64_t have = UINT64_MAX;
 
-		if (memcmp(f->hash[i], zero_hash, CHUNK_HASH_LEN) == 0)
-			continue; /* a hole: zeros */
-		if ((err = chunk_get(cs, f->hash[i], buf, m->chunk_size, &len)) < 0)
-			break;
-		if (len != want) {
-			char hex[2 * CHUNK_HASH_LEN + 1];
+	for (uint64_t e = 0; e < f->nextents && err == 0; e++) {
+		uint64_t pos = f->extent[e][0], end = pos + f->extent[e][1];
 
-			chunk_hex(f->hash[i], hex);
-			err = mf_fail(cs, -EBADMSG, "chunk %s has %zu bytes where %s wants %zu",
-				      hex, len, name, want);
-			break;
-		}
-		for (size_t done = 0; done < len && err == 0;) {
-			ssize_t n = pwrite(fd, buf + done, len - done, (off_t)(off + done));
+		while (pos < end && err == 0) {
+			uint64_t ci = pos / m->chunk_size, coff = ci * m->chunk_size;
+			size_t want = f->size - coff < m->chunk_size ? (size_t)(f->size - coff)
+								     : m->chunk_size;
+			size_t len, from = (size_t)(pos - coff);
+			size_t upto = end - coff < want ? (size_t)(end - coff) : want;
 
-			if (n < 0)
-				err = mf_fail(cs, -errno, "%s: %s", tmp, strerror(errno));
-			else
-				done += (size_t)n;
+			if (ci != have) {
+				if (memcmp(f->hash[ci], zero_hash, CHUNK_HASH_LEN) == 0) {
+					memset(buf, 0, want); /* zeros the original held as data */
+				} else if ((err = chunk_get(cs, f->hash[ci], buf, m->chunk_size,
+							    &len)) < 0) {
+					break;
+				} else if (len != want) {
+					char hex[2 * CHUNK_HASH_LEN + 1];
+
+					chunk_hex(f->hash[ci], hex);
+					err = mf_fail(cs, -EBADMSG,
+						      "chunk %s has %zu bytes where %s wants %zu",
+						      hex, len, name, want);
+					break;
+				}
+				have = ci;
+			}
+			for (size_t done = from; done < upto && err == 0;) {
+				ssize_t n =
+					pwrite(fd, buf + done, upto - done, (off_t)(coff + done));
+
+				if (n < 0)
+					err = mf_fail(cs, -errno, "%s: %s", tmp, strerror(errno));
+				else
+					done += (size_t)n;
+			}
+			pos = coff + upto;
 		}
 	}
 	free(buf);
@@ -300,7 +366,7 @@ static char *mf_encode(const struct manifest *m, size_t *len)
 	char *out;
 
 	for (unsigned i = 0; i < m->nfiles; i++)
-		cap += 128 + m->file[i].nchunks * (2 * CHUNK_HASH_LEN + 1);
+		cap += MF_FILE_TEXT(m->file[i].nchunks) + m->file[i].nextents * MF_EXTENT_TEXT;
 	if (cap > S3_OBJECT_MAX - MF_HEAD - MF_NONCE - MF_TAG || !(out = malloc(cap)))
 		return NULL;
 	n += (size_t)snprintf(out + n, cap - n,
@@ -309,8 +375,13 @@ static char *mf_encode(const struct manifest *m, size_t *len)
 	for (unsigned i = 0; i < m->nfiles; i++) {
 		const struct manifest_file *f = &m->file[i];
 
-		n += (size_t)snprintf(out + n, cap - n, "file %s %llu %llu\n", f->name,
-				      (unsigned long long)f->size, (unsigned long long)f->nchunks);
+		n += (size_t)snprintf(out + n, cap - n, "file %s %llu %llu %llu\n", f->name,
+				      (unsigned long long)f->size, (unsigned long long)f->nchunks,
+				      (unsigned long long)f->nextents);
+		for (uint64_t e = 0; e < f->nextents; e++)
+			n += (size_t)snprintf(out + n, cap - n, "%llu %llu\n",
+					      (unsigned long long)f->extent[e][0],
+					      (unsigned long long)f->extent[e][1]);
 		for (uint64_t c = 0; c < f->nchunks; c++) {
 			if (memcmp(f->hash[c], zero_hash, CHUNK_HASH_LEN) == 0) {
 				memcpy(out + n, "0\n", 2);
@@ -461,13 +532,33 @@ static int mf_parse(const char *text, size_t len, struct manifest *m, struct chu
 		memcpy(name, p, (size_t)(sp - p));
 		name[sp - p] = 0;
 		p = sp + 1;
-		if (mf_number(&p, end, ' ', &size) < 0 || mf_number(&p, end, '\n', &n) < 0 ||
-		    size > MANIFEST_FILE_MAX || n != (size + m->chunk_size - 1) / m->chunk_size ||
-		    n > (uint64_t)(end - p) / 2)
+		uint64_t ne, at = 0;
+
+		if (mf_number(&p, end, ' ', &size) < 0 || mf_number(&p, end, ' ', &n) < 0 ||
+		    mf_number(&p, end, '\n', &ne) < 0 || size > MANIFEST_FILE_MAX ||
+		    n != (size + m->chunk_size - 1) / m->chunk_size ||
+		    n > (uint64_t)(end - p) / 2 || ne > MANIFEST_EXTENTS_MAX ||
+		    ne > (uint64_t)(end - p) / 4)
 			return -EBADMSG;
 		if (mf_new_file(m, cs, name, size, &f) < 0)
 			return -EBADMSG;
-		mf_commit_file(m, f); /* freed by manifest_free from here */
+		if (ne && !(f->extent = calloc(ne, sizeof(*f->extent)))) {
+			free(f->hash);
+			return -EBADMSG;
+		}
+		f->nextents = ne;
+		mf_commit_file(m, f);		    /* freed by manifest_free from here */
+		for (uint64_t e = 0; e < ne; e++) { /* ascending, apart, inside the file */
+			uint64_t off, elen;
+
+			if (mf_number(&p, end, ' ', &off) < 0 ||
+			    mf_number(&p, end, '\n', &elen) < 0 || off < at || elen == 0 ||
+			    off > size || elen > size - off)
+				return -EBADMSG;
+			f->extent[e][0] = off;
+			f->extent[e][1] = elen;
+			at = off + elen;
+		}
 		for (uint64_t c = 0; c < n; c++) {
 			if (end - p >= 2 && p[0] == '0' && p[1] == '\n') {
 				p += 2;

@@ -154,16 +154,22 @@ int chunk_get(struct chunk_store *cs, const uint8_t hash[CHUNK_HASH_LEN], uint8_
 
 /* ---- manifest.c: a snapshot's files as lists of chunks ---- */
 
-#define MANIFEST_FILES_MAX 64
-#define MANIFEST_NAME_MAX  63		/* [A-Za-z0-9._-] */
-#define MANIFEST_FILE_MAX  (1ull << 40) /* bytes of one file */
-#define MANIFEST_CHUNK_MIN 4096
+#define MANIFEST_FILES_MAX   64
+#define MANIFEST_NAME_MAX    63		  /* [A-Za-z0-9._-] */
+#define MANIFEST_FILE_MAX    (1ull << 40) /* bytes of one file */
+#define MANIFEST_CHUNK_MIN   4096
+#define MANIFEST_EXTENTS_MAX 65536 /* data extents of one file (more: too fragmented) */
 
 struct manifest_file {
 	char name[MANIFEST_NAME_MAX + 1];
 	uint64_t size;
 	uint64_t nchunks;		 /* size / chunk_size, rounded up */
 	uint8_t (*hash)[CHUNK_HASH_LEN]; /* all zero: a chunk of zeros, not stored */
+	/* Its data extents (offset, length), ascending: the rest is holes. A restore writes
+	 * these and leaves the rest holes, so the file's layout is the original's (a disk
+	 * layer's digest covers its extents, docs/snapshots.md). */
+	uint64_t nextents;
+	uint64_t (*extent)[2];
 };
 
 struct manifest {

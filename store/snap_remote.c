@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A host's snapshot to and from the fleet's object store (store.h; docs/fleet.md): every file
+ * of $SANDBOX_HOME/snapshots/<name> (its state, memory, disk layers, proxy files and
+ * meta.yaml; not its MAC, which is the host's) as one manifest. A pull fetches them into a
+ * hidden directory beside the snapshots, every chunk checked, makes the snapshot this host's
+ * (snap_adopt: its MAC under this host's key, the files being authenticated by the sealed
+ * manifest), checks it as any snapshot (snap_open), and only then renames it into place: a
+ * pull that fails or is killed leaves no snapshot to restore.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "snap_remote.h"
+
+/* Whether a file of a snapshot directory goes to the store. */
+static bool snap_file_pushed(const char *n)
+{
+	return strcmp(n, "state.fdt") == 0 || strcmp(n, "memory") == 0 ||
+	       strcmp(n, "meta.yaml") == 0 || snap_valid_layer_name(n) || snap_valid_net_file(n);
+}
+
+int snap_push(const char *name, struct chunk_store *cs, const char *id, uint64_t generation,
+	      uint32_t chunk_size, char *err, size_t err_len)
+{
+	char dir[4200], path[4600];
+	struct snap_meta m;
+	struct manifest mf;
+	struct dirent *e;
+	DIR *d;
+	int r;
+
+	if ((r = snap_dir(name, dir, sizeof(dir))) < 0) {
+		snprintf(err, err_len, "not a snapshot name: %.80s", name);
+		return r;
+	}
+	/* authenticated here first: what goes up is this host's snapshot as it sealed it */
+	if ((r = snap_open(dir, &m, err, err_len)) < 0)
+		return r;
+	if (m.ndisks) {
+		snprintf(err, err_len,
+			 "snapshot %s has extra disks (host paths): it cannot move to another host",
+			 name);
+		return -EXDEV;
+	}
+	if ((r = manifest_init(&mf, chunk_size)) < 0) {
+		snprintf(err, err_len, "a chunk size of %u bytes", chunk_size);
+		return r;
+	}
+	mf.generation = generation;
+	if (!(d = opendir(dir))) {
+		r = -errno;
+		snprintf(err, err_len, "%s: %s", dir, strerror(errno));
+		manifest_free(&mf);
+		return r;
+	}
+	while ((e = readdir(d)) && r == 0) {
+		if (!snap_file_pushed(e->d_name))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		if ((r = manifest_add_file(&mf, cs, e->d_name, path)) < 0)
+			snprintf(err, err_len, "%s", cs->err);
+	}
+	closedir(d);
+	if (r == 0 && (r = manifest_put(&mf, cs, id)) < 0)
+		snprintf(err, err_len, "%s", cs->err);
+	manifest_free(&mf);
+	return r;
+}
+
+/* rm -r of a pull's hidden directory (files only: a snapshot has no subdirectory). */
+static void snap_pull_remove(const char *dir)
+{
+	char path[4600];
+	struct dirent *e;
+	DIR *d = opendir(dir);
+
+	while (d && (e = readdir(d))) {
+		if (e->d_name[0] == '.' &&
+		    (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2])))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		unlink(path);
+	}
+	if (d)
+		closedir(d);
+	rmdir(dir);
+}
+
+int snap_pull(struct chunk_store *cs, const char *id, uint64_t min_generation, const char *name,
+	      char *err, size_t err_len)
+{
+	char dir[4200], tmp[4300], path[4600];
+	uint8_t rnd[6];
+	struct manifest mf;
+	struct snap_meta m;
+	struct stat st;
+	int r;
+
+	if ((r = snap_dir(name, dir, sizeof(dir))) < 0) {
+		snprintf(err, err_len, "not a snapshot name: %.80s", name);
+		return r;
+	}
+	if (lstat(dir, &st) == 0) {
+		snprintf(err, err_len, "snapshot %s is there already", name);
+		return -EEXIST;
+	}
+	if ((r = manifest_get(&mf, cs, id, min_generation)) < 0) {
+		snprintf(err, err_len, "%s", cs->err);
+		return r;
+	}
+	if (!manifest_find(&mf, "meta.yaml") || !manifest_find(&mf, "state.fdt")) {
+		manifest_free(&mf);
+		snprintf(err, err_len, "manifest %s is not a snapshot's (no meta.yaml or state)",
+			 id);
+		return -EBADMSG;
+	}
+	for (unsigned i = 0; i < mf.nfiles; i++)
+		if (!snap_file_pushed(mf.file[i].name)) {
+			snprintf(err, err_len, "manifest %s holds %.64s, no file of a snapshot", id,
+				 mf.file[i].name);
+			manifest_free(&mf);
+			return -EBADMSG;
+		}
+	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
+		manifest_free(&mf);
+		return -EIO;
+	}
+	/* hidden (a dot name: no snapshot listing shows it), beside its final place */
+	snprintf(tmp, sizeof(tmp), "%s/snapshots/.pull-%02x%02x%02x%02x%02x%02x", state_home(),
+		 rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
+	snprintf(path, sizeof(path), "%s/snapshots", state_home());
+	(void)mkdir(path, 0700);
+	if (mkdir(tmp, 0700) < 0) {
+		r = -errno;
+		snprintf(err, err_len, "%s: %s", tmp, strerror(errno));
+		manifest_free(&mf);
+		return r;
+	}
+	for (unsigned i = 0; i < mf.nfiles && r == 0; i++) {
+		snprintf(path, sizeof(path), "%s/%s", tmp, mf.file[i].name);
+		if ((r = manifest_fetch_file(&mf, cs, mf.file[i].name, path)) < 0)
+			snprintf(err, err_len, "%s", cs->err);
+	}
+	manifest_free(&mf);
+	if (r == 0)
+		r = snap_adopt(tmp, err, err_len);
+	if (r == 0)
+		r = snap_open(tmp, &m, err, err_len);
+	if (r == 0 && strcmp(m.name, name) != 0 && m.name[0] != '.') {
+		/* meta.yaml names the snapshot; a pull may give it another name here only by
+		 * sealing it again under that name */
+		snprintf(m.name, sizeof(m.name), "%s", name);
+		r = snap_seal(tmp, &m, err, err_len);
+	}
+	if (r == 0 && rename(tmp, dir) < 0) {
+		r = -errno;
+		snprintf(err, err_len, "%s: %s", dir, strerror(errno));
+	}
+	if (r < 0)
+		snap_pull_remove(tmp);
+	return r;
+}

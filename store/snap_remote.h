@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A host's snapshot to and from the fleet's object store (snap_remote.c): the lifecycle
+ * layer's snapshots (client/, docs/snapshots.md) as the store's manifests (store.h).
+ */
+#ifndef SANDBOX_STORE_SNAP_REMOTE_H
+#define SANDBOX_STORE_SNAP_REMOTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store.h"
+
+/* Upload $SANDBOX_HOME/snapshots/<name>, authenticated here first (snap_open), as manifest id
+ * of cs at that generation, in chunks of chunk_size: the chunks the store lacks only. A
+ * snapshot with extra disks (this host's paths) is refused (-EXDEV). */
+int snap_push(const char *name, struct chunk_store *cs, const char *id, uint64_t generation,
+	      uint32_t chunk_size, char *err, size_t err_len) __attribute__((warn_unused_result));
+/* Fetch manifest id (its generation at least min_generation) as snapshots/<name>, which must
+ * not exist (-EEXIST): every chunk checked, the snapshot made this host's (snap_adopt) and
+ * checked as any (snap_open) in a hidden directory, then renamed into place; on any failure
+ * nothing is left. */
+int snap_pull(struct chunk_store *cs, const char *id, uint64_t min_generation, const char *name,
+	      char *err, size_t err_len) __attribute__((warn_unused_result));
+
+#endif /* SANDBOX_STORE_SNAP_REMOTE_H */
