@@ -459,6 +459,10 @@ bool snap_valid_net_file(const char *s);
 int snap_net_save(const struct sandbox *sb, const char *dir) __must_check;
 /* At the seal: the SHA-256 of each net.* file of `dir` into m->net (m->network only). */
 int snap_net_seal(const char *dir, struct snap_meta *m, char *err, size_t err_len) __must_check;
+/* Each proxy file m lists is in `dir` with the SHA-256 m records: 0, or -EBADMSG (-errno) with
+ * `err`. (snap_open leaves them to the restore; a snapshot from elsewhere checks them first.) */
+int snap_net_check(const char *dir, const struct snap_meta *m, char *err,
+		   size_t err_len) __must_check;
 /* At a restore: each net.* file m names, read once, checked, written into sandbox `sb`. */
 int snap_net_restore(const char *dir, const struct snap_meta *m, const struct sandbox *sb,
 		     char *err, size_t err_len) __must_check;

@@ -52,6 +52,33 @@ static int sha256_hex(const void *buf, size_t len, char out[SNAP_HEX_LEN + 1])
 	return 0;
 }
 
+int snap_net_check(const char *dir, const struct snap_meta *m, char *err, size_t err_len)
+{
+	char path[4200], got[SNAP_HEX_LEN + 1], *buf = NULL;
+	size_t len;
+	int r;
+
+	for (unsigned i = 0; i < m->nnet; i++) {
+		if ((r = path_fmt(path, sizeof(path), "%s/%s", dir, m->net[i].file)) < 0)
+			return r;
+		r = read_file(path, NET_FILE_MAX, &buf, &len);
+		if (r == 0)
+			r = sha256_hex(buf, len, got);
+		free(buf);
+		buf = NULL;
+		if (r < 0) {
+			snprintf(err, err_len, "%s: %s", path, strerror(-r));
+			return r;
+		}
+		if (strcmp(got, m->net[i].sha256) != 0) {
+			snprintf(err, err_len, "%s: not the proxy file the snapshot recorded",
+				 path);
+			return -EBADMSG;
+		}
+	}
+	return 0;
+}
+
 int snap_net_seal(const char *dir, struct snap_meta *m, char *err, size_t err_len)
 {
 	char path[4200], *buf = NULL;

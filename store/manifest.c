@@ -362,7 +362,7 @@ int manifest_fetch_file(const struct manifest *m, struct chunk_store *cs, const 
 /* The plaintext of m, malloc'd, *len bytes. */
 static char *mf_encode(const struct manifest *m, size_t *len)
 {
-	size_t cap = 64, n = 0;
+	size_t cap = 128, n = 0; /* the head's lines at most: 20-digit numbers */
 	char *out;
 
 	for (unsigned i = 0; i < m->nfiles; i++)

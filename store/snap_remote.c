@@ -3,13 +3,16 @@
  * A host's snapshot to and from the fleet's object store (store.h; docs/fleet.md): every file
  * of $SANDBOX_HOME/snapshots/<name> (its state, memory, disk layers, proxy files and
  * meta.yaml; not its MAC, which is the host's) as one manifest. A pull fetches them into a
- * hidden directory beside the snapshots, every chunk checked, makes the snapshot this host's
- * (snap_adopt: its MAC under this host's key, the files being authenticated by the sealed
- * manifest), checks it as any snapshot (snap_open), and only then renames it into place: a
- * pull that fails or is killed leaves no snapshot to restore.
+ * directory beside the snapshots that no listing takes (+pull-), every chunk checked, makes
+ * the snapshot this host's (snap_adopt: its MAC under this host's key, the files being
+ * authenticated by the sealed manifest), checks it as any snapshot (snap_open) and for what a
+ * snapshot from elsewhere may not hold (snap_pull_check), and only then renames it into
+ * place: a pull that fails or is killed leaves no snapshot to restore (a killed one leaves its
+ * +pull- directory, to be swept).
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,9 +40,9 @@ int snap_push(const char *name, struct chunk_store *cs, const char *id, uint64_t
 	DIR *d;
 	int r;
 
-	if ((r = snap_dir(name, dir, sizeof(dir))) < 0) {
+	if (!valid_name(name) || (r = snap_dir(name, dir, sizeof(dir))) < 0) {
 		snprintf(err, err_len, "not a snapshot name: %.80s", name);
-		return r;
+		return -EINVAL;
 	}
 	/* authenticated here first: what goes up is this host's snapshot as it sealed it */
 	if ((r = snap_open(dir, &m, err, err_len)) < 0)
@@ -94,6 +97,54 @@ static void snap_pull_remove(const char *dir)
 	rmdir(dir);
 }
 
+/* The names of the files a pull fetched. */
+struct pulled {
+	char name[MANIFEST_FILES_MAX][MANIFEST_NAME_MAX + 1];
+	unsigned n;
+};
+
+static bool pulled_has(const struct pulled *p, const char *name)
+{
+	for (unsigned i = 0; i < p->n; i++)
+		if (strcmp(p->name[i], name) == 0)
+			return true;
+	return false;
+}
+
+/* A pulled snapshot m in dir holds what it may and only that: no extra disks (host paths),
+ * no hidden name (a fork's or a ready snapshot's, the host's own), its root layer among its
+ * layers, exactly the files meta.yaml lists, and its proxy files' digests. */
+static int snap_pull_check(const struct pulled *p, const char *dir, const struct snap_meta *m,
+			   char *err, size_t err_len)
+{
+	unsigned want = 2 + (m->memory_sha256[0] ? 1 : 0) + m->nlayers + m->nnet;
+	bool root = false;
+
+	if (m->ndisks) {
+		snprintf(err, err_len, "the snapshot names extra disks (host paths): refused");
+		return -EXDEV;
+	}
+	if (m->name[0] == '.') {
+		snprintf(err, err_len, "the snapshot is a host's own (%.64s): refused", m->name);
+		return -EBADMSG;
+	}
+	for (unsigned i = 0; i < m->nlayers; i++) {
+		root |= strcmp(m->layers[i].file, m->root_layer) == 0;
+		if (!pulled_has(p, m->layers[i].file))
+			want = UINT32_MAX;
+	}
+	for (unsigned i = 0; i < m->nnet; i++)
+		if (!pulled_has(p, m->net[i].file))
+			want = UINT32_MAX;
+	if (!root || want != p->n || !pulled_has(p, "meta.yaml") || !pulled_has(p, "state.fdt") ||
+	    (m->memory_sha256[0] && !pulled_has(p, "memory"))) {
+		snprintf(err, err_len,
+			 "the snapshot's files are not exactly those its meta.yaml lists: refused");
+		return -EBADMSG;
+	}
+	return snap_net_check(dir, m, err, err_len);
+}
+
 int snap_pull(struct chunk_store *cs, const char *id, uint64_t min_generation, const char *name,
 	      char *err, size_t err_len)
 {
@@ -101,12 +152,14 @@ int snap_pull(struct chunk_store *cs, const char *id, uint64_t min_generation, c
 	uint8_t rnd[6];
 	struct manifest mf;
 	struct snap_meta m;
+	struct pulled mf_names = {0};
 	struct stat st;
 	int r;
 
-	if ((r = snap_dir(name, dir, sizeof(dir))) < 0) {
+	/* a user's name: no hidden one (.fork-, .ready-: the host's own), no path */
+	if (!valid_name(name) || (r = snap_dir(name, dir, sizeof(dir))) < 0) {
 		snprintf(err, err_len, "not a snapshot name: %.80s", name);
-		return r;
+		return -EINVAL;
 	}
 	if (lstat(dir, &st) == 0) {
 		snprintf(err, err_len, "snapshot %s is there already", name);
@@ -133,8 +186,9 @@ int snap_pull(struct chunk_store *cs, const char *id, uint64_t min_generation, c
 		manifest_free(&mf);
 		return -EIO;
 	}
-	/* hidden (a dot name: no snapshot listing shows it), beside its final place */
-	snprintf(tmp, sizeof(tmp), "%s/snapshots/.pull-%02x%02x%02x%02x%02x%02x", state_home(),
+	/* beside its final place, under a name no snapshot listing takes ('+', as a snapshot
+	 * being taken: snapshot.c's +tmp-); one a killed pull leaves holds no snapshot's name */
+	snprintf(tmp, sizeof(tmp), "%s/snapshots/+pull-%02x%02x%02x%02x%02x%02x", state_home(),
 		 rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
 	snprintf(path, sizeof(path), "%s/snapshots", state_home());
 	(void)mkdir(path, 0700);
@@ -148,20 +202,26 @@ int snap_pull(struct chunk_store *cs, const char *id, uint64_t min_generation, c
 		snprintf(path, sizeof(path), "%s/%s", tmp, mf.file[i].name);
 		if ((r = manifest_fetch_file(&mf, cs, mf.file[i].name, path)) < 0)
 			snprintf(err, err_len, "%s", cs->err);
+		snprintf(mf_names.name[mf_names.n++], sizeof(mf_names.name[0]), "%s",
+			 mf.file[i].name);
 	}
 	manifest_free(&mf);
 	if (r == 0)
 		r = snap_adopt(tmp, err, err_len);
 	if (r == 0)
 		r = snap_open(tmp, &m, err, err_len);
-	if (r == 0 && strcmp(m.name, name) != 0 && m.name[0] != '.') {
+	/* what this host's key now vouches for is only what meta.yaml lists, and all of it
+	 * checked: no host paths, exactly its files, its proxy files' digests */
+	if (r == 0)
+		r = snap_pull_check(&mf_names, tmp, &m, err, err_len);
+	if (r == 0 && strcmp(m.name, name) != 0) {
 		/* meta.yaml names the snapshot; a pull may give it another name here only by
-		 * sealing it again under that name */
+		 * sealing it again under that name (every file of it checked just above) */
 		snprintf(m.name, sizeof(m.name), "%s", name);
 		r = snap_seal(tmp, &m, err, err_len);
 	}
-	if (r == 0 && rename(tmp, dir) < 0) {
-		r = -errno;
+	if (r == 0 && renameat2(AT_FDCWD, tmp, AT_FDCWD, dir, RENAME_NOREPLACE) < 0) {
+		r = errno == EEXIST || errno == ENOTEMPTY ? -EEXIST : -errno;
 		snprintf(err, err_len, "%s: %s", dir, strerror(errno));
 	}
 	if (r < 0)

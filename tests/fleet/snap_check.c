@@ -101,6 +101,42 @@ static int host_a(char **argv)
 	check(r == 0, "a-pushed", "%d %s", r, err);
 	printf("pushed: %llu chunks (%llu bytes) up, zero chunks not stored\n",
 	       (unsigned long long)cs.put_chunks, (unsigned long long)cs.put_bytes);
+	/* manifests a pusher of this code would not make (as a hostile or older one could):
+	 * the same snapshot with an extra disk (a host path) sealed in, and with a file its
+	 * meta.yaml does not list; and names that are paths */
+	struct manifest mf;
+	const char *names[] = {"state.fdt", "memory", "root.layer", "meta.yaml"};
+
+	check(snap_push("../escaped", &cs, "x", 1, CHUNK_SIZE, err, sizeof(err)) == -EINVAL,
+	      "a-path-name-refused", "%s", err);
+	check(manifest_init(&mf, CHUNK_SIZE) == 0, "a-mf", "-");
+	mf.generation = 1;
+	for (size_t i = 0; i < 4; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		check(manifest_add_file(&mf, &cs, names[i], path) == 0, "a-mf-add", "%s", cs.err);
+	}
+	snprintf(path, sizeof(path), "%s/root.layer", dir);
+	check(manifest_add_file(&mf, &cs, "root.9.layer", path) == 0, "a-mf-extra", "%s", cs.err);
+	check(manifest_put(&mf, &cs, "snap-extra-file") == 0, "a-mf-put", "%s", cs.err);
+	manifest_free(&mf);
+	snprintf(m.disks[0], sizeof(m.disks[0]), "/etc/shadow");
+	m.ndisks = 1;
+	r = snap_seal(dir, &m, err, sizeof(err));
+	check(r == 0, "a-disk-sealed", "%s", err);
+	check(manifest_init(&mf, CHUNK_SIZE) == 0, "a-mf2", "-");
+	mf.generation = 1;
+	for (size_t i = 0; i < 4; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		check(manifest_add_file(&mf, &cs, names[i], path) == 0, "a-mf2-add", "%s", cs.err);
+	}
+	check(manifest_put(&mf, &cs, "snap-disk") == 0, "a-mf2-put", "%s", cs.err);
+	manifest_free(&mf);
+	r = snap_push("s1", &cs, "snap-disk-2", 1, CHUNK_SIZE, err, sizeof(err));
+	check(r == -EXDEV, "a-disk-push-refused", "%d %s", r, err);
+	m.ndisks = 0;
+	check(snap_seal(dir, &m, err, sizeof(err)) == 0, "a-resealed", "%s", err);
+	snprintf(path, sizeof(path), "%s/root.layer", dir);
+
 	/* a layer changed after the seal: not this host's snapshot any more, refused (what was
 	 * pushed kept aside for B's comparison) */
 	char cmd[9000];
@@ -161,6 +197,17 @@ static int host_b(char **argv, const char *a_home)
 	      "b-other-name", "%d %s", r, err);
 	r = snap_pull(&cs, "snap-s1", 2, "s4", err, sizeof(err));
 	check(r == -ESTALE, "b-older-generation-refused", "%d %s", r, err);
+	r = snap_pull(&cs, "snap-s1", 1, "../escaped", err, sizeof(err));
+	check(r == -EINVAL, "b-path-name-refused", "%d %s", r, err);
+	r = snap_pull(&cs, "snap-s1", 1, ".ready-busybox-x", err, sizeof(err));
+	check(r == -EINVAL, "b-hidden-name-refused", "%d %s", r, err);
+	r = snap_pull(&cs, "snap-disk", 1, "s5", err, sizeof(err));
+	check(r == -EXDEV, "b-extra-disk-refused", "%d %s", r, err);
+	r = snap_pull(&cs, "snap-extra-file", 1, "s6", err, sizeof(err));
+	check(r == -EBADMSG && strstr(err, "exactly"), "b-unlisted-file-refused", "%d %s", r, err);
+	snprintf(b, sizeof(b), "ls -a '%s/snapshots' | grep -q -e '^s5$' -e '^s6$' -e '^+pull-'",
+		 state_home());
+	check(system(b) != 0, "b-refusals-leave-nothing", "-");
 	/* a chunk of the memory corrupted in the store: refused, named, nothing left */
 	check(manifest_get(&mf, &cs, "snap-s1", 0) == 0, "b-manifest", "%s", cs.err);
 	const struct manifest_file *f = manifest_find(&mf, "memory");
