@@ -409,10 +409,43 @@ static int read_state(const char *dir, char **buf, size_t *len)
 	return read_file(path, STATE_MAX, buf, len);
 }
 
+/* meta.yaml and state.fdt of dir, as they are (malloc'd): what the MAC covers. */
+static int snap_read_signed(const char *dir, char **meta, size_t *meta_len, char **state,
+			    size_t *state_len, char *err, size_t err_len)
+{
+	char path[4200];
+	int r;
+
+	if ((r = path_fmt(path, sizeof(path), "%s/meta.yaml", dir)) < 0 ||
+	    (r = read_file(path, META_MAX, meta, meta_len)) < 0)
+		return snap_fail(err, err_len, r, "%s: %s", path,
+				 r == -ENOENT ? "no such snapshot (no meta.yaml)" : strerror(-r));
+	if ((r = read_state(dir, state, state_len)) < 0)
+		return snap_fail(err, err_len, r, "%s/state.fdt: %s", dir, strerror(-r));
+	return 0;
+}
+
+/* dir/mac: the HMAC under key of meta then state. */
+static int snap_write_mac(const uint8_t key[SNAP_KEY_LEN], const char *dir, const char *meta,
+			  size_t meta_len, const char *state, size_t state_len, char *err,
+			  size_t err_len)
+{
+	char path[4200], mac[SNAP_HEX_LEN + 2];
+	int r;
+
+	if ((r = snap_hmac(key, meta, meta_len, state, state_len, mac)) < 0)
+		return snap_fail(err, err_len, r, "computing the MAC failed");
+	strcat(mac, "\n");
+	if ((r = path_fmt(path, sizeof(path), "%s/mac", dir)) < 0 ||
+	    (r = write_file_atomic(path, mac, strlen(mac), 0600)) < 0)
+		return snap_fail(err, err_len, r, "writing %s: %s", path, strerror(-r));
+	return 0;
+}
+
 int snap_seal(const char *dir, struct snap_meta *m, char *err, size_t err_len)
 {
 	uint8_t key[SNAP_KEY_LEN];
-	char path[4200], mac[SNAP_HEX_LEN + 2], *meta = NULL, *state = NULL;
+	char path[4200], *meta = NULL, *state = NULL;
 	size_t state_len;
 	int n, r;
 
@@ -455,16 +488,12 @@ int snap_seal(const char *dir, struct snap_meta *m, char *err, size_t err_len)
 		r = snap_fail(err, err_len, n, "meta.yaml too large");
 		goto out;
 	}
-	if ((r = snap_hmac(key, meta, (size_t)n, state, state_len, mac)) < 0) {
-		snap_fail(err, err_len, r, "computing the MAC failed");
+	if ((r = path_fmt(path, sizeof(path), "%s/meta.yaml", dir)) < 0 ||
+	    (r = write_file_atomic(path, meta, (size_t)n, 0600)) < 0) {
+		snap_fail(err, err_len, r, "writing %s: %s", path, strerror(-r));
 		goto out;
 	}
-	strcat(mac, "\n");
-	if ((r = path_fmt(path, sizeof(path), "%s/meta.yaml", dir)) < 0 ||
-	    (r = write_file_atomic(path, meta, (size_t)n, 0600)) < 0 ||
-	    (r = path_fmt(path, sizeof(path), "%s/mac", dir)) < 0 ||
-	    (r = write_file_atomic(path, mac, strlen(mac), 0600)) < 0)
-		snap_fail(err, err_len, r, "writing %s: %s", path, strerror(-r));
+	r = snap_write_mac(key, dir, meta, (size_t)n, state, state_len, err, err_len);
 out:
 	OPENSSL_cleanse(key, sizeof(key));
 	free(meta);
@@ -475,31 +504,15 @@ out:
 int snap_adopt(const char *dir, char *err, size_t err_len)
 {
 	uint8_t key[SNAP_KEY_LEN];
-	char path[4200], mac[SNAP_HEX_LEN + 2], *meta = NULL, *state = NULL;
+	char *meta = NULL, *state = NULL;
 	size_t meta_len, state_len;
 	int r;
 
 	if ((r = snap_key(key)) < 0)
 		return snap_fail(err, err_len, r, "the snapshot key %s/snapshot.key: %s",
 				 state_home(), strerror(-r));
-	if ((r = path_fmt(path, sizeof(path), "%s/meta.yaml", dir)) < 0 ||
-	    (r = read_file(path, META_MAX, &meta, &meta_len)) < 0) {
-		snap_fail(err, err_len, r, "%s: %s", path, strerror(-r));
-		goto out;
-	}
-	if ((r = read_state(dir, &state, &state_len)) < 0) {
-		snap_fail(err, err_len, r, "%s/state.fdt: %s", dir, strerror(-r));
-		goto out;
-	}
-	if ((r = snap_hmac(key, meta, meta_len, state, state_len, mac)) < 0) {
-		snap_fail(err, err_len, r, "computing the MAC failed");
-		goto out;
-	}
-	strcat(mac, "\n");
-	if ((r = path_fmt(path, sizeof(path), "%s/mac", dir)) < 0 ||
-	    (r = write_file_atomic(path, mac, strlen(mac), 0600)) < 0)
-		snap_fail(err, err_len, r, "writing %s: %s", path, strerror(-r));
-out:
+	if ((r = snap_read_signed(dir, &meta, &meta_len, &state, &state_len, err, err_len)) == 0)
+		r = snap_write_mac(key, dir, meta, meta_len, state, state_len, err, err_len);
 	OPENSSL_cleanse(key, sizeof(key));
 	free(meta);
 	free(state);
@@ -518,16 +531,8 @@ int snap_open(const char *dir, struct snap_meta *m, char *err, size_t err_len)
 	if ((r = snap_key(key)) < 0)
 		return snap_fail(err, err_len, r, "the snapshot key %s/snapshot.key: %s",
 				 state_home(), strerror(-r));
-	if ((r = path_fmt(path, sizeof(path), "%s/meta.yaml", dir)) < 0 ||
-	    (r = read_file(path, META_MAX, &meta, &meta_len)) < 0) {
-		snap_fail(err, err_len, r, "%s: %s", path,
-			  r == -ENOENT ? "no such snapshot (no meta.yaml)" : strerror(-r));
+	if ((r = snap_read_signed(dir, &meta, &meta_len, &state, &state_len, err, err_len)) < 0)
 		goto out;
-	}
-	if ((r = read_state(dir, &state, &state_len)) < 0) {
-		snap_fail(err, err_len, r, "%s/state.fdt: %s", dir, strerror(-r));
-		goto out;
-	}
 	if ((r = path_fmt(path, sizeof(path), "%s/mac", dir)) < 0 ||
 	    (r = read_file(path, 128, &mac, &mac_len)) < 0) {
 		snap_fail(err, err_len, r, "%s: %s", path, strerror(-r));
