@@ -107,7 +107,7 @@ static natsStatus fleet_stream(struct fleet *f, jsErrCode *jerr)
  * answer a read with a value older than a create that already succeeded: ownership decided on
  * such a read runs a box twice), then bound by js_KeyValue, which reads that setting.
  */
-static natsStatus fleet_bucket(struct fleet *f, const char *name, int64_t ttl_ms, void **kv)
+natsStatus fleet_bucket(struct fleet *f, const char *name, int64_t ttl_ms, void **kv)
 {
 	char stream[80], subject[96];
 	const char *subjects[1] = {subject};

@@ -195,9 +195,14 @@ void box_store(const struct box *b)
 		sd_log("box %s: cannot save its record", b->id);
 }
 
+void (*box_forget_hook)(const struct box *b);
+
 void box_forget(struct box *b)
 {
 	char path[4300];
+
+	if (box_forget_hook)
+		box_forget_hook(b);
 
 	snprintf(path, sizeof(path), "%s/boxes/%s.json", sd_dir(), b->id);
 	(void)unlink(path);

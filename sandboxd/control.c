@@ -108,6 +108,8 @@ void create_timed_out(struct sd_req *q, struct box *b)
 			"poll its status");
 }
 
+const struct fleet_hooks *fleet_hooks;
+
 static void box_create(struct sd_req *q, json_t *o)
 {
 	const char *name = json_string_value(json_object_get(o, "name"));
@@ -162,6 +164,10 @@ static void box_create(struct sd_req *q, json_t *o)
 			return;
 		}
 	}
+	if (q->fleet_box_id[0] && box_by_id(q->fleet_box_id)) { /* taken again: made already */
+		reply_box(q, box_by_id(q->fleet_box_id), 200);
+		return;
+	}
 	if (name && box_find(q->workspace, name)) {
 		req_reply_error(q, 409, "Conflict", "a sandbox named '%s' exists", name);
 		return;
@@ -184,6 +190,8 @@ static void box_create(struct sd_req *q, json_t *o)
 		req_reply_error(q, 503, "Unschedulable", "this host holds no more sandboxes");
 		return;
 	}
+	if (q->fleet_box_id[0]) /* the fleet's id: placed, owned and named under it */
+		snprintf(b->id, sizeof(b->id), "%s", q->fleet_box_id);
 	b->vcpus = (unsigned)vcpus;
 	b->mem_bytes = (uint64_t)mem;
 	b->fs_capacity_bytes = (uint64_t)fs;
@@ -371,7 +379,11 @@ void control_handle(struct sd_req *q, struct box *unused)
 	}
 	switch (q->rt.kind) {
 	case R_BOXES:
-		if (q->method == M_POST)
+		if (fleet_hooks && !q->on_reply && q->method == M_POST)
+			fleet_hooks->create(q, o);
+		else if (fleet_hooks && !q->on_reply)
+			fleet_hooks->list(q);
+		else if (q->method == M_POST)
 			box_create(q, o);
 		else
 			box_list(q);
@@ -391,6 +403,10 @@ void control_handle(struct sd_req *q, struct box *unused)
 	default: {
 		struct box *b = box_find(q->workspace, q->rt.arg);
 
+		if (!b && fleet_hooks && !q->on_reply) {
+			fleet_hooks->forward(q); /* another host's, or no one's */
+			break;
+		}
 		if (!b) {
 			not_found(q, "Sandbox", q->rt.arg);
 			break;

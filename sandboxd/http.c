@@ -105,6 +105,8 @@ const struct sd_key *auth_check(struct lws *wsi, const char *peer, int *status)
 
 int req_header(struct sd_req *q, const char *name_colon, char *out, size_t len)
 {
+	if (!q->wsi) /* a call from another host carries no headers */
+		return -1;
 	static const struct {
 		const char *name;
 		enum lws_token_indexes tok;
@@ -133,6 +135,15 @@ int req_query(struct sd_req *q, const char *name, char *out, size_t len)
 	char frag[8192];
 	size_t nl = strlen(name);
 
+	for (unsigned i = 0; i < q->nvquery; i++)
+		if (strncmp(q->vquery[i], name, nl) == 0 && q->vquery[i][nl] == '=') {
+			if (strlen(q->vquery[i] + nl + 1) >= len)
+				return -E2BIG;
+			strcpy(out, q->vquery[i] + nl + 1);
+			return 0;
+		}
+	if (!q->wsi)
+		return -ENOENT;
 	for (int i = 0; i < 64; i++) {
 		int n = lws_hdr_copy_fragment(q->wsi, frag, sizeof(frag), WSI_TOKEN_HTTP_URI_ARGS,
 					      i);
@@ -172,6 +183,10 @@ void req_reply_raw(struct sd_req *q, int status, const char *ctype, char *data, 
 	q->resp_off = 0;
 	metrics_request(q->rt.kind, status, sd_now_ms() - q->start_ms);
 	access_log(q);
+	if (q->on_reply) {
+		q->on_reply(q); /* sent back to the calling host (q may be freed) */
+		return;
+	}
 	if (!q->dispatching) /* else written when its dispatch returns (http_dispatch) */
 		lws_callback_on_writable(q->wsi);
 }
@@ -276,6 +291,7 @@ static void req_reset(struct sd_req *q)
 	}
 	free(q->body);
 	free(q->resp);
+	free(q->path);
 	struct lws *wsi = q->wsi;
 
 	memset(q, 0, sizeof(*q));
@@ -354,6 +370,7 @@ static int req_begin(struct sd_req *q, const char *uri, bool operator_listener)
 		return -1;
 	}
 	strcpy(path, uri);
+	q->path = strdup(uri);
 	route_parse(q->method, path, operator_listener, &q->rt);
 	if (q->rt.kind == R_NONE) {
 		req_reply_error(q, 404, "NotFound", "no such route");

@@ -188,6 +188,43 @@ int keys_create(const char *workspace, char text[SD_KEY_TEXT_LEN + 1], char id[S
 	return 0;
 }
 
+int keys_mirror(const char *id, const char *text)
+{
+	struct sd_key k;
+	char path[4200], *old = NULL;
+	size_t len;
+
+	if (strlen(id) != SD_KEY_ID_LEN || !is_hex(id, SD_KEY_ID_LEN) || key_parse(id, text, &k) < 0)
+		return -EBADMSG;
+	snprintf(path, sizeof(path), "%s/keys/%s", sd_dir(), id);
+	if (read_file(path, 4096, &old, &len) == 0) {
+		struct sd_key was;
+		bool same = key_parse(id, old, &was) == 0 && was.revoked == k.revoked &&
+			    memcmp(was.hash, k.hash, 32) == 0 &&
+			    strcmp(was.workspace, k.workspace) == 0;
+
+		free(old);
+		/* a key revoked here stays revoked, whatever a record says */
+		if (same || was.revoked)
+			return 0;
+	}
+	return key_write(&k);
+}
+
+int keys_text(const char *id, char *out, size_t len)
+{
+	for (unsigned i = 0; i < nkeys; i++)
+		if (strcmp(keys[i].id, id) == 0) {
+			char h[65];
+
+			hex(keys[i].hash, 32, h);
+			snprintf(out, len, "workspace %s\nhash %s\ncreated %" PRIu64 "\nrevoked %d\n",
+				 keys[i].workspace, h, keys[i].created, keys[i].revoked);
+			return 0;
+		}
+	return -ENOENT;
+}
+
 int keys_revoke(const char *id)
 {
 	for (unsigned i = 0; i < nkeys; i++)

@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fleetd.h"
 #include "sandboxd.h"
 
 struct sd_config sd_conf = {
@@ -51,7 +52,10 @@ static int usage(void)
 		"usage: sandboxd serve [--listen HOST:PORT] [--insecure-http] [--public-url URL]\n"
 		"                      [--operator HOST:PORT] [--tls-cert F --tls-key F]\n"
 		"                      [--default-image NAME]\n"
-		"       sandboxd keys create WORKSPACE | keys list | keys revoke ID\n"
+		"                      [--fleet nats://H:P[,...] --host-id ID [--fleet-pool NAME]\n"
+		"                       [--slots N] [--fleet-replicas N] [--advertise HOST:PORT]]\n"
+		"       sandboxd keys create WORKSPACE | keys list | keys revoke ID  [--fleet "
+		"URLS]\n"
 		"       sandboxd secrets set WORKSPACE NAME   (value on stdin)\n"
 		"       sandboxd quota set WORKSPACE [sandboxes=N] [vcpus=N] [memory_mib=N]\n"
 		"                                    [disk_gib=N] [snapshots=N]\n");
@@ -106,6 +110,8 @@ static void tick(lws_sorted_usec_list_t *sul)
 	if (keys_changed() && keys_load() == 0)
 		ws_close_revoked();
 	idle_tick(now);
+	if (fleetd_on)
+		fleetd_tick();
 }
 
 static int serve(int argc, char **argv)
@@ -121,15 +127,25 @@ static int serve(int argc, char **argv)
 		{"registry-allow-loopback", no_argument, NULL, 'L'},
 		{"registry-stall", required_argument, NULL, 'S'},
 		{"pool", required_argument, NULL, 'P'},
+		{"fleet", required_argument, NULL, 'F'},
+		{"host-id", required_argument, NULL, 'F'},
+		{"fleet-pool", required_argument, NULL, 'F'},
+		{"slots", required_argument, NULL, 'F'},
+		{"fleet-replicas", required_argument, NULL, 'F'},
+		{"advertise", required_argument, NULL, 'F'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *listen = "127.0.0.1:8380", *op = "127.0.0.1:8381", *cert = NULL, *key = NULL;
 	bool insecure = false;
-	int c;
+	int c, optidx;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "", opts, &optidx)) != -1) {
 		switch (c) {
+		case 'F':
+			if (fleetd_option(opts[optidx].name, optarg) != 1)
+				return 2;
+			break;
 		case 'l':
 			listen = optarg;
 			break;
@@ -204,6 +220,8 @@ static int serve(int argc, char **argv)
 			host);
 		return 2;
 	}
+	if (fleetd_check(listen) < 0)
+		return 2;
 	if (!sd_conf.public_url[0])
 		snprintf(sd_conf.public_url, sizeof(sd_conf.public_url), "%s://%s",
 			 cert ? "https" : "http", listen);
@@ -276,6 +294,10 @@ static int serve(int argc, char **argv)
 		fprintf(stderr, "sandboxd: cannot start workers: %s\n", strerror(-err));
 		return 1;
 	}
+	if (fleetd_on && (err = fleetd_start()) < 0) {
+		fprintf(stderr, "sandboxd: cannot join the fleet: %s\n", strerror(-err));
+		return 1;
+	}
 	adopt_boxes();
 	pools_clean();
 	pools_start();
@@ -295,6 +317,8 @@ static int serve(int argc, char **argv)
 	ws_close_all(LWS_CLOSE_STATUS_GOINGAWAY);
 	for (uint64_t end = sd_now_ms() + 1000; sd_now_ms() < end && ws_attached_count();)
 		lws_service(ctx, 0);
+	if (fleetd_on)
+		fleetd_stop();
 	lws_context_destroy(ctx);
 	usage_flush();
 	return 0;
@@ -306,10 +330,31 @@ static void key_line(const struct sd_key *k, void *arg)
 	       k->revoked ? " revoked" : "");
 }
 
+/* The key's record into the fleet's keys bucket too (--fleet URLS last on the line). */
+static int key_to_fleet(const char *servers, const char *id)
+{
+	char text[256];
+
+	if (!servers)
+		return 0;
+	if (keys_load() < 0 || keys_text(id, text, sizeof(text)) < 0 ||
+	    fleetd_key_publish(servers, id, text) < 0) {
+		fprintf(stderr, "sandboxd: key %s is made here but not in the fleet: run again\n",
+			id);
+		return 1;
+	}
+	return 0;
+}
+
 static int keys_cmd(int argc, char **argv)
 {
+	const char *fleet = NULL;
 	int err;
 
+	if (argc >= 4 && strcmp(argv[argc - 2], "--fleet") == 0) {
+		fleet = argv[argc - 1];
+		argc -= 2;
+	}
 	if (argc < 2)
 		return usage();
 	if ((err = sd_dir_init()) < 0 || (err = keys_load()) < 0) {
@@ -327,6 +372,8 @@ static int keys_cmd(int argc, char **argv)
 			fprintf(stderr, "sandboxd: cannot make a key: %s\n", strerror(-err));
 			return 1;
 		}
+		if (key_to_fleet(fleet, id) != 0)
+			return 1;
 		printf("key=%s id=%s\n", text, id);
 		return 0;
 	}
@@ -340,7 +387,7 @@ static int keys_cmd(int argc, char **argv)
 				err == -ENOENT ? "no such key" : strerror(-err));
 			return 1;
 		}
-		return 0;
+		return key_to_fleet(fleet, argv[2]);
 	}
 	return usage();
 }

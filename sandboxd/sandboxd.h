@@ -83,6 +83,11 @@ int keys_load(void) __must_check;
 int keys_create(const char *workspace, char text[SD_KEY_TEXT_LEN + 1],
 		char id[SD_KEY_ID_LEN + 1]) __must_check;
 int keys_revoke(const char *id) __must_check;
+/* A key's record from the fleet (fleetd.c) as key file `id`, unless it says the same or the
+ * file says revoked: 0, or -EBADMSG for text that is not a key's record. */
+int keys_mirror(const char *id, const char *text) __must_check;
+/* Key `id`'s record, as its file holds it (for the fleet's keys bucket): 0 or -ENOENT. */
+int keys_text(const char *id, char *out, size_t len) __must_check;
 /* The live key `text` names (its secret checked in constant time), else NULL. */
 const struct sd_key *keys_check(const char *text);
 /* True once each time the keys' directory changed since the last call (the tick reloads). */
@@ -145,6 +150,8 @@ int box_save(const struct box *b) __must_check;
 void box_store(const struct box *b);
 /* Remove its record and free it. */
 void box_forget(struct box *b);
+/* Called by box_forget first (a fleet's records of the box go too: fleetd.c). */
+extern void (*box_forget_hook)(const struct box *b);
 /* By name or id, in `workspace` only. */
 struct box *box_find(const char *workspace, const char *ref);
 struct box *box_by_id(const char *id);
@@ -272,6 +279,15 @@ struct sd_req {
 	} extra[REQ_EXTRA_HEADERS];
 	unsigned nextra;
 	struct sd_pending *pending; /* parked on a job */
+	char *path;		    /* the path, percent-decoded (malloc'd) */
+	/* A request made with no connection (another host's call, fleet_rpc.c): wsi NULL, no
+	 * headers, its query's arguments as "name=value" in vquery; its reply goes to
+	 * on_reply (which frees it) instead. */
+	void (*on_reply)(struct sd_req *q);
+	void *owner;
+	char **vquery;
+	unsigned nvquery;
+	char fleet_box_id[SD_ID_LEN + 1]; /* a create taken from the fleet's queue: its id */
 	char link_path[4097];	    /* a download link's path */
 	unsigned svc_port;	    /* a service URL's guest port */
 };
@@ -452,6 +468,14 @@ void usage_tick(uint64_t elapsed_ms);
 void usage_handle(struct sd_req *q);
 /* control.c */
 bool valid_box_name(const char *s);
+/* In a fleet (fleetd.c sets them): creates, lists and calls for boxes of other hosts go
+ * there. A request made from another host's call is never sent on again. */
+struct fleet_hooks {
+	void (*create)(struct sd_req *q, json_t *body);
+	void (*list)(struct sd_req *q);
+	void (*forward)(struct sd_req *q);
+};
+extern const struct fleet_hooks *fleet_hooks;
 void create_timed_out(struct sd_req *q, struct box *b);
 /* proxy_config.c: the API's proxy_config, checked (a 422 answered: -EINVAL) and as the
  * proxy's policy words. */
@@ -528,8 +552,13 @@ struct sd_job {
 	void (*done)(struct sd_job *j);
 	struct sd_job *next;
 };
-enum work_class { WORK_LIFECYCLE, WORK_IO };
+/* WORK_FLEET: calls to other hosts over NATS (fleet_rpc.c), which wait on their answer. */
+enum work_class { WORK_LIFECYCLE, WORK_IO, WORK_FLEET, WORK_CLASSES };
 int work_start(unsigned nlifecycle, unsigned nio, struct lws_context *ctx) __must_check;
+/* n more threads for class c (after work_start). */
+int work_add_threads(enum work_class c, unsigned n) __must_check;
+/* From any thread: j's done runs on the loop (j->run is not called). */
+void work_post(struct sd_job *j);
 /* Queue `j` (a lifecycle job); its done runs on the loop later. */
 void work_queue(struct sd_job *j);
 /* Queue an I/O job (files, pulls, service requests, agent connects): threads of their own. */

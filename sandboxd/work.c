@@ -19,8 +19,9 @@ static pthread_mutex_t q_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Two queues with threads of their own: lifecycle jobs (which take turns on lifecycle_lock)
  * and I/O jobs (files, pulls, service requests, agent connects), so that neither kind can
  * hold every thread the other needs. */
-static pthread_cond_t q_cond[2] = {PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER};
-static struct sd_job *todo_head[2], *todo_tail[2], *done_head, *done_tail;
+static pthread_cond_t q_cond[WORK_CLASSES] = {PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
+					       PTHREAD_COND_INITIALIZER};
+static struct sd_job *todo_head[WORK_CLASSES], *todo_tail[WORK_CLASSES], *done_head, *done_tail;
 static struct lws_context *loop_ctx;
 
 static void push(struct sd_job **head, struct sd_job **tail, struct sd_job *j)
@@ -58,21 +59,26 @@ static void *worker(void *arg)
 
 int work_start(unsigned nlifecycle, unsigned nio, struct lws_context *ctx)
 {
+	loop_ctx = ctx;
+	int err = work_add_threads(WORK_LIFECYCLE, nlifecycle);
+
+	return err < 0 ? err : work_add_threads(WORK_IO, nio);
+}
+
+int work_add_threads(enum work_class c, unsigned n)
+{
 	sigset_t all, old;
 
-	loop_ctx = ctx;
 	/* Workers take no signal: SIGTERM and SIGINT are the loop's (main.c). */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
-	for (unsigned i = 0; i < nlifecycle + nio; i++) {
+	for (unsigned i = 0; i < n; i++) {
 		pthread_t t;
 		pthread_attr_t a;
 
 		pthread_attr_init(&a);
 		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-		int err = pthread_create(
-			&t, &a, worker,
-			(void *)(intptr_t)(i < nlifecycle ? WORK_LIFECYCLE : WORK_IO));
+		int err = pthread_create(&t, &a, worker, (void *)(intptr_t)c);
 
 		pthread_attr_destroy(&a);
 		if (err) {
@@ -100,6 +106,14 @@ void work_queue(struct sd_job *j)
 void work_queue_io(struct sd_job *j)
 {
 	work_queue_class(j, WORK_IO);
+}
+
+void work_post(struct sd_job *j)
+{
+	pthread_mutex_lock(&q_lock);
+	push(&done_head, &done_tail, j);
+	pthread_mutex_unlock(&q_lock);
+	lws_cancel_service(loop_ctx);
 }
 
 void work_reap(void)

@@ -1,0 +1,492 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * sandboxd in a fleet (fleetd.h): the options, the start, the host's loop that takes creates
+ * from the pool's queue while this host has room, and the copies every host keeps of the
+ * owners bucket (box id -> host) and the hosts bucket (host -> address, by its beats), read
+ * by the loop and the front thread without a round trip. API keys: the keys bucket mirrored
+ * into the key files (keys.c reloads them within a tick).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <openssl/sha.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nats/nats.h>
+
+#include "fleetd.h"
+
+#define HOSTS_MAX     256
+#define OWNERS_SLOTS  65536 /* the owners copy: open hashing, ids of every box of the fleet */
+#define BEAT_MS	      1000
+#define TAKE_WAIT_MS  500
+#define FLEET_WAIT_MS 30000 /* at start: for the cluster to elect its leaders */
+
+bool fleetd_on;
+struct fleet fleetd;
+
+static struct fleet_conf conf = {.pool = "default", .replicas = 1};
+static char servers_text[1024];
+static unsigned slots = 4;
+static char advertise[FLEETD_ADDR_MAX];
+static struct fleet_kv keys_kv;
+static struct fleet_watch *w_owners, *w_hosts, *w_keys;
+static pthread_t host_thread;
+static bool host_started;
+static atomic_bool stopping;
+static atomic_uint used, inflight; /* boxes running here; requests taken, not yet boxes */
+struct fleet_kv fleetd_names;
+
+/* ---- options ---- */
+
+static int split_servers(void)
+{
+	char *save = NULL;
+
+	conf.nservers = 0;
+	for (char *s = strtok_r(servers_text, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
+		if (conf.nservers == FLEET_SERVERS_MAX || strncmp(s, "nats://", 7) != 0)
+			return -1;
+		conf.servers[conf.nservers++] = s;
+	}
+	return conf.nservers ? 0 : -1;
+}
+
+int fleetd_option(const char *name, const char *val)
+{
+	uint64_t v;
+
+	if (strcmp(name, "fleet") == 0) {
+		snprintf(servers_text, sizeof(servers_text), "%s", val);
+		if (strlen(val) >= sizeof(servers_text) || split_servers() < 0) {
+			fprintf(stderr,
+				"sandboxd: --fleet takes nats://HOST:PORT[,nats://...] (at "
+				"most %d)\n",
+				FLEET_SERVERS_MAX);
+			return -1;
+		}
+		fleetd_on = true;
+		return 1;
+	}
+	if (strcmp(name, "host-id") == 0 || strcmp(name, "fleet-pool") == 0) {
+		if (!fleet_id_ok(val)) {
+			fprintf(stderr, "sandboxd: --%s takes 1 to %d of [A-Za-z0-9_-]\n", name,
+				FLEET_ID_MAX);
+			return -1;
+		}
+		snprintf(name[0] == 'h' ? conf.host : conf.pool, FLEET_ID_MAX + 1, "%s", val);
+		return 1;
+	}
+	if (strcmp(name, "slots") == 0 || strcmp(name, "fleet-replicas") == 0) {
+		bool s = name[0] == 's';
+
+		if (!parse_u64(val, 1, s ? SD_BOXES_MAX : 5, &v)) {
+			fprintf(stderr, "sandboxd: --%s takes 1 to %d\n", name,
+				s ? SD_BOXES_MAX : 5);
+			return -1;
+		}
+		if (s)
+			slots = (unsigned)v;
+		else
+			conf.replicas = (int)v;
+		return 1;
+	}
+	if (strcmp(name, "advertise") == 0) {
+		const char *colon = strrchr(val, ':');
+
+		if (!colon || colon == val || strlen(val) >= sizeof(advertise) ||
+		    !parse_u64(colon + 1, 1, 65535, &v)) {
+			fprintf(stderr, "sandboxd: --advertise takes HOST:PORT\n");
+			return -1;
+		}
+		snprintf(advertise, sizeof(advertise), "%s", val);
+		return 1;
+	}
+	return 0;
+}
+
+int fleetd_check(const char *listen)
+{
+	if (!fleetd_on)
+		return 0;
+	if (!conf.host[0]) {
+		fprintf(stderr, "sandboxd: --fleet needs --host-id\n");
+		return -1;
+	}
+	if (!advertise[0]) {
+		if (strncmp(listen, "0.0.0.0:", 8) == 0) {
+			fprintf(stderr,
+				"sandboxd: --listen %s: give --advertise HOST:PORT, the "
+				"address other hosts reach this one at\n",
+				listen);
+			return -1;
+		}
+		snprintf(advertise, sizeof(advertise), "%s", listen);
+	}
+	return 0;
+}
+
+bool fleetd_self(const char *host)
+{
+	return strcmp(host, conf.host) == 0;
+}
+
+/* ---- the owners' copy ---- */
+
+struct owner_slot {
+	char id[SD_ID_LEN + 1]; /* "" free; "-" a tombstone */
+	char host[FLEET_ID_MAX + 1];
+};
+static struct owner_slot *owners;
+static unsigned owners_used; /* live and tombstones */
+static pthread_mutex_t map_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static unsigned owner_hash(const char *id)
+{
+	unsigned h = 2166136261u;
+
+	for (; *id; id++)
+		h = (h ^ (unsigned char)*id) * 16777619u;
+	return h % OWNERS_SLOTS;
+}
+
+/* The slot of id, or the first free one on its chain (NULL: full). Under map_lock. */
+static struct owner_slot *owner_slot(const char *id, bool for_insert)
+{
+	unsigned h = owner_hash(id);
+	struct owner_slot *tomb = NULL;
+
+	for (unsigned i = 0; i < OWNERS_SLOTS; i++) {
+		struct owner_slot *s = &owners[(h + i) % OWNERS_SLOTS];
+
+		if (strcmp(s->id, id) == 0)
+			return s;
+		if (s->id[0] == '-' && !tomb)
+			tomb = s;
+		if (!s->id[0])
+			return for_insert ? (tomb ? tomb : s) : NULL;
+	}
+	return for_insert ? tomb : NULL;
+}
+
+static void on_owner(void *arg, const char *key, const char *val, size_t len)
+{
+	(void)arg;
+	if (!key || strncmp(key, "box.", 4) != 0 || strlen(key + 4) != SD_ID_LEN)
+		return;
+	const char *id = key + 4;
+	char host[FLEET_ID_MAX + 1] = "";
+	const char *colon = val ? memchr(val, ':', len) : NULL;
+
+	if (colon && (size_t)(colon - val) <= FLEET_ID_MAX) {
+		memcpy(host, val, (size_t)(colon - val));
+		host[colon - val] = 0;
+	}
+	pthread_mutex_lock(&map_lock);
+	struct owner_slot *s = owner_slot(id, false);
+
+	if (!fleet_id_ok(host) || strcmp(host, FLEET_UNSCHEDULABLE) == 0) {
+		if (s)
+			strcpy(s->id, "-");
+	} else {
+		if (!s && owners_used < OWNERS_SLOTS * 3 / 4 && (s = owner_slot(id, true))) {
+			if (!s->id[0])
+				owners_used++;
+			snprintf(s->id, sizeof(s->id), "%s", id);
+		}
+		if (s)
+			snprintf(s->host, sizeof(s->host), "%s", host);
+		else
+			sd_log("fleet: the owners' copy is full: box %s is looked up in NATS", id);
+	}
+	pthread_mutex_unlock(&map_lock);
+}
+
+int fleetd_owner_of(const char *id, char host[FLEET_ID_MAX + 1], bool ask)
+{
+	int err = -ENOENT;
+
+	pthread_mutex_lock(&map_lock);
+	struct owner_slot *s = owners ? owner_slot(id, false) : NULL;
+
+	if (s) {
+		snprintf(host, FLEET_ID_MAX + 1, "%s", s->host);
+		err = 0;
+	}
+	pthread_mutex_unlock(&map_lock);
+	if (err == 0 || !ask || !fleet_id_ok(id))
+		return err;
+	/* not (yet) in the copy: the bucket's leader knows (a create a moment old) */
+	uint64_t rev;
+
+	err = fleet_owner(&fleetd, id, host, &rev);
+	return err == 0 && strcmp(host, FLEET_UNSCHEDULABLE) == 0 ? -ENOENT : err;
+}
+
+/* ---- the hosts' copy: a host is live while its beats come ---- */
+
+struct host_rec {
+	char id[FLEET_ID_MAX + 1];
+	char addr[FLEETD_ADDR_MAX];
+	uint64_t seen_ms;
+};
+static struct host_rec hosts[HOSTS_MAX];
+static unsigned nhosts;
+
+static void on_host(void *arg, const char *key, const char *val, size_t len)
+{
+	char text[FLEET_VAL_MAX + 1], addr[FLEETD_ADDR_MAX] = "";
+
+	(void)arg;
+	if (!key || !val || !fleet_id_ok(key) || len > FLEET_VAL_MAX)
+		return;
+	memcpy(text, val, len);
+	text[len] = 0;
+	const char *a = strstr(text, "addr=");
+
+	if (!a || sscanf(a + 5, "%63[^ ]", addr) != 1)
+		return;
+	pthread_mutex_lock(&map_lock);
+	unsigned i = 0;
+
+	while (i < nhosts && strcmp(hosts[i].id, key) != 0)
+		i++;
+	if (i == nhosts && nhosts < HOSTS_MAX)
+		snprintf(hosts[nhosts++].id, sizeof(hosts[0].id), "%s", key);
+	if (i < nhosts) {
+		snprintf(hosts[i].addr, sizeof(hosts[i].addr), "%s", addr);
+		hosts[i].seen_ms = sd_now_ms();
+	}
+	pthread_mutex_unlock(&map_lock);
+}
+
+static bool host_live(const struct host_rec *h, uint64_t now)
+{
+	return h->seen_ms && now - h->seen_ms < fleetd.conf.liveness_ttl_ms;
+}
+
+int fleetd_host_addr(const char *host, char addr[FLEETD_ADDR_MAX])
+{
+	int err = -ENOENT;
+	uint64_t now = sd_now_ms();
+
+	pthread_mutex_lock(&map_lock);
+	for (unsigned i = 0; i < nhosts; i++)
+		if (strcmp(hosts[i].id, host) == 0 && host_live(&hosts[i], now)) {
+			snprintf(addr, FLEETD_ADDR_MAX, "%s", hosts[i].addr);
+			err = 0;
+		}
+	pthread_mutex_unlock(&map_lock);
+	return err;
+}
+
+unsigned fleetd_hosts(char (*out)[FLEET_ID_MAX + 1], unsigned max)
+{
+	unsigned n = 0;
+	uint64_t now = sd_now_ms();
+
+	pthread_mutex_lock(&map_lock);
+	for (unsigned i = 0; i < nhosts && n < max; i++)
+		if (host_live(&hosts[i], now))
+			memcpy(out[n++], hosts[i].id, FLEET_ID_MAX + 1);
+	pthread_mutex_unlock(&map_lock);
+	return n;
+}
+
+/* ---- keys: the bucket's records as this host's key files ---- */
+
+static void on_key(void *arg, const char *key, const char *val, size_t len)
+{
+	char text[FLEET_VAL_MAX + 1];
+
+	(void)arg;
+	if (!key || !val || strncmp(key, "k.", 2) != 0 || len > FLEET_VAL_MAX)
+		return;
+	memcpy(text, val, len);
+	text[len] = 0;
+	if (keys_mirror(key + 2, text) < 0)
+		sd_log("fleet: key record %.40s is not a key: ignored", key);
+}
+
+/* ---- names ---- */
+
+void fleetd_name_key(const char *workspace, const char *name, char key[80])
+{
+	uint8_t h[SHA256_DIGEST_LENGTH];
+	char both[SD_WORKSPACE_MAX + 1 + SD_NAME_MAX + 1];
+	size_t wl = strnlen(workspace, SD_WORKSPACE_MAX), nl = strnlen(name, SD_NAME_MAX);
+
+	/* the workspace's NUL between them: no two pairs alike */
+	memcpy(both, workspace, wl);
+	both[wl] = 0;
+	memcpy(both + wl + 1, name, nl);
+	SHA256((const uint8_t *)both, wl + 1 + nl, h);
+	strcpy(key, "n.");
+	for (int i = 0; i < 20; i++)
+		snprintf(key + 2 + 2 * i, 3, "%02x", h[i]);
+}
+
+/* ---- the host's loop ---- */
+
+struct take_job {
+	struct sd_job job;
+	struct fleet_req r;
+};
+
+/* On the loop: a request this host took becomes a box (a create as the API would make it,
+ * its answer kept for the host that placed it). */
+static void take_done(struct sd_job *j)
+{
+	struct take_job *t = (struct take_job *)j;
+
+	fleet_rpc_take(t->r.id, t->r.data, t->r.len, t->r.again);
+	atomic_fetch_sub(&inflight, 1);
+	fleetd_tick();
+	free(t->r.data);
+	free(t);
+}
+
+static void *host_loop(void *arg)
+{
+	uint64_t last_beat = 0, last_err = 0;
+	char info[160];
+
+	(void)arg;
+	while (!atomic_load(&stopping)) {
+		uint64_t now = sd_now_ms();
+
+		if (now - last_beat >= BEAT_MS) {
+			snprintf(info, sizeof(info), "addr=%s slots=%u used=%u", advertise, slots,
+				 atomic_load(&used));
+			if (fleet_beat(&fleetd, info) < 0 && now - last_err > 10000) {
+				sd_log("%s", fleetd.err);
+				last_err = now;
+			}
+			last_beat = now;
+		}
+		if (atomic_load(&used) + atomic_load(&inflight) >= slots) {
+			fleet_shed(&fleetd);
+			nats_Sleep(100);
+			continue;
+		}
+		struct take_job *t = calloc(1, sizeof(*t));
+
+		if (!t) {
+			nats_Sleep(100);
+			continue;
+		}
+		int n = fleet_take(&fleetd, TAKE_WAIT_MS, &t->r);
+
+		if (n == 1) {
+			atomic_fetch_add(&inflight, 1);
+			t->job.done = take_done;
+			work_post(&t->job);
+			continue;
+		}
+		free(t);
+		if (n < 0) {
+			if (now - last_err > 10000) {
+				sd_log("fleet: taking creates: %s", fleetd.err);
+				last_err = now;
+			}
+			nats_Sleep(200);
+		}
+	}
+	return NULL;
+}
+
+void fleetd_tick(void)
+{
+	unsigned n = 0;
+
+	for (struct box *b = box_first(); b; b = b->next)
+		if (b->status != BOX_STOPPED && b->status != BOX_DELETING)
+			n++;
+	atomic_store(&used, n);
+}
+
+int fleetd_start(void)
+{
+	int err;
+
+	conf.ack_wait_ms = 5000;
+	conf.liveness_ttl_ms = 5000;
+	owners = calloc(OWNERS_SLOTS, sizeof(*owners));
+	if (!owners)
+		return -ENOMEM;
+	if ((err = fleet_open(&fleetd, &conf, FLEET_WAIT_MS)) < 0 ||
+	    (err = fleet_kv_open(&fleetd, "sandbox_names", &fleetd_names)) < 0 ||
+	    (err = fleet_kv_open(&fleetd, "sandbox_keys", &keys_kv)) < 0) {
+		sd_log("%s", fleetd.err);
+		return err;
+	}
+	if ((err = fleet_watch_start(&fleetd, fleetd.owners, on_owner, NULL, &w_owners)) < 0 ||
+	    (err = fleet_watch_start(&fleetd, fleetd.hosts, on_host, NULL, &w_hosts)) < 0 ||
+	    (err = fleet_watch_start(&fleetd, keys_kv.kv, on_key, NULL, &w_keys)) < 0 ||
+	    (err = fleet_rpc_start()) < 0) {
+		sd_log("fleet: %s", fleetd.err);
+		return err;
+	}
+	static const struct fleet_hooks hooks = {
+		.create = fleetd_create, .list = fleetd_list, .forward = fleetd_forward};
+
+	box_forget_hook = fleetd_box_forgotten;
+	fleet_hooks = &hooks;
+	fleetd_tick();
+	if (pthread_create(&host_thread, NULL, host_loop, NULL) != 0)
+		return -EAGAIN;
+	host_started = true;
+	sd_log("fleet: host %s of pool %s, %u slots, at %s (NATS %s)", conf.host, conf.pool, slots,
+	       advertise, conf.servers[0]);
+	return 0;
+}
+
+void fleetd_stop(void)
+{
+	atomic_store(&stopping, true);
+	if (host_started)
+		pthread_join(host_thread, NULL);
+	host_started = false;
+	fleet_rpc_stop();
+	fleet_watch_stop(w_owners);
+	fleet_watch_stop(w_hosts);
+	fleet_watch_stop(w_keys);
+	w_owners = w_hosts = w_keys = NULL;
+	fleet_kv_close(&keys_kv);
+	fleet_kv_close(&fleetd_names);
+	fleet_close(&fleetd);
+}
+
+/* ---- `sandboxd keys` in a fleet: the record put in the keys bucket too ---- */
+
+int fleetd_key_publish(const char *servers, const char *id, const char *text)
+{
+	struct fleet f;
+	struct fleet_kv kv;
+	char key[32];
+	int err;
+
+	snprintf(servers_text, sizeof(servers_text), "%s", servers);
+	if (strlen(servers) >= sizeof(servers_text) || split_servers() < 0) {
+		fprintf(stderr, "sandboxd: --fleet takes nats://HOST:PORT[,nats://...]\n");
+		return -EINVAL;
+	}
+	conf.host[0] = 0;
+	if ((err = fleet_open(&f, &conf, FLEET_WAIT_MS)) < 0) {
+		fprintf(stderr, "sandboxd: %s\n", f.err);
+		return err;
+	}
+	snprintf(key, sizeof(key), "k.%s", id);
+	err = fleet_kv_open(&f, "sandbox_keys", &kv);
+	if (err == 0) {
+		err = fleet_kv_put(&f, kv.kv, key, text);
+		fleet_kv_close(&kv);
+	}
+	if (err < 0)
+		fprintf(stderr, "sandboxd: %s\n", f.err);
+	fleet_close(&f);
+	return err;
+}

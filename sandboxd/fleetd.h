@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * sandboxd in a fleet (docs/fleet.md, "The service in a fleet"): every host runs sandboxd and
+ * any of them answers the API. A create is placed by NATS JetStream (fleet/): the host that
+ * takes the request from the pool's queue, only while it has room, makes the box and owns it.
+ * A control call for a box another host owns goes to the owner over NATS request/reply and
+ * runs there as it would have locally; a list asks every live host. Dataplane connections for
+ * a box owned elsewhere are piped to the owner's listener over TCP (fleet_front.c), so a box's
+ * dataplane_url works through any host. API keys live in a bucket every host mirrors into its
+ * key files.
+ *
+ * Files: fleetd.c (options, start, the host's loop that takes creates, the owners' and hosts'
+ * copies, names, keys), fleet_rpc.c (calls between hosts: a request forwarded, a create's
+ * answer awaited, a list gathered, and the requests this host answers for others),
+ * fleet_front.c (the public listener: each connection routed to this host's loop or piped to
+ * its box's owner).
+ */
+#ifndef SANDBOXD_FLEETD_H
+#define SANDBOXD_FLEETD_H
+
+#include "fleet.h"
+#include "sandboxd.h"
+
+#define FLEETD_ADDR_MAX 64 /* a host's advertised HOST:PORT */
+
+/* Whether this sandboxd serves in a fleet (serve --fleet). */
+extern bool fleetd_on;
+/* The fleet (its NATS connection, placement, owners and hosts buckets). */
+extern struct fleet fleetd;
+
+/* serve's options: --fleet URL[,URL...], --host-id ID, --fleet-pool NAME, --slots N,
+ * --fleet-replicas N, --advertise HOST:PORT. 1: taken, 0: not a fleet option, -1: bad value
+ * (said on stderr). */
+int fleetd_option(const char *name, const char *val);
+/* After the options: complete them (the advertised address defaults to listen). -1: said. */
+int fleetd_check(const char *listen);
+/* Connect, open the buckets, start the watchers, the host's loop and its call subscription. */
+int fleetd_start(void) __must_check;
+void fleetd_stop(void);
+/* The loop's tick: this host's use of its slots, for the host's loop. */
+void fleetd_tick(void);
+
+/* ---- lookups from the watchers' copies (any thread) ---- */
+/* The host owning box `id`: 0, or -ENOENT (none known, or it was cancelled). ask: one not in
+ * the copy (a create a moment old) is asked of the bucket (a round trip: not on the loop). */
+int fleetd_owner_of(const char *id, char host[FLEET_ID_MAX + 1], bool ask);
+/* A live host's advertised HOST:PORT: 0 or -ENOENT. */
+int fleetd_host_addr(const char *host, char addr[FLEETD_ADDR_MAX]);
+/* Live hosts' ids into out (at most max): how many. */
+unsigned fleetd_hosts(char (*out)[FLEET_ID_MAX + 1], unsigned max);
+bool fleetd_self(const char *host);
+
+/* `sandboxd keys create|revoke --fleet URLS`: key id's record `text` into the keys bucket. */
+int fleetd_key_publish(const char *servers, const char *id, const char *text);
+
+/* ---- names (fleetd.c): a box's name is unique in its workspace across the fleet ---- */
+/* The record key of (workspace, name). */
+void fleetd_name_key(const char *workspace, const char *name, char key[80]);
+extern struct fleet_kv fleetd_names; /* name key -> box id */
+
+/* ---- control (fleet_rpc.c), on the loop ---- */
+/* POST /boxes in a fleet: the name claimed, the create placed, the owner's answer relayed. */
+void fleetd_create(struct sd_req *q, json_t *body);
+/* GET /boxes: every live host's boxes of the workspace. */
+void fleetd_list(struct sd_req *q);
+/* A control call for a box this host does not hold: sent to its owner (the reply relayed),
+ * or a 404. */
+void fleetd_forward(struct sd_req *q);
+/* The loop made box b from a request it took: answer the create waiting for it. */
+void fleetd_created(struct sd_req *q);
+/* A box of this host is gone for good: its name and ownership records go too. */
+void fleetd_box_forgotten(const struct box *b);
+
+/* On the loop: a create this host took from the queue (the placing host's message): made as
+ * a box, its answer kept for the placing host's await. again: taken before (its ack lost). */
+void fleet_rpc_take(const char *id, const uint8_t *msg, size_t len, bool again);
+int fleet_rpc_start(void) __must_check;
+void fleet_rpc_stop(void);
+
+/* ---- fleet_front.c ---- */
+/* The public listener on host:port: a thread that reads each connection's request head and
+ * hands it to the loop (vhost `api`, which listens nowhere itself) or pipes it to the owner. */
+int front_start(const char *host, int port, struct lws_vhost *api) __must_check;
+/* On the loop: take the connections the front thread handed over. */
+void front_adopt_pending(void);
+
+#endif
