@@ -288,6 +288,10 @@ static void box_update(struct sd_req *q, struct box *b, json_t *o)
 			req_reply_error(q, 409, "Conflict", "a sandbox named '%s' exists", name);
 			return;
 		}
+		if (fleet_hooks && strcmp(q->fleet_name_claimed, name) != 0) {
+			fleet_hooks->rename(q, b, name); /* claimed first; then this again */
+			return;
+		}
 		snprintf(b->name, sizeof(b->name), "%s", name);
 	}
 	b->idle_ttl_s = idle;
@@ -320,7 +324,10 @@ static void box_delete(struct sd_req *q, struct box *b)
 		b->delete_requested = true;
 	else if (box_simple_job(b, J_DELETE, NULL, NULL) < 0)
 		b->delete_requested = true;
-	req_reply_raw(q, 204, "application/json", NULL, 0);
+	if (fleet_hooks)
+		fleet_hooks->deleted(q, b); /* its name freed first */
+	else
+		req_reply_raw(q, 204, "application/json", NULL, 0);
 }
 
 /* GET /boxes/{name}/stats: what its cgroup counted (CPU time, memory now and at its peak,

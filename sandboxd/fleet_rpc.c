@@ -11,6 +11,7 @@
  * only builds and relays.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +34,8 @@
 struct fleet_vreq {
 	char reply[128];	/* the subject its answer goes to ("" for a take's create) */
 	char id[SD_ID_LEN + 1]; /* a take's create: its box */
-	bool in_dispatch, done;
+	struct sd_req *q;
+	struct sd_job free_job; /* frees the request on the loop's next turn */
 };
 
 static natsSubscription *ctl_sub;
@@ -519,8 +521,12 @@ static void await_settle(struct await *a)
 	free(a);
 }
 
-static void vreq_free(struct sd_req *q)
+static void vreq_free_job(struct sd_job *j)
 {
+	struct fleet_vreq *v =
+		(struct fleet_vreq *)((char *)j - offsetof(struct fleet_vreq, free_job));
+	struct sd_req *q = v->q;
+
 	for (unsigned i = 0; i < q->nvquery; i++)
 		free(q->vquery[i]);
 	free(q->vquery);
@@ -554,11 +560,9 @@ static void vreq_replied(struct sd_req *q)
 	} else {
 		free(m);
 	}
-	if (v->in_dispatch) {
-		v->done = true; /* freed when its dispatch returns */
-		return;
-	}
-	vreq_free(q);
+	/* freed on the loop's next turn, never under the handler that replied */
+	v->free_job.done = vreq_free_job;
+	work_post(&v->free_job);
 }
 
 static enum http_method method_of(const char *m)
@@ -590,6 +594,7 @@ static void vreq_run(json_t *head, const uint8_t *body, size_t blen, const char 
 		return; /* (the caller's wait ends in its timeout) */
 	}
 	q->owner = v;
+	v->q = q;
 	q->on_reply = vreq_replied;
 	snprintf(v->reply, sizeof(v->reply), "%s", reply ? reply : "");
 	snprintf(v->id, sizeof(v->id), "%s", take_id ? take_id : "");
@@ -625,7 +630,6 @@ static void vreq_run(json_t *head, const uint8_t *body, size_t blen, const char 
 		q->body[blen] = 0;
 		q->body_len = blen;
 	}
-	v->in_dispatch = true;
 	if (q->rt.kind == R_NONE || !q->rt.method_ok ||
 	    (q->rt.kind >= R_DP_EXECUTE && q->rt.kind <= R_DP_TUNNEL))
 		req_reply_error(q, 404, "NotFound", "no such route");
@@ -633,9 +637,6 @@ static void vreq_run(json_t *head, const uint8_t *body, size_t blen, const char 
 		req_reply_error(q, 401, "Unauthorized", "missing or invalid X-Api-Key");
 	else
 		control_handle(q, NULL);
-	v->in_dispatch = false;
-	if (v->done)
-		vreq_free(q);
 }
 
 void fleet_rpc_take(const char *id, const uint8_t *msg, size_t len, bool again)
@@ -750,42 +751,4 @@ void fleet_rpc_stop(void)
 	if (ctl_sub)
 		natsSubscription_Destroy(ctl_sub);
 	ctl_sub = NULL;
-}
-
-struct forget_job {
-	struct sd_job job;
-	char key[80];
-	char id[SD_ID_LEN + 1];
-};
-
-/* The name's record goes if it still names this box, and the ownership record goes. */
-static void forget_run(struct sd_job *j)
-{
-	struct forget_job *f = (struct forget_job *)j;
-	char id[SD_ID_LEN + 1], okey[48];
-
-	if (fleet_kv_get(&fleetd, fleetd_names.kv, f->key, id, sizeof(id), NULL) == 0 &&
-	    strcmp(id, f->id) == 0 && fleet_kv_delete(&fleetd, fleetd_names.kv, f->key) < 0)
-		sd_log("fleet: the name of box %s stays claimed: %s", f->id, fleetd.err);
-	snprintf(okey, sizeof(okey), "box.%s", f->id);
-	if (fleet_kv_delete(&fleetd, fleetd.owners, okey) < 0)
-		sd_log("fleet: the ownership of box %s stays: %s", f->id, fleetd.err);
-}
-
-static void forget_done(struct sd_job *j)
-{
-	free(j);
-}
-
-void fleetd_box_forgotten(const struct box *b)
-{
-	struct forget_job *f = calloc(1, sizeof(*f));
-
-	if (!f)
-		return;
-	fleetd_name_key(b->workspace, b->name, f->key);
-	snprintf(f->id, sizeof(f->id), "%s", b->id);
-	f->job.run = forget_run;
-	f->job.done = forget_done;
-	work_queue_class(&f->job, WORK_FLEET);
 }

@@ -431,7 +431,12 @@ int fleetd_start(void)
 		return err;
 	}
 	static const struct fleet_hooks hooks = {
-		.create = fleetd_create, .list = fleetd_list, .forward = fleetd_forward};
+		.create = fleetd_create,
+		.list = fleetd_list,
+		.forward = fleetd_forward,
+		.deleted = fleetd_box_deleted,
+		.rename = fleetd_box_rename,
+	};
 
 	box_forget_hook = fleetd_box_forgotten;
 	fleet_hooks = &hooks;

@@ -10,8 +10,9 @@
  * key files.
  *
  * Files: fleetd.c (options, start, the host's loop that takes creates, the owners' and hosts'
- * copies, names, keys), fleet_rpc.c (calls between hosts: a request forwarded, a create's
- * answer awaited, a list gathered, and the requests this host answers for others),
+ * copies, keys), fleet_rpc.c (calls between hosts: a request forwarded, a create's answer
+ * awaited, a list gathered, and the requests this host answers for others), fleet_names.c
+ * (names claimed and freed by renames, deletes and boxes gone),
  * fleet_front.c (the public listener: each connection routed to this host's loop or piped to
  * its box's owner).
  */
@@ -68,8 +69,14 @@ void fleetd_list(struct sd_req *q);
 void fleetd_forward(struct sd_req *q);
 /* The loop made box b from a request it took: answer the create waiting for it. */
 void fleetd_created(struct sd_req *q);
-/* A box of this host is gone for good: its name and ownership records go too. */
+/* fleet_names.c. A box of this host is gone for good: its name and ownership records go too
+ * (box_forget_hook). */
 void fleetd_box_forgotten(const struct box *b);
+/* A delete of b was asked (the box is DELETING): its name is freed, then q answered 204. */
+void fleetd_box_deleted(struct sd_req *q, struct box *b);
+/* A PATCH renaming b: the new name claimed (409 when it is taken), then the update runs
+ * again (control_handle) with q->fleet_name_claimed set, and the old name is freed. */
+void fleetd_box_rename(struct sd_req *q, struct box *b, const char *name);
 
 /* On the loop: a create this host took from the queue (the placing host's message): made as
  * a box, its answer kept for the placing host's await. again: taken before (its ack lost). */

@@ -288,6 +288,7 @@ struct sd_req {
 	char **vquery;
 	unsigned nvquery;
 	char fleet_box_id[SD_ID_LEN + 1]; /* a create taken from the fleet's queue: its id */
+	char fleet_name_claimed[SD_NAME_MAX + 1]; /* a rename whose name the fleet gave it */
 	char link_path[4097];	    /* a download link's path */
 	unsigned svc_port;	    /* a service URL's guest port */
 };
@@ -474,6 +475,8 @@ struct fleet_hooks {
 	void (*create)(struct sd_req *q, json_t *body);
 	void (*list)(struct sd_req *q);
 	void (*forward)(struct sd_req *q);
+	void (*deleted)(struct sd_req *q, struct box *b);
+	void (*rename)(struct sd_req *q, struct box *b, const char *name);
 };
 extern const struct fleet_hooks *fleet_hooks;
 void create_timed_out(struct sd_req *q, struct box *b);

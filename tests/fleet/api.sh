@@ -1,0 +1,42 @@
+#!/bin/sh
+# The fleet's API on real guests (tests/fleet/api_checks.py): three hosts as network
+# namespaces, each running `sandboxd serve --fleet`, and a three-node NATS cluster, made and
+# removed by the checks where Linux guests boot (sandbox_guest.sh: natively on hardware KVM,
+# else the whole topology inside one emulated host). sandboxd is linked dynamically
+# (libwebsockets, jansson, libcurl, libnats): its libraries go in beside it with their loader,
+# and nats-server (Debian's) too.
+#
+# usage: api.sh SANDBOXD SANDBOXCTL VMM KERNEL INITRD
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+
+if [ "${1-}" = --inner ]; then
+	fleet_dir=$here
+	here=$top/tests/integration # (guest_lib.sh finds check_lib.sh by it)
+	. "$here/guest_lib.sh"
+	build=$(cd "$(dirname "$2")/../.." && pwd)
+	guest_home "$2" "$3" "$4" "$5"
+	export SANDBOX_VMM="$build/vmm/sandbox-vmm" SANDBOX_PROXY="$build/proxy/sandbox-proxy"
+	set -- "$FLEET_SANDBOXD"
+	if ! "$FLEET_SANDBOXD" keys list >/dev/null 2>&1; then
+		set -- "$FLEET_LIBS/ld-linux-x86-64.so.2" --library-path "$FLEET_LIBS" "$FLEET_SANDBOXD"
+	fi
+	python3 "$fleet_dir/api_checks.py" --images "$SANDBOX_HOME/images" --bin "$FLEET_LIBS/bin" \
+		--ctl "$guest_home_ctl" -- "$@" || fail "the fleet's API checks"
+	exit 0
+fi
+
+sandboxd=$1
+shift
+[ -x "$sandboxd" ] || { echo "SKIP: sandboxd is not built"; exit 77; }
+nats=$(command -v nats-server) || { echo "SKIP: no nats-server (tools/dev setup installs it)"; exit 77; }
+libs=$(mktemp -d)
+trap 'rm -rf "$libs"' EXIT
+ldd "$sandboxd" | awk '/=> \// { print $3 } /ld-linux/ { print $1 }' |
+	sort -u | while read -r l; do cp -L "$l" "$libs/"; done
+mkdir -p "$libs/bin"
+cp -L "$nats" "$libs/bin/"
+FLEET_SANDBOXD=$sandboxd FLEET_LIBS=$libs \
+	SANDBOX_GUEST_DEVHOST="--timeout 900 --memory 6144 --add $libs --add $here -e FLEET_SANDBOXD=$sandboxd -e FLEET_LIBS=$libs" \
+	"$top/tests/integration/sandbox_guest.sh" "$0" "$@"

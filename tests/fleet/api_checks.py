@@ -1,0 +1,330 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""The fleet's API on real guests (docs/fleet.md, "The service in a fleet"), in a topology this
+script makes and removes: three hosts as network namespaces (fh1..fh3, 10.77.0.11-13 on a
+bridge), each with its own state directory and `sandboxd serve --fleet`, and a three-node NATS
+cluster with JetStream on the bridge's address. Run where Linux guests boot (api.sh routes it).
+
+    api_checks.py --sandboxd CMD --images DIR --bin DIR
+
+Checks (each says what it found):
+  - a key made once with `keys create --fleet` works on every host;
+  - 12 creates through the three hosts' APIs, two at a time: all ready, no host over its 4
+    slots, and each sandbox answers an execute at its dataplane_url;
+  - a 13th create waits, then gets the API's unschedulable error (503 Unschedulable);
+  - every box is found by name through every host (a call for another host's box runs there),
+    and a list through any host holds all 12;
+  - a delete through a host that does not own the box frees its name and its slot: a create
+    under the same name is ready again;
+  - a rename through a host that does not own the box: found by the new name through every
+    host, not by the old; a second box cannot take the name (409).
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+HOSTS = 3
+SLOTS = 4
+BRIDGE = "fbr0"
+NET = "10.77.0"
+NATS_PORT = 4300
+API_PORT = 8380
+MEM = 128 << 20
+
+failures = []
+
+
+def say(msg):
+    print("fleet-api: " + msg, flush=True)
+
+
+def check(ok, what):
+    say(("ok: " if ok else "FAIL: ") + what)
+    if not ok:
+        failures.append(what)
+    return ok
+
+
+def sh(*argv, check_rc=True):
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if check_rc and p.returncode != 0:
+        raise RuntimeError("%s: %s" % (" ".join(argv), p.stdout.strip()))
+    return p.stdout
+
+
+def api(host, key, method, path, body=None, timeout=150):
+    """(status, parsed JSON or text) of one call to host i's API."""
+    url = "http://%s.%d:%d%s" % (NET, 10 + host, API_PORT, path)
+    return call(url, key, method, body, timeout)
+
+
+def call(url, key, method, body=None, timeout=150):
+    data = json.dumps(body).encode() if body is not None else None
+    r = urllib.request.Request(url, data=data, method=method,
+                               headers={"X-Api-Key": key, "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(r, timeout=timeout) as resp:
+            raw, status = resp.read(), resp.status
+    except urllib.error.HTTPError as e:
+        raw, status = e.read(), e.code
+    try:
+        return status, json.loads(raw) if raw else None
+    except ValueError:
+        return status, raw.decode(errors="replace")
+
+
+class Topology:
+    def __init__(self, a):
+        self.a = a
+        self.work = tempfile.mkdtemp(prefix="fleet-api.")
+        self.procs = []
+        self.nats = None
+
+    def up(self):
+        sh("ip", "link", "add", BRIDGE, "type", "bridge")
+        sh("ip", "addr", "add", "%s.1/24" % NET, "dev", BRIDGE)
+        sh("ip", "link", "set", BRIDGE, "up")
+        for i in range(1, HOSTS + 1):
+            ns = "fh%d" % i
+            sh("ip", "netns", "add", ns)
+            sh("ip", "link", "add", "fv%d" % i, "type", "veth", "peer", "name", "eth0",
+               "netns", ns)
+            sh("ip", "link", "set", "fv%d" % i, "master", BRIDGE, "up")
+            sh("ip", "-n", ns, "addr", "add", "%s.%d/24" % (NET, 10 + i), "dev", "eth0")
+            sh("ip", "-n", ns, "link", "set", "eth0", "up")
+            sh("ip", "-n", ns, "link", "set", "lo", "up")
+        here = os.path.dirname(os.path.abspath(__file__))
+        env = dict(os.environ, PATH=self.a.bin + ":" + os.environ["PATH"])
+        self.nats = subprocess.Popen(
+            [sys.executable, os.path.join(here, "nats_cluster.py"), os.path.join(self.work, "nats"),
+             "--nodes", "3", "--port", str(NATS_PORT), "--host", NET + ".1"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        line = self.nats.stdout.readline().strip()
+        if not line.startswith("nats servers="):
+            raise RuntimeError("the NATS cluster did not start: %r" % line)
+        self.servers = line.split()[1].split("=", 1)[1]
+        say("NATS: " + self.servers)
+
+    def home(self, i):
+        h = os.path.join(self.work, "h%d" % i)
+        if not os.path.isdir(h):
+            os.makedirs(h)
+            os.symlink(self.a.images, os.path.join(h, "images"))
+        return h
+
+    def sandboxd(self, i, *args, ns=True):
+        env = dict(os.environ, SANDBOX_HOME=self.home(i))
+        argv = (["ip", "netns", "exec", "fh%d" % i] if ns else []) + self.a.sandboxd + list(args)
+        return argv, env
+
+    def key(self, workspace):
+        argv, env = self.sandboxd(1, "keys", "create", workspace, "--fleet", self.servers,
+                                  ns=False)
+        out = subprocess.run(argv, env=env, stdout=subprocess.PIPE, text=True, check=True).stdout
+        return out.split()[0].split("=", 1)[1]
+
+    def serve(self, i):
+        addr = "%s.%d:%d" % (NET, 10 + i, API_PORT)
+        argv, env = self.sandboxd(
+            i, "serve", "--listen", addr, "--insecure-http", "--operator", "127.0.0.1:8381",
+            "--default-image", "busybox", "--fleet", self.servers, "--host-id", "fh%d" % i,
+            "--slots", str(SLOTS), "--fleet-replicas", "3")
+        log = open(os.path.join(self.work, "sandboxd-%d.log" % i), "w")
+        p = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+        self.procs.append(p)
+        return p
+
+    def logs(self):
+        for i in range(1, HOSTS + 1):
+            path = os.path.join(self.work, "sandboxd-%d.log" % i)
+            if os.path.exists(path):
+                with open(path) as f:
+                    tail = f.read().splitlines()[-15:]
+                say("sandboxd fh%d's log, its end:\n  " % i + "\n  ".join(tail))
+
+    def down(self):
+        for p in self.procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+        for i in range(1, HOSTS + 1):  # the VMMs sandboxd leaves running (by design)
+            sbs = os.path.join(self.home(i), "sandboxes")
+            for s in os.listdir(sbs) if os.path.isdir(sbs) else []:
+                subprocess.run(self.a.ctl + ["rm", "-f", s], env=dict(os.environ,
+                               SANDBOX_HOME=self.home(i)), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+            sh("ip", "netns", "del", "fh%d" % i, check_rc=False)
+        if self.nats:
+            self.nats.stdin.close()
+            self.nats.wait(timeout=30)
+        sh("ip", "link", "del", BRIDGE, check_rc=False)
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+def wait_up(key):
+    deadline = time.time() + 60
+    for i in range(1, HOSTS + 1):
+        while True:
+            try:
+                st, _ = api(i, key, "GET", "/v2/sandboxes/boxes", timeout=5)
+                if st == 200:
+                    break
+            except OSError:
+                pass
+            if time.time() > deadline:
+                raise RuntimeError("host fh%d's API did not answer with the fleet's key" % i)
+            time.sleep(0.3)
+
+
+def creates(key):
+    results = {}
+    lock = threading.Semaphore(2)
+
+    def one(n):
+        with lock:
+            t0 = time.time()
+            results[n] = api(n % HOSTS + 1, key, "POST", "/v2/sandboxes/boxes",
+                             {"name": "f%d" % n, "mem_bytes": MEM, "timeout": 240}) + (
+                time.time() - t0,)
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in range(HOSTS * SLOTS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
+def owner_of(box):
+    # dataplane_url names the owner: http://10.77.0.1X:PORT/dp/ID
+    return box["dataplane_url"].split("//", 1)[1].split(":", 1)[0]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--images", required=True)
+    ap.add_argument("--bin", required=True, help="a directory with nats-server")
+    ap.add_argument("--ctl", required=True)
+    ap.add_argument("sandboxd", nargs="+")
+    a = ap.parse_args()
+    a.ctl = [a.ctl]
+    t = Topology(a)
+    try:
+        t.up()
+        key = t.key("team")
+        for i in range(1, HOSTS + 1):
+            t.serve(i)
+        wait_up(key)
+        check(True, "one key made with `keys create --fleet` answers on fh1, fh2 and fh3")
+
+        res = creates(key)
+        ready = {n: r[1] for n, r in res.items() if r[0] == 200 and isinstance(r[1], dict)
+                 and r[1].get("status") == "ready"}
+        check(len(ready) == HOSTS * SLOTS,
+              "%d of %d creates through the three hosts ready (%s)" % (
+                  len(ready), HOSTS * SLOTS,
+                  "; ".join("f%d: %s %.100s" % (n, r[0], r[1]) for n, r in res.items()
+                            if n not in ready) or "seconds: " +
+                  " ".join("%.1f" % r[2] for r in res.values())))
+        per = {}
+        for b in ready.values():
+            per[owner_of(b)] = per.get(owner_of(b), 0) + 1
+        check(len(ready) > 0 and max(per.values()) <= SLOTS,
+              "placement by capacity: boxes per host %s, none over %d slots" % (
+                  dict(sorted(per.items())), SLOTS))
+        answered = 0
+        for n, b in sorted(ready.items()):
+            st, out = call(b["dataplane_url"] + "/execute", key, "POST",
+                           {"command": "echo f%d on $(hostname)" % n, "timeout": 60})
+            answered += st == 200 and isinstance(out, dict) and out.get("stdout", "").startswith(
+                "f%d on" % n)
+        check(answered == len(ready) > 0,
+              "%d of %d sandboxes answer an execute at their dataplane_url" % (
+                  answered, len(ready)))
+
+        t0 = time.time()
+        st, body = api(1, key, "POST", "/v2/sandboxes/boxes",
+                       {"name": "f-extra", "mem_bytes": MEM, "timeout": 8})
+        err = body.get("detail", {}).get("error") if isinstance(body, dict) else None
+        check(st == 503 and err == "Unschedulable",
+              "a 13th create with every slot taken: %d %s after %.1f s (want 503 Unschedulable "
+              "after its 8 s timeout)" % (st, err, time.time() - t0))
+
+        found = 0
+        for n in ready:
+            for i in range(1, HOSTS + 1):
+                st, b = api(i, key, "GET", "/v2/sandboxes/boxes/f%d" % n)
+                found += st == 200 and b.get("id") == ready[n]["id"]
+        check(found == len(ready) * HOSTS > 0,
+              "%d of %d gets by name through every host find the box" % (
+                  found, len(ready) * HOSTS))
+        st, lst = api(2, key, "GET", "/v2/sandboxes/boxes")
+        names = sorted(b["name"] for b in lst.get("sandboxes", [])) if st == 200 else []
+        check(len(names) == len(ready) and "f-extra" not in names,
+              "a list through fh2 holds the %d boxes of all hosts (%d listed)" % (
+                  len(ready), len(names)))
+        other = t.key("other")
+        wait_up(other)  # (a new key reaches every host's copy within a tick)
+        st_other, _ = api(1, other, "GET", "/v2/sandboxes/boxes/f0")
+        check(st_other == 404, "another workspace's key gets 404 for f0 through fh1 (%d)" %
+              st_other)
+
+        if ready:
+            n0 = sorted(ready)[0]
+            b0 = ready[n0]
+            via = next(i for i in range(1, HOSTS + 1) if "%s.%d" % (NET, 10 + i) != owner_of(b0))
+            st, _ = api(via, key, "DELETE", "/v2/sandboxes/boxes/f%d" % n0)
+            gone = st == 204
+            deadline = time.time() + 60
+            while gone and time.time() < deadline:
+                st, _ = api(via, key, "GET", "/v2/sandboxes/boxes/f%d" % n0)
+                if st == 404:
+                    break
+                time.sleep(0.5)
+            st2, again = api(3, key, "POST", "/v2/sandboxes/boxes",
+                             {"name": "f%d" % n0, "mem_bytes": MEM, "timeout": 240})
+            check(gone and st == 404 and st2 == 200 and again.get("status") == "ready",
+                  "a delete through fh%d (not the owner) frees the name and a slot: created "
+                  "again %d %s" % (via, st2, again.get("status") if isinstance(again, dict)
+                                   else again))
+        if len(ready) > 1:
+            n1 = sorted(ready)[1]
+            via = next(i for i in range(1, HOSTS + 1)
+                       if "%s.%d" % (NET, 10 + i) != owner_of(ready[n1]))
+            st, b = api(via, key, "PATCH", "/v2/sandboxes/boxes/f%d" % n1, {"name": "moved-name"})
+            st_taken, _ = api(via, key, "PATCH", "/v2/sandboxes/boxes/f%d" % sorted(ready)[2],
+                              {"name": "moved-name"})
+            by_new = [api(i, key, "GET", "/v2/sandboxes/boxes/moved-name")[0]
+                      for i in range(1, HOSTS + 1)]
+            by_old = api(via, key, "GET", "/v2/sandboxes/boxes/f%d" % n1)[0]
+            check(st == 200 and b.get("name") == "moved-name" and st_taken == 409 and
+                  by_new == [200] * HOSTS and by_old == 404,
+                  "a rename through fh%d (not the owner): %d; the name again for another box: "
+                  "%d (want 409); found by the new name through each host %s, by the old %d" % (
+                      via, st, st_taken, by_new, by_old))
+    except Exception as e:  # the topology failed: said, and the logs shown
+        check(False, "the topology: %s" % e)
+    finally:
+        if failures:
+            t.logs()
+        t.down()
+    say("%d failed" % len(failures))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
