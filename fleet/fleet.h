@@ -107,27 +107,27 @@ bool fleet_id_ok(const char *s);
 
 /* ---- kv.c: the fleet's records beside placement (a name's box, an API key) ---- */
 
-#define FLEET_KEY_MAX 200 /* a record's key: [-_=/.A-Za-z0-9], no empty token */
-#define FLEET_VAL_MAX 900 /* a record's value (the buckets take 1 KiB a message) */
+#define FLEET_KEY_MAX 200   /* a record's key: [-_=/.A-Za-z0-9], no empty token */
+#define FLEET_VAL_MAX 16384 /* a record's value, at most (each bucket has its own bound) */
 struct fleet_kv {
 	void *kv; /* kvStore * */
 };
 bool fleet_key_ok(const char *key);
-/* The bucket `name` (made if no host made it yet; values do not expire). */
-int fleet_kv_open(struct fleet *f, const char *name, struct fleet_kv *b)
+/* The bucket `name` (made if no host made it yet; values do not expire, each at most val_max
+ * bytes: the first host to make it decides). */
+int fleet_kv_open(struct fleet *f, const char *name, size_t val_max, struct fleet_kv *b)
 	__attribute__((warn_unused_result));
 void fleet_kv_close(struct fleet_kv *b);
 /* On a bucket (a fleet_kv's kv, or f->owners, f->hosts), read from its leader: the value of
  * key (NUL-terminated, under cap bytes) and its revision: 0, -ENOENT, -EMSGSIZE, -EIO. */
-int fleet_kv_get(struct fleet *f, void *kv, const char *key, char *val, size_t cap,
-		 uint64_t *rev) __attribute__((warn_unused_result));
+int fleet_kv_get(struct fleet *f, void *kv, const char *key, char *val, size_t cap, uint64_t *rev)
+	__attribute__((warn_unused_result));
 /* key made only if it holds no value: 0, -EEXIST, -EIO. */
 int fleet_kv_create(struct fleet *f, void *kv, const char *key, const char *val, uint64_t *rev)
 	__attribute__((warn_unused_result));
 int fleet_kv_put(struct fleet *f, void *kv, const char *key, const char *val)
 	__attribute__((warn_unused_result));
-int fleet_kv_delete(struct fleet *f, void *kv, const char *key)
-	__attribute__((warn_unused_result));
+int fleet_kv_delete(struct fleet *f, void *kv, const char *key) __attribute__((warn_unused_result));
 
 /* A bucket followed on a thread of its own: fn(arg, key, value, len) for each value there
  * and each change after (value NULL: deleted), and once fn(arg, NULL, NULL, 0) when the

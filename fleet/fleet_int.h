@@ -12,9 +12,10 @@ int fleet_fail(struct fleet *f, int ret, const char *fmt, ...)
 uint64_t fleet_now_ms(void);
 /* fleet_alive, and the revision of the host's liveness entry (it changes at each beat). */
 int fleet_alive_rev(struct fleet *f, const char *host, uint64_t *rev);
-/* The bucket `name` (made if it does not exist; ttl_ms 0: values do not expire), its reads
- * from its stream's leader: *kv a kvStore *. */
-natsStatus fleet_bucket(struct fleet *f, const char *name, int64_t ttl_ms, void **kv);
+/* The bucket `name` (made if it does not exist; ttl_ms 0: values do not expire; a message at
+ * most max_msg bytes, headers included), its reads from its stream's leader: *kv a kvStore. */
+natsStatus fleet_bucket(struct fleet *f, const char *name, int64_t ttl_ms, int32_t max_msg,
+			void **kv);
 /* place.c: the subscription to hosts' answers (made at open), and its end. */
 int fleet_replies_open(struct fleet *f);
 void fleet_replies_close(struct fleet *f);

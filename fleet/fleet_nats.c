@@ -107,7 +107,8 @@ static natsStatus fleet_stream(struct fleet *f, jsErrCode *jerr)
  * answer a read with a value older than a create that already succeeded: ownership decided on
  * such a read runs a box twice), then bound by js_KeyValue, which reads that setting.
  */
-natsStatus fleet_bucket(struct fleet *f, const char *name, int64_t ttl_ms, void **kv)
+natsStatus fleet_bucket(struct fleet *f, const char *name, int64_t ttl_ms, int32_t max_msg,
+			void **kv)
 {
 	char stream[80], subject[96];
 	const char *subjects[1] = {subject};
@@ -123,7 +124,7 @@ natsStatus fleet_bucket(struct fleet *f, const char *name, int64_t ttl_ms, void 
 	sc.SubjectsLen = 1;
 	sc.MaxMsgsPerSubject = 1; /* one revision kept */
 	sc.MaxAge = ttl_ms * MS_NS;
-	sc.MaxMsgSize = 1024;
+	sc.MaxMsgSize = max_msg;
 	sc.Storage = js_FileStorage;
 	sc.Replicas = f->conf.replicas;
 	sc.AllowRollup = true;
@@ -186,9 +187,10 @@ int fleet_open(struct fleet *f, const struct fleet_conf *c, int wait_ms)
 	for (;;) { /* a new cluster elects its meta leader first: retried until wait_ms */
 		jerr = 0;
 		if (s == NATS_OK && !f->owners && (what = "the owners bucket"))
-			s = fleet_bucket(f, "sandbox_owners", 0, &f->owners);
+			s = fleet_bucket(f, "sandbox_owners", 0, 1024, &f->owners);
 		if (s == NATS_OK && !f->hosts && (what = "the hosts bucket"))
-			s = fleet_bucket(f, "sandbox_hosts", f->conf.liveness_ttl_ms, &f->hosts);
+			s = fleet_bucket(f, "sandbox_hosts", f->conf.liveness_ttl_ms, 1024,
+					 &f->hosts);
 		if (s == NATS_OK && (what = "the pool's stream"))
 			s = fleet_stream(f, &jerr);
 		if (s == NATS_OK || fleet_now_ms() >= deadline)

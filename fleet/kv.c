@@ -31,13 +31,16 @@ bool fleet_key_ok(const char *k)
 	return true;
 }
 
-int fleet_kv_open(struct fleet *f, const char *name, struct fleet_kv *b)
+int fleet_kv_open(struct fleet *f, const char *name, size_t val_max, struct fleet_kv *b)
 {
 	natsStatus s = NATS_OK;
 
 	b->kv = NULL;
+	if (val_max < 64 || val_max > FLEET_VAL_MAX)
+		return fleet_fail(f, -EINVAL, "fleet: a bucket's values are 64 to %d bytes",
+				  FLEET_VAL_MAX);
 	for (int i = 0; i < KV_TRIES; i++) {
-		s = fleet_bucket(f, name, 0, &b->kv);
+		s = fleet_bucket(f, name, 0, (int32_t)(val_max + 512), &b->kv);
 		if (s == NATS_OK)
 			return 0;
 		nats_Sleep(50);

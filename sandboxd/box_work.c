@@ -35,6 +35,7 @@ struct box_job {
 	struct box_create_args create;
 	char snap_name[64]; /* J_SNAPSHOT: the lifecycle's snapshot name to make */
 	char snap_id[SD_ID_LEN + 1];
+	char workspace[SD_WORKSPACE_MAX + 1];
 	int err;
 	char msg[LC_ERROR_MAX];
 	char new_sandbox[16];
@@ -137,6 +138,12 @@ static void job_run(struct sd_job *sj)
 		lc_clear(&r);
 		claim_drop(&j->create);
 	}
+	/* A snapshot this host does not hold (made on another host of a fleet) comes from the
+	 * fleet's store first, off the lock: a pull may take minutes. */
+	if (j->kind == J_CREATE && j->create.snap_store[0] && snap_store_hooks &&
+	    (j->err = snap_store_hooks->pull(j->workspace, j->create.snap_id, j->create.snap_store,
+					     r.error, sizeof(r.error))) < 0)
+		goto unlocked;
 	pthread_mutex_lock(&lifecycle_lock);
 	if (j->kind == J_CREATE) {
 		run_create(j, &r);
@@ -189,6 +196,10 @@ static void job_run(struct sd_job *sj)
 	}
 out:
 	pthread_mutex_unlock(&lifecycle_lock);
+	/* a capture in a fleet is ready once it is in the store: any host restores it */
+	if (j->kind == J_SNAPSHOT && j->err == 0 && snap_store_hooks)
+		j->err = snap_store_hooks->push(j->workspace, j->snap_name, j->snap_id, r.error,
+						sizeof(r.error));
 unlocked:
 	if (j->err < 0)
 		snprintf(j->msg, sizeof(j->msg), "%s", r.error[0] ? r.error : strerror(-j->err));
@@ -219,6 +230,8 @@ static void waiters_run(struct box *b, int err, const char *msg)
 }
 
 static void box_job_queue(struct box *b, struct box_job *j);
+
+const struct snap_store_hooks *snap_store_hooks;
 
 static void job_done(struct sd_job *sj)
 {
@@ -341,6 +354,7 @@ static void box_job_queue(struct box *b, struct box_job *j)
 {
 	snprintf(j->box_id, sizeof(j->box_id), "%s", b->id);
 	snprintf(j->sandbox, sizeof(j->sandbox), "%s", b->sandbox);
+	snprintf(j->workspace, sizeof(j->workspace), "%s", b->workspace);
 	j->job.run = job_run;
 	j->job.done = job_done;
 	j->create.queued_ms = sd_now_ms();

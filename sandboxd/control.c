@@ -211,6 +211,7 @@ static void box_create(struct sd_req *q, json_t *o)
 		snprintf(b->snapshot_id, sizeof(b->snapshot_id), "%s", snap->id);
 	} else if (snap) {
 		snprintf(a.snap_store, sizeof(a.snap_store), "%s", snap->store_name);
+		snprintf(a.snap_id, sizeof(a.snap_id), "%s", snap->id);
 		snprintf(b->snapshot_id, sizeof(b->snapshot_id), "%s", snap->id);
 		snprintf(b->snapshot_store, sizeof(b->snapshot_store), "%s", snap->store_name);
 	}

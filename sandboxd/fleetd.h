@@ -4,17 +4,15 @@
  * any of them answers the API. A create is placed by NATS JetStream (fleet/): the host that
  * takes the request from the pool's queue, only while it has room, makes the box and owns it.
  * A control call for a box another host owns goes to the owner over NATS request/reply and
- * runs there as it would have locally; a list asks every live host. Dataplane connections for
- * a box owned elsewhere are piped to the owner's listener over TCP (fleet_front.c), so a box's
- * dataplane_url works through any host. API keys live in a bucket every host mirrors into its
- * key files.
+ * runs there as it would have locally; a list asks every live host. A box's dataplane_url names
+ * its owner. API keys and the API's snapshot records live in buckets every host mirrors into
+ * its own records; the snapshots themselves in the object store.
  *
  * Files: fleetd.c (options, start, the host's loop that takes creates, the owners' and hosts'
  * copies, keys), fleet_rpc.c (calls between hosts: a request forwarded, a create's answer
  * awaited, a list gathered, and the requests this host answers for others), fleet_names.c
- * (names claimed and freed by renames, deletes and boxes gone),
- * fleet_front.c (the public listener: each connection routed to this host's loop or piped to
- * its box's owner).
+ * (names claimed and freed by renames, deletes and boxes gone), fleet_store.c (snapshots in
+ * the object store: a capture pushed, a snapshot another host made pulled).
  */
 #ifndef SANDBOXD_FLEETD_H
 #define SANDBOXD_FLEETD_H
@@ -84,11 +82,11 @@ void fleet_rpc_take(const char *id, const uint8_t *msg, size_t len, bool again);
 int fleet_rpc_start(void) __must_check;
 void fleet_rpc_stop(void);
 
-/* ---- fleet_front.c ---- */
-/* The public listener on host:port: a thread that reads each connection's request head and
- * hands it to the loop (vhost `api`, which listens nowhere itself) or pipes it to the owner. */
-int front_start(const char *host, int port, struct lws_vhost *api) __must_check;
-/* On the loop: take the connections the front thread handed over. */
-void front_adopt_pending(void);
+/* ---- fleet_store.c: snapshots in the object store ---- */
+/* --store-endpoint, --store-bucket, --store-region, --store-credentials, --fleet-key,
+ * --chunk-kib: as fleetd_option. */
+int fstore_option(const char *name, const char *val);
+/* With a store given: its settings read, the bucket made, snap_store_hooks set. */
+int fstore_start(void) __must_check;
 
 #endif

@@ -194,7 +194,8 @@ int keys_mirror(const char *id, const char *text)
 	char path[4200], *old = NULL;
 	size_t len;
 
-	if (strlen(id) != SD_KEY_ID_LEN || !is_hex(id, SD_KEY_ID_LEN) || key_parse(id, text, &k) < 0)
+	if (strlen(id) != SD_KEY_ID_LEN || !is_hex(id, SD_KEY_ID_LEN) ||
+	    key_parse(id, text, &k) < 0)
 		return -EBADMSG;
 	snprintf(path, sizeof(path), "%s/keys/%s", sd_dir(), id);
 	if (read_file(path, 4096, &old, &len) == 0) {
@@ -218,7 +219,8 @@ int keys_text(const char *id, char *out, size_t len)
 			char h[65];
 
 			hex(keys[i].hash, 32, h);
-			snprintf(out, len, "workspace %s\nhash %s\ncreated %" PRIu64 "\nrevoked %d\n",
+			snprintf(out, len,
+				 "workspace %s\nhash %s\ncreated %" PRIu64 "\nrevoked %d\n",
 				 keys[i].workspace, h, keys[i].created, keys[i].revoked);
 			return 0;
 		}

@@ -133,6 +133,12 @@ static int serve(int argc, char **argv)
 		{"slots", required_argument, NULL, 'F'},
 		{"fleet-replicas", required_argument, NULL, 'F'},
 		{"advertise", required_argument, NULL, 'F'},
+		{"store-endpoint", required_argument, NULL, 'F'},
+		{"store-bucket", required_argument, NULL, 'F'},
+		{"store-region", required_argument, NULL, 'F'},
+		{"store-credentials", required_argument, NULL, 'F'},
+		{"fleet-key", required_argument, NULL, 'F'},
+		{"chunk-kib", required_argument, NULL, 'F'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *listen = "127.0.0.1:8380", *op = "127.0.0.1:8381", *cert = NULL, *key = NULL;
@@ -142,10 +148,15 @@ static int serve(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, &optidx)) != -1) {
 		switch (c) {
-		case 'F':
-			if (fleetd_option(opts[optidx].name, optarg) != 1)
+		case 'F': {
+			int r = fleetd_option(opts[optidx].name, optarg);
+
+			if (r == 0)
+				r = fstore_option(opts[optidx].name, optarg);
+			if (r != 1)
 				return 2;
 			break;
+		}
 		case 'l':
 			listen = optarg;
 			break;
@@ -292,6 +303,10 @@ static int serve(int argc, char **argv)
 	link_set_vhost(api);
 	if ((err = work_start(WORK_LIFECYCLE_THREADS, WORK_IO_THREADS, ctx)) < 0) {
 		fprintf(stderr, "sandboxd: cannot start workers: %s\n", strerror(-err));
+		return 1;
+	}
+	if ((err = fstore_start()) < 0) {
+		fprintf(stderr, "sandboxd: cannot use the object store: %s\n", strerror(-err));
 		return 1;
 	}
 	if (fleetd_on && (err = fleetd_start()) < 0) {

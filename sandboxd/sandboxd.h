@@ -188,6 +188,11 @@ int snaps_load(void) __must_check;
 struct sd_snap *snap_new(const char *workspace, const char *name);
 int snap_save(const struct sd_snap *s) __must_check;
 void snap_forget(struct sd_snap *s);
+/* In a fleet (fleetd.c sets it): called with a record's JSON text at every snap_save, and
+ * with NULL when it is forgotten, so every host's copy follows. */
+extern void (*snap_hook)(const char *id, const char *record);
+/* A record from the fleet (text NULL: it was deleted) into this host's copy. */
+void snap_mirror(const char *id, const char *text);
 struct sd_snap *snap_find(const char *workspace, const char *ref);
 struct sd_snap *snap_first(void);
 unsigned snap_count(const char *workspace);
@@ -289,8 +294,8 @@ struct sd_req {
 	unsigned nvquery;
 	char fleet_box_id[SD_ID_LEN + 1]; /* a create taken from the fleet's queue: its id */
 	char fleet_name_claimed[SD_NAME_MAX + 1]; /* a rename whose name the fleet gave it */
-	char link_path[4097];	    /* a download link's path */
-	unsigned svc_port;	    /* a service URL's guest port */
+	char link_path[4097];			  /* a download link's path */
+	unsigned svc_port;			  /* a service URL's guest port */
 };
 /* The value of query argument `name` (percent-decoded) into out: 0, or -ENOENT, -E2BIG. */
 int req_query(struct sd_req *q, const char *name, char *out, size_t len) __must_check;
@@ -342,11 +347,12 @@ struct box_create_args {
 	unsigned cpus;
 	uint64_t memory_mib, disk_gib;
 	unsigned timeout_s;
-	char snap_store[64];   /* "": boot the image */
-	char sandbox_name[40]; /* box_sandbox_name */
-	char claim[16];	       /* a warm pool's sandbox to take, "" for none */
-	int claim_fd;	       /* with claim: its agent connection (pool_take), or -1 */
-	char **net_opts;       /* the proxy's policy words (netpolicy.h), owned by the job */
+	char snap_store[64];	     /* "": boot the image */
+	char snap_id[SD_ID_LEN + 1]; /* with snap_store: the API's snapshot (a fleet's pull) */
+	char sandbox_name[40];	     /* box_sandbox_name */
+	char claim[16];		     /* a warm pool's sandbox to take, "" for none */
+	int claim_fd;		     /* with claim: its agent connection (pool_take), or -1 */
+	char **net_opts;	     /* the proxy's policy words (netpolicy.h), owned by the job */
 	unsigned nnet_opts;
 	uint64_t queued_ms;
 };
@@ -362,6 +368,17 @@ int box_start_job(struct box *b, struct sd_req *q, box_reply_fn reply);
 int box_simple_job(struct box *b, enum box_job_kind kind, struct sd_req *q,
 		   box_reply_fn reply) __must_check;
 int box_snapshot_job(struct box *b, const char *store_name, const char *snap_id) __must_check;
+/* In a fleet with an object store (fleet_store.c sets them), on a worker: a capture goes to
+ * the store before it is ready (push), and a create from a snapshot this host lacks fetches it
+ * first (pull: nothing when the lifecycle's snapshot `store_name` is here). 0 or -errno with
+ * a message in err. */
+struct snap_store_hooks {
+	int (*push)(const char *workspace, const char *store_name, const char *snap_id, char *err,
+		    size_t len);
+	int (*pull)(const char *workspace, const char *snap_id, const char *store_name, char *err,
+		    size_t len);
+};
+extern const struct snap_store_hooks *snap_store_hooks;
 /* A WebSocket waiting for its box: `then` runs when it is ready (err 0) or cannot be. */
 void box_wake_ws(struct box *b, void *ws,
 		 void (*then)(void *ws, struct box *b, int err, const char *msg));

@@ -50,7 +50,9 @@ bool valid_snap_name(const char *s)
 	return true;
 }
 
-static int snap_from_json(json_t *o, struct sd_snap *s)
+/* loading: read from this host's disk at start (a capture it ran is over), else a record of
+ * the fleet's, whose capture may run on its host now. */
+static int snap_from_json(json_t *o, struct sd_snap *s, bool loading)
 {
 	const char *st = json_string_value(json_object_get(o, "status"));
 	const char *v;
@@ -79,7 +81,7 @@ static int snap_from_json(json_t *o, struct sd_snap *s)
 	s->updated_ms = (uint64_t)json_integer_value(json_object_get(o, "updated_ms"));
 	s->fs_capacity_bytes =
 		(uint64_t)json_integer_value(json_object_get(o, "fs_capacity_bytes"));
-	if (s->status == SNAP_BUILDING) { /* its job died with the daemon that ran it */
+	if (loading && s->status == SNAP_BUILDING) { /* its job died with the daemon that ran it */
 		s->status = SNAP_FAILED;
 		snprintf(s->status_message, sizeof(s->status_message),
 			 "interrupted by a restart of the service");
@@ -108,7 +110,7 @@ int snaps_load(void)
 		json_t *o = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
 		struct sd_snap *s = calloc(1, sizeof(*s));
 
-		if (!o || !s || snap_from_json(o, s) < 0 || nsnaps >= SD_SNAPS_MAX) {
+		if (!o || !s || snap_from_json(o, s, true) < 0 || nsnaps >= SD_SNAPS_MAX) {
 			sd_log("%s: not a snapshot record, ignored", path);
 			free(s);
 			json_decref(o);
@@ -148,7 +150,10 @@ struct sd_snap *snap_new(const char *workspace, const char *name)
 	return s;
 }
 
-int snap_save(const struct sd_snap *s)
+void (*snap_hook)(const char *id, const char *record);
+
+/* The record on this host's disk (its text into *text when asked). */
+static int snap_write(const struct sd_snap *s, char **text_out)
 {
 	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I}", "id",
 			      s->id, "name", s->name, "workspace", s->workspace, "store_name",
@@ -167,13 +172,31 @@ int snap_save(const struct sd_snap *s)
 	snprintf(path, sizeof(path), "%s/snapshots/%s.json", sd_dir(), s->id);
 	int err = write_file_atomic(path, text, strlen(text), 0600);
 
+	if (text_out)
+		*text_out = text;
+	else
+		free(text);
+	return err;
+}
+
+int snap_save(const struct sd_snap *s)
+{
+	char *text = NULL;
+	int err = snap_write(s, snap_hook ? &text : NULL);
+
+	if (err == 0 && snap_hook)
+		snap_hook(s->id, text);
 	free(text);
 	return err;
 }
 
-void snap_forget(struct sd_snap *s)
+/* Off the list and its file gone; the fleet told when `tell`. */
+static void snap_drop(struct sd_snap *s, bool tell)
 {
 	char path[4300];
+
+	if (tell && snap_hook)
+		snap_hook(s->id, NULL);
 
 	snprintf(path, sizeof(path), "%s/snapshots/%s.json", sd_dir(), s->id);
 	(void)unlink(path);
@@ -184,6 +207,51 @@ void snap_forget(struct sd_snap *s)
 			break;
 		}
 	free(s);
+}
+
+void snap_forget(struct sd_snap *s)
+{
+	snap_drop(s, true);
+}
+
+void snap_mirror(const char *id, const char *text)
+{
+	struct sd_snap *s = NULL, in = {0};
+	json_error_t jerr;
+
+	for (s = snaps; s && strcmp(s->id, id) != 0; s = s->next)
+		;
+	if (!text) { /* deleted through another host: this host's copy of it goes too */
+		if (s && !s->busy) {
+			if (s->store_name[0])
+				snap_remove_store(s->store_name);
+			snap_drop(s, false);
+		}
+		return;
+	}
+	json_t *o = jsonx_parse(text, strlen(text), &jerr);
+	int err = o ? snap_from_json(o, &in, false) : -EBADMSG;
+
+	json_decref(o);
+	if (err < 0 || strcmp(in.id, id) != 0) {
+		sd_log("fleet: snapshot record %.40s is not one: ignored", id);
+		return;
+	}
+	if (s && (s->busy || s->updated_ms > in.updated_ms))
+		return; /* ours is newer (this host runs its capture) */
+	if (!s) {
+		if (nsnaps >= SD_SNAPS_MAX || !(s = calloc(1, sizeof(*s))))
+			return;
+		s->next = snaps;
+		snaps = s;
+		nsnaps++;
+	}
+	struct sd_snap *next = s->next;
+
+	*s = in;
+	s->next = next;
+	if (snap_write(s, NULL) < 0)
+		sd_log("snapshot %s: cannot save its record", s->id);
 }
 
 struct sd_snap *snap_find(const char *workspace, const char *ref)

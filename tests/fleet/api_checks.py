@@ -39,6 +39,8 @@ NET = "10.77.0"
 NATS_PORT = 4300
 API_PORT = 8380
 MEM = 128 << 20
+SWIFT_PORT = 4400
+BUCKET = "sandboxes"
 
 failures = []
 
@@ -88,6 +90,8 @@ class Topology:
         self.work = tempfile.mkdtemp(prefix="fleet-api.")
         self.procs = []
         self.nats = None
+        self.store = None
+        self.swift_proc = None
 
     def up(self):
         sh("ip", "link", "add", BRIDGE, "type", "bridge")
@@ -132,12 +136,39 @@ class Topology:
         out = subprocess.run(argv, env=env, stdout=subprocess.PIPE, text=True, check=True).stdout
         return out.split()[0].split("=", 1)[1]
 
+    def swift(self):
+        """Swift with its S3 API on the bridge's address (its directory on a file system
+        with user xattrs): the fleet's object store."""
+        here = os.path.dirname(os.path.abspath(__file__))
+        d = os.path.join(self.a.swift_dir, "swift")
+        self.swift_proc = subprocess.Popen(
+            [sys.executable, os.path.join(here, "swift_s3.py"), d, "--host", NET + ".1",
+             "--port", str(SWIFT_PORT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            text=True)
+        line = self.swift_proc.stdout.readline().strip()
+        if not line.startswith("swift-s3 endpoint="):
+            raise RuntimeError("Swift did not start: %r" % line)
+        f = dict(w.split("=", 1) for w in line.split()[1:])
+        self.store = f
+        creds = os.path.join(self.work, "store.cred")
+        with open(creds, "w") as c:
+            c.write("%s\n%s\n" % (f["access"], f["secret"]))
+        with open(os.path.join(self.work, "fleet.key"), "wb") as k:
+            k.write(os.urandom(32))
+        say("Swift: " + f["endpoint"])
+        return f
+
     def serve(self, i):
         addr = "%s.%d:%d" % (NET, 10 + i, API_PORT)
+        store = []
+        if self.store:
+            store = ["--store-endpoint", self.store["endpoint"], "--store-bucket", BUCKET,
+                     "--store-credentials", os.path.join(self.work, "store.cred"),
+                     "--fleet-key", os.path.join(self.work, "fleet.key"), "--chunk-kib", "256"]
         argv, env = self.sandboxd(
             i, "serve", "--listen", addr, "--insecure-http", "--operator", "127.0.0.1:8381",
             "--default-image", "busybox", "--fleet", self.servers, "--host-id", "fh%d" % i,
-            "--slots", str(SLOTS), "--fleet-replicas", "3")
+            "--slots", str(SLOTS), "--fleet-replicas", "3", *store)
         log = open(os.path.join(self.work, "sandboxd-%d.log" % i), "w")
         p = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
                              start_new_session=True)
@@ -168,9 +199,10 @@ class Topology:
                                SANDBOX_HOME=self.home(i)), stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
             sh("ip", "netns", "del", "fh%d" % i, check_rc=False)
-        if self.nats:
-            self.nats.stdin.close()
-            self.nats.wait(timeout=30)
+        for p in (self.nats, self.swift_proc):
+            if p:
+                p.stdin.close()
+                p.wait(timeout=30)
         sh("ip", "link", "del", BRIDGE, check_rc=False)
         shutil.rmtree(self.work, ignore_errors=True)
 
@@ -214,17 +246,115 @@ def owner_of(box):
     return box["dataplane_url"].split("//", 1)[1].split(":", 1)[0]
 
 
+def run(box, key, command):
+    st, out = call(box["dataplane_url"] + "/execute", key, "POST",
+                   {"command": command, "timeout": 60})
+    return out.get("stdout", "") if st == 200 and isinstance(out, dict) else "(%s %s)" % (st, out)
+
+
+def host_of(addr):
+    return int(addr.rsplit(".", 1)[1]) - 10
+
+
+def free_slot_on(key, live, host):
+    """Delete one box of live (name -> box) owned by host, so that the fleet's only free slot
+    is there."""
+    victim = next(n for n, b in sorted(live.items()) if host_of(owner_of(b)) == host)
+    st, _ = api(host, key, "DELETE", "/v2/sandboxes/boxes/%s" % victim)
+    live.pop(victim)
+    time.sleep(3)  # its slot counted free at the host's next beat
+    return st == 204
+
+
+def swift_token(store):
+    r = urllib.request.Request(store["endpoint"] + "/auth/v1.0",
+                               headers={"X-Auth-User": store["access"],
+                                        "X-Auth-Key": store["secret"]})
+    with urllib.request.urlopen(r, timeout=30) as resp:
+        return resp.headers["X-Storage-Url"], resp.headers["X-Auth-Token"]
+
+
+def corrupt_chunks(store, prefix):
+    """Every chunk object under prefix overwritten with other bytes (Swift's own API)."""
+    url, token = swift_token(store)
+    r = urllib.request.Request("%s/%s?prefix=%s&format=json" % (url, BUCKET, prefix),
+                               headers={"X-Auth-Token": token})
+    with urllib.request.urlopen(r, timeout=30) as resp:
+        names = [o["name"] for o in json.loads(resp.read())]
+    for n in names:
+        r = urllib.request.Request("%s/%s/%s" % (url, BUCKET, n), data=os.urandom(4096),
+                                   method="PUT", headers={"X-Auth-Token": token})
+        urllib.request.urlopen(r, timeout=30).read()
+    return len(names)
+
+
+def snapshots(t, key, boxes):
+    """A snapshot taken on one host restored on another from the store; then the store's
+    chunks corrupted: a restore on a third host refuses, naming a chunk."""
+    live = {b["name"]: b for b in boxes.values()}
+    src = live.pop(sorted(live)[0])
+    a_host = host_of(owner_of(src))
+    b_host, c_host = [i for i in range(1, HOSTS + 1) if i != a_host][:2]
+    out = run(src, key, "echo kept > /root/mark; setsid sleep 1000 </dev/null >/dev/null 2>&1 & "
+              "echo started")
+    st, snap = api(b_host, key, "POST", "/v2/sandboxes/boxes/%s/snapshot" % src["name"],
+                   {"name": "fleet-snap"})
+    ok = out.strip() == "started" and st == 200 and isinstance(snap, dict) and "id" in snap
+    deadline = time.time() + 300
+    while ok and time.time() < deadline:
+        st, snap = api(c_host, key, "GET", "/v2/sandboxes/snapshots/%s" % snap["id"])
+        if st != 200 or snap.get("status") != "building":
+            break
+        time.sleep(1)
+    ready = ok and st == 200 and snap.get("status") == "ready"
+    check(ready, "a capture through fh%d of a box on fh%d is ready (in the store), seen "
+          "through fh%d: %s %s" % (b_host, a_host, c_host, st,
+                                   snap.get("status_message") if isinstance(snap, dict) else
+                                   snap))
+    if not ready:
+        return
+    freed = free_slot_on(key, live, b_host)
+    t0 = time.time()
+    st, rb = api(c_host, key, "POST", "/v2/sandboxes/boxes",
+                 {"name": "restored", "snapshot_id": snap["id"], "mem_bytes": MEM,
+                  "timeout": 240})
+    secs = time.time() - t0
+    where = host_of(owner_of(rb)) if st == 200 else 0
+    out = run(rb, key, "cat /root/mark; pgrep -x sleep || ps | grep -c '[s]leep 1000'") \
+        if st == 200 else ""
+    check(freed and st == 200 and where == b_host and out.startswith("kept") and
+          len(out.split()) >= 2,
+          "a create from it through fh%d lands on fh%d (the only free slot), restored from the "
+          "store in %.1f s: the file and the background process are there (%r; %s)" % (
+              c_host, where, secs, out[:80], "" if st == 200 else rb))
+    # Every chunk of the workspace corrupted; the only free slot on the host that never held
+    # the snapshot: its restore must refuse, naming a chunk, and leave nothing running.
+    n = corrupt_chunks(t.store, "w/team/c/")
+    freed = free_slot_on(key, live, c_host) if n else False
+    st, bad = api(a_host, key, "POST", "/v2/sandboxes/boxes",
+                  {"name": "from-bad", "snapshot_id": snap["id"], "mem_bytes": MEM,
+                   "timeout": 240})
+    msg = json.dumps(bad)
+    st_get, _ = api(a_host, key, "GET", "/v2/sandboxes/boxes/from-bad")
+    check(n > 0 and freed and st != 200 and "chunk" in msg and st_get == 404,
+          "%d chunks corrupted in the store: a restore on fh%d refuses (%d: %.200s) and leaves "
+          "no box (%d)" % (n, c_host, st, msg, st_get))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--images", required=True)
     ap.add_argument("--bin", required=True, help="a directory with nats-server")
     ap.add_argument("--ctl", required=True)
+    ap.add_argument("--swift-dir", help="a directory with user xattrs: the object store's checks")
     ap.add_argument("sandboxd", nargs="+")
     a = ap.parse_args()
     a.ctl = [a.ctl]
     t = Topology(a)
     try:
         t.up()
+        if a.swift_dir:
+            t.swift()
         key = t.key("team")
         for i in range(1, HOSTS + 1):
             t.serve(i)
@@ -316,6 +446,9 @@ def main():
                   "a rename through fh%d (not the owner): %d; the name again for another box: "
                   "%d (want 409); found by the new name through each host %s, by the old %d" % (
                       via, st, st_taken, by_new, by_old))
+        if t.store:
+            snapshots(t, key, {n: b for n, b in ready.items()
+                               if n not in (sorted(ready)[0], sorted(ready)[1])})
     except Exception as e:  # the topology failed: said, and the logs shown
         check(False, "the topology: %s" % e)
     finally:

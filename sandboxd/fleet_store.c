@@ -1,0 +1,232 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A fleet's snapshots in its object store (docs/fleet.md, "Snapshots in the store"): a capture
+ * is pushed (store/snap_remote.c: sealed chunks the store lacks, then the manifest) before it
+ * is ready, and a create from a snapshot this host does not hold pulls it first (every chunk
+ * checked; nothing half-made is left). Chunks are kept per workspace and sealed under keys
+ * derived from the fleet's key and the workspace (HMAC-SHA256): no tenant reads, or learns
+ * anything of, another's. Every host has the same fleet key file; it never leaves the host.
+ *
+ *   --store-endpoint URL --store-bucket NAME [--store-region R] --store-credentials FILE
+ *   --fleet-key FILE [--chunk-kib N]
+ *
+ * FILE of the credentials: the access key id on its first line, the secret on its second.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/sha.h>
+
+#include "fleetd.h"
+#include "snap_remote.h"
+
+#define KEY_FILE_MAX	  4096
+#define CHUNK_KIB_DEFAULT 1024
+
+static struct s3_conf s3c = {.region = "us-east-1", .timeout_ms = 60000};
+static char cred_file[4096], key_file[4096];
+static uint8_t fleet_key[32];
+static uint32_t chunk_size = CHUNK_KIB_DEFAULT << 10;
+static bool configured;
+
+int fstore_option(const char *name, const char *val)
+{
+	uint64_t v;
+
+	if (strcmp(name, "store-endpoint") == 0 || strcmp(name, "store-bucket") == 0 ||
+	    strcmp(name, "store-region") == 0) {
+		char *dst = name[6] == 'e'   ? s3c.endpoint
+			    : name[6] == 'b' ? s3c.bucket
+					     : s3c.region;
+		size_t cap = name[6] == 'e'   ? sizeof(s3c.endpoint)
+			     : name[6] == 'b' ? sizeof(s3c.bucket)
+					      : sizeof(s3c.region);
+
+		if (strlen(val) >= cap) {
+			fprintf(stderr, "sandboxd: --%s is at most %zu bytes\n", name, cap - 1);
+			return -1;
+		}
+		snprintf(dst, cap, "%s", val);
+		configured = true;
+		return 1;
+	}
+	if (strcmp(name, "store-credentials") == 0 || strcmp(name, "fleet-key") == 0) {
+		char *dst = name[0] == 's' ? cred_file : key_file;
+
+		if (strlen(val) >= sizeof(cred_file)) {
+			fprintf(stderr, "sandboxd: --%s: the path is too long\n", name);
+			return -1;
+		}
+		snprintf(dst, sizeof(cred_file), "%s", val);
+		return 1;
+	}
+	if (strcmp(name, "chunk-kib") == 0) {
+		if (!parse_u64(val, 4, 4096, &v) || (v & (v - 1))) {
+			fprintf(stderr, "sandboxd: --chunk-kib takes a power of two, 4 to 4096\n");
+			return -1;
+		}
+		chunk_size = (uint32_t)(v << 10);
+		return 1;
+	}
+	return 0;
+}
+
+/* The workspace's secret: HMAC-SHA256(fleet key, "sandbox-chunks\0" workspace). */
+static void ws_secret(const char *workspace, uint8_t out[32])
+{
+	unsigned char msg[16 + SD_WORKSPACE_MAX];
+	unsigned int len = 32;
+	size_t wl = strnlen(workspace, SD_WORKSPACE_MAX);
+
+	memcpy(msg, "sandbox-chunks", 15); /* and its NUL */
+	memcpy(msg + 15, workspace, wl);
+	HMAC(EVP_sha256(), fleet_key, sizeof(fleet_key), msg, 15 + wl, out, &len);
+}
+
+struct fstore {
+	struct s3 s3;
+	struct chunk_store cs;
+	uint8_t secret[32];
+};
+
+static int fstore_open(struct fstore *h, const char *workspace, char *err, size_t len)
+{
+	char prefix[96];
+	int r;
+
+	memset(h, 0, sizeof(*h));
+	if ((r = s3_open(&h->s3, &s3c)) < 0) {
+		snprintf(err, len, "the object store: %s", h->s3.err);
+		return r;
+	}
+	ws_secret(workspace, h->secret);
+	snprintf(prefix, sizeof(prefix), "w/%s", workspace);
+	if ((r = chunk_store_open(&h->cs, &h->s3, prefix, h->secret)) < 0) {
+		snprintf(err, len, "the object store: %s", h->cs.err);
+		s3_close(&h->s3);
+		OPENSSL_cleanse(h->secret, sizeof(h->secret));
+	}
+	return r;
+}
+
+static void fstore_close(struct fstore *h)
+{
+	chunk_store_close(&h->cs);
+	s3_close(&h->s3);
+	OPENSSL_cleanse(h->secret, sizeof(h->secret));
+}
+
+static int push(const char *workspace, const char *store_name, const char *snap_id, char *err,
+		size_t len)
+{
+	struct fstore h;
+	uint64_t t0 = sd_now_ms();
+	int r = fstore_open(&h, workspace, err, len);
+
+	if (r < 0)
+		return r;
+	r = snap_push(store_name, &h.cs, snap_id, 1, chunk_size, err, len);
+	if (r == 0)
+		sd_log("snapshot %s: in the store in %llu ms: %llu chunks up (%llu bytes), %llu "
+		       "there already",
+		       snap_id, (unsigned long long)(sd_now_ms() - t0),
+		       (unsigned long long)h.cs.put_chunks, (unsigned long long)h.cs.put_bytes,
+		       (unsigned long long)h.cs.skip_chunks);
+	fstore_close(&h);
+	return r;
+}
+
+static int pull(const char *workspace, const char *snap_id, const char *store_name, char *err,
+		size_t len)
+{
+	char dir[4200];
+	struct stat st;
+	struct fstore h;
+	uint64_t t0 = sd_now_ms();
+	int r;
+
+	snprintf(dir, sizeof(dir), "%s/snapshots/%s", state_home(), store_name);
+	if (lstat(dir, &st) == 0)
+		return 0; /* this host made it, or pulled it before */
+	if ((r = fstore_open(&h, workspace, err, len)) < 0)
+		return r;
+	r = snap_pull(&h.cs, snap_id, 1, store_name, err, len);
+	if (r == -EEXIST) /* another create pulled it meanwhile */
+		r = 0;
+	if (r == 0)
+		sd_log("snapshot %s: pulled in %llu ms: %llu chunks (%llu bytes)", snap_id,
+		       (unsigned long long)(sd_now_ms() - t0), (unsigned long long)h.cs.got_chunks,
+		       (unsigned long long)h.cs.got_bytes);
+	fstore_close(&h);
+	return r;
+}
+
+/* The first line of text into out (trailing blanks gone); the rest after it. */
+static const char *line(const char *text, char *out, size_t cap)
+{
+	size_t n = strcspn(text, "\r\n");
+
+	if (n >= cap)
+		return NULL;
+	memcpy(out, text, n);
+	out[n] = 0;
+	while (n && (out[n - 1] == ' ' || out[n - 1] == '\t'))
+		out[--n] = 0;
+	text += n;
+	while (*text == '\r' || *text == '\n')
+		text++;
+	return text;
+}
+
+int fstore_start(void)
+{
+	static const struct snap_store_hooks hooks = {.push = push, .pull = pull};
+	char *text = NULL;
+	size_t len;
+	const char *rest;
+	struct s3 s3;
+	int r;
+
+	if (!configured)
+		return 0;
+	if (!cred_file[0] || !key_file[0] || !s3c.bucket[0] || !s3c.endpoint[0]) {
+		sd_log("the object store needs --store-endpoint, --store-bucket, "
+		       "--store-credentials and --fleet-key");
+		return -EINVAL;
+	}
+	if ((r = read_file_follow(cred_file, KEY_FILE_MAX, &text, &len)) < 0) {
+		sd_log("%s: %s", cred_file, strerror(-r));
+		return r;
+	}
+	rest = line(text, s3c.access, sizeof(s3c.access));
+	rest = rest ? line(rest, s3c.secret, sizeof(s3c.secret)) : NULL;
+	OPENSSL_cleanse(text, len);
+	free(text);
+	if (!rest || !s3c.access[0] || !s3c.secret[0]) {
+		sd_log("%s: not an access key id and a secret, a line each", cred_file);
+		return -EINVAL;
+	}
+	if ((r = read_file_follow(key_file, KEY_FILE_MAX, &text, &len)) < 0 || len < 32) {
+		sd_log("%s: %s", key_file, r < 0 ? strerror(-r) : "under 32 bytes");
+		free(text);
+		return r < 0 ? r : -EINVAL;
+	}
+	SHA256((const uint8_t *)text, len, fleet_key);
+	OPENSSL_cleanse(text, len);
+	free(text);
+	if ((r = s3_open(&s3, &s3c)) < 0 || (r = s3_bucket_create(&s3)) < 0) {
+		sd_log("the object store %s: %s", s3c.endpoint, s3.err);
+		s3_close(&s3);
+		return r;
+	}
+	s3_close(&s3);
+	snap_store_hooks = &hooks;
+	sd_log("snapshots go to %s, bucket %s, in chunks of %u KiB", s3c.endpoint, s3c.bucket,
+	       chunk_size >> 10);
+	return 0;
+}
