@@ -24,6 +24,9 @@
 /* The owner a create that no host took in time gets: the key is made create-only by the API
  * side, so a host that fetches the request later finds it owned and drops it. */
 #define FLEET_UNSCHEDULABLE "unschedulable"
+/* The owner of a box suspended into the store and let go by its host: "released:SEQ", SEQ the
+ * message that placed it last. A wake places it again. Neither name is a host's. */
+#define FLEET_RELEASED	    "released"
 
 struct fleet_conf {
 	const char *servers[FLEET_SERVERS_MAX]; /* nats://HOST:PORT */
@@ -77,6 +80,7 @@ struct fleet_req {
 	bool moved; /* taken over from a host whose liveness lapsed after it claimed the box */
 	bool again; /* this host had claimed it and its ack did not reach the server: the caller
 		       may have it already (run a box id once) */
+	bool woken; /* a wake of a released box (fleet_wake), not a create */
 };
 /* The host side: wait up to wait_ms for one request and claim it. 1 with *r filled (free
  * r->data): the box is this host's to run; 0 when none came or it was not to be run here (a
@@ -91,6 +95,19 @@ int fleet_take(struct fleet *f, int wait_ms, struct fleet_req *r)
  * it acts at most twice a second (each may send one pull request: a status message in the
  * queue makes libnats ask for more). */
 void fleet_shed(struct fleet *f);
+
+/* The host side: box id (this host's) suspended into the store: its owner becomes
+ * "released:SEQ" (*release = SEQ), on the revision read. -EPERM: another host's; -ESTALE: it
+ * was taken meanwhile. */
+int fleet_release(struct fleet *f, const char *id, uint64_t *release)
+	__attribute__((warn_unused_result));
+/* The API side: wake released box id on a host with room, as fleet_place does a create (its
+ * host in owner). Callers waking one release at once publish one message: one host wakes it.
+ * A box not released answers its owner at once; -EAGAIN when no host took it in time (the
+ * wake stays queued: a host with room takes it later); -ENOENT: a cancelled create. */
+int fleet_wake(struct fleet *f, const char *id, const void *req, size_t len, int timeout_ms,
+	       char owner[FLEET_ID_MAX + 1], char *err, size_t err_len)
+	__attribute__((warn_unused_result));
 
 /* The owner of box id in owner and its revision; -ENOENT when it has none. */
 int fleet_owner(struct fleet *f, const char *id, char owner[FLEET_ID_MAX + 1], uint64_t *rev)

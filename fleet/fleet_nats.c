@@ -150,7 +150,8 @@ int fleet_open(struct fleet *f, const struct fleet_conf *c, int wait_ms)
 	f->conf = *c;
 	if (c->nservers < 1 || c->nservers > FLEET_SERVERS_MAX)
 		return fleet_fail(f, -EINVAL, "fleet: 1 to %d NATS servers", FLEET_SERVERS_MAX);
-	if (!fleet_id_ok(c->pool) || (c->host[0] && !fleet_id_ok(c->host)))
+	if (!fleet_id_ok(c->pool) || (c->host[0] && !fleet_id_ok(c->host)) ||
+	    strcmp(c->host, FLEET_RELEASED) == 0 || strcmp(c->host, FLEET_UNSCHEDULABLE) == 0)
 		return fleet_fail(f, -EINVAL, "fleet: a pool and host id of [A-Za-z0-9_-], 1 to %d",
 				  FLEET_ID_MAX);
 	if (c->replicas < 1 || c->replicas > 5)

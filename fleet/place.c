@@ -30,6 +30,7 @@
 
 #define HDR_BOX	      "Sandbox-Box"
 #define HDR_REPLY     "Sandbox-Reply"
+#define HDR_WAKE      "Sandbox-Wake" /* a wake's release: the SEQ of "released:SEQ" */
 #define INBOX_MAX     128
 #define OWNER_VAL_MAX (FLEET_ID_MAX + 22) /* HOST:SEQ */
 
@@ -55,26 +56,35 @@ static void say(char *err, size_t len, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* "HOST:SEQ" of n bytes into host and *seq: 0, or -EBADMSG. */
-static int owner_parse(const char *v, size_t n, char host[FLEET_ID_MAX + 1], uint64_t *seq)
+/* A sequence (decimal, 1 to UINT64_MAX) of n bytes: 0, or -EBADMSG. */
+static int owner_parse_seq(const char *v, size_t n, uint64_t *seq)
 {
-	const char *colon = memchr(v, ':', n);
 	uint64_t q = 0;
 
-	if (!colon || colon == v || (size_t)(colon - v) > FLEET_ID_MAX || colon + 1 == v + n ||
-	    v + n - (colon + 1) > 20)
+	if (n == 0 || n > 20)
 		return -EBADMSG;
-	for (const char *p = colon + 1; p < v + n; p++) {
+	for (const char *p = v; p < v + n; p++) {
 		if (*p < '0' || *p > '9' || q > (UINT64_MAX - (uint64_t)(*p - '0')) / 10)
 			return -EBADMSG;
 		q = q * 10 + (uint64_t)(*p - '0');
 	}
-	memcpy(host, v, (size_t)(colon - v));
-	host[colon - v] = 0;
-	if (!fleet_id_ok(host) || q == 0)
+	if (q == 0)
 		return -EBADMSG;
 	*seq = q;
 	return 0;
+}
+
+/* "HOST:SEQ" of n bytes into host and *seq: 0, or -EBADMSG. */
+static int owner_parse(const char *v, size_t n, char host[FLEET_ID_MAX + 1], uint64_t *seq)
+{
+	const char *colon = memchr(v, ':', n);
+
+	if (!colon || colon == v || (size_t)(colon - v) > FLEET_ID_MAX ||
+	    owner_parse_seq(colon + 1, (size_t)(v + n - (colon + 1)), seq) < 0)
+		return -EBADMSG;
+	memcpy(host, v, (size_t)(colon - v));
+	host[colon - v] = 0;
+	return fleet_id_ok(host) ? 0 : -EBADMSG;
 }
 
 /* Whether s is a subject of [A-Za-z0-9_-] tokens joined by '.', as our inboxes are. */
@@ -304,10 +314,13 @@ static int place_wait(struct fleet *f, struct fleet_wait *w, uint64_t deadline)
 	return ret;
 }
 
-/* Publish the create for w (its id as the message id): w->seq. */
+/* Publish the create for w (its id as the message id; a wake's: the id and its release, so
+ * that hosts waking it at once publish one message): w->seq. */
 static int place_publish(struct fleet *f, struct fleet_wait *w, const void *req, size_t len,
-			 char *err, size_t err_len)
+			 uint64_t wake, char *err, size_t err_len)
 {
+	char msg_id[FLEET_ID_MAX + 24], wake_text[24];
+
 	char reply[sizeof(f->inbox) + FLEET_ID_MAX + 2];
 	natsMsg *m = NULL;
 	jsPubAck *pa = NULL;
@@ -316,13 +329,17 @@ static int place_publish(struct fleet *f, struct fleet_wait *w, const void *req,
 	natsStatus s;
 
 	snprintf(reply, sizeof(reply), "%s.%s", f->inbox, w->id);
+	snprintf(msg_id, sizeof(msg_id), wake ? "%s.w%" PRIu64 : "%s", w->id, wake);
+	snprintf(wake_text, sizeof(wake_text), "%" PRIu64, wake);
 	jsPubOptions_Init(&po);
-	po.MsgId = w->id;
+	po.MsgId = msg_id;
 	s = natsMsg_Create(&m, f->subject, NULL, req, (int)len);
 	if (s == NATS_OK)
 		s = natsMsgHeader_Set(m, HDR_BOX, w->id);
 	if (s == NATS_OK)
 		s = natsMsgHeader_Set(m, HDR_REPLY, reply);
+	if (s == NATS_OK && wake)
+		s = natsMsgHeader_Set(m, HDR_WAKE, wake_text);
 	/* no responders: the stream's leader is being elected (a node lost, a new cluster):
 	 * asked again for up to 2 s */
 	for (int i = 0; s == NATS_OK || (s == NATS_NO_RESPONDERS && i < 40); i++) {
@@ -421,7 +438,7 @@ int fleet_place(struct fleet *f, const char *id, const void *req, size_t len, in
 	w.next = f->waits;
 	f->waits = &w;
 	pthread_mutex_unlock(&f->lock);
-	ret = place_publish(f, &w, req, len, err, err_len);
+	ret = place_publish(f, &w, req, len, 0, err, err_len);
 	if (ret == 0)
 		ret = place_wait(f, &w, deadline);
 	pthread_mutex_lock(&f->lock);
@@ -441,13 +458,92 @@ int fleet_place(struct fleet *f, const char *id, const void *req, size_t len, in
 	return place_cancel(f, &w, timeout_ms, owner, err, err_len);
 }
 
+int fleet_release(struct fleet *f, const char *id, uint64_t *release)
+{
+	char owner[FLEET_ID_MAX + 1];
+	uint64_t seq = 0, rev = 0, nrev = 0;
+	int err;
+
+	if (!fleet_id_ok(id))
+		return fleet_fail(f, -EINVAL, "fleet: not a box id");
+	err = owner_read(f, id, owner, &seq, &rev);
+	if (err == 0 && strcmp(owner, f->conf.host) != 0)
+		return fleet_fail(f, -EPERM, "fleet: %s is %s's, not this host's", id, owner);
+	if (err < 0)
+		return fleet_fail(f, err, "fleet: the owner of %s cannot be read", id);
+	err = owner_update(f, id, FLEET_RELEASED, seq, rev, &nrev);
+	if (err < 0)
+		return fleet_fail(f, err, "fleet: %s cannot be released (%s)", id,
+				  err == -ESTALE ? "another host took it" : "no answer");
+	*release = seq;
+	return 0;
+}
+
+int fleet_wake(struct fleet *f, const char *id, const void *req, size_t len, int timeout_ms,
+	       char owner[FLEET_ID_MAX + 1], char *err, size_t err_len)
+{
+	struct fleet_wait w = {0}, **pp;
+	pthread_condattr_t ca;
+	uint64_t deadline = fleet_now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0), seq = 0;
+	int ret;
+
+	owner[0] = 0;
+	if (!fleet_id_ok(id) || len > FLEET_REQ_MAX) {
+		say(err, err_len, "fleet: not a box id, or a request over %u bytes", FLEET_REQ_MAX);
+		return -EINVAL;
+	}
+	ret = owner_read(f, id, owner, &seq, NULL);
+	if (ret == 0 && strcmp(owner, FLEET_RELEASED) != 0) {
+		if (strcmp(owner, FLEET_UNSCHEDULABLE) == 0) {
+			say(err, err_len, "fleet: %s was never placed", id);
+			return -ENOENT;
+		}
+		return 0; /* awake already (another wake won): its host */
+	}
+	owner[0] = 0;
+	if (ret < 0) {
+		say(err, err_len, "fleet: the owner of %s cannot be read", id);
+		return ret;
+	}
+	snprintf(w.id, sizeof(w.id), "%s", id);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&w.cond, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_mutex_lock(&f->lock);
+	w.next = f->waits;
+	f->waits = &w;
+	pthread_mutex_unlock(&f->lock);
+	ret = place_publish(f, &w, req, len, seq, err, err_len);
+	if (ret == 0)
+		ret = place_wait(f, &w, deadline);
+	pthread_mutex_lock(&f->lock);
+	for (pp = &f->waits; *pp; pp = &(*pp)->next)
+		if (*pp == &w) {
+			*pp = w.next;
+			break;
+		}
+	pthread_mutex_unlock(&f->lock);
+	pthread_cond_destroy(&w.cond);
+	if (ret == 0) {
+		memcpy(owner, w.owner, FLEET_ID_MAX + 1);
+		return 0;
+	}
+	if (ret == -ETIMEDOUT) { /* its message stays queued: a host with room wakes it later */
+		say(err, err_len, "fleet: no host had room to wake %s within %d ms", id,
+		    timeout_ms);
+		return -EAGAIN;
+	}
+	return ret;
+}
+
 /*
  * Claim box id, from the message of stream sequence seq, for this host: 1 (ours now, the
  * owner's revision in *rev; *moved if taken over, *again if this host had claimed it), 0 (not to be
  * run: a duplicate of another message, or cancelled), 2 (ask again after *retry_ms), -errno.
  */
-static int claim(struct fleet *f, const char *id, uint64_t seq, bool *moved, bool *again,
-		 uint64_t *rev, int64_t *retry_ms)
+static int claim(struct fleet *f, const char *id, uint64_t seq, uint64_t wake, bool *moved,
+		 bool *again, uint64_t *rev, int64_t *retry_ms)
 {
 	char owner[FLEET_ID_MAX + 1];
 	uint64_t oseq = 0, orev = 0;
@@ -465,6 +561,13 @@ static int claim(struct fleet *f, const char *id, uint64_t seq, bool *moved, boo
 		return 2;
 	if (err < 0)
 		return err;
+	if (wake && strcmp(owner, FLEET_RELEASED) == 0 && oseq == wake) {
+		/* released in the store: this message wakes it here, on this revision only (two
+		 * wakes of one release are one message; a wake of an older release fails here) */
+		if (owner_update(f, id, f->conf.host, seq, orev, rev) != 0)
+			return 2;
+		return 1;
+	}
 	if (oseq != seq)
 		return 0; /* the box is another message's: this one is a duplicate */
 	if (strcmp(owner, FLEET_UNSCHEDULABLE) == 0)
@@ -518,7 +621,8 @@ int fleet_take(struct fleet *f, int wait_ms, struct fleet_req *r)
 	for (int i = 0; i < list.Count; i++) {
 		natsMsg *m = list.Msgs[i];
 		jsMsgMetaData *meta = NULL;
-		const char *id = NULL, *reply = NULL;
+		const char *id = NULL, *reply = NULL, *wake_text = NULL;
+		uint64_t wake = 0;
 		int n = natsMsg_GetDataLength(m), c;
 		int64_t retry_ms = 0;
 		uint64_t seq = 0, rev = 0, nrev = 0;
@@ -538,6 +642,11 @@ int fleet_take(struct fleet *f, int wait_ms, struct fleet_req *r)
 			natsMsg_Term(m, NULL);
 			continue;
 		}
+		if (natsMsgHeader_Get(m, HDR_WAKE, &wake_text) == NATS_OK &&
+		    owner_parse_seq(wake_text, strlen(wake_text), &wake) < 0) {
+			natsMsg_Term(m, NULL);
+			continue;
+		}
 		/* the request's copy first: a box claimed and then not run would be lost */
 		r->data = malloc(n ? (size_t)n : 1);
 		if (!r->data) {
@@ -545,7 +654,7 @@ int fleet_take(struct fleet *f, int wait_ms, struct fleet_req *r)
 			ret = fleet_fail(f, -ENOMEM, "fleet: out of memory");
 			continue;
 		}
-		c = claim(f, id, seq, &moved, &again, &rev, &retry_ms);
+		c = claim(f, id, seq, wake, &moved, &again, &rev, &retry_ms);
 		if (c == 2 || c < 0) {
 			natsMsg_NakWithDelay(m, retry_ms > 0 ? retry_ms : 200, NULL);
 			free(r->data);
@@ -575,6 +684,7 @@ int fleet_take(struct fleet *f, int wait_ms, struct fleet_req *r)
 		snprintf(r->id, sizeof(r->id), "%s", id);
 		r->moved = moved;
 		r->again = again;
+		r->woken = wake != 0;
 		r->len = (size_t)n;
 		memcpy(r->data, natsMsg_GetData(m), r->len);
 		ret = 1;

@@ -142,7 +142,19 @@ static int host_main(char *servers, const char *id, int slots, const char *mode,
 		}
 		if (n == 0)
 			continue;
-		dprintf(fd, "took %s %s %d\n", r.id, id, r.moved);
+		if (r.len == 7 && memcmp(r.data, "release", 7) == 0) {
+			/* suspended into the store at once: let go, its slot free again */
+			uint64_t rel = 0;
+
+			if (fleet_release(&f, r.id, &rel) < 0)
+				dprintf(fd, "error %s %s\n", id, f.err);
+			else
+				dprintf(fd, "released %s %s:%llu\n", r.id, id,
+					(unsigned long long)rel);
+			free(r.data);
+			continue;
+		}
+		dprintf(fd, "%s %s %s %d\n", r.woken ? "woke" : "took", r.id, id, r.moved);
 		free(r.data);
 		owned++;
 	}
@@ -205,6 +217,14 @@ static void *place_thread(void *arg)
 	return NULL;
 }
 
+static void *wake_thread(void *arg)
+{
+	struct place_job *j = arg;
+
+	j->err = fleet_wake(j->f, j->id, "{}", 2, PLACE_MS, j->owner, j->why, sizeof(j->why));
+	return NULL;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -219,6 +239,7 @@ int main(int argc, char **argv)
 	struct place_job j = {0};
 	pthread_t t;
 	char lines[65536] = "", servers_copy[1024], owner[FLEET_ID_MAX + 1], host[32], pat[96];
+	char why[FLEET_ERR_MAX];
 	pid_t crash, hosts[3];
 	double ms[16];
 	int nms = 0, status, err;
@@ -306,6 +327,39 @@ int main(int argc, char **argv)
 		      count_lines(lines, "took d1 ") == 1,
 	      "duplicate-publish-once", "%d %s / %d %s; %s", d1.err, d1.why, d2.err, d2.why, lines);
 
+	/* a box released into the store (its host lets it go), then woken by two callers at
+	 * once: one message, one host wakes it, both callers get that host; a third wake of
+	 * a box awake answers at once */
+	err = fleet_place(&api, "w1", "release", 7, PLACE_MS, owner, why, sizeof(why));
+	for (int i = 0; i < 50 && count_lines(lines, "released w1 ") == 0; i++) {
+		usleep(100000);
+		drain(lines, sizeof(lines));
+	}
+	check(err == 0 && count_lines(lines, "released w1 ") == 1, "released", "%d %s; %s", err,
+	      why, lines);
+	struct place_job w1 = {.f = &api}, w2 = {.f = &api}, w3 = {.f = &api};
+
+	snprintf(w1.id, sizeof(w1.id), "w1");
+	snprintf(w2.id, sizeof(w2.id), "w1");
+	snprintf(w3.id, sizeof(w3.id), "w1");
+	pthread_create(&t, NULL, wake_thread, &w1);
+	pthread_create(&t2, NULL, wake_thread, &w2);
+	pthread_join(t, NULL);
+	pthread_join(t2, NULL);
+	usleep(500000);
+	drain(lines, sizeof(lines));
+	err = fleet_owner(&api, "w1", owner, NULL);
+	check(w1.err == 0 && w2.err == 0 && strcmp(w1.owner, w2.owner) == 0 &&
+		      count_lines(lines, "woke w1 ") == 1 && err == 0 &&
+		      strcmp(owner, w1.owner) == 0,
+	      "wake-race-once", "%d %s / %d %s; owner %s; %s", w1.err, w1.why, w2.err, w2.why,
+	      owner, lines);
+	wake_thread(&w3);
+	usleep(300000);
+	drain(lines, sizeof(lines));
+	check(w3.err == 0 && strcmp(w3.owner, w1.owner) == 0 && count_lines(lines, "woke w1 ") == 1,
+	      "wake-awake", "%d %s; %s", w3.err, w3.owner, lines);
+
 	/* what is not a create of ours (no headers, a reply that is not the box's inbox, a
 	 * subject with spaces) is dropped by the hosts, and wedges nothing */
 	jsCtx *raw = (jsCtx *)api.js;
@@ -324,8 +378,8 @@ int main(int argc, char **argv)
 	drain(lines, sizeof(lines));
 	check(count_lines(lines, "took x1") == 0, "malformed-dropped", "%s", lines);
 
-	/* 9 more: 12 on 3 hosts of 4 */
-	for (int i = 4; i <= 12; i++) {
+	/* 8 more: 12 on 3 hosts of 4 (w1, woken, holds one) */
+	for (int i = 4; i <= 11; i++) {
 		memset(&j, 0, sizeof(j));
 		j.f = &api;
 		snprintf(j.id, sizeof(j.id), "b%d", i);
@@ -341,7 +395,8 @@ int main(int argc, char **argv)
 		check(count_lines(lines, pat) <= SLOTS, "spread", "h%d took %d: %s", i,
 		      count_lines(lines, pat), lines);
 	}
-	check(count_lines(lines, "took ") == 12, "all-placed", "%s", lines);
+	check(count_lines(lines, "took ") == 11 && count_lines(lines, "woke ") == 1, "all-placed",
+	      "%s", lines);
 
 	/* the 13th: no room anywhere */
 	memset(&j, 0, sizeof(j));
