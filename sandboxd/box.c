@@ -84,6 +84,7 @@ static int box_from_json(json_t *o, struct box *b)
 	b->mem_bytes = (uint64_t)json_integer_value(json_object_get(o, "mem_bytes"));
 	b->fs_capacity_bytes =
 		(uint64_t)json_integer_value(json_object_get(o, "fs_capacity_bytes"));
+	b->fleet_gen = (uint64_t)json_integer_value(json_object_get(o, "fleet_gen"));
 	json_t *v;
 
 	if ((v = json_object_get(o, "labels")) && json_is_object(v))
@@ -153,7 +154,7 @@ struct box *box_new(const char *workspace, const char *name)
 	return b;
 }
 
-int box_save(const struct box *b)
+char *box_record(const struct box *b)
 {
 	json_t *o = json_pack(
 		"{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, "
@@ -168,7 +169,8 @@ int box_save(const struct box *b)
 		(json_int_t)b->fs_capacity_bytes, "snapshot_store", b->snapshot_store);
 
 	if (!o)
-		return -ENOMEM;
+		return NULL;
+	json_object_set_new(o, "fleet_gen", json_integer((json_int_t)b->fleet_gen));
 	if (b->labels)
 		json_object_set(o, "labels", b->labels);
 	if (b->run_config)
@@ -178,6 +180,50 @@ int box_save(const struct box *b)
 	char *text = json_dumps(o, JSON_COMPACT);
 
 	json_decref(o);
+	return text;
+}
+
+int box_parse_record(const char *text, struct box *b)
+{
+	json_error_t jerr;
+	json_t *o = jsonx_parse(text, strlen(text), &jerr);
+	int err = o ? box_from_json(o, b) : -EBADMSG;
+
+	json_decref(o);
+	if (err < 0)
+		box_record_free(b);
+	return err;
+}
+
+void box_record_free(struct box *b)
+{
+	json_decref(b->labels);
+	json_decref(b->run_config);
+	json_decref(b->proxy_config);
+	b->labels = b->run_config = b->proxy_config = NULL;
+}
+
+struct box *box_from_record(const char *text)
+{
+	struct box *b = nboxes < SD_BOXES_MAX ? calloc(1, sizeof(*b)) : NULL;
+
+	if (!b || box_parse_record(text, b) < 0 || box_by_id(b->id)) {
+		if (b)
+			box_record_free(b);
+		free(b);
+		return NULL;
+	}
+	b->last_active_ms = sd_now_ms();
+	b->next = boxes;
+	boxes = b;
+	nboxes++;
+	return b;
+}
+
+int box_save(const struct box *b)
+{
+	char *text = box_record(b);
+
 	if (!text)
 		return -ENOMEM;
 	char path[4300];

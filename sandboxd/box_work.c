@@ -141,8 +141,9 @@ static void job_run(struct sd_job *sj)
 	/* A snapshot this host does not hold (made on another host of a fleet) comes from the
 	 * fleet's store first, off the lock: a pull may take minutes. */
 	if (j->kind == J_CREATE && j->create.snap_store[0] && snap_store_hooks &&
-	    (j->err = snap_store_hooks->pull(j->workspace, j->create.snap_id, j->create.snap_store,
-					     r.error, sizeof(r.error))) < 0)
+	    (j->err = snap_store_hooks->pull(j->workspace, j->create.snap_id,
+					     j->create.snap_gen ? j->create.snap_gen : 1,
+					     j->create.snap_store, r.error, sizeof(r.error))) < 0)
 		goto unlocked;
 	pthread_mutex_lock(&lifecycle_lock);
 	if (j->kind == J_CREATE) {
@@ -198,11 +199,18 @@ out:
 	pthread_mutex_unlock(&lifecycle_lock);
 	/* a capture in a fleet is ready once it is in the store: any host restores it */
 	if (j->kind == J_SNAPSHOT && j->err == 0 && snap_store_hooks)
-		j->err = snap_store_hooks->push(j->workspace, j->snap_name, j->snap_id, r.error,
+		j->err = snap_store_hooks->push(j->workspace, j->snap_name, j->snap_id, 1, r.error,
 						sizeof(r.error));
 unlocked:
 	if (j->err < 0)
 		snprintf(j->msg, sizeof(j->msg), "%s", r.error[0] ? r.error : strerror(-j->err));
+}
+
+static void waiters_run(struct box *b, int err, const char *msg);
+
+void box_waiters_fail(struct box *b, int err, const char *msg)
+{
+	waiters_run(b, err, msg);
 }
 
 static void waiters_run(struct box *b, int err, const char *msg)

@@ -369,7 +369,7 @@ static void box_start(struct sd_req *q, struct box *b)
 
 static void box_stop(struct sd_req *q, struct box *b)
 {
-	if (b->status == BOX_READY && !b->busy && box_simple_job(b, J_STOP, NULL, NULL) < 0) {
+	if (b->status == BOX_READY && !b->busy && box_stop_job(b) < 0) {
 		req_reply_error(q, 503, "ServiceUnavailable", "out of memory");
 		return;
 	}

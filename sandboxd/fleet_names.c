@@ -80,9 +80,11 @@ static void name_queue(struct name_job *n, struct sd_req *q)
 
 void fleetd_box_forgotten(const struct box *b)
 {
-	struct name_job *n = calloc(1, sizeof(*n));
+	struct name_job *n;
 
-	if (!n)
+	if (b->released) /* in the store, or waking: its records are the fleet's, not ours */
+		return;
+	if (!(n = calloc(1, sizeof(*n))))
 		return;
 	n->kind = N_FORGET;
 	snprintf(n->id, sizeof(n->id), "%s", b->id);

@@ -42,7 +42,7 @@ static natsSubscription *ctl_sub;
 
 /* ---- messages ---- */
 
-static uint8_t *msg_make(json_t *head, const void *body, size_t blen, size_t *len)
+uint8_t *fleet_rpc_msg(json_t *head, const void *body, size_t blen, size_t *len)
 {
 	char *h = json_dumps(head, JSON_COMPACT);
 	size_t hl = h ? strlen(h) : 0;
@@ -78,6 +78,19 @@ static int msg_split(const uint8_t *m, size_t len, json_t **head, const uint8_t 
 	return 0;
 }
 
+int fleet_rpc_status(const uint8_t *m, size_t len)
+{
+	json_t *head;
+	const uint8_t *body;
+	size_t blen;
+	int s = 0;
+
+	if (msg_split(m, len, &head, &body, &blen) == 0)
+		s = (int)json_integer_value(json_object_get(head, "s"));
+	json_decref(head);
+	return s;
+}
+
 static uint8_t *answer_make(int status, const char *ctype, const struct sd_req *q, const void *body,
 			    size_t blen, size_t *len)
 {
@@ -85,8 +98,8 @@ static uint8_t *answer_make(int status, const char *ctype, const struct sd_req *
 
 	for (unsigned i = 0; q && i < q->nextra; i++)
 		json_array_append_new(h, json_pack("[s,s]", q->extra[i].name, q->extra[i].value));
-	return msg_make(json_pack("{s:i, s:s, s:o}", "s", status, "t", ctype, "h", h), body, blen,
-			len);
+	return fleet_rpc_msg(json_pack("{s:i, s:s, s:o}", "s", status, "t", ctype, "h", h), body,
+			     blen, len);
 }
 
 /* Relay an answer (msg) to q as its reply. */
@@ -143,8 +156,12 @@ struct call_job {
 	bool wait;
 	uint8_t *msg; /* what goes to the owner (forward, list), or the create's request */
 	size_t len;
+	enum http_method method; /* forward: the call's */
+	enum route_kind kind_route;
+	char key_id[SD_KEY_ID_LEN + 1];
 	/* out */
-	int status; /* 0: relay answer; else an error of ours */
+	char released[SD_ID_LEN + 1]; /* forward: a released box's get, answered from its record */
+	int status;		      /* 0: relay answer; else an error of ours */
 	const char *etype;
 	char emsg[600];
 	uint8_t *answer;
@@ -152,8 +169,8 @@ struct call_job {
 	json_t *merged; /* list */
 };
 
-static int ask(const char *host, const uint8_t *m, size_t len, int timeout_ms, uint8_t **answer,
-	       size_t *alen)
+int fleet_rpc_ask(const char *host, const uint8_t *m, size_t len, int timeout_ms, uint8_t **answer,
+		  size_t *alen)
 {
 	char subject[96];
 	natsMsg *reply = NULL;
@@ -198,6 +215,41 @@ static bool is_uuid(const char *s)
 	return true;
 }
 
+/* A call for a box released into the store: a read answered from its record (false, with
+ * c->released set), a delete done here (false), anything else wakes it on a host with room
+ * (true: host is that host, where the call goes on). */
+static bool released_call(struct call_job *c, const char *id, char host[FLEET_ID_MAX + 1])
+{
+	char why[FLEET_ERR_MAX];
+	int err;
+
+	if (c->method == M_GET && (c->kind_route == R_BOX || c->kind_route == R_BOX_STATUS)) {
+		memcpy(c->released, id, sizeof(c->released));
+		return false;
+	}
+	if (c->method == M_DELETE && c->kind_route == R_BOX) {
+		err = fleetd_released_delete(c->workspace, id);
+		if (err == 0)
+			c->status = 204;
+		else if (err == -ENOENT)
+			call_fail(c, 404, "NotFound", "Sandbox '%s' not found", c->ref);
+		else
+			call_fail(c, 503, "ServiceUnavailable", "the fleet did not answer");
+		return false;
+	}
+	err = fleetd_wake(c->workspace, c->key_id, id, host, why, sizeof(why));
+	if (err == -ENOENT) {
+		call_fail(c, 404, "NotFound", "Sandbox '%s' not found", c->ref);
+		return false;
+	}
+	if (err < 0) {
+		call_fail(c, 503, err == -EAGAIN ? "Unschedulable" : "ServiceUnavailable",
+			  "sandbox '%s' could not be woken: %s", c->ref, why);
+		return false;
+	}
+	return true;
+}
+
 static void forward_run(struct call_job *c)
 {
 	char host[FLEET_ID_MAX + 1], key[80], id[SD_ID_LEN + 1];
@@ -228,7 +280,9 @@ static void forward_run(struct call_job *c)
 		call_fail(c, 503, "ServiceUnavailable", "the fleet's owners did not answer");
 		return;
 	}
-	err = ask(host, c->msg, c->len, RPC_CALL_MS, &c->answer, &c->alen);
+	if (strcmp(host, FLEET_RELEASED) == 0 && !released_call(c, id, host))
+		return;
+	err = fleet_rpc_ask(host, c->msg, c->len, RPC_CALL_MS, &c->answer, &c->alen);
 	if (err < 0)
 		call_fail(c, 503, "ServiceUnavailable",
 			  "the host of sandbox '%s' did not answer (%s): try again", c->ref,
@@ -267,9 +321,9 @@ static void create_run(struct call_job *c)
 	uint8_t *m;
 	size_t len;
 
-	m = msg_make(json_pack("{s:s, s:s}", "op", "await", "id", c->id), NULL, 0, &len);
-	err = m ? ask(owner, m, len, (c->wait ? c->timeout_s * 1000 : 0) + RPC_CALL_MS, &c->answer,
-		      &c->alen)
+	m = fleet_rpc_msg(json_pack("{s:s, s:s}", "op", "await", "id", c->id), NULL, 0, &len);
+	err = m ? fleet_rpc_ask(owner, m, len, (c->wait ? c->timeout_s * 1000 : 0) + RPC_CALL_MS,
+				&c->answer, &c->alen)
 		: -ENOMEM;
 	free(m);
 	if (err < 0)
@@ -293,7 +347,7 @@ static void list_run(struct call_job *c)
 		size_t blen;
 		json_error_t e;
 
-		if (ask(hs[i], c->msg, c->len, RPC_LIST_MS, &a, &alen) == 0 &&
+		if (fleet_rpc_ask(hs[i], c->msg, c->len, RPC_LIST_MS, &a, &alen) == 0 &&
 		    msg_split(a, alen, &head, &b, &blen) == 0 &&
 		    json_integer_value(json_object_get(head, "s")) == 200 &&
 		    (body = jsonx_parse((const char *)b, blen, &e)))
@@ -325,6 +379,23 @@ static void call_done(struct sd_job *j)
 	struct sd_req *q = pending_take(c->pending);
 
 	if (q && c->kind == CALL_LIST)
+		fleetd_released_list(c->workspace, c->merged);
+	if (q && c->kind == CALL_FORWARD && c->released[0]) {
+		json_t *o = fleetd_released_json(c->workspace, c->released);
+
+		if (!o)
+			req_reply_error(q, 404, "NotFound", "Sandbox '%s' not found", c->ref);
+		else if (c->kind_route == R_BOX_STATUS)
+			req_reply_json(q, 200,
+				       json_pack("{s:O, s:O}", "status",
+						 json_object_get(o, "status"), "status_message",
+						 json_object_get(o, "status_message")));
+		else
+			req_reply_json(q, 200, json_incref(o));
+		json_decref(o);
+	} else if (q && c->kind == CALL_FORWARD && c->status == 204)
+		req_reply_raw(q, 204, "application/json", NULL, 0);
+	else if (q && c->kind == CALL_LIST)
 		req_reply_json(q, 200,
 			       json_pack("{s:O, s:O, s:n, s:i}", "sandboxes", c->merged, "items",
 					 c->merged, "next_cursor", "offset", 0));
@@ -367,10 +438,10 @@ static uint8_t *call_msg(struct sd_req *q, size_t *len)
 			break;
 		json_array_append_new(args, json_string(frag));
 	}
-	return msg_make(json_pack("{s:s, s:s, s:s, s:o, s:s, s:s}", "op", "call", "m",
-				  methods[q->method], "p", q->path ? q->path : "", "q", args, "w",
-				  q->workspace, "k", q->key_id),
-			q->body, q->body_len, len);
+	return fleet_rpc_msg(json_pack("{s:s, s:s, s:s, s:o, s:s, s:s}", "op", "call", "m",
+				       methods[q->method], "p", q->path ? q->path : "", "q", args,
+				       "w", q->workspace, "k", q->key_id),
+			     q->body, q->body_len, len);
 }
 
 void fleetd_forward(struct sd_req *q)
@@ -383,7 +454,10 @@ void fleetd_forward(struct sd_req *q)
 		return;
 	}
 	c->kind = CALL_FORWARD;
+	c->method = q->method;
+	c->kind_route = q->rt.kind;
 	snprintf(c->workspace, sizeof(c->workspace), "%s", q->workspace);
+	snprintf(c->key_id, sizeof(c->key_id), "%s", q->key_id);
 	snprintf(c->ref, sizeof(c->ref), "%s", q->rt.arg);
 	call_queue(q, c);
 }
@@ -398,6 +472,7 @@ void fleetd_list(struct sd_req *q)
 		return;
 	}
 	c->kind = CALL_LIST;
+	snprintf(c->workspace, sizeof(c->workspace), "%s", q->workspace);
 	call_queue(q, c);
 }
 
@@ -439,9 +514,9 @@ void fleetd_create(struct sd_req *q, json_t *o)
 	snprintf(c->workspace, sizeof(c->workspace), "%s", q->workspace);
 	c->timeout_s = timeout >= 1 && timeout <= 3600 ? (int)timeout : PLACE_DEFAULT_S;
 	c->wait = !json_is_false(json_object_get(o, "wait_for_ready"));
-	c->msg = body ? msg_make(json_pack("{s:s, s:s, s:s}", "w", q->workspace, "k", q->key_id,
-					   "id", c->id),
-				 body, strlen(body), &c->len)
+	c->msg = body ? fleet_rpc_msg(json_pack("{s:s, s:s, s:s}", "w", q->workspace, "k",
+						q->key_id, "id", c->id),
+				      body, strlen(body), &c->len)
 		      : NULL;
 	free(body);
 	if (!c->msg || c->len > FLEET_REQ_MAX) {
@@ -576,9 +651,9 @@ static enum http_method method_of(const char *m)
 	return M_OTHER;
 }
 
-/* A request of this host's API made from a call (or a take), run now. */
-static void vreq_run(json_t *head, const uint8_t *body, size_t blen, const char *reply,
-		     const char *take_id)
+/* A request of this host's API made from a call (or a take): NULL when the call is not one. */
+static struct sd_req *vreq_make(json_t *head, const uint8_t *body, size_t blen, const char *reply,
+				const char *take_id)
 {
 	struct sd_req *q = calloc(1, sizeof(*q));
 	struct fleet_vreq *v = calloc(1, sizeof(*v));
@@ -591,7 +666,7 @@ static void vreq_run(json_t *head, const uint8_t *body, size_t blen, const char 
 	if (!q || !v || !w || !valid_workspace(w) || blen > SD_JSON_BODY_MAX) {
 		free(q);
 		free(v);
-		return; /* (the caller's wait ends in its timeout) */
+		return NULL; /* (the caller's wait ends in its timeout) */
 	}
 	q->owner = v;
 	v->q = q;
@@ -630,6 +705,17 @@ static void vreq_run(json_t *head, const uint8_t *body, size_t blen, const char 
 		q->body[blen] = 0;
 		q->body_len = blen;
 	}
+	return q;
+}
+
+/* A request of this host's API made from a call (or a take), run now. */
+static void vreq_run(json_t *head, const uint8_t *body, size_t blen, const char *reply,
+		     const char *take_id)
+{
+	struct sd_req *q = vreq_make(head, body, blen, reply, take_id);
+
+	if (!q)
+		return;
 	if (q->rt.kind == R_NONE || !q->rt.method_ok ||
 	    (q->rt.kind >= R_DP_EXECUTE && q->rt.kind <= R_DP_TUNNEL))
 		req_reply_error(q, 404, "NotFound", "no such route");
@@ -637,6 +723,44 @@ static void vreq_run(json_t *head, const uint8_t *body, size_t blen, const char 
 		req_reply_error(q, 401, "Unauthorized", "missing or invalid X-Api-Key");
 	else
 		control_handle(q, NULL);
+}
+
+/* A wake's box restored here, or not: the answer kept for the await of the waking host. */
+static void woken(struct sd_req *q, struct box *b, int err, const char *msg)
+{
+	if (!b) {
+		req_reply_error(q, 503, "ServiceUnavailable", "the sandbox went while it woke");
+		return;
+	}
+	if (err < 0) { /* released again, for another wake to try (its record stays) */
+		fleetd_woken(b->id, false);
+		req_reply_error(q, 503, "ServiceUnavailable", "the sandbox could not be woken: %s",
+				msg);
+		return;
+	}
+	b->released = false;
+	fleetd_woken(b->id, true); /* runs here: its released record goes */
+	req_reply_json(q, 200, box_json(b));
+}
+
+static void wake_here(json_t *head, const uint8_t *body, size_t blen, const char *id)
+{
+	struct sd_req *q = vreq_make(head, NULL, 0, NULL, id);
+	char *record = blen ? strndup((const char *)body, blen) : NULL;
+	int err;
+
+	if (!q) {
+		free(record);
+		return;
+	}
+	q->fleet_box_id[0] = 0; /* (not a create) */
+	err = record ? box_wake_here(record, q, woken) : -EBADMSG;
+	free(record);
+	if (err == -EBADMSG && box_by_id(id))
+		req_reply_json(q, 200, box_json(box_by_id(id))); /* woken here already */
+	else if (err < 0)
+		req_reply_error(q, 503, "ServiceUnavailable", "box %s cannot wake here (%s)", id,
+				strerror(-err));
 }
 
 void fleet_rpc_take(const char *id, const uint8_t *msg, size_t len, bool again)
@@ -651,7 +775,12 @@ void fleet_rpc_take(const char *id, const uint8_t *msg, size_t len, bool again)
 		sd_log("fleet: create %s: not a create request: dropped", id);
 		return;
 	}
-	vreq_run(head, body, blen, NULL, id);
+	const char *op = json_string_value(json_object_get(head, "op"));
+
+	if (op && strcmp(op, "wake") == 0) /* a released box's record, to run here */
+		wake_here(head, body, blen, id);
+	else
+		vreq_run(head, body, blen, NULL, id);
 	json_decref(head);
 }
 

@@ -121,8 +121,8 @@ static void fstore_close(struct fstore *h)
 	OPENSSL_cleanse(h->secret, sizeof(h->secret));
 }
 
-static int push(const char *workspace, const char *store_name, const char *snap_id, char *err,
-		size_t len)
+static int push(const char *workspace, const char *store_name, const char *manifest, uint64_t gen,
+		char *err, size_t len)
 {
 	struct fstore h;
 	uint64_t t0 = sd_now_ms();
@@ -130,19 +130,19 @@ static int push(const char *workspace, const char *store_name, const char *snap_
 
 	if (r < 0)
 		return r;
-	r = snap_push(store_name, &h.cs, snap_id, 1, chunk_size, err, len);
+	r = snap_push(store_name, &h.cs, manifest, gen, chunk_size, err, len);
 	if (r == 0)
 		sd_log("snapshot %s: in the store in %llu ms: %llu chunks up (%llu bytes), %llu "
 		       "there already",
-		       snap_id, (unsigned long long)(sd_now_ms() - t0),
+		       manifest, (unsigned long long)(sd_now_ms() - t0),
 		       (unsigned long long)h.cs.put_chunks, (unsigned long long)h.cs.put_bytes,
 		       (unsigned long long)h.cs.skip_chunks);
 	fstore_close(&h);
 	return r;
 }
 
-static int pull(const char *workspace, const char *snap_id, const char *store_name, char *err,
-		size_t len)
+static int pull(const char *workspace, const char *manifest, uint64_t min_gen,
+		const char *store_name, char *err, size_t len)
 {
 	char dir[4200];
 	struct stat st;
@@ -155,11 +155,11 @@ static int pull(const char *workspace, const char *snap_id, const char *store_na
 		return 0; /* this host made it, or pulled it before */
 	if ((r = fstore_open(&h, workspace, err, len)) < 0)
 		return r;
-	r = snap_pull(&h.cs, snap_id, 1, store_name, err, len);
+	r = snap_pull(&h.cs, manifest, min_gen, store_name, err, len);
 	if (r == -EEXIST) /* another create pulled it meanwhile */
 		r = 0;
 	if (r == 0)
-		sd_log("snapshot %s: pulled in %llu ms: %llu chunks (%llu bytes)", snap_id,
+		sd_log("snapshot %s: pulled in %llu ms: %llu chunks (%llu bytes)", manifest,
 		       (unsigned long long)(sd_now_ms() - t0), (unsigned long long)h.cs.got_chunks,
 		       (unsigned long long)h.cs.got_bytes);
 	fstore_close(&h);

@@ -238,10 +238,10 @@ static unsigned nhosts;
 
 static void on_host(void *arg, const char *key, const char *val, size_t len)
 {
-	char text[FLEET_VAL_MAX + 1], addr[FLEETD_ADDR_MAX] = "";
+	char text[512], addr[FLEETD_ADDR_MAX] = "";
 
 	(void)arg;
-	if (!key || !val || !fleet_id_ok(key) || len > FLEET_VAL_MAX)
+	if (!key || !val || !fleet_id_ok(key) || len >= sizeof(text))
 		return;
 	memcpy(text, val, len);
 	text[len] = 0;
@@ -300,10 +300,10 @@ unsigned fleetd_hosts(char (*out)[FLEET_ID_MAX + 1], unsigned max)
 
 static void on_key(void *arg, const char *key, const char *val, size_t len)
 {
-	char text[FLEET_VAL_MAX + 1];
+	char text[512];
 
 	(void)arg;
-	if (!key || !val || strncmp(key, "k.", 2) != 0 || len > FLEET_VAL_MAX)
+	if (!key || !val || strncmp(key, "k.", 2) != 0 || len >= sizeof(text))
 		return;
 	memcpy(text, val, len);
 	text[len] = 0;
@@ -503,7 +503,7 @@ int fleetd_start(void)
 	    (err = fleet_watch_start(&fleetd, fleetd.hosts, on_host, NULL, &w_hosts)) < 0 ||
 	    (err = fleet_watch_start(&fleetd, keys_kv.kv, on_key, NULL, &w_keys)) < 0 ||
 	    (err = fleet_watch_start(&fleetd, snaps_kv.kv, on_snap, NULL, &w_snaps)) < 0 ||
-	    (err = fleet_rpc_start()) < 0) {
+	    (err = fleet_moves_start()) < 0 || (err = fleet_rpc_start()) < 0) {
 		sd_log("fleet: %s", fleetd.err);
 		return err;
 	}
@@ -513,6 +513,7 @@ int fleetd_start(void)
 		.forward = fleetd_forward,
 		.deleted = fleetd_box_deleted,
 		.rename = fleetd_box_rename,
+		.release = fleetd_release,
 	};
 
 	box_forget_hook = fleetd_box_forgotten;
@@ -534,6 +535,7 @@ void fleetd_stop(void)
 		pthread_join(host_thread, NULL);
 	host_started = false;
 	fleet_rpc_stop();
+	fleet_moves_stop();
 	fleet_watch_stop(w_owners);
 	fleet_watch_stop(w_hosts);
 	fleet_watch_stop(w_keys);

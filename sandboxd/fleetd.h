@@ -80,6 +80,34 @@ void fleetd_box_rename(struct sd_req *q, struct box *b, const char *name);
  * a box, its answer kept for the placing host's await. again: taken before (its ack lost). */
 void fleet_rpc_take(const char *id, const uint8_t *msg, size_t len, bool again);
 int fleet_rpc_start(void) __must_check;
+/* A call's message: a JSON head (taken), a newline, the body. NULL over NATS's bound. */
+uint8_t *fleet_rpc_msg(json_t *head, const void *body, size_t blen, size_t *len);
+/* On a worker: send m to host's calls and wait up to timeout_ms for the answer (malloc'd). */
+int fleet_rpc_ask(const char *host, const uint8_t *m, size_t len, int timeout_ms, uint8_t **answer,
+		  size_t *alen) __must_check;
+
+/* An answer's HTTP status (0: not an answer). */
+int fleet_rpc_status(const uint8_t *m, size_t len);
+
+/* ---- fleet_moves.c: boxes released into the store ---- */
+int fleet_moves_start(void) __must_check;
+void fleet_moves_stop(void);
+/* On the loop: the released boxes of workspace as the API's objects, appended to arr; one of
+ * them (NULL: none of the workspace's). */
+void fleetd_released_list(const char *workspace, json_t *arr);
+json_t *fleetd_released_json(const char *workspace, const char *id);
+/* On a worker: delete released box id of workspace (its records; its chunks wait for the
+ * store's collector): 0, -ENOENT, -EIO. */
+int fleetd_released_delete(const char *workspace, const char *id);
+/* On a worker: wake released box id on a host with room and wait until it runs there (or
+ * failed): its host in owner. -ENOENT (not the workspace's), -EAGAIN (no room), -errno. */
+int fleetd_wake(const char *workspace, const char *key_id, const char *id,
+		char owner[FLEET_ID_MAX + 1], char *err, size_t len) __must_check;
+/* box_move.c's release (fleet_hooks): the record kept, the ownership released. */
+int fleetd_release(const char *id, const char *record, char *err, size_t len);
+/* On the loop: a woken box runs here (ok: its released record goes), or its restore failed
+ * (it is released again, for another wake). On a worker. */
+void fleetd_woken(const char *id, bool ok);
 void fleet_rpc_stop(void);
 
 /* ---- fleet_store.c: snapshots in the object store ---- */

@@ -107,7 +107,7 @@ static void idle_frame(void *owner, uint64_t call, const struct proto_frame *f)
 		if (f && f->hdr.type == PROTO_MSG_END && !ic->running && b->status == BOX_READY &&
 		    !b->busy && !b->attached) {
 			sd_log("box %s: idle for %llds, stopped", b->id, (long long)b->idle_ttl_s);
-			if (box_simple_job(b, J_STOP, NULL, NULL) < 0)
+			if (box_stop_job(b) < 0)
 				sd_log("box %s: cannot stop it: out of memory", b->id);
 		} else if (ic->running) {
 			b->last_active_ms = sd_now_ms(); /* a command runs: not idle */

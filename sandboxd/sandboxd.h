@@ -138,6 +138,8 @@ struct box {
 	uint64_t create_deadline_ms;	/* until then (its `timeout`) */
 	struct image_conf *conf;	/* its image's exec.conf, read at its first command */
 	bool conf_read;			/* conf is read (NULL: the image has none) */
+	uint64_t fleet_gen;		/* saved: how many times it went into the fleet's store */
+	bool released; /* gone into the store, let go: forgotten here, not deleted */
 	struct box *next;
 };
 /* The boxes of this host, loaded from service/boxes at start. */
@@ -146,6 +148,15 @@ int boxes_load(void) __must_check;
 struct box *box_new(const char *workspace, const char *name);
 /* Save atomically. */
 int box_save(const struct box *b) __must_check;
+/* Its record as JSON text (malloc'd; NULL: out of memory), as box_save writes it. */
+char *box_record(const struct box *b);
+/* A box made from such a record (one moved from another host), listed; NULL when the text is
+ * not a record, or its id is here already. */
+struct box *box_from_record(const char *text);
+/* Such a record into *b (zeroed by the caller), not listed: 0 or -EBADMSG; box_record_free
+ * after. */
+int box_parse_record(const char *text, struct box *b) __must_check;
+void box_record_free(struct box *b);
 /* box_save, a failure logged (the record in memory stays right; the next save retries). */
 void box_store(const struct box *b);
 /* Remove its record and free it. */
@@ -347,12 +358,13 @@ struct box_create_args {
 	unsigned cpus;
 	uint64_t memory_mib, disk_gib;
 	unsigned timeout_s;
-	char snap_store[64];	     /* "": boot the image */
-	char snap_id[SD_ID_LEN + 1]; /* with snap_store: the API's snapshot (a fleet's pull) */
-	char sandbox_name[40];	     /* box_sandbox_name */
-	char claim[16];		     /* a warm pool's sandbox to take, "" for none */
-	int claim_fd;		     /* with claim: its agent connection (pool_take), or -1 */
-	char **net_opts;	     /* the proxy's policy words (netpolicy.h), owned by the job */
+	char snap_store[64];   /* "": boot the image */
+	char snap_id[48];      /* with snap_store: its manifest in the fleet's store (a pull) */
+	uint64_t snap_gen;     /* and its generation at least (0: 1) */
+	char sandbox_name[40]; /* box_sandbox_name */
+	char claim[16];	       /* a warm pool's sandbox to take, "" for none */
+	int claim_fd;	       /* with claim: its agent connection (pool_take), or -1 */
+	char **net_opts;       /* the proxy's policy words (netpolicy.h), owned by the job */
 	unsigned nnet_opts;
 	uint64_t queued_ms;
 };
@@ -373,12 +385,27 @@ int box_snapshot_job(struct box *b, const char *store_name, const char *snap_id)
  * first (pull: nothing when the lifecycle's snapshot `store_name` is here). 0 or -errno with
  * a message in err. */
 struct snap_store_hooks {
-	int (*push)(const char *workspace, const char *store_name, const char *snap_id, char *err,
-		    size_t len);
-	int (*pull)(const char *workspace, const char *snap_id, const char *store_name, char *err,
-		    size_t len);
+	/* the lifecycle's snapshot store_name as the store's manifest `manifest` at generation
+	 * gen (an API snapshot: its id, 1; a box moved: "box-<id>", one more each time) */
+	int (*push)(const char *workspace, const char *store_name, const char *manifest,
+		    uint64_t gen, char *err, size_t len);
+	int (*pull)(const char *workspace, const char *manifest, uint64_t min_gen,
+		    const char *store_name, char *err, size_t len);
 };
 extern const struct snap_store_hooks *snap_store_hooks;
+/* Every request and WebSocket waiting for b told err and msg. */
+void box_waiters_fail(struct box *b, int err, const char *msg);
+
+/* ---- box_move.c: a box's move in a fleet with an object store ---- */
+/* Stop b: into the fleet's store and let go where the fleet has a store (box_move.c), else
+ * suspended here (J_STOP). */
+int box_stop_job(struct box *b) __must_check;
+/* A released box's record (its JSON text): made here and restored from the store, q (parked)
+ * answered by reply when it runs. -EBADMSG: not a stopped box's record, or one here. */
+int box_wake_here(const char *record, struct sd_req *q, box_reply_fn reply) __must_check;
+/* Its lifecycle snapshot's name and its manifest in the store, for generation gen. */
+void box_move_names(const char *id, uint64_t gen, char snap_name[64], char manifest[48]);
+
 /* A WebSocket waiting for its box: `then` runs when it is ready (err 0) or cannot be. */
 void box_wake_ws(struct box *b, void *ws,
 		 void (*then)(void *ws, struct box *b, int err, const char *msg));
@@ -494,6 +521,9 @@ struct fleet_hooks {
 	void (*forward)(struct sd_req *q);
 	void (*deleted)(struct sd_req *q, struct box *b);
 	void (*rename)(struct sd_req *q, struct box *b, const char *name);
+	/* on a worker: box id stopped into the store, its record (JSON text) kept by the fleet
+	 * and its ownership released. 0 or -errno with err. */
+	int (*release)(const char *id, const char *record, char *err, size_t len);
 };
 extern const struct fleet_hooks *fleet_hooks;
 void create_timed_out(struct sd_req *q, struct box *b);

@@ -1,0 +1,167 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A box's move in a fleet with an object store (docs/fleet.md, "Moves"): a stop (the user's,
+ * or the idle one) suspends it into the store and lets it go, and the next request wakes it
+ * on any host with room, with its name, id, files and processes.
+ *
+ * The stop: its memory and disks as a lifecycle snapshot (mv-<id hex>-<generation>), pushed as
+ * the store's manifest box-<id> at the box's next generation; only once that is in the store
+ * is its record (stopped, that generation) put in the fleet's boxes bucket, its ownership
+ * released and its sandbox removed here. A push that fails leaves the box running where it
+ * was (the stop fails, nothing is lost). The wake: the host that takes the wake makes the box
+ * from its record and restores it from that manifest (a pull, every chunk checked; the
+ * generation at least the record's, so an older copy is refused).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+#include "sandboxd.h"
+
+struct release_job {
+	struct sd_job job;
+	char box_id[SD_ID_LEN + 1];
+	char sandbox[40];
+	char workspace[SD_WORKSPACE_MAX + 1];
+	char snap_name[64];
+	char manifest[48];
+	uint64_t gen;
+	char *record; /* the box stopped, at gen: what the fleet keeps of it */
+	int err;
+	char msg[LC_ERROR_MAX];
+};
+
+void box_move_names(const char *id, uint64_t gen, char snap_name[64], char manifest[48])
+{
+	char hex[33] = {0};
+
+	for (size_t i = 0, j = 0; id[i] && j < 32; i++)
+		if (id[i] != '-')
+			hex[j++] = id[i];
+	snprintf(snap_name, 64, "mv-%s-%llu", hex, (unsigned long long)gen);
+	snprintf(manifest, 48, "box-%s", id);
+}
+
+static void release_run(struct sd_job *sj)
+{
+	struct release_job *j = (struct release_job *)sj;
+	struct lc_report r = {.note = NULL};
+	struct sandbox sb;
+	struct snap_take t = {.name = j->snap_name};
+
+	pthread_mutex_lock(&lifecycle_lock);
+	j->err = sandbox_find(j->sandbox, &sb, &r);
+	if (j->err == 0)
+		j->err = sandbox_snapshot(&sb, &t, &r);
+	pthread_mutex_unlock(&lifecycle_lock);
+	if (j->err == 0)
+		j->err = snap_store_hooks->push(j->workspace, j->snap_name, j->manifest, j->gen,
+						r.error, sizeof(r.error));
+	if (j->err == 0)
+		j->err = fleet_hooks->release(j->box_id, j->record, r.error, sizeof(r.error));
+	if (j->err < 0) {
+		snprintf(j->msg, sizeof(j->msg), "%s", r.error[0] ? r.error : strerror(-j->err));
+		return;
+	}
+	/* in the store and let go: this host's copy goes (a wake elsewhere restores it) */
+	lc_clear(&r);
+	pthread_mutex_lock(&lifecycle_lock);
+	if (sandbox_rm(&sb, true, &r) < 0)
+		sd_log("box %s: released, but its sandbox %s stays here: %s", j->box_id, j->sandbox,
+		       r.error);
+	pthread_mutex_unlock(&lifecycle_lock);
+}
+
+static void release_done(struct sd_job *sj)
+{
+	struct release_job *j = (struct release_job *)sj;
+	struct box *b = box_by_id(j->box_id);
+
+	if (b) {
+		b->busy = false;
+		if (j->err == 0) {
+			sd_log("box %s: stopped into the store (generation %llu)", b->id,
+			       (unsigned long long)j->gen);
+			box_waiters_fail(b, -ESTALE, "the sandbox moved: try again");
+			b->released = true;
+			box_forget(b); /* not deleted: its records are the fleet's now */
+		} else {
+			sd_log("box %s: could not stop into the store: %s", b->id, j->msg);
+			snprintf(b->status_message, sizeof(b->status_message),
+				 "the last stop failed: %s", j->msg);
+			box_store(b);
+		}
+	}
+	free(j->record);
+	free(j);
+}
+
+int box_stop_job(struct box *b)
+{
+	if (!snap_store_hooks || !fleet_hooks || !fleet_hooks->release)
+		return box_simple_job(b, J_STOP, NULL, NULL);
+	struct release_job *j = calloc(1, sizeof(*j));
+	struct box stopped;
+
+	if (!j)
+		return -ENOMEM;
+	j->gen = b->fleet_gen + 1;
+	box_move_names(b->id, j->gen, j->snap_name, j->manifest);
+	snprintf(j->box_id, sizeof(j->box_id), "%s", b->id);
+	snprintf(j->sandbox, sizeof(j->sandbox), "%s", b->sandbox);
+	snprintf(j->workspace, sizeof(j->workspace), "%s", b->workspace);
+	/* the record as the fleet will keep it: stopped, at the new generation, no sandbox */
+	stopped = *b;
+	stopped.status = BOX_STOPPED;
+	stopped.stopped_ms = sd_now_ms();
+	stopped.fleet_gen = j->gen;
+	stopped.sandbox[0] = 0;
+	stopped.status_message[0] = 0;
+	j->record = box_record(&stopped);
+	if (!j->record) {
+		free(j);
+		return -ENOMEM;
+	}
+	b->busy = true;
+	link_close(b); /* its clients are told 1001: they come back, and wake it */
+	ws_box_gone(b->id);
+	j->job.run = release_run;
+	j->job.done = release_done;
+	work_queue(&j->job);
+	return 0;
+}
+
+int box_wake_here(const char *record, struct sd_req *q, box_reply_fn reply)
+{
+	struct box *b = box_from_record(record);
+	struct box_create_args a = {.claim_fd = -1};
+	int err;
+
+	if (!b)
+		return -EBADMSG;
+	if (b->status != BOX_STOPPED || !b->fleet_gen) {
+		box_forget(b);
+		return -EBADMSG;
+	}
+	b->status = BOX_PROVISIONING;
+	b->released = true; /* until it runs here: a failed wake leaves the fleet's records */
+	snprintf(a.image, sizeof(a.image), "%s", b->image[0] ? b->image : sd_conf.default_image);
+	box_move_names(b->id, b->fleet_gen, a.snap_store, a.snap_id);
+	a.snap_gen = b->fleet_gen;
+	a.cpus = b->vcpus ? b->vcpus : 1;
+	a.memory_mib = b->mem_bytes >> 20;
+	a.disk_gib = (b->fs_capacity_bytes + (1ull << 30) - 1) >> 30;
+	a.timeout_s = 120;
+	box_sandbox_name(b, a.sandbox_name);
+	if (b->proxy_config && (err = proxy_config_words(b, &a.net_opts, &a.nnet_opts)) < 0) {
+		box_forget(b);
+		return err;
+	}
+	if (box_save(b) < 0 || (err = box_create_job(b, &a, q, reply)) < 0) {
+		box_forget(b);
+		return -ENOMEM;
+	}
+	return 0;
+}
