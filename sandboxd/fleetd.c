@@ -129,6 +129,12 @@ int fleetd_check(const char *listen)
 	return 0;
 }
 
+int fleetd_self_addr(char addr[FLEETD_ADDR_MAX])
+{
+	snprintf(addr, FLEETD_ADDR_MAX, "%s", advertise);
+	return advertise[0] ? 0 : -ENOENT;
+}
+
 bool fleetd_self(const char *host)
 {
 	return strcmp(host, conf.host) == 0;
@@ -514,6 +520,7 @@ int fleetd_start(void)
 		.deleted = fleetd_box_deleted,
 		.rename = fleetd_box_rename,
 		.release = fleetd_release,
+		.dp = dp_proxy,
 	};
 
 	box_forget_hook = fleetd_box_forgotten;

@@ -48,6 +48,8 @@ int fleetd_host_addr(const char *host, char addr[FLEETD_ADDR_MAX]);
 /* Live hosts' ids into out (at most max): how many. */
 unsigned fleetd_hosts(char (*out)[FLEET_ID_MAX + 1], unsigned max);
 bool fleetd_self(const char *host);
+/* This host's advertised HOST:PORT. */
+int fleetd_self_addr(char addr[FLEETD_ADDR_MAX]);
 
 /* `sandboxd keys create|revoke --fleet URLS`: key id's record `text` into the keys bucket. */
 int fleetd_key_publish(const char *servers, const char *id, const char *text);
@@ -109,6 +111,14 @@ int fleetd_release(const char *id, const char *record, char *err, size_t len);
  * (it is released again, for another wake). On a worker. */
 void fleetd_woken(const char *id, bool ok);
 void fleet_rpc_stop(void);
+
+/* ---- dp_proxy.c, dp_relay.c: the dataplane of a box another host holds ---- */
+/* On a worker: the address of box id's host (woken first if it was released), or *here when
+ * it is this host. 0, -ENOENT (no such box), -errno with err. */
+int dp_resolve(const char *workspace, const char *key_id, const char *id,
+	       char addr[FLEETD_ADDR_MAX], bool *here, char *err, size_t len) __must_check;
+/* An HTTP dataplane request sent on to the box's host, its answer relayed. */
+void dp_proxy(struct sd_req *q);
 
 /* ---- fleet_store.c: snapshots in the object store ---- */
 /* --store-endpoint, --store-bucket, --store-region, --store-credentials, --fleet-key,

@@ -337,6 +337,11 @@ static int req_authenticate(struct sd_req *q)
 	if (q->rt.kind >= R_DP_EXECUTE && q->rt.kind <= R_DP_TUNNEL) {
 		struct box *b = box_find(q->workspace, q->rt.arg);
 
+		if ((!b || strcmp(b->id, q->rt.arg) != 0) && fleet_hooks && fleet_hooks->dp &&
+		    strlen(q->rt.arg) == SD_ID_LEN) {
+			q->dp_remote = true; /* another host's, maybe: its host answers */
+			return 0;
+		}
 		if (!b || strcmp(b->id, q->rt.arg) != 0) {
 			req_reply_error(q, 404, "NotFound", "sandbox not found");
 			return -1;
@@ -478,6 +483,10 @@ void req_dispatch(struct sd_req *q)
 	if (q->rt.kind >= R_DP_EXECUTE && q->rt.kind <= R_DP_TUNNEL) {
 		struct box *b = box_find(q->workspace, q->rt.arg);
 
+		if (q->dp_remote && (!b || strcmp(b->id, q->rt.arg) != 0)) {
+			fleet_hooks->dp(q);
+			return;
+		}
 		if (!b || strcmp(b->id, q->rt.arg) != 0) {
 			req_reply_error(q, 404, "NotFound", "sandbox not found");
 			return;

@@ -83,6 +83,7 @@ static int split_addr(const char *s, char *host, size_t hlen, int *port, bool *l
 static const struct lws_protocols protocols[] = {
 	{"http", http_callback, sizeof(struct sd_conn), 0, 0, NULL, 0},
 	{"agent-link", link_callback, 0, 0, 0, NULL, 0},
+	{"dp-relay", dp_relay_callback, 0, 0, 0, NULL, 0},
 	{NULL, NULL, 0, 0, 0, NULL, 0},
 };
 
@@ -301,6 +302,7 @@ static int serve(int argc, char **argv)
 		return 1;
 	}
 	link_set_vhost(api);
+	dp_relay_set_vhost(api);
 	if ((err = work_start(WORK_LIFECYCLE_THREADS, WORK_IO_THREADS, ctx)) < 0) {
 		fprintf(stderr, "sandboxd: cannot start workers: %s\n", strerror(-err));
 		return 1;

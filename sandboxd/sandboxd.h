@@ -305,6 +305,7 @@ struct sd_req {
 	unsigned nvquery;
 	char fleet_box_id[SD_ID_LEN + 1]; /* a create taken from the fleet's queue: its id */
 	char fleet_name_claimed[SD_NAME_MAX + 1]; /* a rename whose name the fleet gave it */
+	bool dp_remote; /* a dataplane request for a box another host holds (fleet_hooks->dp) */
 	char link_path[4097];			  /* a download link's path */
 	unsigned svc_port;			  /* a service URL's guest port */
 };
@@ -470,6 +471,19 @@ int http_reject(struct lws *wsi, int status, const char *type, const char *msg);
 int ws_confirm_upgrade(struct lws *wsi, struct sd_conn *c, const char *proto, bool op);
 int ws_callback(struct lws *wsi, enum lws_callback_reasons reason, struct sd_conn *c, void *in,
 		size_t len);
+/* dp_relay.c: an execute WebSocket for a box another host of the fleet holds, relayed there.
+ * The client's side: made at its upgrade (NULL: out of memory), then its messages, its
+ * writable turns (-1: close it now) and its end. */
+struct dp_relay;
+struct dp_relay *dp_relay_new(struct lws *user, const char *id, const char *workspace,
+			      const char *key_id, const char *key);
+int dp_relay_user_rx(struct dp_relay *r, const void *in, size_t len);
+int dp_relay_user_writable(struct dp_relay *r);
+void dp_relay_user_closed(struct dp_relay *r);
+/* The upstream side's protocol ("dp-relay"), on the vhost given. */
+int dp_relay_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+		      size_t len);
+void dp_relay_set_vhost(struct lws_vhost *vh);
 /* Close every WebSocket whose key is revoked (1008), or all of them (SIGTERM: 1001). */
 void ws_close_revoked(void);
 void ws_close_all(unsigned short code);
@@ -524,6 +538,8 @@ struct fleet_hooks {
 	/* on a worker: box id stopped into the store, its record (JSON text) kept by the fleet
 	 * and its ownership released. 0 or -errno with err. */
 	int (*release)(const char *id, const char *record, char *err, size_t len);
+	/* a dataplane request (q->dp_remote) sent on to the box's host (dp_proxy.c) */
+	void (*dp)(struct sd_req *q);
 };
 extern const struct fleet_hooks *fleet_hooks;
 void create_timed_out(struct sd_req *q, struct box *b);

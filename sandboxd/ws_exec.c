@@ -51,6 +51,7 @@ struct ws_sess {
 	uint32_t pid;
 	struct ws_msg *head, *tail;
 	size_t qbytes;
+	struct dp_relay *relay; /* a box of another host: relayed there (dp_relay.c) */
 	char *frag;
 	size_t frag_len;
 	json_t *first; /* the first frame, kept while the box wakes */
@@ -526,8 +527,10 @@ static int ws_writeable(struct ws_sess *s)
 
 static void ws_closed(struct ws_sess *s)
 {
-	struct box *b = ws_box(s);
+	struct box *b = s->relay ? NULL : ws_box(s);
 
+	if (s->relay)
+		dp_relay_user_closed(s->relay);
 	if (b && s->has_call) {
 		if (link_send(b, PROTO_MSG_SESSION_DETACH, s->call, NULL, 0) < 0)
 			sd_log("box %s: a detach was not sent: the command goes on", b->id);
@@ -584,13 +587,30 @@ int ws_confirm_upgrade(struct lws *wsi, struct sd_conn *c, const char *proto, bo
 		return http_reject(wsi, status, status == 429 ? "TooManyRequests" : "Unauthorized",
 				   "missing or invalid X-Api-Key");
 	struct box *b = box_find(k->workspace, q->rt.arg);
+	bool relay = (!b || strcmp(b->id, q->rt.arg) != 0) && fleet_hooks && fleet_hooks->dp &&
+		     strlen(q->rt.arg) == SD_ID_LEN;
 
-	if (!b || strcmp(b->id, q->rt.arg) != 0)
+	if (!relay && (!b || strcmp(b->id, q->rt.arg) != 0))
 		return http_reject(wsi, 404, "NotFound", "sandbox not found");
 	struct ws_sess *s = calloc(1, sizeof(*s));
 
 	if (!s)
 		return http_reject(wsi, 503, "ServiceUnavailable", "out of memory");
+	if (relay) { /* another host's, maybe: relayed there, whose answer it is */
+		char key[SD_KEY_TEXT_LEN + 1];
+
+		if (lws_hdr_custom_copy(wsi, key, sizeof(key), "x-api-key:", 10) <= 0 ||
+		    !(s->relay = dp_relay_new(wsi, q->rt.arg, k->workspace, k->id, key))) {
+			free(s);
+			return http_reject(wsi, 503, "ServiceUnavailable", "out of memory");
+		}
+		explicit_bzero(key, sizeof(key));
+		snprintf(s->box_id, sizeof(s->box_id), "%.36s", q->rt.arg);
+		snprintf(s->key_id, sizeof(s->key_id), "%s", k->id);
+		s->wsi = wsi;
+		lws_set_opaque_user_data(wsi, s);
+		return 0;
+	}
 	s->wsi = wsi;
 	snprintf(s->box_id, sizeof(s->box_id), "%s", b->id);
 	snprintf(s->key_id, sizeof(s->key_id), "%s", k->id);
@@ -625,8 +645,10 @@ int ws_callback(struct lws *wsi, enum lws_callback_reasons reason, struct sd_con
 		return 0;
 	}
 	case LWS_CALLBACK_RECEIVE:
-		return ws_receive(s, in, len);
+		return s->relay ? dp_relay_user_rx(s->relay, in, len) : ws_receive(s, in, len);
 	case LWS_CALLBACK_SERVER_WRITEABLE:
+		if (s->relay && !s->closing)
+			return dp_relay_user_writable(s->relay);
 		return ws_writeable(s);
 	case LWS_CALLBACK_CLOSED:
 		c->ws = NULL;
