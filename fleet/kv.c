@@ -99,28 +99,44 @@ int fleet_kv_get(struct fleet *f, void *kv, const char *key, char *val, size_t c
 int fleet_kv_create(struct fleet *f, void *kv, const char *key, const char *val, uint64_t *rev)
 {
 	uint64_t r = 0;
-	char now[8];
+	size_t vl = val ? strlen(val) : 0;
+	char *now = malloc(vl + 2);
 	int err = kv_args(f, key, val);
 
-	if (err < 0)
-		return err;
+	if (err < 0 || !now) {
+		free(now);
+		return err < 0 ? err : -ENOMEM;
+	}
 	for (int i = 0; i < KV_TRIES; i++) {
 		natsStatus s = kvStore_CreateString(&r, (kvStore *)kv, key, val);
 
 		if (s == NATS_OK) {
 			if (rev)
 				*rev = r;
+			free(now);
 			return 0;
 		}
 		/* "wrong last sequence" (it holds a value), or no answer: the leader's read tells;
-		 * a create that did land before its answer was lost reads as ours */
-		err = fleet_kv_get(f, kv, key, now, sizeof(now), NULL);
-		if (err == 0 || err == -EMSGSIZE)
+		 * a create that did land before its answer was lost reads as ours (our value: the
+		 * values these buckets hold name what claimed them, a box id) */
+		err = fleet_kv_get(f, kv, key, now, vl + 2, &r);
+		if (err == 0 && strcmp(now, val) == 0) {
+			if (rev)
+				*rev = r;
+			free(now);
+			return 0;
+		}
+		if (err == 0 || err == -EMSGSIZE) {
+			free(now);
 			return -EEXIST;
-		if (err != -ENOENT)
+		}
+		if (err != -ENOENT) {
+			free(now);
 			return err;
+		}
 		nats_Sleep(50);
 	}
+	free(now);
 	return fleet_fail(f, -EIO, "fleet: %s: the bucket did not answer", key);
 }
 
@@ -154,6 +170,40 @@ int fleet_kv_delete(struct fleet *f, void *kv, const char *key)
 			return 0;
 		nats_Sleep(50);
 	}
+	return fleet_fail(f, -EIO, "fleet: %s: %s", key, natsStatus_GetText(s));
+}
+
+int fleet_kv_delete_rev(struct fleet *f, void *kv, const char *key, uint64_t rev)
+{
+	char subject[FLEET_KEY_MAX + 96];
+	natsMsg *m = NULL;
+	jsPubOptions po;
+	jsErrCode jerr = 0;
+	natsStatus s;
+	int err = kv_args(f, key, NULL);
+
+	if (err < 0)
+		return err;
+	/* a delete marker, as kvStore_Delete puts one, but only onto that revision */
+	snprintf(subject, sizeof(subject), "$KV.%s.%s", kvStore_Bucket((kvStore *)kv), key);
+	jsPubOptions_Init(&po);
+	po.ExpectLastSubjectSeq = rev;
+	s = natsMsg_Create(&m, subject, NULL, NULL, 0);
+	if (s == NATS_OK)
+		s = natsMsgHeader_Set(m, "KV-Operation", "DEL");
+	for (int i = 0; s == NATS_OK || (s == NATS_NO_RESPONDERS && i < KV_TRIES); i++) {
+		if (i)
+			nats_Sleep(50);
+		jerr = 0;
+		s = js_PublishMsg(NULL, (jsCtx *)f->js, m, &po, &jerr);
+		if (s != NATS_NO_RESPONDERS)
+			break;
+	}
+	natsMsg_Destroy(m);
+	if (s == NATS_OK)
+		return 0;
+	if (jerr == JSStreamWrongLastSequenceErr)
+		return -ESTALE;
 	return fleet_fail(f, -EIO, "fleet: %s: %s", key, natsStatus_GetText(s));
 }
 

@@ -110,53 +110,97 @@ void create_timed_out(struct sd_req *q, struct box *b)
 
 const struct fleet_hooks *fleet_hooks;
 
-static void box_create(struct sd_req *q, json_t *o)
-{
-	const char *name = json_string_value(json_object_get(o, "name"));
-	const char *sid = json_string_value(json_object_get(o, "snapshot_id"));
-	const char *sname = json_string_value(json_object_get(o, "snapshot_name"));
-	struct box_create_args a = {.cpus = sd_conf.default_vcpus, .claim_fd = -1};
-	int64_t vcpus = sd_conf.default_vcpus, mem = (int64_t)sd_conf.default_mem_bytes, fs = 0;
-	int64_t idle = 600, del = 14 * 86400, timeout = 30;
-	char gen[SD_NAME_MAX + 1];
-	struct sd_snap *snap = NULL;
+/* A create's fields, checked: -1 when one is refused (answered). */
+struct create_fields {
+	const char *name, *sid, *sname;
+	int64_t vcpus, mem, fs, timeout, idle, del;
+	json_t *labels, *rc;
+};
 
+static int create_parse(struct sd_req *q, json_t *o, struct create_fields *f)
+{
+	*f = (struct create_fields){
+		.name = json_string_value(json_object_get(o, "name")),
+		.sid = json_string_value(json_object_get(o, "snapshot_id")),
+		.sname = json_string_value(json_object_get(o, "snapshot_name")),
+		.vcpus = sd_conf.default_vcpus,
+		.mem = (int64_t)sd_conf.default_mem_bytes,
+		.idle = 600,
+		.del = 14 * 86400,
+		.timeout = 30,
+	};
 	if (json_object_get(o, "mount_config") &&
 	    !json_is_null(json_object_get(o, "mount_config"))) {
 		req_reply_error(q, 422, "SandboxConfig",
 				"mount_config is not supported by this server");
-		return;
+		return -1;
 	}
 	if (json_object_get(o, "proxy_config") &&
 	    !json_is_null(json_object_get(o, "proxy_config")) &&
 	    proxy_config_check(q, json_object_get(o, "proxy_config")) < 0)
-		return;
-	if ((json_object_get(o, "name") && !name) || (name && !valid_box_name(name))) {
+		return -1;
+	if ((json_object_get(o, "name") && !f->name) || (f->name && !valid_box_name(f->name))) {
 		req_reply_invalid(q, "name",
 				  "name must be 1 to 63 letters, digits, '-', '_' or '.', starting "
 				  "with a letter or digit");
-		return;
+		return -1;
 	}
-	if (sid && sname) {
+	if (f->sid && f->sname) {
 		req_reply_invalid(q, "snapshot_id", "give snapshot_id or snapshot_name, not both");
-		return;
+		return -1;
 	}
-	if (opt_int(q, o, "vcpus", 1, VCPUS_MAX, &vcpus) < 0 ||
-	    opt_int(q, o, "mem_bytes", (int64_t)MEM_MIN_BYTES, (int64_t)MEM_MAX_BYTES, &mem) < 0 ||
-	    opt_int(q, o, "fs_capacity_bytes", 0, (int64_t)FS_MAX_BYTES, &fs) < 0 ||
-	    opt_int(q, o, "timeout", 1, 3600, &timeout) < 0 ||
-	    ttl_field(q, o, "idle_ttl_seconds", &idle) < 0 ||
-	    ttl_field(q, o, "delete_after_stop_seconds", &del) < 0)
-		return;
-	json_t *labels = json_object_get(o, "labels"), *rc = json_object_get(o, "run_config");
+	if (opt_int(q, o, "vcpus", 1, VCPUS_MAX, &f->vcpus) < 0 ||
+	    opt_int(q, o, "mem_bytes", (int64_t)MEM_MIN_BYTES, (int64_t)MEM_MAX_BYTES, &f->mem) <
+		    0 ||
+	    opt_int(q, o, "fs_capacity_bytes", 0, (int64_t)FS_MAX_BYTES, &f->fs) < 0 ||
+	    opt_int(q, o, "timeout", 1, 3600, &f->timeout) < 0 ||
+	    ttl_field(q, o, "idle_ttl_seconds", &f->idle) < 0 ||
+	    ttl_field(q, o, "delete_after_stop_seconds", &f->del) < 0)
+		return -1;
+	json_t *labels = f->labels = json_object_get(o, "labels"),
+	       *rc = f->rc = json_object_get(o, "run_config");
 
 	if ((labels && !json_is_object(labels) && !json_is_null(labels)) ||
 	    (rc && !json_is_object(rc) && !json_is_null(rc)) || json_too_big(labels) ||
 	    json_too_big(rc)) {
 		req_reply_invalid(q, labels && !json_is_object(labels) ? "labels" : "run_config",
 				  "must be an object of at most %u bytes", BOX_FIELD_MAX);
-		return;
+		return -1;
 	}
+	return 0;
+}
+
+bool box_create_refused(struct sd_req *q, json_t *o)
+{
+	struct create_fields f;
+	struct sd_snap *snap;
+
+	if (create_parse(q, o, &f) < 0)
+		return true;
+	if (f.sid || f.sname) {
+		snap = snap_find(q->workspace, f.sid ? f.sid : f.sname);
+		if (!snap || snap->status != SNAP_READY) {
+			not_found(q, "snapshot", f.sid ? f.sid : f.sname);
+			return true;
+		}
+	}
+	return false;
+}
+
+static void box_create(struct sd_req *q, json_t *o)
+{
+	struct create_fields f;
+	struct box_create_args a = {.cpus = sd_conf.default_vcpus, .claim_fd = -1};
+	char gen[SD_NAME_MAX + 1];
+	struct sd_snap *snap = NULL;
+
+	if (create_parse(q, o, &f) < 0)
+		return;
+	const char *name = f.name, *sid = f.sid, *sname = f.sname;
+	int64_t vcpus = f.vcpus, mem = f.mem, fs = f.fs, timeout = f.timeout, idle = f.idle,
+		del = f.del;
+	json_t *labels = f.labels, *rc = f.rc;
+
 	if (sid || sname) {
 		snap = snap_find(q->workspace, sid ? sid : sname);
 		if (!snap || snap->status != SNAP_READY) {

@@ -18,11 +18,11 @@
 
 #define DP_TIMEOUT_S 600 /* an execute's answer comes at its exit */
 #define DP_BODY_MAX  (SD_DOWNLOAD_MAX + (1u << 20))
-static const char *const passed_in[] = {"x-api-key:",	  "content-type:", "range:",
-					"if-range:",	  "if-none-match:", "accept:",
-					"accept-encoding:"};
-static const char *const passed_out[] = {"content-range:", "etag:", "accept-ranges:",
-					 "last-modified:", "content-disposition:"};
+static const char *const passed_in[] = {
+	"x-api-key:",	  "content-type:", "range:",	      "if-range:",
+	"if-none-match:", "accept:",	   "accept-encoding:"};
+static const char *const passed_out[] = {
+	"content-range:", "etag:", "accept-ranges:", "last-modified:", "content-disposition:"};
 
 int dp_resolve(const char *workspace, const char *key_id, const char *id,
 	       char addr[FLEETD_ADDR_MAX], bool *here, char *err, size_t len)

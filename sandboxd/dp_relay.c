@@ -16,7 +16,7 @@
 
 #include "fleetd.h"
 
-#define RELAY_HIGH (1u << 20)  /* queued for one side: the other's reading stops */
+#define RELAY_HIGH (1u << 20)	/* queued for one side: the other's reading stops */
 #define RELAY_LOW  (256u << 10) /* and goes on below this */
 #define RELAY_MAX  (8u << 20)	/* queued for one side, at most: past it the relay closes */
 
@@ -130,7 +130,7 @@ static int relay_queue(struct dp_relay *r, struct side *from, struct side *to, c
 
 /* Bytes of a message from side `from` (lws's fragment): whole messages go across. */
 static int relay_rx(struct dp_relay *r, struct side *from, struct side *to, struct lws *wsi,
-		   const void *in, size_t len)
+		    const void *in, size_t len)
 {
 	if (len > SD_WS_FRAME_MAX - from->frag_len ||
 	    lws_remaining_packet_payload(wsi) > SD_WS_FRAME_MAX - from->frag_len - len)

@@ -264,7 +264,7 @@ void fleetd_woken(const char *id, bool ok)
 	snprintf(r->id, sizeof(r->id), "%s", id);
 	r->job.run = woken_run;
 	r->job.done = woken_done;
-	work_queue_class(&r->job, WORK_FLEET);
+	work_queue_class(&r->job, WORK_FLEET_BG);
 }
 
 int fleet_moves_start(void)

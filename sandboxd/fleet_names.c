@@ -36,9 +36,14 @@ static void name_run(struct sd_job *j)
 		if (n->err < 0)
 			return; /* the old name stays the box's */
 	}
+	uint64_t rev = 0;
+
+	/* freed only while it names this box: on the revision read, so a name another box
+	 * claimed meanwhile stays its */
 	if (n->release[0] &&
-	    fleet_kv_get(&fleetd, fleetd_names.kv, n->release, id, sizeof(id), NULL) == 0 &&
-	    strcmp(id, n->id) == 0 && fleet_kv_delete(&fleetd, fleetd_names.kv, n->release) < 0)
+	    fleet_kv_get(&fleetd, fleetd_names.kv, n->release, id, sizeof(id), &rev) == 0 &&
+	    strcmp(id, n->id) == 0 &&
+	    fleet_kv_delete_rev(&fleetd, fleetd_names.kv, n->release, rev) == -EIO)
 		sd_log("fleet: a name of box %s stays claimed: %s", n->id, fleetd.err);
 	snprintf(okey, sizeof(okey), "box.%s", n->id);
 	if (n->unown && fleet_kv_delete(&fleetd, fleetd.owners, okey) < 0)
@@ -75,22 +80,27 @@ static void name_queue(struct name_job *n, struct sd_req *q)
 	}
 	n->job.run = name_run;
 	n->job.done = name_done;
-	work_queue_class(&n->job, WORK_FLEET);
+	work_queue_class(&n->job, WORK_FLEET_BG);
+}
+
+void fleetd_records_drop(const char *workspace, const char *name, const char *id)
+{
+	struct name_job *n = calloc(1, sizeof(*n));
+
+	if (!n)
+		return;
+	n->kind = N_FORGET;
+	snprintf(n->id, sizeof(n->id), "%s", id);
+	fleetd_name_key(workspace, name, n->release);
+	n->unown = true;
+	name_queue(n, NULL);
 }
 
 void fleetd_box_forgotten(const struct box *b)
 {
-	struct name_job *n;
-
 	if (b->released) /* in the store, or waking: its records are the fleet's, not ours */
 		return;
-	if (!(n = calloc(1, sizeof(*n))))
-		return;
-	n->kind = N_FORGET;
-	snprintf(n->id, sizeof(n->id), "%s", b->id);
-	fleetd_name_key(b->workspace, b->name, n->release);
-	n->unown = true;
-	name_queue(n, NULL);
+	fleetd_records_drop(b->workspace, b->name, b->id);
 }
 
 void fleetd_box_deleted(struct sd_req *q, struct box *b)

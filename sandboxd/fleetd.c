@@ -147,7 +147,7 @@ struct owner_slot {
 	char host[FLEET_ID_MAX + 1];
 };
 static struct owner_slot *owners;
-static unsigned owners_used; /* live and tombstones */
+static unsigned owners_used, owners_live; /* slots not free (live and tombstones); live */
 static pthread_mutex_t map_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static unsigned owner_hash(const char *id)
@@ -178,6 +178,26 @@ static struct owner_slot *owner_slot(const char *id, bool for_insert)
 	return for_insert ? tomb : NULL;
 }
 
+/* Tombstones cleared: the live entries put in a fresh table. Under map_lock. */
+static void owners_rehash(void)
+{
+	struct owner_slot *old = owners, *fresh = calloc(OWNERS_SLOTS, sizeof(*fresh));
+
+	if (!fresh)
+		return;
+	owners = fresh;
+	owners_used = owners_live = 0;
+	for (unsigned i = 0; i < OWNERS_SLOTS; i++)
+		if (old[i].id[0] && old[i].id[0] != '-') {
+			struct owner_slot *s = owner_slot(old[i].id, true);
+
+			*s = old[i];
+			owners_used++;
+			owners_live++;
+		}
+	free(old);
+}
+
 static void on_owner(void *arg, const char *key, const char *val, size_t len)
 {
 	(void)arg;
@@ -195,12 +215,18 @@ static void on_owner(void *arg, const char *key, const char *val, size_t len)
 	struct owner_slot *s = owner_slot(id, false);
 
 	if (!fleet_id_ok(host) || strcmp(host, FLEET_UNSCHEDULABLE) == 0) {
-		if (s)
+		if (s) {
 			strcpy(s->id, "-");
+			owners_live--;
+		}
 	} else {
+		if (!s && owners_used >= OWNERS_SLOTS * 3 / 4 &&
+		    owners_used - owners_live > OWNERS_SLOTS / 4)
+			owners_rehash(); /* mostly tombstones: made anew */
 		if (!s && owners_used < OWNERS_SLOTS * 3 / 4 && (s = owner_slot(id, true))) {
 			if (!s->id[0])
 				owners_used++;
+			owners_live++;
 			snprintf(s->id, sizeof(s->id), "%s", id);
 		}
 		if (s)
@@ -389,7 +415,7 @@ static void snap_out(const char *id, const char *record)
 	snprintf(s->id, sizeof(s->id), "%s", id);
 	s->job.run = snap_out_run;
 	s->job.done = snap_out_done;
-	work_queue_class(&s->job, WORK_FLEET);
+	work_queue_class(&s->job, WORK_FLEET_BG);
 }
 
 /* ---- names ---- */

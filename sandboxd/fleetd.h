@@ -20,7 +20,10 @@
 #include "fleet.h"
 #include "sandboxd.h"
 
-#define FLEETD_ADDR_MAX 64 /* a host's advertised HOST:PORT */
+#define FLEETD_ADDR_MAX	   64		 /* a host's advertised HOST:PORT */
+#define FLEETD_MSG_MAX	   (1000u << 10) /* a call's message: NATS's 1 MiB, less its framing */
+#define FLEETD_RPC_THREADS 16		 /* WORK_FLEET's threads */
+#define FLEETD_QUERY_ARGS  16		 /* a call's query arguments */
 
 /* Whether this sandboxd serves in a fleet (serve --fleet). */
 extern bool fleetd_on;
@@ -72,6 +75,9 @@ void fleetd_created(struct sd_req *q);
 /* fleet_names.c. A box of this host is gone for good: its name and ownership records go too
  * (box_forget_hook). */
 void fleetd_box_forgotten(const struct box *b);
+/* The same for a box that was never made (a create the owner refused): its name, if it still
+ * names id, and its ownership. */
+void fleetd_records_drop(const char *workspace, const char *name, const char *id);
 /* A delete of b was asked (the box is DELETING): its name is freed, then q answered 204. */
 void fleetd_box_deleted(struct sd_req *q, struct box *b);
 /* A PATCH renaming b: the new name claimed (409 when it is taken), then the update runs
@@ -90,6 +96,13 @@ int fleet_rpc_ask(const char *host, const uint8_t *m, size_t len, int timeout_ms
 
 /* An answer's HTTP status (0: not an answer). */
 int fleet_rpc_status(const uint8_t *m, size_t len);
+/* A message's head (an object: the caller's to free) and body: 0 or -EBADMSG. */
+int fleet_rpc_split(const uint8_t *m, size_t len, json_t **head, const uint8_t **body,
+		    size_t *blen);
+/* An answer: status, content type, q's extra headers (q may be NULL), the body. */
+uint8_t *fleet_rpc_answer(int status, const char *ctype, const struct sd_req *q, const void *body,
+			  size_t blen, size_t *len);
+bool fleet_is_uuid(const char *s);
 
 /* ---- fleet_moves.c: boxes released into the store ---- */
 int fleet_moves_start(void) __must_check;

@@ -476,6 +476,14 @@ done:
 	return err;
 }
 
+bool keys_live_in(const char *id, const char *workspace)
+{
+	for (unsigned i = 0; i < nkeys; i++)
+		if (strcmp(keys[i].id, id) == 0)
+			return !keys[i].revoked && strcmp(keys[i].workspace, workspace) == 0;
+	return false;
+}
+
 bool keys_live(const char *id)
 {
 	for (unsigned i = 0; i < nkeys; i++)

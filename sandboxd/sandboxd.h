@@ -306,8 +306,8 @@ struct sd_req {
 	char fleet_box_id[SD_ID_LEN + 1]; /* a create taken from the fleet's queue: its id */
 	char fleet_name_claimed[SD_NAME_MAX + 1]; /* a rename whose name the fleet gave it */
 	bool dp_remote; /* a dataplane request for a box another host holds (fleet_hooks->dp) */
-	char link_path[4097];			  /* a download link's path */
-	unsigned svc_port;			  /* a service URL's guest port */
+	char link_path[4097]; /* a download link's path */
+	unsigned svc_port;    /* a service URL's guest port */
 };
 /* The value of query argument `name` (percent-decoded) into out: 0, or -ENOENT, -E2BIG. */
 int req_query(struct sd_req *q, const char *name, char *out, size_t len) __must_check;
@@ -490,8 +490,9 @@ void ws_close_all(unsigned short code);
 /* A box stops or goes: its WebSockets close with 1001. */
 void ws_box_gone(const char *box_id);
 int ws_attached_count(void);
-/* The key `id` exists and is not revoked. */
+/* The key `id` exists and is not revoked (and is workspace's). */
 bool keys_live(const char *id);
+bool keys_live_in(const char *id, const char *workspace);
 const struct sd_key *auth_check(struct lws *wsi, const char *peer, int *status);
 bool auth_limited(const char *peer);
 void auth_failed(const char *peer);
@@ -527,6 +528,9 @@ void usage_tick(uint64_t elapsed_ms);
 void usage_handle(struct sd_req *q);
 /* control.c */
 bool valid_box_name(const char *s);
+/* A create's body checked as box_create checks it (a fleet's placing host, before it claims
+ * the name): true when refused (answered). */
+bool box_create_refused(struct sd_req *q, json_t *o);
 /* In a fleet (fleetd.c sets them): creates, lists and calls for boxes of other hosts go
  * there. A request made from another host's call is never sent on again. */
 struct fleet_hooks {
@@ -618,8 +622,9 @@ struct sd_job {
 	void (*done)(struct sd_job *j);
 	struct sd_job *next;
 };
-/* WORK_FLEET: calls to other hosts over NATS (fleet_rpc.c), which wait on their answer. */
-enum work_class { WORK_LIFECYCLE, WORK_IO, WORK_FLEET, WORK_CLASSES };
+/* WORK_FLEET: calls to other hosts over NATS (fleet_rpc.c), which wait on their answer;
+ * WORK_FLEET_BG: the fleet's own records (names, snapshots): short, never a tenant's wait. */
+enum work_class { WORK_LIFECYCLE, WORK_IO, WORK_FLEET, WORK_FLEET_BG, WORK_CLASSES };
 int work_start(unsigned nlifecycle, unsigned nio, struct lws_context *ctx) __must_check;
 /* n more threads for class c (after work_start). */
 int work_add_threads(enum work_class c, unsigned n) __must_check;
