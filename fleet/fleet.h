@@ -124,7 +124,7 @@ bool fleet_id_ok(const char *s);
 
 /* ---- kv.c: the fleet's records beside placement (a name's box, an API key) ---- */
 
-#define FLEET_KEY_MAX 200   /* a record's key: [-_=/.A-Za-z0-9], no empty token */
+#define FLEET_KEY_MAX 200	  /* a record's key: [-_=/.A-Za-z0-9], no empty token */
 #define FLEET_VAL_MAX (256 << 10) /* a record's value, at most (each bucket has its own) */
 struct fleet_kv {
 	void *kv; /* kvStore * */
@@ -145,6 +145,9 @@ int fleet_kv_create(struct fleet *f, void *kv, const char *key, const char *val,
 int fleet_kv_put(struct fleet *f, void *kv, const char *key, const char *val)
 	__attribute__((warn_unused_result));
 int fleet_kv_delete(struct fleet *f, void *kv, const char *key) __attribute__((warn_unused_result));
+/* Put val only if key's revision is still rev: 0, -ESTALE (it changed), -EIO. */
+int fleet_kv_update(struct fleet *f, void *kv, const char *key, const char *val, uint64_t rev)
+	__attribute__((warn_unused_result));
 /* Delete key only if its revision is still rev: 0, -ESTALE (it changed), -EIO. */
 int fleet_kv_delete_rev(struct fleet *f, void *kv, const char *key, uint64_t rev)
 	__attribute__((warn_unused_result));

@@ -157,6 +157,24 @@ int fleet_kv_put(struct fleet *f, void *kv, const char *key, const char *val)
 	return fleet_fail(f, -EIO, "fleet: %s: %s", key, natsStatus_GetText(s));
 }
 
+int fleet_kv_update(struct fleet *f, void *kv, const char *key, const char *val, uint64_t rev)
+{
+	uint64_t r;
+	char now[8];
+	uint64_t now_rev = 0;
+	int err = kv_args(f, key, val);
+
+	if (err < 0)
+		return err;
+	if (kvStore_UpdateString(&r, (kvStore *)kv, key, val, rev) == NATS_OK)
+		return 0;
+	/* it moved on (another writer), or no answer: the leader's read tells */
+	err = fleet_kv_get(f, kv, key, now, sizeof(now), &now_rev);
+	if ((err == 0 || err == -EMSGSIZE) && now_rev != rev)
+		return -ESTALE;
+	return fleet_fail(f, -EIO, "fleet: %s: the bucket did not answer", key);
+}
+
 int fleet_kv_delete(struct fleet *f, void *kv, const char *key)
 {
 	natsStatus s = NATS_OK;

@@ -154,6 +154,7 @@ int fleetd_released_delete(const char *workspace, const char *id)
 	if (err < 0)
 		return -ENOENT;
 	snprintf(name, sizeof(name), "%s", b.name);
+	fleetd_quota_release_box(workspace, b.vcpus, b.mem_bytes, b.fs_capacity_bytes);
 	box_record_free(&b);
 	snprintf(key, sizeof(key), "b.%s", id);
 	if (fleet_kv_delete(&fleetd, boxes_kv.kv, key) < 0)

@@ -21,7 +21,11 @@ struct name_job {
 	char claim[80];	  /* a key to claim for id first, or "" */
 	char release[80]; /* a key to free if it still names id, or "" */
 	bool unown;	  /* the ownership record goes too */
-	int err;	  /* of the claim: 0, -EEXIST, -EIO */
+	bool unshare;	  /* and its share of its workspace's usage: */
+	char workspace[SD_WORKSPACE_MAX + 1];
+	unsigned vcpus;
+	uint64_t mem_bytes, fs_bytes;
+	int err; /* of the claim: 0, -EEXIST, -EIO */
 	char name[SD_NAME_MAX + 1];
 	enum { N_FORGET, N_DELETE, N_RENAME } kind;
 };
@@ -48,6 +52,8 @@ static void name_run(struct sd_job *j)
 	snprintf(okey, sizeof(okey), "box.%s", n->id);
 	if (n->unown && fleet_kv_delete(&fleetd, fleetd.owners, okey) < 0)
 		sd_log("fleet: the ownership of box %s stays: %s", n->id, fleetd.err);
+	if (n->unshare)
+		fleetd_quota_release_box(n->workspace, n->vcpus, n->mem_bytes, n->fs_bytes);
 }
 
 static void name_done(struct sd_job *j)
@@ -83,7 +89,8 @@ static void name_queue(struct name_job *n, struct sd_req *q)
 	work_queue_class(&n->job, WORK_FLEET_BG);
 }
 
-void fleetd_records_drop(const char *workspace, const char *name, const char *id)
+void fleetd_records_drop(const char *workspace, const char *name, const char *id, unsigned vcpus,
+			 uint64_t mem_bytes, uint64_t fs_bytes)
 {
 	struct name_job *n = calloc(1, sizeof(*n));
 
@@ -92,7 +99,11 @@ void fleetd_records_drop(const char *workspace, const char *name, const char *id
 	n->kind = N_FORGET;
 	snprintf(n->id, sizeof(n->id), "%s", id);
 	fleetd_name_key(workspace, name, n->release);
-	n->unown = true;
+	n->unown = n->unshare = true;
+	snprintf(n->workspace, sizeof(n->workspace), "%s", workspace);
+	n->vcpus = vcpus;
+	n->mem_bytes = mem_bytes;
+	n->fs_bytes = fs_bytes;
 	name_queue(n, NULL);
 }
 
@@ -100,7 +111,8 @@ void fleetd_box_forgotten(const struct box *b)
 {
 	if (b->released) /* in the store, or waking: its records are the fleet's, not ours */
 		return;
-	fleetd_records_drop(b->workspace, b->name, b->id);
+	fleetd_records_drop(b->workspace, b->name, b->id, b->vcpus, b->mem_bytes,
+			    b->fs_capacity_bytes);
 }
 
 void fleetd_box_deleted(struct sd_req *q, struct box *b)

@@ -156,6 +156,7 @@ struct call_job {
 	uint8_t *answer;
 	size_t alen;
 	json_t *merged; /* list */
+	json_t *body;	/* create: its body (the worker's copy) */
 };
 
 int fleet_rpc_ask(const char *host, const uint8_t *m, size_t len, int timeout_ms, uint8_t **answer,
@@ -283,25 +284,41 @@ static void create_run(struct call_job *c)
 	char key[80], owner[FLEET_ID_MAX + 1], err_text[FLEET_ERR_MAX];
 	int err;
 
+	/* its share of the workspace's quotas first (fleet-wide), then its name */
+	err = fleetd_quota_reserve(c->workspace, c->body, err_text, sizeof(err_text));
+	if (err == -EDQUOT) {
+		call_fail(c, 429, "QuotaExceeded", "%s", err_text);
+		return;
+	}
+	if (err < 0) {
+		call_fail(c, 503, "ServiceUnavailable", "%s", err_text);
+		return;
+	}
 	fleetd_name_key(c->workspace, c->name, key);
 	err = fleet_kv_create(&fleetd, fleetd_names.kv, key, c->id, NULL);
-	if (err == -EEXIST) {
-		call_fail(c, 409, "Conflict", "a sandbox named '%s' exists", c->name);
-		return;
-	}
 	if (err < 0) {
-		call_fail(c, 503, "ServiceUnavailable", "the fleet's names did not answer");
+		fleetd_quota_release_body(c->workspace, c->body);
+		if (err == -EEXIST)
+			call_fail(c, 409, "Conflict", "a sandbox named '%s' exists", c->name);
+		else
+			call_fail(c, 503, "ServiceUnavailable", "the fleet's names did not answer");
 		return;
 	}
-	err = fleet_place(&fleetd, c->id, c->msg, c->len, c->timeout_s * 1000, owner, err_text,
+	int place_s = c->timeout_s < PLACE_MAX_S ? c->timeout_s : PLACE_MAX_S;
+
+	err = fleet_place(&fleetd, c->id, c->msg, c->len, place_s * 1000, owner, err_text,
 			  sizeof(err_text));
 	if (err < 0) {
-		/* not placed (and, for -EAGAIN, cancelled for good): the name is free again */
-		if (err == -EAGAIN && fleet_kv_delete(&fleetd, fleetd_names.kv, key) < 0)
-			sd_log("fleet: name of unplaced box %s: %s", c->id, fleetd.err);
+		/* not placed (and, for -EAGAIN, cancelled for good): its name and share are free
+		 * again (-EIO: unknown, so both stay: never a quota overrun) */
+		if (err == -EAGAIN) {
+			fleetd_quota_release_body(c->workspace, c->body);
+			if (fleet_kv_delete(&fleetd, fleetd_names.kv, key) < 0)
+				sd_log("fleet: name of unplaced box %s: %s", c->id, fleetd.err);
+		}
 		if (err == -EAGAIN)
 			call_fail(c, 503, "Unschedulable",
-				  "no host had room for the sandbox within %d s", c->timeout_s);
+				  "no host had room for the sandbox within %d s", place_s);
 		else
 			call_fail(c, 503, "ServiceUnavailable", "the fleet did not answer: %s",
 				  err_text);
@@ -317,9 +334,9 @@ static void create_run(struct call_job *c)
 	free(m);
 	if (err < 0)
 		call_fail(c, 503, "ServiceUnavailable",
-			  "the sandbox was placed on host %s, which did not answer (%s): poll its "
+			  "the sandbox was placed, and its host did not answer (%s): poll its "
 			  "status",
-			  owner, strerror(-err));
+			  strerror(-err));
 }
 
 static void list_run(struct call_job *c)
@@ -419,6 +436,7 @@ static void call_done(struct sd_job *j)
 	else if (q)
 		answer_relay(q, c->answer, c->alen);
 	json_decref(c->merged);
+	json_decref(c->body);
 	free(c->msg);
 	free(c->answer);
 	free(c);
@@ -538,8 +556,7 @@ void fleetd_create(struct sd_req *q, json_t *o)
 	snprintf(c->name, sizeof(c->name), "%s", name);
 	snprintf(c->workspace, sizeof(c->workspace), "%s", q->workspace);
 	c->timeout_s = timeout >= 1 && timeout <= 3600 ? (int)timeout : PLACE_DEFAULT_S;
-	if (c->timeout_s > PLACE_MAX_S)
-		c->timeout_s = PLACE_MAX_S;
+	c->body = json_deep_copy(o); /* the worker's own: the share it reserves */
 	c->wait = !json_is_false(json_object_get(o, "wait_for_ready"));
 	c->msg = body ? fleet_rpc_msg(json_pack("{s:s, s:s, s:s}", "w", q->workspace, "k",
 						q->key_id, "id", c->id),

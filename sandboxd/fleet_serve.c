@@ -134,7 +134,13 @@ static void vreq_replied(struct sd_req *q)
 			const char *name = json_string_value(json_object_get(o, "name"));
 
 			if (name)
-				fleetd_records_drop(q->workspace, name, v->id);
+				fleetd_records_drop(
+					q->workspace, name, v->id,
+					(unsigned)json_integer_value(json_object_get(o, "vcpus")),
+					(uint64_t)json_integer_value(
+						json_object_get(o, "mem_bytes")),
+					(uint64_t)json_integer_value(
+						json_object_get(o, "fs_capacity_bytes")));
 			json_decref(o);
 		}
 		struct await *a = await_get(v->id, true);

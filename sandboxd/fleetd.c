@@ -535,7 +535,8 @@ int fleetd_start(void)
 	    (err = fleet_watch_start(&fleetd, fleetd.hosts, on_host, NULL, &w_hosts)) < 0 ||
 	    (err = fleet_watch_start(&fleetd, keys_kv.kv, on_key, NULL, &w_keys)) < 0 ||
 	    (err = fleet_watch_start(&fleetd, snaps_kv.kv, on_snap, NULL, &w_snaps)) < 0 ||
-	    (err = fleet_moves_start()) < 0 || (err = fleet_rpc_start()) < 0) {
+	    (err = fleet_moves_start()) < 0 || (err = fleet_quota_start()) < 0 ||
+	    (err = fleet_rpc_start()) < 0) {
 		sd_log("fleet: %s", fleetd.err);
 		return err;
 	}
@@ -569,6 +570,7 @@ void fleetd_stop(void)
 	host_started = false;
 	fleet_rpc_stop();
 	fleet_moves_stop();
+	fleet_quota_stop();
 	fleet_watch_stop(w_owners);
 	fleet_watch_stop(w_hosts);
 	fleet_watch_stop(w_keys);
@@ -580,13 +582,12 @@ void fleetd_stop(void)
 	fleet_close(&fleetd);
 }
 
-/* ---- `sandboxd keys` in a fleet: the record put in the keys bucket too ---- */
+/* ---- `sandboxd keys` and `sandboxd quota` in a fleet: the record put in its bucket too ---- */
 
-int fleetd_key_publish(const char *servers, const char *id, const char *text)
+int fleetd_put_record(const char *servers, const char *bucket, const char *key, const char *text)
 {
 	struct fleet f;
 	struct fleet_kv kv;
-	char key[32];
 	int err;
 
 	snprintf(servers_text, sizeof(servers_text), "%s", servers);
@@ -599,8 +600,7 @@ int fleetd_key_publish(const char *servers, const char *id, const char *text)
 		fprintf(stderr, "sandboxd: %s\n", f.err);
 		return err;
 	}
-	snprintf(key, sizeof(key), "k.%s", id);
-	err = fleet_kv_open(&f, "sandbox_keys", 512, &kv);
+	err = fleet_kv_open(&f, bucket, 512, &kv);
 	if (err == 0) {
 		err = fleet_kv_put(&f, kv.kv, key, text);
 		fleet_kv_close(&kv);

@@ -54,8 +54,9 @@ bool fleetd_self(const char *host);
 /* This host's advertised HOST:PORT. */
 int fleetd_self_addr(char addr[FLEETD_ADDR_MAX]);
 
-/* `sandboxd keys create|revoke --fleet URLS`: key id's record `text` into the keys bucket. */
-int fleetd_key_publish(const char *servers, const char *id, const char *text);
+/* `sandboxd keys ... --fleet URLS` and `sandboxd quota set ... --fleet URLS`: a record into
+ * the fleet's bucket (sandbox_keys: k.<key id>; sandbox_quotas: q.<workspace>). */
+int fleetd_put_record(const char *servers, const char *bucket, const char *key, const char *text);
 
 /* ---- names (fleetd.c): a box's name is unique in its workspace across the fleet ---- */
 /* The record key of (workspace, name). */
@@ -77,7 +78,8 @@ void fleetd_created(struct sd_req *q);
 void fleetd_box_forgotten(const struct box *b);
 /* The same for a box that was never made (a create the owner refused): its name, if it still
  * names id, and its ownership. */
-void fleetd_records_drop(const char *workspace, const char *name, const char *id);
+void fleetd_records_drop(const char *workspace, const char *name, const char *id, unsigned vcpus,
+			 uint64_t mem_bytes, uint64_t fs_bytes);
 /* A delete of b was asked (the box is DELETING): its name is freed, then q answered 204. */
 void fleetd_box_deleted(struct sd_req *q, struct box *b);
 /* A PATCH renaming b: the new name claimed (409 when it is taken), then the update runs
@@ -132,6 +134,17 @@ int dp_resolve(const char *workspace, const char *key_id, const char *id,
 	       char addr[FLEETD_ADDR_MAX], bool *here, char *err, size_t len) __must_check;
 /* An HTTP dataplane request sent on to the box's host, its answer relayed. */
 void dp_proxy(struct sd_req *q);
+
+/* ---- fleet_quota.c: quotas across the fleet ---- */
+int fleet_quota_start(void) __must_check;
+void fleet_quota_stop(void);
+/* On a worker: the share of a create's body reserved in the workspace's usage: 0, -EDQUOT
+ * (msg names the quota, as the API's 429 says it), -EIO. */
+int fleetd_quota_reserve(const char *workspace, json_t *body, char *msg, size_t len);
+/* On a worker: a share given back (a create not placed; a box gone). */
+void fleetd_quota_release_body(const char *workspace, json_t *body);
+void fleetd_quota_release_box(const char *workspace, unsigned vcpus, uint64_t mem_bytes,
+			      uint64_t fs_bytes);
 
 /* ---- fleet_store.c: snapshots in the object store ---- */
 /* --store-endpoint, --store-bucket, --store-region, --store-credentials, --fleet-key,

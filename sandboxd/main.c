@@ -354,8 +354,11 @@ static int key_to_fleet(const char *servers, const char *id)
 
 	if (!servers)
 		return 0;
+	char key[32];
+
+	snprintf(key, sizeof(key), "k.%s", id);
 	if (keys_load() < 0 || keys_text(id, text, sizeof(text)) < 0 ||
-	    fleetd_key_publish(servers, id, text) < 0) {
+	    fleetd_put_record(servers, "sandbox_keys", key, text) < 0) {
 		fprintf(stderr, "sandboxd: key %s is made here but not in the fleet: run again\n",
 			id);
 		return 1;
@@ -447,6 +450,12 @@ static int quota_cmd(int argc, char **argv)
 	struct sd_quota q;
 	int err;
 
+	const char *fleet = NULL;
+
+	if (argc >= 5 && strcmp(argv[argc - 2], "--fleet") == 0) {
+		fleet = argv[argc - 1];
+		argc -= 2;
+	}
 	if (argc < 3 || strcmp(argv[1], "set") != 0 || !valid_workspace(argv[2]))
 		return usage();
 	if ((err = sd_dir_init()) < 0 || (err = quota_load(argv[2], &q)) < 0) {
@@ -476,6 +485,17 @@ static int quota_cmd(int argc, char **argv)
 	if ((err = quota_save(argv[2], &q)) < 0) {
 		fprintf(stderr, "sandboxd: %s\n", strerror(-err));
 		return 1;
+	}
+	if (fleet) { /* every host of the fleet mirrors it */
+		char key[96], text[256];
+
+		snprintf(key, sizeof(key), "q.%s", argv[2]);
+		snprintf(text, sizeof(text),
+			 "sandboxes %" PRIu64 "\nvcpus %" PRIu64 "\nmemory_mib %" PRIu64
+			 "\ndisk_gib %" PRIu64 "\nsnapshots %" PRIu64 "\n",
+			 q.sandboxes, q.vcpus, q.memory_mib, q.disk_gib, q.snapshots);
+		if (fleetd_put_record(fleet, "sandbox_quotas", key, text) < 0)
+			return 1;
 	}
 	return 0;
 }
