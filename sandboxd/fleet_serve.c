@@ -262,6 +262,8 @@ static void woken(struct sd_req *q, struct box *b, int err, const char *msg)
 		return;
 	}
 	b->released = false;
+	sd_log("box %s: woken here from the store (generation %llu)", b->id,
+	       (unsigned long long)b->fleet_gen);
 	fleetd_woken(b->id, true); /* runs here: its released record goes */
 	req_reply_json(q, 200, box_json(b));
 }

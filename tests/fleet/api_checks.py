@@ -175,6 +175,11 @@ class Topology:
         self.procs.append(p)
         return p
 
+    def log(self, i):
+        path = os.path.join(self.work, "sandboxd-%d.log" % i)
+        with open(path, errors="replace") as f:
+            return f.read()
+
     def logs(self):
         for i in range(1, HOSTS + 1):
             path = os.path.join(self.work, "sandboxd-%d.log" % i)
@@ -288,11 +293,11 @@ def corrupt_chunks(store, prefix):
     return len(names)
 
 
-def snapshots(t, key, boxes):
+def snapshots(t, key, live):
     """A snapshot taken on one host restored on another from the store; then the store's
-    chunks corrupted: a restore on a third host refuses, naming a chunk."""
-    live = {b["name"]: b for b in boxes.values()}
-    src = live.pop(sorted(live)[0])
+    chunks corrupted: a restore on a third host refuses, naming a chunk. live: name -> box,
+    kept up to date (the boxes this deletes to make room go from it)."""
+    src = live[sorted(live)[0]]
     a_host = host_of(owner_of(src))
     b_host, c_host = [i for i in range(1, HOSTS + 1) if i != a_host][:2]
     out = run(src, key, "echo kept > /root/mark; setsid sleep 1000 </dev/null >/dev/null 2>&1 & "
@@ -339,6 +344,63 @@ def snapshots(t, key, boxes):
     check(n > 0 and freed and st != 200 and "chunk" in msg and st_get == 404,
           "%d chunks corrupted in the store: a restore on fh%d refuses (%d: %.200s) and leaves "
           "no box (%d)" % (n, c_host, st, msg, st_get))
+
+
+def fill_all(key, live):
+    """Create boxes until no host has room (a create is then unschedulable)."""
+    for n in range(HOSTS * SLOTS):
+        st, b = api(1, key, "POST", "/v2/sandboxes/boxes",
+                    {"name": "fill-%d" % n, "mem_bytes": MEM, "timeout": 6})
+        if st != 200:
+            return st == 503
+        live[b["name"]] = b
+    return False
+
+
+def moves(t, key, live):
+    """A box stopped into the store on one host; the next run through its unchanged
+    dataplane_url (naming that host) wakes it on another, with its file and process."""
+    src = live.pop(sorted(live)[0])
+    a_host = host_of(owner_of(src))
+    others = [i for i in range(1, HOSTS + 1) if i != a_host]
+    out = run(src, key, "echo moved > /root/mark; setsid sleep 2000 </dev/null >/dev/null "
+              "2>&1 & echo started")
+    full = fill_all(key, live)
+    st, _ = api(others[0], key, "POST", "/v2/sandboxes/boxes/%s/stop" % src["name"])
+    deadline, status = time.time() + 300, None
+    while st == 204 and time.time() < deadline:
+        st2, b = api(others[1], key, "GET", "/v2/sandboxes/boxes/%s" % src["name"])
+        status = b.get("status") if st2 == 200 else st2
+        if status == "stopped":
+            break
+        time.sleep(1)
+    check(out.strip() == "started" and full and st == 204 and status == "stopped",
+          "a stop through fh%d of a box on fh%d: into the store and let go, seen stopped "
+          "through fh%d (%s)" % (others[0], a_host, others[1], status))
+    if status != "stopped":
+        return
+    # the slot it freed on its host taken, one freed elsewhere: it can only wake there
+    st_fill, filler = api(1, key, "POST", "/v2/sandboxes/boxes",
+                          {"name": "fill-a", "mem_bytes": MEM, "timeout": 60})
+    freed = st_fill == 200 and host_of(owner_of(filler)) == a_host and \
+        free_slot_on(key, live, others[0])
+    t0 = time.time()
+    out = run(src, key, "cat /root/mark; pgrep -x sleep || ps | grep -c '[s]leep 2000'")
+    secs = time.time() - t0
+    st, b = api(a_host, key, "GET", "/v2/sandboxes/boxes/%s" % src["name"])
+    # which host runs it is not in the API (its dataplane_url stays): the hosts' logs say
+    stopped_on = [i for i in range(1, HOSTS + 1)
+                  if "box %s: stopped into the store" % src["id"] in t.log(i)]
+    woken_on = [i for i in range(1, HOSTS + 1)
+                if "box %s: woken here from the store" % src["id"] in t.log(i)]
+    check(freed and out.startswith("moved") and len(out.split()) >= 2 and st == 200 and
+          b.get("status") == "ready" and b.get("dataplane_url") == src["dataplane_url"] and
+          stopped_on == [a_host] and woken_on == [others[0]],
+          "the next execute through its dataplane_url (fh%d's) woke it in %.1f s: stopped on "
+          "%s, woken on %s (the only room: fh%d), %s again, its dataplane_url unchanged, the "
+          "file and the process there (%r)" % (
+              a_host, secs, stopped_on, woken_on, others[0],
+              b.get("status") if st == 200 else st, out[:60]))
 
 
 def main():
@@ -447,8 +509,11 @@ def main():
                   "%d (want 409); found by the new name through each host %s, by the old %d" % (
                       via, st, st_taken, by_new, by_old))
         if t.store:
-            snapshots(t, key, {n: b for n, b in ready.items()
-                               if n not in (sorted(ready)[0], sorted(ready)[1])})
+            # (the first two were deleted and renamed above)
+            live = {b["name"]: b for n, b in ready.items()
+                    if n not in (sorted(ready)[0], sorted(ready)[1])}
+            snapshots(t, key, live)
+            moves(t, key, live)
     except Exception as e:  # the topology failed: said, and the logs shown
         check(False, "the topology: %s" % e)
     finally:
