@@ -582,6 +582,41 @@ void fleetd_stop(void)
 	fleet_close(&fleetd);
 }
 
+/* ---- a restart: only what the fleet says is this host's is adopted ---- */
+
+void fleetd_adopt_filter(void)
+{
+	struct lc_report r = {0};
+	struct box *next;
+
+	pthread_mutex_lock(&lifecycle_lock);
+	for (struct box *b = box_first(); b; b = next) {
+		char owner[FLEET_ID_MAX + 1], name[40];
+		uint64_t rev;
+		struct sandbox sb;
+		int err;
+
+		next = b->next;
+		err = fleet_owner(&fleetd, b->id, owner, &rev);
+		/* ours; or the bucket did not say, or has no record of it (a box made before this
+		 * host joined a fleet): kept */
+		if (err < 0 || fleetd_self(owner))
+			continue;
+		/* moved on while this host was away (woken elsewhere, released, deleted): this
+		 * copy is stale; its VMM stops and its sandbox goes, the fleet's records stay */
+		box_sandbox_name(b, name);
+		if (sandbox_find(b->sandbox[0] ? b->sandbox : name, &sb, &r) == 0 &&
+		    sandbox_rm(&sb, true, &r) < 0)
+			sd_log("box %s: its stale sandbox cannot be removed: %s", b->id, r.error);
+		lc_clear(&r);
+		sd_log("box %s (%s): %s now, not this host's: its copy here removed", b->id,
+		       b->name, owner);
+		b->released = true;
+		box_forget(b);
+	}
+	pthread_mutex_unlock(&lifecycle_lock);
+}
+
 /* ---- `sandboxd keys` and `sandboxd quota` in a fleet: the record put in its bucket too ---- */
 
 int fleetd_put_record(const char *servers, const char *bucket, const char *key, const char *text)

@@ -39,6 +39,9 @@ int fleetd_check(const char *listen);
 /* Connect, open the buckets, start the watchers, the host's loop and its call subscription. */
 int fleetd_start(void) __must_check;
 void fleetd_stop(void);
+/* At a restart, before adopt_boxes: a box whose ownership names another host (or released) is
+ * not adopted: its VMM stops and its sandbox goes (the fleet's records stay). */
+void fleetd_adopt_filter(void);
 /* The loop's tick: this host's use of its slots, for the host's loop. */
 void fleetd_tick(void);
 

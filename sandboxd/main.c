@@ -315,6 +315,8 @@ static int serve(int argc, char **argv)
 		fprintf(stderr, "sandboxd: cannot join the fleet: %s\n", strerror(-err));
 		return 1;
 	}
+	if (fleetd_on)
+		fleetd_adopt_filter();
 	adopt_boxes();
 	pools_clean();
 	pools_start();
