@@ -116,6 +116,7 @@ class Topology:
         if not line.startswith("nats servers="):
             raise RuntimeError("the NATS cluster did not start: %r" % line)
         self.servers = line.split()[1].split("=", 1)[1]
+        self.nats_pids = line.split()[2].split("=", 1)[1].split(",")
         say("NATS: " + self.servers)
 
     def home(self, i):
@@ -174,6 +175,16 @@ class Topology:
                              start_new_session=True)
         self.procs.append(p)
         return p
+
+    def kill_host(self, i):
+        """sandboxd of host i killed -9 (its VMMs go on: the host's machine is up)."""
+        p = self.procs[i - 1]
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(timeout=10)
+
+    def kill_nats(self, node):
+        pid = int(self.nats_pids[node])
+        os.kill(pid, signal.SIGKILL)
 
     def log(self, i):
         path = os.path.join(self.work, "sandboxd-%d.log" % i)
@@ -251,9 +262,13 @@ def owner_of(box):
     return box["dataplane_url"].split("//", 1)[1].split(":", 1)[0]
 
 
-def run(box, key, command):
-    st, out = call(box["dataplane_url"] + "/execute", key, "POST",
-                   {"command": command, "timeout": 60})
+def run(box, key, command, via=None):
+    """command run at the box's dataplane_url (or the same path on host via: every host
+    serves every box's dataplane)."""
+    url = box["dataplane_url"]
+    if via:
+        url = "http://%s.%d:%d/dp/%s" % (NET, 10 + via, API_PORT, box["id"])
+    st, out = call(url + "/execute", key, "POST", {"command": command, "timeout": 60})
     return out.get("stdout", "") if st == 200 and isinstance(out, dict) else "(%s %s)" % (st, out)
 
 
@@ -403,6 +418,43 @@ def moves(t, key, live):
               b.get("status") if st == 200 else st, out[:60]))
 
 
+def host_failure(t, key, live):
+    """A host's sandboxd and a NATS node killed (-9): the API answers from the others, and a
+    box that host had stopped into the store wakes elsewhere."""
+    victim = live.pop(sorted(live)[0])
+    x = host_of(owner_of(victim))
+    others = [i for i in range(1, HOSTS + 1) if i != x]
+    out = run(victim, key, "echo before-the-loss > /root/mark; echo ok")
+    st, _ = api(others[0], key, "POST", "/v2/sandboxes/boxes/%s/stop" % victim["name"])
+    deadline, status = time.time() + 300, None
+    while st == 204 and time.time() < deadline:
+        st2, b = api(others[1], key, "GET", "/v2/sandboxes/boxes/%s" % victim["name"])
+        status = b.get("status") if st2 == 200 else st2
+        if status == "stopped":
+            break
+        time.sleep(1)
+    # room on the hosts that stay: one of their boxes goes
+    freed = free_slot_on(key, live, others[1])
+    t.kill_host(x)
+    t.kill_nats(1)
+    t0, answers = time.time(), []
+    for i in others:
+        st_l, lst = api(i, key, "GET", "/v2/sandboxes/boxes", timeout=30)
+        answers.append(st_l)
+    secs_list = time.time() - t0
+    t0 = time.time()
+    woke = run(victim, key, "cat /root/mark", via=others[0])  # (its own host is gone)
+    secs = time.time() - t0
+    woken_on = [i for i in others
+                if "box %s: woken here from the store" % victim["id"] in t.log(i)]
+    check(out.strip() == "ok" and status == "stopped" and freed and
+          answers == [200] * len(others) and woke.startswith("before-the-loss") and
+          len(woken_on) == 1,
+          "fh%d's sandboxd and a NATS node killed (-9): lists through the others %s in %.1f s; "
+          "the box fh%d had stopped woke on fh%s in %.1f s through fh%d (%r)" % (
+              x, answers, secs_list, x, woken_on, secs, others[0], woke[:40]))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--images", required=True)
@@ -514,6 +566,7 @@ def main():
                     if n not in (sorted(ready)[0], sorted(ready)[1])}
             snapshots(t, key, live)
             moves(t, key, live)
+            host_failure(t, key, live)
     except Exception as e:  # the topology failed: said, and the logs shown
         check(False, "the topology: %s" % e)
     finally:
