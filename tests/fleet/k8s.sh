@@ -13,7 +13,8 @@
 #      volume and port a pod names exists; every $(VAR) and, in a shell script, every
 #      $UPPER_CASE a container uses is in its env; every file a command names under a
 #      ConfigMap's or Secret's mount is one of its keys; a StatefulSet's service headless; a
-#      nats:// list naming a StatefulSet's pods names all of them;
+#      nats:// list naming a StatefulSet's pods names all of them; an Ingress's Services,
+#      ports and certificates exist, and a PUBLIC_URL is one of its hosts;
 #   3. a nats-server config in a ConfigMap passes `nats-server -t` (Debian's), with the env
 #      its container has (where nats-server is installed).
 # What it cannot check: the fields themselves (--validate=false: no schema without a
@@ -75,6 +76,7 @@ RESOURCES = {
            ("serviceaccounts", "ServiceAccount", True)],
     "apps/v1": [("daemonsets", "DaemonSet", True), ("statefulsets", "StatefulSet", True)],
     "policy/v1": [("poddisruptionbudgets", "PodDisruptionBudget", True)],
+    "networking.k8s.io/v1": [("ingresses", "Ingress", True)],
 }
 GROUPS = sorted({gv.split("/")[0] for gv in RESOURCES if "/" in gv})
 
@@ -207,10 +209,10 @@ fail() {
 }
 
 echo "kubectl: $(kc version --client 2>/dev/null | head -n 1)"
-files=
+nfiles=0
 for f in "$dir"/*.yaml; do
 	[ -f "$f" ] || continue
-	files="$files -f $f"
+	nfiles=$((nfiles + 1))
 	name=${f##*/}
 	# What kubectl must print: one line per document, from the file's own text.
 	awk '
@@ -244,11 +246,10 @@ for f in "$dir"/*.yaml; do
 		pass "$name: created (dry run): $(cut -d' ' -f1 "$work/got" | tr '\n' ' ')"
 	fi
 done
-[ -n "$files" ] || fail "no *.yaml in $dir"
+[ "$nfiles" -gt 0 ] || fail "no *.yaml in $dir"
 
 # The objects as kubectl parsed them, checked against each other.
-# shellcheck disable=SC2086 # $files is the list of -f FILE, split on purpose (no spaces)
-if kc apply --dry-run=client --validate=false -o json $files >"$work/all.json" 2>"$work/err"; then
+if kc apply --dry-run=client --validate=false -o json -f "$dir" >"$work/all.json" 2>"$work/err"; then
 	cat >"$work/check.py" <<'EOF'
 import json
 import os
@@ -414,6 +415,33 @@ for o in objs:
             if not any(tp in (p.get("name"), p["containerPort"]) for p in cports):
                 bad(o, "targetPort %r is no port of %s" % (tp, w["metadata"]["name"]))
 
+# An Ingress's Services, ports and certificates exist; a PUBLIC_URL is one of its hosts (the
+# name dataplane_url and links start with must be one the Ingress serves).
+ingress_hosts = set()
+for o in objs:
+    if o["kind"] != "Ingress":
+        continue
+    ns = o["metadata"].get("namespace")
+    for t in o["spec"].get("tls") or []:
+        if not find("Secret", t.get("secretName"), ns):
+            bad(o, "tls: no Secret %s" % t.get("secretName"))
+    for rule in o["spec"].get("rules") or []:
+        ingress_hosts.add(rule.get("host"))
+        for path in (rule.get("http") or {}).get("paths") or []:
+            b = path["backend"]["service"]
+            svc = find("Service", b["name"], ns)
+            port = b["port"].get("name", b["port"].get("number"))
+            if not svc:
+                bad(o, "backend: no Service %s" % b["name"])
+            elif not any(port in (p.get("name"), p["port"]) for p in svc["spec"]["ports"]):
+                bad(o, "backend: Service %s has no port %r" % (b["name"], port))
+for o in objs:
+    url = (o.get("data") or {}).get("PUBLIC_URL") if o["kind"] == "ConfigMap" else None
+    m = re.match(r"https?://([^/:]+)", url or "")
+    if m and ingress_hosts and m.group(1) not in ingress_hosts:
+        bad(o, "PUBLIC_URL's host %s is not an Ingress host %s" % (m.group(1),
+                                                                     sorted(ingress_hosts)))
+
 for w, members, pat in nats_checks:
     for o in objs:
         if o["kind"] != "ConfigMap":
@@ -428,7 +456,7 @@ for p in problems:
     print("FAIL: " + p)
 if not problems:
     print("ok: %d objects agree with each other (namespace, selectors, references, env, ports,"
-          " mounts, NATS members)" % len(objs))
+          " mounts, NATS members, Ingress)" % len(objs))
 
 # A nats-server config as its ConfigMap carries it, with its container's env.
 for w, text, env in nats_confs:
@@ -470,5 +498,5 @@ else
 	pass "kubectl only read: $(sort -u "$work/requests.log" | awk '{print $2}' | tr '\n' ' ')"
 fi
 
-echo "k8s: $passed passed, $failed failed"
+echo "k8s: $passed checks passed, $failed failed"
 [ "$failed" -eq 0 ]
