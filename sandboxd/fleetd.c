@@ -38,6 +38,7 @@ static pthread_t host_thread;
 static bool host_started;
 static atomic_bool stopping;
 static atomic_uint used, inflight; /* boxes running here; requests taken, not yet boxes */
+static atomic_bool draining;	   /* `sandboxd drain`: no more creates taken here */
 struct fleet_kv fleetd_names;
 
 /* ---- options ---- */
@@ -466,15 +467,16 @@ static void *host_loop(void *arg)
 		uint64_t now = sd_now_ms();
 
 		if (now - last_beat >= BEAT_MS) {
-			snprintf(info, sizeof(info), "addr=%s slots=%u used=%u", advertise, slots,
-				 atomic_load(&used));
+			snprintf(info, sizeof(info), "addr=%s slots=%u used=%u%s", advertise, slots,
+				 atomic_load(&used), atomic_load(&draining) ? " draining" : "");
 			if (fleet_beat(&fleetd, info) < 0 && now - last_err > 10000) {
 				sd_log("%s", fleetd.err);
 				last_err = now;
 			}
 			last_beat = now;
 		}
-		if (atomic_load(&used) + atomic_load(&inflight) >= slots) {
+		if (atomic_load(&draining) ||
+		    atomic_load(&used) + atomic_load(&inflight) >= slots) {
 			fleet_shed(&fleetd);
 			nats_Sleep(100);
 			continue;
@@ -515,6 +517,35 @@ void fleetd_tick(void)
 	atomic_store(&used, n);
 }
 
+/* ---- drain: a host emptied for maintenance ---- */
+
+static void drain(struct sd_req *q)
+{
+	unsigned moving = 0, waiting = 0, failed = 0;
+
+	if (!snap_store_hooks) {
+		req_reply_error(q, 409, "Conflict",
+				"a drain moves sandboxes into the object store: serve with "
+				"--store-endpoint");
+		return;
+	}
+	atomic_store(&draining, true);
+	for (struct box *b = box_first(); b; b = b->next) {
+		if (b->status == BOX_READY && !b->busy && box_stop_job(b) == 0)
+			moving++;
+		else if (b->busy || b->status == BOX_PROVISIONING)
+			waiting++; /* a job holds it: asked again by the next drain */
+		else if (b->status == BOX_FAILED)
+			failed++;
+	}
+	sd_log("drain: no more creates here; %u boxes going into the store, %u busy", moving,
+	       waiting);
+	req_reply_json(q, 200,
+		       json_pack("{s:b, s:I, s:I, s:I}", "draining", 1, "moving",
+				 (json_int_t)moving, "busy", (json_int_t)waiting, "failed",
+				 (json_int_t)failed));
+}
+
 int fleetd_start(void)
 {
 	int err;
@@ -548,6 +579,7 @@ int fleetd_start(void)
 		.rename = fleetd_box_rename,
 		.release = fleetd_release,
 		.dp = dp_proxy,
+		.drain = drain,
 	};
 
 	box_forget_hook = fleetd_box_forgotten;

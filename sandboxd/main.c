@@ -22,6 +22,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <curl/curl.h>
+
 #include "fleetd.h"
 #include "sandboxd.h"
 
@@ -53,12 +55,17 @@ static int usage(void)
 		"                      [--operator HOST:PORT] [--tls-cert F --tls-key F]\n"
 		"                      [--default-image NAME]\n"
 		"                      [--fleet nats://H:P[,...] --host-id ID [--fleet-pool NAME]\n"
-		"                       [--slots N] [--fleet-replicas N] [--advertise HOST:PORT]]\n"
+		"                       [--slots N] [--fleet-replicas N] [--advertise HOST:PORT]\n"
+		"                       [--store-endpoint URL --store-bucket B --store-credentials "
+		"F\n"
+		"                        --fleet-key F [--store-region R] [--chunk-kib N]]]\n"
 		"       sandboxd keys create WORKSPACE | keys list | keys revoke ID  [--fleet "
 		"URLS]\n"
 		"       sandboxd secrets set WORKSPACE NAME   (value on stdin)\n"
 		"       sandboxd quota set WORKSPACE [sandboxes=N] [vcpus=N] [memory_mib=N]\n"
-		"                                    [disk_gib=N] [snapshots=N]\n");
+		"                                    [disk_gib=N] [snapshots=N]  [--fleet URLS]\n"
+		"       sandboxd drain [--operator HOST:PORT]   (a fleet's host: its boxes to the "
+		"store)\n");
 	return 2;
 }
 
@@ -502,6 +509,45 @@ static int quota_cmd(int argc, char **argv)
 	return 0;
 }
 
+/* `sandboxd drain [--operator HOST:PORT]`: the serving sandboxd's POST /drain. */
+static size_t drain_out(char *p, size_t size, size_t n, void *arg)
+{
+	(void)arg;
+	fwrite(p, size, n, stdout);
+	return size * n;
+}
+
+static int drain_cmd(int argc, char **argv)
+{
+	const char *op =
+		argc == 3 && strcmp(argv[1], "--operator") == 0 ? argv[2] : "127.0.0.1:8381";
+	char url[300];
+	long status = 0;
+
+	if (argc != 1 && argc != 3)
+		return usage();
+	snprintf(url, sizeof(url), "http://%s/drain", op);
+	CURL *c = curl_easy_init();
+
+	if (!c)
+		return 1;
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_POST, 1L);
+	curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, 0L);
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http");
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, drain_out);
+	CURLcode rc = curl_easy_perform(c);
+
+	if (rc == CURLE_OK)
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_cleanup(c);
+	printf("\n");
+	if (rc != CURLE_OK)
+		fprintf(stderr, "sandboxd: %s: %s\n", url, curl_easy_strerror(rc));
+	return status == 200 ? 0 : 1;
+}
+
 /* Our programs beside this one in a build tree (build/sandboxd/sandboxd: build/vmm/...), for
  * the lifecycle layer's program_find, which looks two levels up (build/tools/X/X). An
  * explicit $SANDBOX_VMM, $SANDBOX_PROXY or $SANDBOX_PULL wins; an installed sandboxd finds
@@ -544,5 +590,7 @@ int main(int argc, char **argv)
 		return secrets_cmd(argc - 1, argv + 1);
 	if (strcmp(argv[1], "quota") == 0)
 		return quota_cmd(argc - 1, argv + 1);
+	if (strcmp(argv[1], "drain") == 0)
+		return drain_cmd(argc - 1, argv + 1);
 	return usage();
 }

@@ -10,7 +10,7 @@
 
 #include "sandboxd.h"
 
-#define ROUTES (R_METRICS + 1)
+#define ROUTES (R_DRAIN + 1)
 static const double buckets_ms[] = {1,	  5,	10,   25,    50,    100,   250,	  500,
 				    1000, 2500, 5000, 10000, 30000, 60000, 120000};
 #define NBUCKETS (sizeof(buckets_ms) / sizeof(buckets_ms[0]))
@@ -180,6 +180,16 @@ void operator_handle(struct sd_req *q)
 {
 	if (q->rt.kind == R_HEALTHZ) {
 		req_reply_json(q, 200, json_pack("{s:s}", "status", "ok"));
+		return;
+	}
+	if (q->rt.kind == R_DRAIN) {
+		if (fleet_hooks && fleet_hooks->drain)
+			fleet_hooks->drain(q);
+		else
+			req_reply_error(
+				q, 409, "Conflict",
+				"a drain moves sandboxes to other hosts: it needs a fleet "
+				"with an object store (serve --fleet --store-endpoint ...)");
 		return;
 	}
 	size_t len;

@@ -167,6 +167,8 @@ enum route_kind route_parse(enum http_method m, const char *path, bool operator_
 			return set(r, R_HEALTHZ, m == M_GET || m == M_HEAD);
 		if (strcmp(path, "/metrics") == 0)
 			return set(r, R_METRICS, m == M_GET);
+		if (strcmp(path, "/drain") == 0)
+			return set(r, R_DRAIN, m == M_POST);
 		return R_NONE;
 	}
 	if (strncmp(path, "/dp/", 4) == 0)
@@ -229,6 +231,7 @@ const char *route_name(enum route_kind k)
 		[R_SERVICE] = "service",
 		[R_HEALTHZ] = "healthz",
 		[R_METRICS] = "metrics",
+		[R_DRAIN] = "drain",
 	};
 	return (unsigned)k < sizeof(names) / sizeof(names[0]) && names[k] ? names[k] : "none";
 }

@@ -241,6 +241,7 @@ enum route_kind {
 	R_SERVICE,   /* /svc/<token>/... */
 	R_HEALTHZ,
 	R_METRICS,
+	R_DRAIN, /* POST /drain on the operator's listener (a fleet's host) */
 };
 enum http_method { M_GET, M_HEAD, M_POST, M_PUT, M_PATCH, M_DELETE, M_OPTIONS, M_OTHER };
 #define ROUTE_ARG_MAX 512
@@ -544,6 +545,8 @@ struct fleet_hooks {
 	int (*release)(const char *id, const char *record, char *err, size_t len);
 	/* a dataplane request (q->dp_remote) sent on to the box's host (dp_proxy.c) */
 	void (*dp)(struct sd_req *q);
+	/* POST /drain (operator): take no more creates, and stop every box into the store */
+	void (*drain)(struct sd_req *q);
 };
 extern const struct fleet_hooks *fleet_hooks;
 void create_timed_out(struct sd_req *q, struct box *b);
