@@ -418,12 +418,42 @@ def moves(t, key, live):
               b.get("status") if st == 200 else st, out[:60]))
 
 
+def drain(t, key, live):
+    """`sandboxd drain` on one host: its boxes go into the store (seen stopped), and it takes
+    no more creates."""
+    x = host_of(owner_of(live[sorted(live)[0]]))
+    mine = [b for b in live.values() if host_of(owner_of(b)) == x]
+    argv, env = t.sandboxd(x, "drain", "--operator", "127.0.0.1:8381")
+    p = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline, stopped = time.time() + 300, 0
+    while time.time() < deadline:
+        stopped = sum(api(1 + x % HOSTS, key, "GET", "/v2/sandboxes/boxes/%s" % b["name"])[1]
+                      .get("status") == "stopped" for b in mine)
+        if stopped == len(mine):
+            break
+        time.sleep(2)
+    st, b = api(x, key, "POST", "/v2/sandboxes/boxes",
+                {"name": "after-drain", "mem_bytes": MEM, "timeout": 30})
+    where = host_of(owner_of(b)) if st == 200 else 0
+    check(p.returncode == 0 and len(mine) > 0 and stopped == len(mine) and
+          (st != 200 or where != x),
+          "sandboxd drain on fh%d (%s): its %d boxes stopped into the store (%d seen stopped); "
+          "a create through it after: %d on fh%d (not fh%d)" % (
+              x, p.stdout.strip()[:120], len(mine), stopped, st, where, x))
+    for b in mine:
+        live.pop(b["name"], None)
+    t.drained = x
+
+
 def host_failure(t, key, live):
     """A host's sandboxd and a NATS node killed (-9): the API answers from the others, and a
     box that host had stopped into the store wakes elsewhere."""
-    victim = live.pop(sorted(live)[0])
+    drained = getattr(t, "drained", 0)
+    victim = live.pop(next(n for n in sorted(live)
+                           if host_of(owner_of(live[n])) != drained))
     x = host_of(owner_of(victim))
-    others = [i for i in range(1, HOSTS + 1) if i != x]
+    # the other hosts; the one with room last (a drained host takes nothing)
+    others = sorted((i for i in range(1, HOSTS + 1) if i != x), key=lambda i: i != drained)
     out = run(victim, key, "echo before-the-loss > /root/mark; echo ok")
     st, _ = api(others[0], key, "POST", "/v2/sandboxes/boxes/%s/stop" % victim["name"])
     deadline, status = time.time() + 300, None
@@ -566,6 +596,7 @@ def main():
                     if n not in (sorted(ready)[0], sorted(ready)[1])}
             snapshots(t, key, live)
             moves(t, key, live)
+            drain(t, key, live)
             host_failure(t, key, live)
     except Exception as e:  # the topology failed: said, and the logs shown
         check(False, "the topology: %s" % e)
