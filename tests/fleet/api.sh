@@ -7,6 +7,7 @@
 # and nats-server (Debian's) too.
 #
 # usage: api.sh SANDBOXD SANDBOXCTL VMM KERNEL INITRD
+# With FLEET_BENCH=1: tools/bench/fleet_restore.py (bench fleet's restore figures) instead.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
@@ -22,8 +23,16 @@ if [ "${1-}" = --inner ]; then
 	if ! "$FLEET_SANDBOXD" keys list >/dev/null 2>&1; then
 		set -- "$FLEET_LIBS/ld-linux-x86-64.so.2" --library-path "$FLEET_LIBS" "$FLEET_SANDBOXD"
 	fi
-	python3 "$fleet_dir/api_checks.py" --images "$SANDBOX_HOME/images" --bin "$FLEET_LIBS/bin" \
-		--ctl "$guest_home_ctl" -- "$@" || fail "the fleet's API checks"
+	# Swift's objects on a file system with user xattrs: the build dir (ext4 in the emulated
+	# host, a disk natively), not /tmp
+	[ -x /usr/bin/swift-proxy-server ] || fail "no Swift here (tools/dev setup installs it)"
+	swift_dir=$build/fleet-swift.$$
+	mkdir -p "$swift_dir"
+	trap 'guest_home_cleanup; rm -rf "$swift_dir"' EXIT
+	checks=$fleet_dir/api_checks.py
+	[ -z "${FLEET_BENCH:-}" ] || checks=$top/tools/bench/fleet_restore.py
+	python3 "$checks" --images "$SANDBOX_HOME/images" --bin "$FLEET_LIBS/bin" \
+		--ctl "$guest_home_ctl" --swift-dir "$swift_dir" -- "$@" || fail "the fleet's checks"
 	exit 0
 fi
 
@@ -38,5 +47,5 @@ ldd "$sandboxd" | awk '/=> \// { print $3 } /ld-linux/ { print $1 }' |
 mkdir -p "$libs/bin"
 cp -L "$nats" "$libs/bin/"
 FLEET_SANDBOXD=$sandboxd FLEET_LIBS=$libs \
-	SANDBOX_GUEST_DEVHOST="--timeout 900 --memory 6144 --add $libs --add $here -e FLEET_SANDBOXD=$sandboxd -e FLEET_LIBS=$libs" \
+	SANDBOX_GUEST_DEVHOST="--timeout 1500 --memory 6144 --add $libs --add $here --add $top/tools/bench -e FLEET_SANDBOXD=$sandboxd -e FLEET_LIBS=$libs -e FLEET_BENCH=${FLEET_BENCH:-}" \
 	"$top/tests/integration/sandbox_guest.sh" "$0" "$@"

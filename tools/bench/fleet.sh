@@ -5,9 +5,12 @@
 #
 #   fleet.sh BUILD [--creates N]
 #
-# So far the placement part: bench-fleet-place's last line,
-#   fleet place_p50_ms= place_p99_ms= bare_p50_ms= bare_p99_ms= place_over_bare_p99= n= where=native
-# (the restore and snapshot figures of the issue's line come with the store's restore).
+# The placement part natively (bench-fleet-place's line: fleet place_p50_ms= place_p99_ms=
+# bare_p50_ms= bare_p99_ms= place_over_bare_p99= n= where=native), then the restore part where
+# Linux guests boot (tools/bench/fleet_restore.py on the fleet-api topology, with Swift). Last
+# line: fleet place_p50_ms= place_p99_ms= restore_local_ms= restore_eager_ms=
+# restore_lazy_ms=na lazy_fetched_ratio=na second_snapshot_ratio= chunk_kib= place_where=native
+# where= (the lazy restore is not built yet: docs/fleet.md).
 set -euo pipefail
 build=$1
 shift
@@ -19,3 +22,16 @@ start_service 60 "nats servers=" python3 "$top/tests/fleet/nats_cluster.py" "$wo
 servers=$(set -- $service_line && echo "${2#servers=}")
 out=$("$build/tools/bench/bench-fleet-place" "$servers" "$@")
 echo "$out where=native"
+stop_service
+# The restore figures: guests, so where Linux boots (the fleet-api topology, with Swift)
+kdir=$(meson introspect "$build" --buildoptions 2>/dev/null |
+	python3 -c 'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"]=="guest_kernel"))')
+restore=$(FLEET_BENCH=1 "$top/tests/fleet/api.sh" "$build/sandboxd/sandboxd" \
+	"$build/tools/sandboxctl/sandboxctl" "$build/vmm/sandbox-vmm" "$kdir/bzImage" \
+	"$build/guest/initramfs.cpio" | tee /dev/stderr | grep '^fleet restore_local_ms=' | tail -1)
+where=emulated # (Linux guests: natively only where sandbox-vmm --check says 0)
+if "$build/vmm/sandbox-vmm" --check >/dev/null 2>&1; then where=native; fi
+p50=$(sed -n 's/.*place_p50_ms=\([^ ]*\).*/\1/p' <<<"$out")
+p99=$(sed -n 's/.*place_p99_ms=\([^ ]*\).*/\1/p' <<<"$out")
+set -- $restore
+echo "fleet place_p50_ms=$p50 place_p99_ms=$p99 ${2-restore_local_ms=na} ${3-restore_eager_ms=na} restore_lazy_ms=na lazy_fetched_ratio=na ${4-second_snapshot_ratio=na} ${7-chunk_kib=na} place_where=native where=$where"
