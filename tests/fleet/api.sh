@@ -23,12 +23,19 @@ if [ "${1-}" = --inner ]; then
 	if ! "$FLEET_SANDBOXD" keys list >/dev/null 2>&1; then
 		set -- "$FLEET_LIBS/ld-linux-x86-64.so.2" --library-path "$FLEET_LIBS" "$FLEET_SANDBOXD"
 	fi
-	# Swift's objects on a file system with user xattrs: the build dir (ext4 in the emulated
-	# host, a disk natively), not /tmp
+	# Swift's objects on a file system with user xattrs: /var/tmp where it has them (ext4 on
+	# our hosts), else (the emulated host: tmpfs on Linux 6.1) an ext2 file system of its own
+	# in a sparse file there, loop-mounted (the input disk has them but ~20 MB free)
 	[ -x /usr/bin/swift-proxy-server ] || fail "no Swift here (tools/dev setup installs it)"
-	swift_dir=$build/fleet-swift.$$
-	mkdir -p "$swift_dir"
-	trap 'guest_home_cleanup; rm -rf "$swift_dir"' EXIT
+	swift_dir=$(mktemp -d /var/tmp/fleet-swift.XXXXXX)
+	trap 'guest_home_cleanup; umount "$swift_dir" 2>/dev/null; rm -rf "$swift_dir" "$swift_dir.img"' EXIT
+	if ! python3 -c 'import os, sys; os.setxattr(sys.argv[1], "user.fleet", b"1")' \
+		"$swift_dir" 2>/dev/null; then
+		truncate -s 2G "$swift_dir.img"
+		mke2fs -F "$swift_dir.img" >/dev/null || fail "cannot make Swift's file system"
+		modprobe loop 2>/dev/null || true
+		mount -o loop "$swift_dir.img" "$swift_dir" || fail "cannot mount Swift's file system"
+	fi
 	checks=$fleet_dir/api_checks.py
 	[ -z "${FLEET_BENCH:-}" ] || checks=$top/tools/bench/fleet_restore.py
 	python3 "$checks" --images "$SANDBOX_HOME/images" --bin "$FLEET_LIBS/bin" \

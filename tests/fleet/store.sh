@@ -35,8 +35,8 @@ else
 	fi
 fi
 . "$here/service.sh"
-# (swift_s3.py gives up after its START_S, 180 s: in the emulated host Swift starts in ~45 s)
-start_service 200 "swift-s3 endpoint=" /usr/bin/python3 "$here/swift_s3.py" "$work/swift" \
+# (swift_s3.py gives up after its START_S, 120 s; in the emulated host Swift starts in 17-30 s)
+start_service 150 "swift-s3 endpoint=" /usr/bin/python3 "$here/swift_s3.py" "$work/swift" \
 	--port $((20000 + RANDOM % 20000))
 set -- $service_line
 endpoint=${2#endpoint=} access=${3#access=} secret=${4#secret=} region=${5#region=}
