@@ -94,6 +94,10 @@ static void run_create(struct box_job *j, struct lc_report *r)
 	o.memory_mib = a->memory_mib;
 	o.disk_size_gib = a->disk_gib;
 	o.timeout_s = a->timeout_s ? a->timeout_s : 120;
+	/* In a fleet with a store a box may be captured or moved to another host: its disk must
+	 * stand on the image alone, not on this host's ready snapshot's layer (another host's
+	 * ready layer is another layer): it boots cold. */
+	o.cold = snap_store_hooks != NULL;
 	o.name = a->sandbox_name;
 	o.net_opts = a->net_opts;
 	o.nnet_opts = a->nnet_opts;

@@ -286,26 +286,37 @@ def free_slot_on(key, live, host):
     return st == 204
 
 
-def swift_token(store):
-    r = urllib.request.Request(store["endpoint"] + "/auth/v1.0",
-                               headers={"X-Auth-User": store["access"],
-                                        "X-Auth-Key": store["secret"]})
-    with urllib.request.urlopen(r, timeout=30) as resp:
-        return resp.headers["X-Storage-Url"], resp.headers["X-Auth-Token"]
-
-
-def corrupt_chunks(store, prefix):
-    """Every chunk object under prefix overwritten with other bytes (Swift's own API)."""
-    url, token = swift_token(store)
-    r = urllib.request.Request("%s/%s?prefix=%s&format=json" % (url, BUCKET, prefix),
-                               headers={"X-Auth-Token": token})
-    with urllib.request.urlopen(r, timeout=30) as resp:
-        names = [o["name"] for o in json.loads(resp.read())]
-    for n in names:
-        r = urllib.request.Request("%s/%s/%s" % (url, BUCKET, n), data=os.urandom(4096),
-                                   method="PUT", headers={"X-Auth-Token": token})
-        urllib.request.urlopen(r, timeout=30).read()
-    return len(names)
+def corrupt_chunks(swift_dir, prefix):
+    """Every stored chunk object under prefix with bytes flipped in place, on Swift's disk (its
+    objects' names are in their metadata xattrs, pickled by Swift: our own test's files)."""
+    import pickle
+    n = 0
+    for root, _, files in os.walk(os.path.join(swift_dir, "swift", "srv")):
+        for f in files:
+            if not f.endswith(".data"):
+                continue
+            path = os.path.join(root, f)
+            raw, i = b"", 0
+            while True:
+                try:
+                    raw += os.getxattr(path, "user.swift.metadata" + (str(i) if i else ""))
+                except OSError:
+                    break
+                i += 1
+            try:
+                name = pickle.loads(raw).get("name", "")
+            except Exception:
+                continue
+            if "/%s/%s" % (BUCKET, prefix) not in name:
+                continue
+            with open(path, "r+b") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                fh.seek(size // 2)
+                b = fh.read(16)
+                fh.seek(size // 2)
+                fh.write(bytes(x ^ 0xff for x in b))
+            n += 1
+    return n
 
 
 def snapshots(t, key, live):
@@ -347,15 +358,30 @@ def snapshots(t, key, live):
           "a create from it through fh%d lands on fh%d (the only free slot), restored from the "
           "store in %.1f s: the file and the background process are there (%r; %s)" % (
               c_host, where, secs, out[:80], "" if st == 200 else rb))
-    # Every chunk of the workspace corrupted; the only free slot on the host that never held
-    # the snapshot: its restore must refuse, naming a chunk, and leave nothing running.
-    n = corrupt_chunks(t.store, "w/team/c/")
-    freed = free_slot_on(key, live, c_host) if n else False
-    st, bad = api(a_host, key, "POST", "/v2/sandboxes/boxes",
+    t.snap = (snap, a_host, c_host)
+
+
+def corruption(t, key, live):
+    """Every chunk of the workspace corrupted in the store (last: the store is spoiled for this
+    workspace after it); the only free slot on a host that never held the snapshot: its
+    restore must refuse, naming a chunk, and leave nothing running."""
+    snap, _, _ = t.snap
+    n = corrupt_chunks(t.a.swift_dir, "w/team/c/")
+    # the host that stays (not drained, not killed), its own copy of the snapshot removed: its
+    # restore pulls from the store
+    c_host = next(i for i in range(1, HOSTS + 1)
+                  if i not in (getattr(t, "drained", 0), getattr(t, "killed", 0)))
+    sh("rm", "-rf", os.path.join(t.home(c_host), "snapshots",
+                                 "api-" + snap["id"].replace("-", "")))
+    try:
+        freed = free_slot_on(key, live, c_host) if n else False
+    except StopIteration:
+        freed = False
+    st, bad = api(c_host, key, "POST", "/v2/sandboxes/boxes",
                   {"name": "from-bad", "snapshot_id": snap["id"], "mem_bytes": MEM,
                    "timeout": 240})
     msg = json.dumps(bad)
-    st_get, _ = api(a_host, key, "GET", "/v2/sandboxes/boxes/from-bad")
+    st_get, _ = api(c_host, key, "GET", "/v2/sandboxes/boxes/from-bad")
     check(n > 0 and freed and st != 200 and "chunk" in msg and st_get == 404,
           "%d chunks corrupted in the store: a restore on fh%d refuses (%d: %.200s) and leaves "
           "no box (%d)" % (n, c_host, st, msg, st_get))
@@ -466,6 +492,7 @@ def host_failure(t, key, live):
     # room on the hosts that stay: one of their boxes goes
     freed = free_slot_on(key, live, others[1])
     t.kill_host(x)
+    t.killed = x
     t.kill_nats(1)
     t0, answers = time.time(), []
     for i in others:
@@ -598,6 +625,8 @@ def main():
             moves(t, key, live)
             drain(t, key, live)
             host_failure(t, key, live)
+            if getattr(t, "snap", None):
+                corruption(t, key, live)
     except Exception as e:  # the topology failed: said, and the logs shown
         check(False, "the topology: %s" % e)
     finally:
