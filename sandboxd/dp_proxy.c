@@ -41,7 +41,7 @@ int dp_resolve(const char *workspace, const char *key_id, const char *id,
 		*here = true;
 		return 0;
 	}
-	if (fleetd_host_addr(host, addr) < 0) {
+	if (fleetd_host_addr_ask(host, addr) < 0) {
 		snprintf(err, len, "the sandbox's host %s is not live", host);
 		return -EHOSTDOWN;
 	}

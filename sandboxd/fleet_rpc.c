@@ -342,7 +342,7 @@ static void create_run(struct call_job *c)
 static void list_run(struct call_job *c)
 {
 	char(*hs)[FLEET_ID_MAX + 1] = calloc(LIST_HOSTS_MAX, FLEET_ID_MAX + 1);
-	unsigned n = hs ? fleetd_hosts(hs, LIST_HOSTS_MAX) : 0;
+	unsigned n = hs ? fleetd_hosts_ask(hs, LIST_HOSTS_MAX) : 0;
 
 	c->merged = json_array();
 	for (unsigned i = 0; i < n; i++) {

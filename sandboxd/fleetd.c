@@ -316,6 +316,36 @@ int fleetd_host_addr(const char *host, char addr[FLEETD_ADDR_MAX])
 	return err;
 }
 
+/* The bucket's own word (a watcher's copy may lag after the cluster lost a node): the value
+ * of host's liveness entry, expired by the server. */
+int fleetd_host_addr_ask(const char *host, char addr[FLEETD_ADDR_MAX])
+{
+	char text[512];
+	const char *a;
+
+	if (fleetd_host_addr(host, addr) == 0)
+		return 0;
+	if (!fleet_id_ok(host) || fleet_kv_get(&fleetd, fleetd.hosts, host, text, sizeof(text),
+					       NULL) < 0 ||
+	    !(a = strstr(text, "addr=")) || sscanf(a + 5, "%63[^ ]", addr) != 1)
+		return -ENOENT;
+	return 0;
+}
+
+unsigned fleetd_hosts_ask(char (*out)[FLEET_ID_MAX + 1], unsigned max)
+{
+	kvKeysList keys = {0};
+	unsigned n = 0;
+
+	if (kvStore_Keys(&keys, (kvStore *)fleetd.hosts, NULL) != NATS_OK)
+		return fleetd_hosts(out, max); /* the copy, then */
+	for (int i = 0; i < keys.Count && n < max; i++)
+		if (fleet_id_ok(keys.Keys[i]))
+			snprintf(out[n++], FLEET_ID_MAX + 1, "%.63s", keys.Keys[i]);
+	kvKeysList_Destroy(&keys);
+	return n;
+}
+
 unsigned fleetd_hosts(char (*out)[FLEET_ID_MAX + 1], unsigned max)
 {
 	unsigned n = 0;

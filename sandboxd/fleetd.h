@@ -53,6 +53,10 @@ int fleetd_owner_of(const char *id, char host[FLEET_ID_MAX + 1], bool ask);
 int fleetd_host_addr(const char *host, char addr[FLEETD_ADDR_MAX]);
 /* Live hosts' ids into out (at most max): how many. */
 unsigned fleetd_hosts(char (*out)[FLEET_ID_MAX + 1], unsigned max);
+/* On a worker: the same from the hosts bucket itself when the copy does not have it (a
+ * watcher's copy lags while its connection moves to another node). */
+int fleetd_host_addr_ask(const char *host, char addr[FLEETD_ADDR_MAX]);
+unsigned fleetd_hosts_ask(char (*out)[FLEET_ID_MAX + 1], unsigned max);
 bool fleetd_self(const char *host);
 /* This host's advertised HOST:PORT. */
 int fleetd_self_addr(char addr[FLEETD_ADDR_MAX]);

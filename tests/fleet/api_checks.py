@@ -303,8 +303,10 @@ def corrupt_chunks(swift_dir, prefix):
                 except OSError:
                     break
                 i += 1
-            try:
-                name = pickle.loads(raw).get("name", "")
+            try:  # (Swift writes its keys and values as bytes)
+                meta = pickle.loads(raw, encoding="bytes")
+                name = meta.get(b"name", meta.get("name", b""))
+                name = name.decode() if isinstance(name, bytes) else name
             except Exception:
                 continue
             if "/%s/%s" % (BUCKET, prefix) not in name:
@@ -423,8 +425,8 @@ def moves(t, key, live):
     # the slot it freed on its host taken, one freed elsewhere: it can only wake there
     st_fill, filler = api(1, key, "POST", "/v2/sandboxes/boxes",
                           {"name": "fill-a", "mem_bytes": MEM, "timeout": 60})
-    freed = st_fill == 200 and host_of(owner_of(filler)) == a_host and \
-        free_slot_on(key, live, others[0])
+    fill_on = host_of(owner_of(filler)) if st_fill == 200 else 0
+    freed = fill_on == a_host and free_slot_on(key, live, others[0])
     t0 = time.time()
     out = run(src, key, "cat /root/mark; pgrep -x sleep || ps | grep -c '[s]leep 2000'")
     secs = time.time() - t0
@@ -438,9 +440,9 @@ def moves(t, key, live):
           b.get("status") == "ready" and b.get("dataplane_url") == src["dataplane_url"] and
           stopped_on == [a_host] and woken_on == [others[0]],
           "the next execute through its dataplane_url (fh%d's) woke it in %.1f s: stopped on "
-          "%s, woken on %s (the only room: fh%d), %s again, its dataplane_url unchanged, the "
-          "file and the process there (%r)" % (
-              a_host, secs, stopped_on, woken_on, others[0],
+          "%s, woken on %s (the only room: fh%d; the slot it freed taken by a create: %s on "
+          "fh%d), %s again, its dataplane_url unchanged, the file and the process there (%r)"
+          % (a_host, secs, stopped_on, woken_on, others[0], st_fill, fill_on,
               b.get("status") if st == 200 else st, out[:60]))
 
 
@@ -509,7 +511,7 @@ def host_failure(t, key, live):
           len(woken_on) == 1,
           "fh%d's sandboxd and a NATS node killed (-9): lists through the others %s in %.1f s; "
           "the box fh%d had stopped woke on fh%s in %.1f s through fh%d (%r)" % (
-              x, answers, secs_list, x, woken_on, secs, others[0], woke[:40]))
+              x, answers, secs_list, x, woken_on, secs, others[0], woke[:200]))
 
 
 def main():
