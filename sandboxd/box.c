@@ -85,6 +85,9 @@ static int box_from_json(json_t *o, struct box *b)
 	b->fs_capacity_bytes =
 		(uint64_t)json_integer_value(json_object_get(o, "fs_capacity_bytes"));
 	b->fleet_gen = (uint64_t)json_integer_value(json_object_get(o, "fleet_gen"));
+	copy_str(o, "dataplane_base", b->dp_base, sizeof(b->dp_base));
+	if (strncmp(b->dp_base, "http://", 7) && strncmp(b->dp_base, "https://", 8))
+		b->dp_base[0] = 0;
 	json_t *v;
 
 	if ((v = json_object_get(o, "labels")) && json_is_object(v))
@@ -171,6 +174,8 @@ char *box_record(const struct box *b)
 	if (!o)
 		return NULL;
 	json_object_set_new(o, "fleet_gen", json_integer((json_int_t)b->fleet_gen));
+	if (b->dp_base[0])
+		json_object_set_new(o, "dataplane_base", json_string(b->dp_base));
 	if (b->labels)
 		json_object_set(o, "labels", b->labels);
 	if (b->run_config)
@@ -324,7 +329,7 @@ unsigned box_count(const char *workspace, unsigned *vcpus, uint64_t *mem_mib, ui
 
 void box_dataplane_url(const struct box *b, char *out, size_t len)
 {
-	snprintf(out, len, "%s/dp/%s", sd_conf.public_url, b->id);
+	snprintf(out, len, "%s/dp/%s", b->dp_base[0] ? b->dp_base : sd_conf.public_url, b->id);
 }
 
 static json_t *iso_or_null(uint64_t ms)

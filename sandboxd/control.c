@@ -236,6 +236,8 @@ static void box_create(struct sd_req *q, json_t *o)
 	}
 	if (q->fleet_box_id[0]) /* the fleet's id: placed, owned and named under it */
 		snprintf(b->id, sizeof(b->id), "%s", q->fleet_box_id);
+	/* its dataplane_url names this host, and keeps naming it wherever the box moves */
+	snprintf(b->dp_base, sizeof(b->dp_base), "%s", sd_conf.public_url);
 	b->vcpus = (unsigned)vcpus;
 	b->mem_bytes = (uint64_t)mem;
 	b->fs_capacity_bytes = (uint64_t)fs;

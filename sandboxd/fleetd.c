@@ -28,7 +28,9 @@
 bool fleetd_on;
 struct fleet fleetd;
 
-static struct fleet_conf conf = {.pool = "default", .replicas = 1};
+/* replicas 0: as many as the servers given, up to 3 (1 for fewer than 3): whoever makes the
+ * fleet's streams and buckets first (a host, or `keys create --fleet`) makes them alike */
+static struct fleet_conf conf = {.pool = "default", .replicas = 0};
 static char servers_text[1024];
 static unsigned slots = 4;
 static char advertise[FLEETD_ADDR_MAX];
@@ -54,6 +56,13 @@ static int split_servers(void)
 		conf.servers[conf.nservers++] = s;
 	}
 	return conf.nservers ? 0 : -1;
+}
+
+/* The replicas when none were given: a stream on one node dies with it. */
+static void default_replicas(void)
+{
+	if (!conf.replicas)
+		conf.replicas = conf.nservers >= 3 ? 3 : 1;
 }
 
 int fleetd_option(const char *name, const char *val)
@@ -325,8 +334,8 @@ int fleetd_host_addr_ask(const char *host, char addr[FLEETD_ADDR_MAX])
 
 	if (fleetd_host_addr(host, addr) == 0)
 		return 0;
-	if (!fleet_id_ok(host) || fleet_kv_get(&fleetd, fleetd.hosts, host, text, sizeof(text),
-					       NULL) < 0 ||
+	if (!fleet_id_ok(host) ||
+	    fleet_kv_get(&fleetd, fleetd.hosts, host, text, sizeof(text), NULL) < 0 ||
 	    !(a = strstr(text, "addr=")) || sscanf(a + 5, "%63[^ ]", addr) != 1)
 		return -ENOENT;
 	return 0;
@@ -582,6 +591,7 @@ int fleetd_start(void)
 
 	conf.ack_wait_ms = 5000;
 	conf.liveness_ttl_ms = 5000;
+	default_replicas();
 	owners = calloc(OWNERS_SLOTS, sizeof(*owners));
 	if (!owners)
 		return -ENOMEM;
@@ -693,6 +703,7 @@ int fleetd_put_record(const char *servers, const char *bucket, const char *key, 
 		return -EINVAL;
 	}
 	conf.host[0] = 0;
+	default_replicas();
 	if ((err = fleet_open(&f, &conf, FLEET_WAIT_MS)) < 0) {
 		fprintf(stderr, "sandboxd: %s\n", f.err);
 		return err;

@@ -139,7 +139,9 @@ struct box {
 	struct image_conf *conf;	/* its image's exec.conf, read at its first command */
 	bool conf_read;			/* conf is read (NULL: the image has none) */
 	uint64_t fleet_gen;		/* saved: how many times it went into the fleet's store */
-	bool released; /* gone into the store, let go: forgotten here, not deleted */
+	char dp_base[512]; /* saved: the public URL its dataplane_url has (the host that made
+			      it), the same wherever it moves; "" for this host's */
+	bool released;	   /* gone into the store, let go: forgotten here, not deleted */
 	struct box *next;
 };
 /* The boxes of this host, loaded from service/boxes at start. */
