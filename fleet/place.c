@@ -398,11 +398,46 @@ static int place_cancel(struct fleet *f, struct fleet_wait *w, int timeout_ms,
 	}
 }
 
+/* w listed as waiting for box id, its message (a create, or a wake of release `wake`)
+ * published, its answer waited for until deadline, w unlisted: 0 with owner, -ETIMEDOUT, or
+ * -errno. */
+static int place_publish_wait(struct fleet *f, struct fleet_wait *w, const char *id,
+			      const void *req, size_t len, uint64_t wake, uint64_t deadline,
+			      char owner[FLEET_ID_MAX + 1], char *err, size_t err_len)
+{
+	struct fleet_wait **pp;
+	pthread_condattr_t ca;
+	int ret;
+
+	snprintf(w->id, sizeof(w->id), "%s", id);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&w->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_mutex_lock(&f->lock);
+	w->next = f->waits;
+	f->waits = w;
+	pthread_mutex_unlock(&f->lock);
+	ret = place_publish(f, w, req, len, wake, err, err_len);
+	if (ret == 0)
+		ret = place_wait(f, w, deadline);
+	pthread_mutex_lock(&f->lock);
+	for (pp = &f->waits; *pp; pp = &(*pp)->next)
+		if (*pp == w) {
+			*pp = w->next;
+			break;
+		}
+	pthread_mutex_unlock(&f->lock);
+	pthread_cond_destroy(&w->cond);
+	if (ret == 0)
+		memcpy(owner, w->owner, FLEET_ID_MAX + 1);
+	return ret;
+}
+
 int fleet_place(struct fleet *f, const char *id, const void *req, size_t len, int timeout_ms,
 		char owner[FLEET_ID_MAX + 1], char *err, size_t err_len)
 {
-	struct fleet_wait w = {0}, **pp;
-	pthread_condattr_t ca;
+	struct fleet_wait w = {0};
 	uint64_t deadline = fleet_now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0), seq;
 	int ret;
 
@@ -429,30 +464,7 @@ int fleet_place(struct fleet *f, const char *id, const void *req, size_t len, in
 		    id);
 		return ret;
 	}
-	snprintf(w.id, sizeof(w.id), "%s", id);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&w.cond, &ca);
-	pthread_condattr_destroy(&ca);
-	pthread_mutex_lock(&f->lock);
-	w.next = f->waits;
-	f->waits = &w;
-	pthread_mutex_unlock(&f->lock);
-	ret = place_publish(f, &w, req, len, 0, err, err_len);
-	if (ret == 0)
-		ret = place_wait(f, &w, deadline);
-	pthread_mutex_lock(&f->lock);
-	for (pp = &f->waits; *pp; pp = &(*pp)->next)
-		if (*pp == &w) {
-			*pp = w.next;
-			break;
-		}
-	pthread_mutex_unlock(&f->lock);
-	pthread_cond_destroy(&w.cond);
-	if (ret == 0) {
-		memcpy(owner, w.owner, FLEET_ID_MAX + 1);
-		return 0;
-	}
+	ret = place_publish_wait(f, &w, id, req, len, 0, deadline, owner, err, err_len);
 	if (ret != -ETIMEDOUT)
 		return ret;
 	return place_cancel(f, &w, timeout_ms, owner, err, err_len);
@@ -482,8 +494,7 @@ int fleet_release(struct fleet *f, const char *id, uint64_t *release)
 int fleet_wake(struct fleet *f, const char *id, const void *req, size_t len, int timeout_ms,
 	       char owner[FLEET_ID_MAX + 1], char *err, size_t err_len)
 {
-	struct fleet_wait w = {0}, **pp;
-	pthread_condattr_t ca;
+	struct fleet_wait w = {0};
 	uint64_t deadline = fleet_now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0), seq = 0;
 	int ret;
 
@@ -505,30 +516,7 @@ int fleet_wake(struct fleet *f, const char *id, const void *req, size_t len, int
 		say(err, err_len, "fleet: the owner of %s cannot be read", id);
 		return ret;
 	}
-	snprintf(w.id, sizeof(w.id), "%s", id);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&w.cond, &ca);
-	pthread_condattr_destroy(&ca);
-	pthread_mutex_lock(&f->lock);
-	w.next = f->waits;
-	f->waits = &w;
-	pthread_mutex_unlock(&f->lock);
-	ret = place_publish(f, &w, req, len, seq, err, err_len);
-	if (ret == 0)
-		ret = place_wait(f, &w, deadline);
-	pthread_mutex_lock(&f->lock);
-	for (pp = &f->waits; *pp; pp = &(*pp)->next)
-		if (*pp == &w) {
-			*pp = w.next;
-			break;
-		}
-	pthread_mutex_unlock(&f->lock);
-	pthread_cond_destroy(&w.cond);
-	if (ret == 0) {
-		memcpy(owner, w.owner, FLEET_ID_MAX + 1);
-		return 0;
-	}
+	ret = place_publish_wait(f, &w, id, req, len, seq, deadline, owner, err, err_len);
 	if (ret == -ETIMEDOUT) { /* its message stays queued: a host with room wakes it later */
 		say(err, err_len, "fleet: no host had room to wake %s within %d ms", id,
 		    timeout_ms);
