@@ -85,8 +85,11 @@ static natsStatus fleet_stream(struct fleet *f, jsErrCode *jerr)
 	cc.AckWait = (int64_t)f->conf.ack_wait_ms * MS_NS;
 	cc.MaxAckPending = 100000;
 	/* a message no host can settle (one libnats hides from us: a status header) ends after
-	 * this many deliveries; our own NAK loops end well before (a live owner acks or lapses) */
-	cc.MaxDeliver = 50;
+	 * this many deliveries. Full and draining hosts hand back what reaches them (fleet_shed:
+	 * up to 2 a second each), and each of those counts: at 50 a waiting create was dropped
+	 * within seconds while a slot it could have had was being freed. The placing side's
+	 * cancel (at most 60 s: unschedulable, create-only) ends a create long before 5000 */
+	cc.MaxDeliver = 5000;
 	s = js_AddConsumer(&ci, (jsCtx *)f->js, f->stream, &cc, NULL, jerr);
 	if (s != NATS_OK &&
 	    (*jerr == JSConsumerNameExistErr || *jerr == JSConsumerExistingActiveErr))
