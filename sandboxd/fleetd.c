@@ -383,81 +383,6 @@ static void on_key(void *arg, const char *key, const char *val, size_t len)
 		sd_log("fleet: key record %.40s is not a key: ignored", key);
 }
 
-/* ---- the API's snapshot records: every host's copy follows the bucket ---- */
-
-#define SNAP_RECORD_MAX 8192
-
-static struct fleet_kv snaps_kv;
-static struct fleet_watch *w_snaps;
-
-struct snap_job {
-	struct sd_job job;
-	char id[SD_ID_LEN + 1];
-	char *text; /* NULL: deleted */
-};
-
-static void snap_in_done(struct sd_job *j)
-{
-	struct snap_job *s = (struct snap_job *)j;
-
-	snap_mirror(s->id, s->text);
-	free(s->text);
-	free(s);
-}
-
-/* The watcher's thread: a record handed to the loop. */
-static void on_snap(void *arg, const char *key, const char *val, size_t len)
-{
-	struct snap_job *s;
-
-	(void)arg;
-	if (!key || strncmp(key, "s.", 2) != 0 || strlen(key + 2) != SD_ID_LEN ||
-	    !(s = calloc(1, sizeof(*s))))
-		return;
-	memcpy(s->id, key + 2, SD_ID_LEN + 1);
-	if (val && !(s->text = strndup(val, len))) {
-		free(s);
-		return;
-	}
-	s->job.done = snap_in_done;
-	work_post(&s->job);
-}
-
-static void snap_out_run(struct sd_job *j)
-{
-	struct snap_job *s = (struct snap_job *)j;
-	char key[48];
-	int err;
-
-	snprintf(key, sizeof(key), "s.%s", s->id);
-	err = s->text ? fleet_kv_put(&fleetd, snaps_kv.kv, key, s->text)
-		      : fleet_kv_delete(&fleetd, snaps_kv.kv, key);
-	if (err < 0)
-		sd_log("fleet: snapshot %s's record is not in the fleet: %s", s->id, fleetd.err);
-}
-
-static void snap_out_done(struct sd_job *j)
-{
-	free(((struct snap_job *)j)->text);
-	free(j);
-}
-
-/* snap.c's snap_hook: a record saved (or forgotten) here goes to the bucket. */
-static void snap_out(const char *id, const char *record)
-{
-	struct snap_job *s = calloc(1, sizeof(*s));
-
-	if (!s || (record && (strlen(record) > SNAP_RECORD_MAX || !(s->text = strdup(record))))) {
-		sd_log("fleet: snapshot %s's record is not in the fleet: too large", id);
-		free(s);
-		return;
-	}
-	snprintf(s->id, sizeof(s->id), "%s", id);
-	s->job.run = snap_out_run;
-	s->job.done = snap_out_done;
-	work_queue_class(&s->job, WORK_FLEET_BG);
-}
-
 /* ---- names ---- */
 
 void fleetd_name_key(const char *workspace, const char *name, char key[80])
@@ -597,17 +522,15 @@ int fleetd_start(void)
 		return -ENOMEM;
 	if ((err = fleet_open(&fleetd, &conf, FLEET_WAIT_MS)) < 0 ||
 	    (err = fleet_kv_open(&fleetd, "sandbox_names", 512, &fleetd_names)) < 0 ||
-	    (err = fleet_kv_open(&fleetd, "sandbox_keys", 512, &keys_kv)) < 0 ||
-	    (err = fleet_kv_open(&fleetd, "sandbox_snaps", SNAP_RECORD_MAX, &snaps_kv)) < 0) {
+	    (err = fleet_kv_open(&fleetd, "sandbox_keys", 512, &keys_kv)) < 0) {
 		sd_log("%s", fleetd.err);
 		return err;
 	}
 	if ((err = fleet_watch_start(&fleetd, fleetd.owners, on_owner, NULL, &w_owners)) < 0 ||
 	    (err = fleet_watch_start(&fleetd, fleetd.hosts, on_host, NULL, &w_hosts)) < 0 ||
 	    (err = fleet_watch_start(&fleetd, keys_kv.kv, on_key, NULL, &w_keys)) < 0 ||
-	    (err = fleet_watch_start(&fleetd, snaps_kv.kv, on_snap, NULL, &w_snaps)) < 0 ||
-	    (err = fleet_moves_start()) < 0 || (err = fleet_quota_start()) < 0 ||
-	    (err = fleet_rpc_start()) < 0) {
+	    (err = fleet_snaps_start()) < 0 || (err = fleet_moves_start()) < 0 ||
+	    (err = fleet_quota_start()) < 0 || (err = fleet_rpc_start()) < 0) {
 		sd_log("fleet: %s", fleetd.err);
 		return err;
 	}
@@ -623,7 +546,6 @@ int fleetd_start(void)
 	};
 
 	box_forget_hook = fleetd_box_forgotten;
-	snap_hook = snap_out;
 	fleet_hooks = &hooks;
 	fleetd_tick();
 	if (pthread_create(&host_thread, NULL, host_loop, NULL) != 0)
@@ -646,9 +568,8 @@ void fleetd_stop(void)
 	fleet_watch_stop(w_owners);
 	fleet_watch_stop(w_hosts);
 	fleet_watch_stop(w_keys);
-	fleet_watch_stop(w_snaps);
-	w_owners = w_hosts = w_keys = w_snaps = NULL;
-	fleet_kv_close(&snaps_kv);
+	fleet_snaps_stop();
+	w_owners = w_hosts = w_keys = NULL;
 	fleet_kv_close(&keys_kv);
 	fleet_kv_close(&fleetd_names);
 	fleet_close(&fleetd);

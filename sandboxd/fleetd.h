@@ -11,8 +11,9 @@
  * Files: fleetd.c (options, start, the host's loop that takes creates, the owners' and hosts'
  * copies, keys), fleet_rpc.c (calls between hosts: a request forwarded, a create's answer
  * awaited, a list gathered, and the requests this host answers for others), fleet_names.c
- * (names claimed and freed by renames, deletes and boxes gone), fleet_store.c (snapshots in
- * the object store: a capture pushed, a snapshot another host made pulled).
+ * (names claimed and freed by renames, deletes and boxes gone), fleet_snaps.c (the API's
+ * snapshot records), fleet_store.c (snapshots in the object store: a capture pushed, a
+ * snapshot another host made pulled).
  */
 #ifndef SANDBOXD_FLEETD_H
 #define SANDBOXD_FLEETD_H
@@ -141,6 +142,10 @@ int dp_resolve(const char *workspace, const char *key_id, const char *id,
 	       char addr[FLEETD_ADDR_MAX], bool *here, char *err, size_t len) __must_check;
 /* An HTTP dataplane request sent on to the box's host, its answer relayed. */
 void dp_proxy(struct sd_req *q);
+
+/* ---- fleet_snaps.c: the API's snapshot records, every host's copy following the bucket ---- */
+int fleet_snaps_start(void) __must_check;
+void fleet_snaps_stop(void);
 
 /* ---- fleet_quota.c: quotas across the fleet ---- */
 int fleet_quota_start(void) __must_check;

@@ -183,5 +183,5 @@ void image_snapshot_create(struct sd_req *q, json_t *o)
 	j->job.run = pull_run;
 	j->job.done = pull_done;
 	work_queue_io(&j->job);
-	req_reply_json(q, 200, snap_json(s));
+	snap_reply_new(q, s);
 }

@@ -201,9 +201,23 @@ int snaps_load(void) __must_check;
 struct sd_snap *snap_new(const char *workspace, const char *name);
 int snap_save(const struct sd_snap *s) __must_check;
 void snap_forget(struct sd_snap *s);
-/* In a fleet (fleetd.c sets it): called with a record's JSON text at every snap_save, and
- * with NULL when it is forgotten, so every host's copy follows. */
-extern void (*snap_hook)(const char *id, const char *record);
+struct sd_req;
+/* In a fleet (fleet_snaps.c sets them). */
+struct snap_fleet_hooks {
+	/* a record's JSON text at every snap_save, NULL when it is forgotten: every host's copy
+	 * follows */
+	void (*saved)(const char *id, const char *record);
+	/* q answered 200 with body (taken) once the records saved before it are in the fleet */
+	void (*answer)(struct sd_req *q, json_t *body);
+	/* a GET of snapshot id this host has no copy of: the fleet's record, or 404 */
+	void (*lookup)(struct sd_req *q, const char *id);
+};
+extern const struct snap_fleet_hooks *snap_fleet_hooks;
+/* A new snapshot's answer (200, its record): in a fleet, once its record is there. */
+void snap_reply_new(struct sd_req *q, const struct sd_snap *s);
+/* 200 with the record in text (a fleet's JSON text, NULL: none) if it is snapshot id of q's
+ * workspace; else 404. */
+void snap_reply_record(struct sd_req *q, const char *id, const char *text);
 /* A record from the fleet (text NULL: it was deleted) into this host's copy. */
 void snap_mirror(const char *id, const char *text);
 struct sd_snap *snap_find(const char *workspace, const char *ref);

@@ -150,7 +150,7 @@ struct sd_snap *snap_new(const char *workspace, const char *name)
 	return s;
 }
 
-void (*snap_hook)(const char *id, const char *record);
+const struct snap_fleet_hooks *snap_fleet_hooks;
 
 /* The record on this host's disk (its text into *text when asked). */
 static int snap_write(const struct sd_snap *s, char **text_out)
@@ -182,10 +182,10 @@ static int snap_write(const struct sd_snap *s, char **text_out)
 int snap_save(const struct sd_snap *s)
 {
 	char *text = NULL;
-	int err = snap_write(s, snap_hook ? &text : NULL);
+	int err = snap_write(s, snap_fleet_hooks ? &text : NULL);
 
-	if (err == 0 && snap_hook)
-		snap_hook(s->id, text);
+	if (err == 0 && snap_fleet_hooks)
+		snap_fleet_hooks->saved(s->id, text);
 	free(text);
 	return err;
 }
@@ -195,8 +195,8 @@ static void snap_drop(struct sd_snap *s, bool tell)
 {
 	char path[4300];
 
-	if (tell && snap_hook)
-		snap_hook(s->id, NULL);
+	if (tell && snap_fleet_hooks)
+		snap_fleet_hooks->saved(s->id, NULL);
 
 	snprintf(path, sizeof(path), "%s/snapshots/%s.json", sd_dir(), s->id);
 	(void)unlink(path);
@@ -252,6 +252,31 @@ void snap_mirror(const char *id, const char *text)
 	s->next = next;
 	if (snap_write(s, NULL) < 0)
 		sd_log("snapshot %s: cannot save its record", s->id);
+}
+
+void snap_reply_new(struct sd_req *q, const struct sd_snap *s)
+{
+	json_t *o = snap_json(s);
+
+	if (snap_fleet_hooks)
+		snap_fleet_hooks->answer(q, o);
+	else
+		req_reply_json(q, 200, o);
+}
+
+void snap_reply_record(struct sd_req *q, const char *id, const char *text)
+{
+	struct sd_snap in = {0};
+	json_error_t jerr;
+	json_t *o = text ? jsonx_parse(text, strlen(text), &jerr) : NULL;
+	int err = o ? snap_from_json(o, &in, false) : -ENOENT;
+
+	json_decref(o);
+	if (err < 0 || strcmp(in.id, id) != 0 || strcmp(in.workspace, q->workspace) != 0) {
+		req_reply_error(q, 404, "NotFound", "snapshot not found");
+		return;
+	}
+	req_reply_json(q, 200, snap_json(&in));
 }
 
 struct sd_snap *snap_find(const char *workspace, const char *ref)
@@ -358,7 +383,7 @@ void snap_capture(struct sd_req *q, struct box *b, json_t *o)
 		req_reply_error(q, 500, "InternalError", "cannot start the capture");
 		return;
 	}
-	req_reply_json(q, 200, snap_json(s));
+	snap_reply_new(q, s);
 }
 
 static void snap_list(struct sd_req *q)
@@ -416,6 +441,10 @@ void snap_handle(struct sd_req *q, json_t *o)
 	}
 	struct sd_snap *s = snap_find(q->workspace, q->rt.arg);
 
+	if (!s && snap_fleet_hooks && q->method == M_GET && q->rt.kind == R_SNAPSHOT) {
+		snap_fleet_hooks->lookup(q, q->rt.arg); /* made a moment ago through another host */
+		return;
+	}
 	if (!s) {
 		req_reply_error(q, 404, "NotFound", "snapshot not found");
 		return;

@@ -1,0 +1,239 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The API's snapshot records in a fleet (fleetd.h): every host's copy follows the bucket
+ * sandbox_snaps (s.<id> -> the record's JSON text), through a watcher.
+ *
+ * A host's own changes go out one at a time, in the order they were made: a capture's "ready"
+ * is never overtaken by its "building" (the bucket would keep the older, and every other host
+ * would show the snapshot building for ever). A capture's answer waits behind them, so that a
+ * GET through any host right after it finds the record; and a GET by id that finds no copy
+ * here reads the bucket itself, as this host's watcher may lag (its connection moving to
+ * another node). That answer is made from the bucket's record without keeping it: a copy
+ * kept then could outlive a delete the watcher brought meanwhile.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fleetd.h"
+
+#define SNAP_RECORD_MAX 8192
+
+static struct fleet_kv snaps_kv;
+static struct fleet_watch *w_snaps;
+
+/* ---- the bucket's changes into this host's copy ---- */
+
+struct in_job {
+	struct sd_job job;
+	char id[SD_ID_LEN + 1];
+	char *text; /* NULL: deleted */
+};
+
+static void in_done(struct sd_job *j)
+{
+	struct in_job *s = (struct in_job *)j;
+
+	snap_mirror(s->id, s->text);
+	free(s->text);
+	free(s);
+}
+
+/* The watcher's thread: a record handed to the loop. */
+static void on_snap(void *arg, const char *key, const char *val, size_t len)
+{
+	struct in_job *s;
+
+	(void)arg;
+	if (!key || strncmp(key, "s.", 2) != 0 || strlen(key + 2) != SD_ID_LEN ||
+	    !(s = calloc(1, sizeof(*s))))
+		return;
+	memcpy(s->id, key + 2, SD_ID_LEN + 1);
+	if (val && !(s->text = strndup(val, len))) {
+		free(s);
+		return;
+	}
+	s->job.done = in_done;
+	work_post(&s->job);
+}
+
+/* ---- this host's changes out, in order ---- */
+
+struct out_job {
+	struct sd_job job;
+	struct out_job *next;
+	char id[SD_ID_LEN + 1]; /* "": no record, an answer only */
+	char *text;		/* NULL: deleted */
+	struct sd_pending *pending;
+	json_t *answer;
+};
+
+/* The loop's: the changes not yet sent, the first of them being sent when busy. */
+static struct out_job *out_head, *out_tail;
+static bool out_busy;
+
+static void out_next(void);
+
+static void out_run(struct sd_job *j)
+{
+	struct out_job *o = (struct out_job *)j;
+	char key[48];
+	int err;
+
+	if (!o->id[0])
+		return;
+	snprintf(key, sizeof(key), "s.%s", o->id);
+	err = o->text ? fleet_kv_put(&fleetd, snaps_kv.kv, key, o->text)
+		      : fleet_kv_delete(&fleetd, snaps_kv.kv, key);
+	if (err < 0)
+		sd_log("fleet: snapshot %s's record is not in the fleet: %s", o->id, fleetd.err);
+}
+
+static void out_done(struct sd_job *j)
+{
+	struct out_job *o = (struct out_job *)j;
+	struct sd_req *q = o->pending ? pending_take(o->pending) : NULL;
+
+	if (q)
+		req_reply_json(q, 200, o->answer);
+	else
+		json_decref(o->answer);
+	free(o->text);
+	free(o);
+	out_busy = false;
+	out_next();
+}
+
+static void out_next(void)
+{
+	struct out_job *o = out_head;
+
+	if (out_busy || !o)
+		return;
+	out_head = o->next;
+	if (!out_head)
+		out_tail = NULL;
+	out_busy = true;
+	o->job.run = out_run;
+	o->job.done = out_done;
+	work_queue_class(&o->job, WORK_FLEET_BG);
+}
+
+static void out_add(struct out_job *o)
+{
+	if (out_tail)
+		out_tail->next = o;
+	else
+		out_head = o;
+	out_tail = o;
+	out_next();
+}
+
+/* snap_fleet_hooks.saved: a record saved (NULL: forgotten) here goes to the bucket. */
+static void snap_saved(const char *id, const char *record)
+{
+	struct out_job *o = calloc(1, sizeof(*o));
+
+	if (!o || (record && (strlen(record) > SNAP_RECORD_MAX || !(o->text = strdup(record))))) {
+		sd_log("fleet: snapshot %s's record is not in the fleet: %s", id,
+		       o ? "too large" : "out of memory");
+		free(o);
+		return;
+	}
+	snprintf(o->id, sizeof(o->id), "%s", id);
+	out_add(o);
+}
+
+/* snap_fleet_hooks.answer: q answered with body once the records before it are sent. */
+static void snap_answer(struct sd_req *q, json_t *body)
+{
+	struct out_job *o = calloc(1, sizeof(*o));
+
+	if (!o) {
+		req_reply_json(q, 200, body);
+		return;
+	}
+	if (!(o->pending = req_park(q))) {
+		json_decref(body);
+		free(o);
+		return;
+	}
+	o->answer = body;
+	out_add(o);
+}
+
+/* ---- a GET by id this host's copy does not answer: the bucket's record ---- */
+
+struct look_job {
+	struct sd_job job;
+	struct sd_pending *pending;
+	char id[SD_ID_LEN + 1];
+	char text[SNAP_RECORD_MAX + 1];
+	int err;
+};
+
+static void look_run(struct sd_job *j)
+{
+	struct look_job *l = (struct look_job *)j;
+	char key[48];
+
+	snprintf(key, sizeof(key), "s.%s", l->id);
+	l->err = fleet_kv_get(&fleetd, snaps_kv.kv, key, l->text, sizeof(l->text), NULL);
+}
+
+static void look_done(struct sd_job *j)
+{
+	struct look_job *l = (struct look_job *)j;
+	struct sd_req *q = pending_take(l->pending);
+
+	if (q && l->err == -EIO)
+		req_reply_error(q, 503, "ServiceUnavailable",
+				"the fleet's snapshot records did not answer: try again");
+	else if (q)
+		snap_reply_record(q, l->id, l->err == 0 ? l->text : NULL);
+	free(l);
+}
+
+/* snap_fleet_hooks.lookup */
+static void snap_lookup(struct sd_req *q, const char *id)
+{
+	struct look_job *l;
+
+	if (!fleet_is_uuid(id) || !(l = calloc(1, sizeof(*l)))) {
+		snap_reply_record(q, id, NULL);
+		return;
+	}
+	if (!(l->pending = req_park(q))) {
+		free(l);
+		return;
+	}
+	snprintf(l->id, sizeof(l->id), "%s", id);
+	l->job.run = look_run;
+	l->job.done = look_done;
+	work_queue_class(&l->job, WORK_FLEET);
+}
+
+int fleet_snaps_start(void)
+{
+	static const struct snap_fleet_hooks hooks = {
+		.saved = snap_saved,
+		.answer = snap_answer,
+		.lookup = snap_lookup,
+	};
+	int err = fleet_kv_open(&fleetd, "sandbox_snaps", SNAP_RECORD_MAX, &snaps_kv);
+
+	if (err == 0)
+		err = fleet_watch_start(&fleetd, snaps_kv.kv, on_snap, NULL, &w_snaps);
+	if (err == 0)
+		snap_fleet_hooks = &hooks;
+	return err;
+}
+
+void fleet_snaps_stop(void)
+{
+	snap_fleet_hooks = NULL;
+	fleet_watch_stop(w_snaps);
+	w_snaps = NULL;
+	fleet_kv_close(&snaps_kv);
+}
