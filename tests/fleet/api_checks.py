@@ -276,12 +276,29 @@ def host_of(addr):
     return int(addr.rsplit(".", 1)[1]) - 10
 
 
-def free_slot_on(key, live, host):
-    """Delete one box of live (name -> box) owned by host, so that the fleet's only free slot
-    is there."""
-    victim = next(n for n, b in sorted(live.items()) if host_of(owner_of(b)) == host)
+def boxes_on(t, host):
+    """The names of the boxes running on host, from its sandboxd's own records (a box's
+    dataplane_url names the host that made it, not the one it woke on since)."""
+    d = os.path.join(t.home(host), "service", "boxes")
+    names = []
+    for f in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+        try:
+            with open(os.path.join(d, f)) as fh:
+                r = json.load(fh)
+        except (OSError, ValueError):
+            continue
+        if r.get("workspace") == "team" and r.get("status") not in ("stopped", "deleting"):
+            names.append(r["name"])
+    return names
+
+
+def free_slot_on(t, key, live, host):
+    """Delete one box running on host (one of live, name -> box, when it has one there), so
+    that the fleet's only free slot is there. StopIteration: host runs none."""
+    on = boxes_on(t, host)
+    victim = next(iter([n for n in on if n in live] + on))
     st, _ = api(host, key, "DELETE", "/v2/sandboxes/boxes/%s" % victim)
-    live.pop(victim)
+    live.pop(victim, None)
     time.sleep(3)  # its slot counted free at the host's next beat
     return st == 204
 
@@ -346,7 +363,7 @@ def snapshots(t, key, live):
                                    snap))
     if not ready:
         return
-    freed = free_slot_on(key, live, b_host)
+    freed = free_slot_on(t, key, live, b_host)
     t0 = time.time()
     st, rb = api(c_host, key, "POST", "/v2/sandboxes/boxes",
                  {"name": "restored", "snapshot_id": snap["id"], "mem_bytes": MEM,
@@ -376,7 +393,7 @@ def corruption(t, key, live):
     sh("rm", "-rf", os.path.join(t.home(c_host), "snapshots",
                                  "api-" + snap["id"].replace("-", "")))
     try:
-        freed = free_slot_on(key, live, c_host) if n else False
+        freed = free_slot_on(t, key, live, c_host) if n else False
     except StopIteration:
         freed = False
     for _ in range(2):  # (a slot freed may be taken first: another freed, once)
@@ -387,7 +404,7 @@ def corruption(t, key, live):
             break
         say("no room on fh%d for the restore: another slot freed there" % c_host)
         try:
-            free_slot_on(key, live, c_host)
+            free_slot_on(t, key, live, c_host)
         except StopIteration:
             break
     msg = json.dumps(bad)
@@ -434,7 +451,7 @@ def moves(t, key, live):
     st_fill, filler = api(1, key, "POST", "/v2/sandboxes/boxes",
                           {"name": "fill-a", "mem_bytes": MEM, "timeout": 60})
     fill_on = host_of(owner_of(filler)) if st_fill == 200 else 0
-    freed = fill_on == a_host and free_slot_on(key, live, others[0])
+    freed = fill_on == a_host and free_slot_on(t, key, live, others[0])
     t0 = time.time()
     out = run(src, key, "cat /root/mark; pgrep -x sleep || ps | grep -c '[s]leep 2000'")
     secs = time.time() - t0
@@ -500,7 +517,7 @@ def host_failure(t, key, live):
             break
         time.sleep(1)
     # room on the hosts that stay: one of their boxes goes
-    freed = free_slot_on(key, live, others[1])
+    freed = free_slot_on(t, key, live, others[1])
     t.kill_host(x)
     t.killed = x
     t.kill_nats(1)
@@ -548,7 +565,7 @@ def main():
         check(len(ready) == HOSTS * SLOTS,
               "%d of %d creates through the three hosts ready (%s)" % (
                   len(ready), HOSTS * SLOTS,
-                  "; ".join("f%d: %s %.100s" % (n, r[0], r[1]) for n, r in res.items()
+                  "; ".join("f%d: %s %.300s" % (n, r[0], r[1]) for n, r in res.items()
                             if n not in ready) or "seconds: " +
                   " ".join("%.1f" % r[2] for r in res.values())))
         per = {}
