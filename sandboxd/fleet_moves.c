@@ -74,6 +74,10 @@ static void on_boxrec(void *arg, const char *key, const char *val, size_t len)
 	struct rec_job *r;
 
 	(void)arg;
+	if (key && strncmp(key, "r.", 2) == 0) { /* a running box's (fleet_lost.c) */
+		fleetd_lost_in(key + 2, val, len);
+		return;
+	}
 	if (!key || strncmp(key, "b.", 2) != 0 || strlen(key + 2) != SD_ID_LEN ||
 	    !(r = calloc(1, sizeof(*r))))
 		return;

@@ -109,6 +109,7 @@ void fleetd_records_drop(const char *workspace, const char *name, const char *id
 
 void fleetd_box_forgotten(const struct box *b)
 {
+	fleetd_lost_forget(b);
 	if (b->released) /* in the store, or waking: its records are the fleet's, not ours */
 		return;
 	fleetd_records_drop(b->workspace, b->name, b->id, b->vcpus, b->mem_bytes,

@@ -150,7 +150,11 @@ struct call_job {
 	char key_id[SD_KEY_ID_LEN + 1];
 	/* out */
 	char released[SD_ID_LEN + 1]; /* forward: a released box's get, answered from its record */
-	int status;		      /* 0: relay answer; else an error of ours */
+	char lost[SD_ID_LEN + 1];     /* forward: a lost host's box's get, the same */
+	uint64_t lost_ago_ms;
+	char (*alive)[FLEET_ID_MAX + 1]; /* list: the hosts the bucket has */
+	unsigned nalive;
+	int status; /* 0: relay answer; else an error of ours */
 	const char *etype;
 	char emsg[600];
 	uint8_t *answer;
@@ -240,6 +244,39 @@ static bool released_call(struct call_job *c, const char *id, char host[FLEET_ID
 	return true;
 }
 
+/* A call for a box whose host is lost: a read answered from its record (c->lost set), a
+ * delete done here, anything else refused. */
+static void lost_call(struct call_job *c, const char *id, const char *host)
+{
+	int err = fleetd_lost_check(c->workspace, id);
+
+	if (err == -ENOENT) { /* none kept, or another workspace's: the same answer */
+		call_fail(c, 404, "NotFound", "Sandbox not found");
+		return;
+	}
+	if (err < 0) {
+		call_fail(c, 503, "ServiceUnavailable", "the fleet did not answer");
+		return;
+	}
+	if (c->method == M_GET && (c->kind_route == R_BOX || c->kind_route == R_BOX_STATUS)) {
+		memcpy(c->lost, id, sizeof(c->lost));
+		return;
+	}
+	if (c->method == M_DELETE && c->kind_route == R_BOX) {
+		err = fleetd_lost_delete(c->workspace, id);
+		if (err == 0)
+			c->status = 204;
+		else if (err == -ENOENT)
+			call_fail(c, 404, "NotFound", "Sandbox not found");
+		else
+			call_fail(c, 503, "ServiceUnavailable", "the fleet did not answer");
+		return;
+	}
+	call_fail(c, 400, "NotReady",
+		  "the sandbox failed: its host %s was lost (no beat for %llu s); delete it", host,
+		  (unsigned long long)(c->lost_ago_ms / 1000));
+}
+
 static void forward_run(struct call_job *c)
 {
 	char host[FLEET_ID_MAX + 1], key[80], id[SD_ID_LEN + 1];
@@ -273,7 +310,9 @@ static void forward_run(struct call_job *c)
 	if (strcmp(host, FLEET_RELEASED) == 0 && !released_call(c, id, host))
 		return;
 	err = fleet_rpc_ask(host, c->msg, c->len, RPC_CALL_MS, &c->answer, &c->alen);
-	if (err < 0)
+	if (err < 0 && fleetd_host_lost(host, &c->lost_ago_ms))
+		lost_call(c, id, host);
+	else if (err < 0)
 		call_fail(c, 503, "ServiceUnavailable",
 			  "the host of sandbox '%s' did not answer (%s): try again", c->ref,
 			  strerror(-err));
@@ -344,6 +383,9 @@ static void list_run(struct call_job *c)
 	char(*hs)[FLEET_ID_MAX + 1] = calloc(LIST_HOSTS_MAX, FLEET_ID_MAX + 1);
 	unsigned n = hs ? fleetd_hosts_ask(hs, LIST_HOSTS_MAX) : 0;
 
+	c->alive = hs; /* (the loop's, after: a lost host's boxes are those of no host here) */
+	c->nalive = n;
+
 	c->merged = json_array();
 	for (unsigned i = 0; i < n; i++) {
 		uint8_t *a = NULL;
@@ -364,7 +406,6 @@ static void list_run(struct call_job *c)
 		json_decref(body);
 		free(a);
 	}
-	free(hs);
 }
 
 static void call_run(struct sd_job *j)
@@ -410,10 +451,14 @@ static void call_done(struct sd_job *j)
 	if (w && w->n)
 		w->n--;
 
-	if (q && c->kind == CALL_LIST)
+	if (q && c->kind == CALL_LIST) {
 		fleetd_released_list(c->workspace, c->merged);
-	if (q && c->kind == CALL_FORWARD && c->released[0]) {
-		json_t *o = fleetd_released_json(c->workspace, c->released);
+		if (c->alive)
+			fleetd_lost_list(c->workspace, c->merged, c->alive, c->nalive);
+	}
+	if (q && c->kind == CALL_FORWARD && (c->released[0] || c->lost[0])) {
+		json_t *o = c->lost[0] ? fleetd_lost_json(c->workspace, c->lost, c->lost_ago_ms)
+				       : fleetd_released_json(c->workspace, c->released);
 
 		if (!o)
 			req_reply_error(q, 404, "NotFound", "Sandbox not found");
@@ -437,6 +482,7 @@ static void call_done(struct sd_job *j)
 		answer_relay(q, c->answer, c->alen);
 	json_decref(c->merged);
 	json_decref(c->body);
+	free(c->alive);
 	free(c->msg);
 	free(c->answer);
 	free(c);

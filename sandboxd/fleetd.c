@@ -41,6 +41,7 @@ static bool host_started;
 static atomic_bool stopping;
 static atomic_uint used, inflight; /* boxes running here; requests taken, not yet boxes */
 static atomic_bool draining;	   /* `sandboxd drain`: no more creates taken here */
+static uint64_t started_ms;	   /* fleetd_start's */
 struct fleet_kv fleetd_names;
 
 /* ---- options ---- */
@@ -305,6 +306,18 @@ static void on_host(void *arg, const char *key, const char *val, size_t len)
 	pthread_mutex_unlock(&map_lock);
 }
 
+uint64_t fleetd_host_lapsed_ms(const char *host)
+{
+	uint64_t now = sd_now_ms(), seen = started_ms;
+
+	pthread_mutex_lock(&map_lock);
+	for (unsigned i = 0; i < nhosts; i++)
+		if (strcmp(hosts[i].id, host) == 0 && hosts[i].seen_ms)
+			seen = hosts[i].seen_ms;
+	pthread_mutex_unlock(&map_lock);
+	return now > seen ? now - seen : 0;
+}
+
 static bool host_live(const struct host_rec *h, uint64_t now)
 {
 	return h->seen_ms && now - h->seen_ms < fleetd.conf.liveness_ttl_ms;
@@ -479,6 +492,7 @@ void fleetd_tick(void)
 		if (b->status != BOX_STOPPED && b->status != BOX_DELETING)
 			n++;
 	atomic_store(&used, n);
+	fleetd_lost_tick();
 }
 
 /* ---- drain: a host emptied for maintenance ---- */
@@ -516,6 +530,7 @@ int fleetd_start(void)
 
 	conf.ack_wait_ms = 5000;
 	conf.liveness_ttl_ms = 5000;
+	started_ms = sd_now_ms();
 	default_replicas();
 	owners = calloc(OWNERS_SLOTS, sizeof(*owners));
 	if (!owners)
@@ -529,8 +544,9 @@ int fleetd_start(void)
 	if ((err = fleet_watch_start(&fleetd, fleetd.owners, on_owner, NULL, &w_owners)) < 0 ||
 	    (err = fleet_watch_start(&fleetd, fleetd.hosts, on_host, NULL, &w_hosts)) < 0 ||
 	    (err = fleet_watch_start(&fleetd, keys_kv.kv, on_key, NULL, &w_keys)) < 0 ||
-	    (err = fleet_snaps_start()) < 0 || (err = fleet_moves_start()) < 0 ||
-	    (err = fleet_quota_start()) < 0 || (err = fleet_rpc_start()) < 0) {
+	    (err = fleet_snaps_start()) < 0 || (err = fleet_lost_start()) < 0 ||
+	    (err = fleet_moves_start()) < 0 || (err = fleet_quota_start()) < 0 ||
+	    (err = fleet_rpc_start()) < 0) {
 		sd_log("fleet: %s", fleetd.err);
 		return err;
 	}
@@ -569,6 +585,7 @@ void fleetd_stop(void)
 	fleet_watch_stop(w_hosts);
 	fleet_watch_stop(w_keys);
 	fleet_snaps_stop();
+	fleet_lost_stop();
 	w_owners = w_hosts = w_keys = NULL;
 	fleet_kv_close(&keys_kv);
 	fleet_kv_close(&fleetd_names);

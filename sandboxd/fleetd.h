@@ -147,6 +147,30 @@ void dp_proxy(struct sd_req *q);
 int fleet_snaps_start(void) __must_check;
 void fleet_snaps_stop(void);
 
+/* ---- fleet_lost.c: the boxes of a lost host ---- */
+#define FLEETD_LOST_MS 20000 /* a host without a beat this long, and gone from the bucket */
+int fleet_lost_start(void) __must_check;
+void fleet_lost_stop(void);
+/* The watcher's thread (fleet_moves.c's): record r.<id> changed (val NULL: gone). */
+void fleetd_lost_in(const char *id, const char *val, size_t len);
+/* On the loop: this host's ready boxes' records kept (fleetd_tick); a box forgotten here. */
+void fleetd_lost_tick(void);
+void fleetd_lost_forget(const struct box *b);
+/* On the loop: box id of workspace, failed for its host's loss ago_ms ago (NULL: none kept);
+ * the lost boxes of workspace (their hosts not among the alive) appended to arr. */
+json_t *fleetd_lost_json(const char *workspace, const char *id, uint64_t ago_ms);
+void fleetd_lost_list(const char *workspace, json_t *arr, char (*alive)[FLEET_ID_MAX + 1],
+		      unsigned nalive);
+/* Any thread: how long host has been without a beat here (since this host started, for one
+ * never seen). */
+uint64_t fleetd_host_lapsed_ms(const char *host);
+/* On a worker: whether host is lost (its lapse in *ago_ms); lost box id of workspace deleted
+ * (its name, ownership, share and record): 0, -ENOENT, -EIO. */
+bool fleetd_host_lost(const char *host, uint64_t *ago_ms);
+/* On a worker: whether lost box id is workspace's: 0, -ENOENT (or another's), -EIO. */
+int fleetd_lost_check(const char *workspace, const char *id);
+int fleetd_lost_delete(const char *workspace, const char *id);
+
 /* ---- fleet_quota.c: quotas across the fleet ---- */
 int fleet_quota_start(void) __must_check;
 void fleet_quota_stop(void);

@@ -142,6 +142,8 @@ struct box {
 	char dp_base[512]; /* saved: the public URL its dataplane_url has (the host that made
 			      it), the same wherever it moves; "" for this host's */
 	bool released;	   /* gone into the store, let go: forgotten here, not deleted */
+	bool fleet_pub;	   /* its record kept in the fleet for a loss of this host, */
+	char fleet_pub_name[SD_NAME_MAX + 1]; /* under this name */
 	struct box *next;
 };
 /* The boxes of this host, loaded from service/boxes at start. */

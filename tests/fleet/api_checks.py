@@ -537,6 +537,37 @@ def host_failure(t, key, live):
           "fh%d's sandboxd and a NATS node killed (-9): lists through the others %s in %.1f s; "
           "the box fh%d had stopped woke on fh%s in %.1f s through fh%d (%r)" % (
               x, answers, secs_list, x, woken_on, secs, others[0], woke[:200]))
+    lost_boxes(t, key, live, x, others)
+
+
+def lost_boxes(t, key, live, x, others):
+    """The boxes the lost host ran: once its beats have lapsed (20 s), a get and a list through
+    the others show them failed, naming the host; a delete frees the name."""
+    names = boxes_on(t, x)  # (its records stay on its disk: only sandboxd died)
+    if not names:
+        check(False, "fh%d ran no box when it was lost" % x)
+        return
+    name = names[0]
+    t0, b, st = time.time(), {}, 0
+    while time.time() - t0 < 90:
+        st, b = api(others[0], key, "GET", "/v2/sandboxes/boxes/%s" % name)
+        if st == 200 and b.get("status") == "failed":
+            break
+        time.sleep(2)
+    secs = time.time() - t0
+    st_l, lst = api(others[1], key, "GET", "/v2/sandboxes/boxes")
+    listed = [x2.get("status") for x2 in lst.get("sandboxes", []) if x2.get("name") == name] \
+        if st_l == 200 else []
+    st_x, _ = api(others[1], key, "POST", "/v2/sandboxes/boxes/%s/stop" % name)
+    st_d, _ = api(others[1], key, "DELETE", "/v2/sandboxes/boxes/%s" % name)
+    st_g, _ = api(others[0], key, "GET", "/v2/sandboxes/boxes/%s" % name)
+    live.pop(name, None)
+    msg = b.get("status_message") or "" if isinstance(b, dict) else ""
+    check(st == 200 and b.get("status") == "failed" and "fh%d" % x in msg and
+          listed == ["failed"] and st_x == 400 and st_d == 204 and st_g == 404,
+          "a box fh%d ran, its host lost: failed through fh%d after %.1f s more (%r), listed "
+          "failed through fh%d (%s); a stop 400 (%d), a delete 204 (%d), then 404 (%d)" % (
+              x, others[0], secs, msg[:120], others[1], listed, st_x, st_d, st_g))
 
 
 def main():

@@ -1,0 +1,336 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The boxes of a lost host (fleetd.h, docs/fleet.md "How it fails"). Every host keeps, for
+ * each box it runs, the box's record in the bucket sandbox_boxes as r.<id> (its value: the
+ * host's id, a newline, the record; b.<id> is a released box's, fleet_moves.c): put when the
+ * box is first seen ready here and when it is renamed, deleted when it is forgotten here (only
+ * while it still names this host: a box woken elsewhere has its new host's). Every host follows
+ * them on its loop.
+ *
+ * A host is lost when it has not beaten for LOST_MS by this host's copy and the hosts bucket
+ * agrees it is gone (a lagging watcher alone never loses a host). A box of a lost host is then
+ * answered for by any host from its record: a get or a list shows it failed, naming its host;
+ * a delete frees its name, ownership and share of the workspace's quotas; anything else is
+ * refused. Its VMM may still run there (the host's sandboxd died, not its machine): a sandboxd
+ * restarted there adopts only the boxes whose ownership still names it (fleetd_adopt_filter).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fleetd.h"
+
+#define RECORD_MAX (200u << 10) /* as fleet_moves.c's */
+#define LOST_MAX   100000	/* running boxes followed, all workspaces */
+
+static struct fleet_kv boxes_kv;
+
+struct running {
+	char id[SD_ID_LEN + 1];
+	char workspace[SD_WORKSPACE_MAX + 1];
+	char host[FLEET_ID_MAX + 1];
+	char *record;
+	struct running *next;
+};
+static struct running *runs; /* the loop's */
+static unsigned nruns;
+
+/* ---- the bucket's r. records into this host's copy ---- */
+
+struct in_job {
+	struct sd_job job;
+	char id[SD_ID_LEN + 1];
+	char *text; /* "HOST\nRECORD"; NULL: gone */
+};
+
+static void in_done(struct sd_job *j)
+{
+	struct in_job *r = (struct in_job *)j;
+	struct running **pp = &runs, *x;
+	struct box b = {0};
+	char *nl = r->text ? strchr(r->text, '\n') : NULL;
+
+	while ((x = *pp) && strcmp(x->id, r->id) != 0)
+		pp = &x->next;
+	if (x) { /* replaced, or gone */
+		*pp = x->next;
+		free(x->record);
+		free(x);
+		nruns--;
+	}
+	if (nl && (size_t)(nl - r->text) <= FLEET_ID_MAX && nruns < LOST_MAX) {
+		*nl = 0;
+		if (fleet_id_ok(r->text) && box_parse_record(nl + 1, &b) == 0 &&
+		    strcmp(b.id, r->id) == 0 && (x = calloc(1, sizeof(*x)))) {
+			memcpy(x->id, b.id, sizeof(x->id));
+			memcpy(x->workspace, b.workspace, sizeof(x->workspace));
+			snprintf(x->host, sizeof(x->host), "%s", r->text);
+			x->record = strdup(nl + 1);
+			if (!x->record) {
+				free(x);
+			} else {
+				x->next = runs;
+				runs = x;
+				nruns++;
+			}
+		}
+		box_record_free(&b);
+	}
+	free(r->text);
+	free(r);
+}
+
+void fleetd_lost_in(const char *id, const char *val, size_t len)
+{
+	struct in_job *r;
+
+	if (strlen(id) != SD_ID_LEN || !(r = calloc(1, sizeof(*r))))
+		return;
+	memcpy(r->id, id, SD_ID_LEN + 1);
+	if (val && !(r->text = strndup(val, len))) {
+		free(r);
+		return;
+	}
+	r->job.done = in_done;
+	work_post(&r->job);
+}
+
+/* ---- this host's records out, in order (a delete never overtaken by its put) ---- */
+
+struct out_job {
+	struct sd_job job;
+	struct out_job *next;
+	char id[SD_ID_LEN + 1];
+	char *text; /* "HOST\nRECORD"; NULL: delete it while it names this host */
+};
+static struct out_job *out_head, *out_tail;
+static bool out_busy;
+
+static void out_next(void);
+
+static void out_run(struct sd_job *j)
+{
+	struct out_job *o = (struct out_job *)j;
+	char key[48], *now;
+	uint64_t rev = 0;
+	size_t hl;
+	int err = 0;
+
+	snprintf(key, sizeof(key), "r.%s", o->id);
+	if (o->text) {
+		err = fleet_kv_put(&fleetd, boxes_kv.kv, key, o->text);
+	} else if ((now = malloc(RECORD_MAX + 1))) {
+		err = fleet_kv_get(&fleetd, boxes_kv.kv, key, now, RECORD_MAX + 1, &rev);
+		hl = strcspn(now, "\n");
+		if (err == 0 && hl == strlen(fleetd.conf.host) &&
+		    strncmp(now, fleetd.conf.host, hl) == 0)
+			err = fleet_kv_delete_rev(&fleetd, boxes_kv.kv, key, rev);
+		else if (err == -ENOENT || err == -EMSGSIZE || err == 0)
+			err = 0; /* none, or another host's now */
+		free(now);
+	}
+	if (err < 0 && err != -ESTALE)
+		sd_log("fleet: box %s's record for a lost host: %s", o->id, fleetd.err);
+}
+
+static void out_done(struct sd_job *j)
+{
+	struct out_job *o = (struct out_job *)j;
+
+	free(o->text);
+	free(o);
+	out_busy = false;
+	out_next();
+}
+
+static void out_next(void)
+{
+	struct out_job *o = out_head;
+
+	if (out_busy || !o)
+		return;
+	out_head = o->next;
+	if (!out_head)
+		out_tail = NULL;
+	out_busy = true;
+	o->job.run = out_run;
+	o->job.done = out_done;
+	work_queue_class(&o->job, WORK_FLEET_BG);
+}
+
+static void out_add(const char *id, char *text)
+{
+	struct out_job *o = calloc(1, sizeof(*o));
+
+	if (!o) {
+		free(text);
+		return;
+	}
+	snprintf(o->id, sizeof(o->id), "%s", id);
+	o->text = text;
+	if (out_tail)
+		out_tail->next = o;
+	else
+		out_head = o;
+	out_tail = o;
+	out_next();
+}
+
+void fleetd_lost_tick(void)
+{
+	if (!boxes_kv.kv)
+		return;
+	for (struct box *b = box_first(); b; b = b->next) {
+		if (b->status != BOX_READY || b->released ||
+		    (b->fleet_pub && strcmp(b->fleet_pub_name, b->name) == 0))
+			continue;
+		char *record = box_record(b), *text = NULL;
+		size_t rl = record ? strlen(record) : 0;
+
+		b->fleet_pub = true; /* (once: a record too large is said once) */
+		snprintf(b->fleet_pub_name, sizeof(b->fleet_pub_name), "%s", b->name);
+		if (rl > RECORD_MAX - FLEET_ID_MAX - 2 || !(text = malloc(FLEET_ID_MAX + 2 + rl))) {
+			sd_log("fleet: box %s's record is too large to be kept for a lost host",
+			       b->id);
+			free(record);
+			continue;
+		}
+		snprintf(text, FLEET_ID_MAX + 2 + rl, "%s\n%s", fleetd.conf.host, record);
+		free(record);
+		out_add(b->id, text);
+	}
+}
+
+void fleetd_lost_forget(const struct box *b)
+{
+	if (boxes_kv.kv && b->fleet_pub)
+		out_add(b->id, NULL);
+}
+
+/* ---- answers for a lost host's boxes ---- */
+
+/* Box x's API object, failed for the loss of its host (ago_ms without a beat). */
+static json_t *lost_json(const struct running *x, uint64_t ago_ms)
+{
+	struct box b = {0};
+	json_t *o = NULL;
+
+	if (box_parse_record(x->record, &b) == 0) {
+		b.status = BOX_FAILED;
+		snprintf(
+			b.status_message, sizeof(b.status_message),
+			"its host %s was lost (no beat for %llu s): what ran and was written there "
+			"is gone; delete it",
+			x->host, (unsigned long long)(ago_ms / 1000));
+		o = box_json(&b);
+	}
+	box_record_free(&b);
+	return o;
+}
+
+json_t *fleetd_lost_json(const char *workspace, const char *id, uint64_t ago_ms)
+{
+	for (struct running *x = runs; x; x = x->next)
+		if (strcmp(x->id, id) == 0 && strcmp(x->workspace, workspace) == 0)
+			return lost_json(x, ago_ms);
+	return NULL;
+}
+
+void fleetd_lost_list(const char *workspace, json_t *arr, char (*alive)[FLEET_ID_MAX + 1],
+		      unsigned nalive)
+{
+	for (struct running *x = runs; x; x = x->next) {
+		uint64_t ago = fleetd_host_lapsed_ms(x->host);
+		unsigned i = 0;
+
+		if (strcmp(x->workspace, workspace) != 0 || ago < FLEETD_LOST_MS)
+			continue;
+		while (i < nalive && strcmp(alive[i], x->host) != 0)
+			i++;
+		json_t *o = i == nalive ? lost_json(x, ago) : NULL;
+
+		if (o)
+			json_array_append_new(arr, o);
+	}
+}
+
+/* ---- on a worker ---- */
+
+bool fleetd_host_lost(const char *host, uint64_t *ago_ms)
+{
+	char addr[FLEETD_ADDR_MAX];
+
+	*ago_ms = fleetd_host_lapsed_ms(host);
+	return *ago_ms >= FLEETD_LOST_MS && fleetd_host_addr_ask(host, addr) == -ENOENT;
+}
+
+/* Lost box id's record, if it is workspace's, into *b (its revision *rev): 0, -ENOENT, -EIO. */
+static int lost_read(const char *workspace, const char *id, struct box *b, uint64_t *rev)
+{
+	char key[48], *text = malloc(RECORD_MAX + 1), *nl;
+	int err;
+
+	if (!text)
+		return -ENOMEM;
+	snprintf(key, sizeof(key), "r.%s", id);
+	err = fleet_kv_get(&fleetd, boxes_kv.kv, key, text, RECORD_MAX + 1, rev);
+	nl = err == 0 ? strchr(text, '\n') : NULL;
+	if (err == 0 && (!nl || box_parse_record(nl + 1, b) < 0 ||
+			 strcmp(b->workspace, workspace) != 0 || strcmp(b->id, id) != 0))
+		err = -ENOENT; /* another workspace's: the same as none */
+	free(text);
+	if (err < 0) {
+		box_record_free(b);
+		memset(b, 0, sizeof(*b));
+	}
+	return err == -ENOENT || err == -EMSGSIZE ? -ENOENT : err < 0 ? -EIO : 0;
+}
+
+int fleetd_lost_check(const char *workspace, const char *id)
+{
+	struct box b = {0};
+	uint64_t rev;
+	int err = lost_read(workspace, id, &b, &rev);
+
+	box_record_free(&b);
+	return err;
+}
+
+int fleetd_lost_delete(const char *workspace, const char *id)
+{
+	char key[80], named[SD_ID_LEN + 1];
+	uint64_t rev = 0, nrev = 0;
+	struct box b = {0};
+	int err = lost_read(workspace, id, &b, &rev);
+
+	if (err < 0)
+		return err;
+	/* its record last: a delete that fails half way can be asked again */
+	fleetd_name_key(workspace, b.name, key);
+	if (fleet_kv_get(&fleetd, fleetd_names.kv, key, named, sizeof(named), &nrev) == 0 &&
+	    strcmp(named, id) == 0 &&
+	    fleet_kv_delete_rev(&fleetd, fleetd_names.kv, key, nrev) == -EIO)
+		err = -EIO;
+	snprintf(key, sizeof(key), "box.%s", id);
+	if (err == 0 && fleet_kv_delete(&fleetd, fleetd.owners, key) < 0)
+		err = -EIO;
+	snprintf(key, sizeof(key), "r.%s", id);
+	if (err == 0 && fleet_kv_delete_rev(&fleetd, boxes_kv.kv, key, rev) == -EIO)
+		err = -EIO;
+	if (err == 0)
+		fleetd_quota_release_box(workspace, b.vcpus, b.mem_bytes, b.fs_capacity_bytes);
+	box_record_free(&b);
+	return err;
+}
+
+int fleet_lost_start(void)
+{
+	return fleet_kv_open(&fleetd, "sandbox_boxes", RECORD_MAX, &boxes_kv);
+}
+
+void fleet_lost_stop(void)
+{
+	fleet_kv_close(&boxes_kv);
+	boxes_kv.kv = NULL;
+}
