@@ -491,6 +491,26 @@ int fleet_release(struct fleet *f, const char *id, uint64_t *release)
 	return 0;
 }
 
+int fleet_retire(struct fleet *f, const char *id, const char *host)
+{
+	char owner[FLEET_ID_MAX + 1];
+	uint64_t seq = 0, rev = 0, nrev = 0;
+	int err;
+
+	if (!fleet_id_ok(id))
+		return fleet_fail(f, -EINVAL, "fleet: not a box id");
+	err = owner_read(f, id, owner, &seq, &rev);
+	if (err == 0 && strcmp(owner, host) != 0)
+		return fleet_fail(f, -ESTALE, "fleet: %s is %s's now, not %s's", id, owner, host);
+	if (err < 0)
+		return fleet_fail(f, -EIO, "fleet: the owner of %s cannot be read", id);
+	err = owner_update(f, id, FLEET_UNSCHEDULABLE, seq, rev, &nrev);
+	if (err < 0)
+		return fleet_fail(f, err, "fleet: %s cannot be retired (%s)", id,
+				  err == -ESTALE ? "it moved meanwhile" : "no answer");
+	return 0;
+}
+
 int fleet_wake(struct fleet *f, const char *id, const void *req, size_t len, int timeout_ms,
 	       char owner[FLEET_ID_MAX + 1], char *err, size_t err_len)
 {

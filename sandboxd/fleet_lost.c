@@ -244,7 +244,12 @@ void fleetd_lost_list(const char *workspace, json_t *arr, char (*alive)[FLEET_ID
 		uint64_t ago = fleetd_host_lapsed_ms(x->host);
 		unsigned i = 0;
 
-		if (strcmp(x->workspace, workspace) != 0 || ago < FLEETD_LOST_MS)
+		char owner[FLEET_ID_MAX + 1];
+
+		/* (a record whose box is not its host's any more: retired, or moved, is not shown)
+		 */
+		if (strcmp(x->workspace, workspace) != 0 || ago < FLEETD_LOST_MS ||
+		    fleetd_owner_of(x->id, owner, false) < 0 || strcmp(owner, x->host) != 0)
 			continue;
 		while (i < nalive && strcmp(alive[i], x->host) != 0)
 			i++;
@@ -265,8 +270,10 @@ bool fleetd_host_lost(const char *host, uint64_t *ago_ms)
 	return *ago_ms >= FLEETD_LOST_MS && fleetd_host_addr_ask(host, addr) == -ENOENT;
 }
 
-/* Lost box id's record, if it is workspace's, into *b (its revision *rev): 0, -ENOENT, -EIO. */
-static int lost_read(const char *workspace, const char *id, struct box *b, uint64_t *rev)
+/* Lost box id's record, if it is workspace's, into *b (its revision *rev, its host in host):
+ * 0, -ENOENT, -EIO. */
+static int lost_read(const char *workspace, const char *id, struct box *b, uint64_t *rev,
+		     char host[FLEET_ID_MAX + 1])
 {
 	char key[48], *text = malloc(RECORD_MAX + 1), *nl;
 	int err;
@@ -276,8 +283,13 @@ static int lost_read(const char *workspace, const char *id, struct box *b, uint6
 	snprintf(key, sizeof(key), "r.%s", id);
 	err = fleet_kv_get(&fleetd, boxes_kv.kv, key, text, RECORD_MAX + 1, rev);
 	nl = err == 0 ? strchr(text, '\n') : NULL;
-	if (err == 0 && (!nl || box_parse_record(nl + 1, b) < 0 ||
-			 strcmp(b->workspace, workspace) != 0 || strcmp(b->id, id) != 0))
+	if (nl && (size_t)(nl - text) <= FLEET_ID_MAX) {
+		memcpy(host, text, (size_t)(nl - text));
+		host[nl - text] = 0;
+	}
+	if (err == 0 && (!nl || (size_t)(nl - text) > FLEET_ID_MAX || !fleet_id_ok(host) ||
+			 box_parse_record(nl + 1, b) < 0 || strcmp(b->workspace, workspace) != 0 ||
+			 strcmp(b->id, id) != 0))
 		err = -ENOENT; /* another workspace's: the same as none */
 	free(text);
 	if (err < 0) {
@@ -291,7 +303,8 @@ int fleetd_lost_check(const char *workspace, const char *id)
 {
 	struct box b = {0};
 	uint64_t rev;
-	int err = lost_read(workspace, id, &b, &rev);
+	char host[FLEET_ID_MAX + 1] = "";
+	int err = lost_read(workspace, id, &b, &rev, host);
 
 	box_record_free(&b);
 	return err;
@@ -299,29 +312,32 @@ int fleetd_lost_check(const char *workspace, const char *id)
 
 int fleetd_lost_delete(const char *workspace, const char *id)
 {
-	char key[80], named[SD_ID_LEN + 1];
+	char key[80], named[SD_ID_LEN + 1], host[FLEET_ID_MAX + 1] = "";
 	uint64_t rev = 0, nrev = 0;
 	struct box b = {0};
-	int err = lost_read(workspace, id, &b, &rev);
+	int err = lost_read(workspace, id, &b, &rev, host);
 
 	if (err < 0)
 		return err;
-	/* its record last: a delete that fails half way can be asked again */
+	/* retired for good first: its host, back, does not adopt it (-ESTALE: it moved on) */
+	err = fleet_retire(&fleetd, id, host);
+	if (err < 0) {
+		box_record_free(&b);
+		return err == -ESTALE ? -ESTALE : -EIO;
+	}
+	/* retired, it is gone for good: its share back, its name and record go (a failure there
+	 * is said: a name left claimed, a record a list skips as not its host's any more) */
+	fleetd_quota_release_box(workspace, b.vcpus, b.mem_bytes, b.fs_capacity_bytes);
 	fleetd_name_key(workspace, b.name, key);
 	if (fleet_kv_get(&fleetd, fleetd_names.kv, key, named, sizeof(named), &nrev) == 0 &&
 	    strcmp(named, id) == 0 &&
 	    fleet_kv_delete_rev(&fleetd, fleetd_names.kv, key, nrev) == -EIO)
-		err = -EIO;
-	snprintf(key, sizeof(key), "box.%s", id);
-	if (err == 0 && fleet_kv_delete(&fleetd, fleetd.owners, key) < 0)
-		err = -EIO;
+		sd_log("fleet: the name of lost box %s stays claimed: %s", id, fleetd.err);
 	snprintf(key, sizeof(key), "r.%s", id);
-	if (err == 0 && fleet_kv_delete_rev(&fleetd, boxes_kv.kv, key, rev) == -EIO)
-		err = -EIO;
-	if (err == 0)
-		fleetd_quota_release_box(workspace, b.vcpus, b.mem_bytes, b.fs_capacity_bytes);
+	if (fleet_kv_delete_rev(&fleetd, boxes_kv.kv, key, rev) == -EIO)
+		sd_log("fleet: the record of lost box %s stays: %s", id, fleetd.err);
 	box_record_free(&b);
-	return err;
+	return 0;
 }
 
 int fleet_lost_start(void)

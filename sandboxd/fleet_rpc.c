@@ -268,6 +268,9 @@ static void lost_call(struct call_job *c, const char *id, const char *host)
 			c->status = 204;
 		else if (err == -ENOENT)
 			call_fail(c, 404, "NotFound", "Sandbox not found");
+		else if (err == -ESTALE)
+			call_fail(c, 409, "Conflict", "sandbox '%s' moved meanwhile: try again",
+				  c->ref);
 		else
 			call_fail(c, 503, "ServiceUnavailable", "the fleet did not answer");
 		return;
