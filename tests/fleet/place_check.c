@@ -310,6 +310,17 @@ int main(int argc, char **argv)
 	printf("r2: moved from crash2 to %s in %.0f ms\n", j.owner, j.ms);
 	check(count_lines(lines, "took r1 ") == 1, "r1-once", "%s", lines);
 
+	/* a lost host's box deleted through another host: retired for good, only on the word of
+	 * the host that owns it now */
+	err = fleet_retire(&api, "r2", "crash2");
+	check(err == -ESTALE, "retire-not-its-host", "%d %s", err, api.err);
+	err = fleet_retire(&api, "r2", j.owner);
+	check(err == 0, "retire", "%d %s", err, api.err);
+	err = fleet_owner(&api, "r2", owner, NULL);
+	check(err == 0 && strcmp(owner, FLEET_UNSCHEDULABLE) == 0, "retired", "%d %s", err, owner);
+	err = fleet_retire(&api, "r2", j.owner);
+	check(err == -ESTALE, "retire-twice", "%d %s", err, api.err);
+
 	/* one box placed by two calls at once: one message (its id is the message's id), one
 	 * host runs it, both calls get that host */
 	struct place_job d1 = {.f = &api}, d2 = {.f = &api};
