@@ -101,7 +101,8 @@ void fleet_shed(struct fleet *f);
  * was taken meanwhile. */
 /* Box id of lost host `host` deleted through another host: its owner becomes
  * "unschedulable:SEQ" for good, on the revision read (a sandboxd restarted on that host does
- * not adopt it; a redelivered create of it is terminated). 0, -ESTALE (not host's now), -EIO. */
+ * not adopt it; a redelivered create of it is terminated). 0, -ESTALE (not host's now), -ENOENT
+ * (retired already, or no one's), -EIO. */
 int fleet_retire(struct fleet *f, const char *id, const char *host)
 	__attribute__((warn_unused_result));
 int fleet_release(struct fleet *f, const char *id, uint64_t *release)

@@ -500,6 +500,8 @@ int fleet_retire(struct fleet *f, const char *id, const char *host)
 	if (!fleet_id_ok(id))
 		return fleet_fail(f, -EINVAL, "fleet: not a box id");
 	err = owner_read(f, id, owner, &seq, &rev);
+	if (err == -ENOENT || (err == 0 && strcmp(owner, FLEET_UNSCHEDULABLE) == 0))
+		return fleet_fail(f, -ENOENT, "fleet: %s is retired, or no one's", id);
 	if (err == 0 && strcmp(owner, host) != 0)
 		return fleet_fail(f, -ESTALE, "fleet: %s is %s's now, not %s's", id, owner, host);
 	if (err < 0)

@@ -21,8 +21,9 @@
 
 #include "fleetd.h"
 
-#define RECORD_MAX (200u << 10) /* as fleet_moves.c's */
-#define LOST_MAX   100000	/* running boxes followed, all workspaces */
+#define RECORD_MAX     (200u << 10) /* as fleet_moves.c's */
+#define LOST_BYTES_MAX (64u << 20)  /* the copy's records, all workspaces */
+#define LOST_BUCKETS   4096
 
 static struct fleet_kv boxes_kv;
 
@@ -31,10 +32,20 @@ struct running {
 	char workspace[SD_WORKSPACE_MAX + 1];
 	char host[FLEET_ID_MAX + 1];
 	char *record;
+	size_t bytes;
 	struct running *next;
 };
-static struct running *runs; /* the loop's */
-static unsigned nruns;
+static struct running *runs[LOST_BUCKETS]; /* the loop's, by id */
+static size_t runs_bytes;
+
+static unsigned bucket_of(const char *id)
+{
+	unsigned h = 2166136261u;
+
+	for (; *id; id++)
+		h = (h ^ (unsigned char)*id) * 16777619u;
+	return h % LOST_BUCKETS;
+}
 
 /* ---- the bucket's r. records into this host's copy ---- */
 
@@ -47,19 +58,20 @@ struct in_job {
 static void in_done(struct sd_job *j)
 {
 	struct in_job *r = (struct in_job *)j;
-	struct running **pp = &runs, *x;
+	struct running **pp = &runs[bucket_of(r->id)], *x;
 	struct box b = {0};
 	char *nl = r->text ? strchr(r->text, '\n') : NULL;
+	size_t len = nl ? strlen(nl + 1) : 0;
 
 	while ((x = *pp) && strcmp(x->id, r->id) != 0)
 		pp = &x->next;
 	if (x) { /* replaced, or gone */
 		*pp = x->next;
+		runs_bytes -= x->bytes;
 		free(x->record);
 		free(x);
-		nruns--;
 	}
-	if (nl && (size_t)(nl - r->text) <= FLEET_ID_MAX && nruns < LOST_MAX) {
+	if (nl && (size_t)(nl - r->text) <= FLEET_ID_MAX && runs_bytes + len <= LOST_BYTES_MAX) {
 		*nl = 0;
 		if (fleet_id_ok(r->text) && box_parse_record(nl + 1, &b) == 0 &&
 		    strcmp(b.id, r->id) == 0 && (x = calloc(1, sizeof(*x)))) {
@@ -70,9 +82,10 @@ static void in_done(struct sd_job *j)
 			if (!x->record) {
 				free(x);
 			} else {
-				x->next = runs;
-				runs = x;
-				nruns++;
+				x->bytes = len;
+				runs_bytes += len;
+				x->next = runs[bucket_of(r->id)];
+				runs[bucket_of(r->id)] = x;
 			}
 		}
 		box_record_free(&b);
@@ -122,7 +135,7 @@ static void out_run(struct sd_job *j)
 		err = fleet_kv_put(&fleetd, boxes_kv.kv, key, o->text);
 	} else if ((now = malloc(RECORD_MAX + 1))) {
 		err = fleet_kv_get(&fleetd, boxes_kv.kv, key, now, RECORD_MAX + 1, &rev);
-		hl = strcspn(now, "\n");
+		hl = err == 0 ? strcspn(now, "\n") : 0;
 		if (err == 0 && hl == strlen(fleetd.conf.host) &&
 		    strncmp(now, fleetd.conf.host, hl) == 0)
 			err = fleet_kv_delete_rev(&fleetd, boxes_kv.kv, key, rev);
@@ -210,101 +223,115 @@ void fleetd_lost_forget(const struct box *b)
 
 /* ---- answers for a lost host's boxes ---- */
 
-/* Box x's API object, failed for the loss of its host (ago_ms without a beat). */
-static json_t *lost_json(const struct running *x, uint64_t ago_ms)
+/* A box's record (text) as its API object, failed for the loss of host (ago_ms without a
+ * beat); NULL if it is not one. */
+static json_t *lost_json(const char *record, const char *host, uint64_t ago_ms)
 {
 	struct box b = {0};
 	json_t *o = NULL;
 
-	if (box_parse_record(x->record, &b) == 0) {
+	if (box_parse_record(record, &b) == 0) {
 		b.status = BOX_FAILED;
-		snprintf(
-			b.status_message, sizeof(b.status_message),
-			"its host %s was lost (no beat for %llu s): what ran and was written there "
-			"is gone; delete it",
-			x->host, (unsigned long long)(ago_ms / 1000));
+		snprintf(b.status_message, sizeof(b.status_message),
+			 "its host %s was lost (no beat for %llu s): what ran and was written "
+			 "there is gone; delete it",
+			 host, (unsigned long long)(ago_ms / 1000));
 		o = box_json(&b);
 	}
 	box_record_free(&b);
 	return o;
 }
 
-json_t *fleetd_lost_json(const char *workspace, const char *id, uint64_t ago_ms)
+json_t *fleetd_lost_json(const char *text, uint64_t ago_ms)
 {
-	for (struct running *x = runs; x; x = x->next)
-		if (strcmp(x->id, id) == 0 && strcmp(x->workspace, workspace) == 0)
-			return lost_json(x, ago_ms);
-	return NULL;
+	const char *nl = strchr(text, '\n');
+	char host[FLEET_ID_MAX + 1];
+
+	if (!nl || (size_t)(nl - text) > FLEET_ID_MAX)
+		return NULL;
+	memcpy(host, text, (size_t)(nl - text));
+	host[nl - text] = 0;
+	return lost_json(nl + 1, host, ago_ms);
 }
 
 void fleetd_lost_list(const char *workspace, json_t *arr, char (*alive)[FLEET_ID_MAX + 1],
 		      unsigned nalive)
 {
-	for (struct running *x = runs; x; x = x->next) {
-		uint64_t ago = fleetd_host_lapsed_ms(x->host);
-		unsigned i = 0;
+	for (unsigned k = 0; k < LOST_BUCKETS; k++)
+		for (struct running *x = runs[k]; x; x = x->next) {
+			char owner[FLEET_ID_MAX + 1];
+			uint64_t ago;
+			unsigned i = 0;
 
-		char owner[FLEET_ID_MAX + 1];
+			if (strcmp(x->workspace, workspace) != 0)
+				continue;
+			/* (a record whose box is not its host's any more, retired or moved, or
+			 * whose host is among the alive, is not shown) */
+			while (i < nalive && strcmp(alive[i], x->host) != 0)
+				i++;
+			if (i < nalive || (ago = fleetd_host_lapsed_ms(x->host)) < FLEETD_LOST_MS ||
+			    fleetd_owner_of(x->id, owner, false) < 0 || strcmp(owner, x->host) != 0)
+				continue;
+			json_t *o = lost_json(x->record, x->host, ago);
 
-		/* (a record whose box is not its host's any more: retired, or moved, is not shown)
-		 */
-		if (strcmp(x->workspace, workspace) != 0 || ago < FLEETD_LOST_MS ||
-		    fleetd_owner_of(x->id, owner, false) < 0 || strcmp(owner, x->host) != 0)
-			continue;
-		while (i < nalive && strcmp(alive[i], x->host) != 0)
-			i++;
-		json_t *o = i == nalive ? lost_json(x, ago) : NULL;
-
-		if (o)
-			json_array_append_new(arr, o);
-	}
+			if (o)
+				json_array_append_new(arr, o);
+		}
 }
 
 /* ---- on a worker ---- */
 
-bool fleetd_host_lost(const char *host, uint64_t *ago_ms)
+int fleetd_host_lost(const char *host, uint64_t *ago_ms)
 {
-	char addr[FLEETD_ADDR_MAX];
-
-	*ago_ms = fleetd_host_lapsed_ms(host);
-	return *ago_ms >= FLEETD_LOST_MS && fleetd_host_addr_ask(host, addr) == -ENOENT;
-}
-
-/* Lost box id's record, if it is workspace's, into *b (its revision *rev, its host in host):
- * 0, -ENOENT, -EIO. */
-static int lost_read(const char *workspace, const char *id, struct box *b, uint64_t *rev,
-		     char host[FLEET_ID_MAX + 1])
-{
-	char key[48], *text = malloc(RECORD_MAX + 1), *nl;
+	char text[512];
 	int err;
 
-	if (!text)
+	*ago_ms = fleetd_host_lapsed_ms(host);
+	if (*ago_ms < FLEETD_LOST_MS || !fleet_id_ok(host))
+		return 0;
+	/* the bucket's own word: its entry expired (an error of the bucket is no such word) */
+	err = fleet_kv_get(&fleetd, fleetd.hosts, host, text, sizeof(text), NULL);
+	return err == -ENOENT ? 1 : err == 0 || err == -EMSGSIZE ? 0 : -EIO;
+}
+
+/* Lost box id's record, if it is workspace's: its text ("HOST\nRECORD", malloc'd) in *text,
+ * parsed into *b, its revision *rev, its host in host: 0, -ENOENT, -EIO. */
+static int lost_read(const char *workspace, const char *id, char **text, struct box *b,
+		     uint64_t *rev, char host[FLEET_ID_MAX + 1])
+{
+	char key[48], *t = malloc(RECORD_MAX + 1), *nl;
+	int err;
+
+	*text = NULL;
+	if (!t)
 		return -ENOMEM;
 	snprintf(key, sizeof(key), "r.%s", id);
-	err = fleet_kv_get(&fleetd, boxes_kv.kv, key, text, RECORD_MAX + 1, rev);
-	nl = err == 0 ? strchr(text, '\n') : NULL;
-	if (nl && (size_t)(nl - text) <= FLEET_ID_MAX) {
-		memcpy(host, text, (size_t)(nl - text));
-		host[nl - text] = 0;
+	err = fleet_kv_get(&fleetd, boxes_kv.kv, key, t, RECORD_MAX + 1, rev);
+	nl = err == 0 ? strchr(t, '\n') : NULL;
+	if (nl && (size_t)(nl - t) <= FLEET_ID_MAX) {
+		memcpy(host, t, (size_t)(nl - t));
+		host[nl - t] = 0;
 	}
-	if (err == 0 && (!nl || (size_t)(nl - text) > FLEET_ID_MAX || !fleet_id_ok(host) ||
+	if (err == 0 && (!nl || (size_t)(nl - t) > FLEET_ID_MAX || !fleet_id_ok(host) ||
 			 box_parse_record(nl + 1, b) < 0 || strcmp(b->workspace, workspace) != 0 ||
 			 strcmp(b->id, id) != 0))
 		err = -ENOENT; /* another workspace's: the same as none */
-	free(text);
 	if (err < 0) {
+		free(t);
 		box_record_free(b);
 		memset(b, 0, sizeof(*b));
+		return err == -ENOENT || err == -EMSGSIZE ? -ENOENT : -EIO;
 	}
-	return err == -ENOENT || err == -EMSGSIZE ? -ENOENT : err < 0 ? -EIO : 0;
+	*text = t;
+	return 0;
 }
 
-int fleetd_lost_check(const char *workspace, const char *id)
+int fleetd_lost_fetch(const char *workspace, const char *id, char **text)
 {
 	struct box b = {0};
 	uint64_t rev;
 	char host[FLEET_ID_MAX + 1] = "";
-	int err = lost_read(workspace, id, &b, &rev, host);
+	int err = lost_read(workspace, id, text, &b, &rev, host);
 
 	box_record_free(&b);
 	return err;
@@ -312,27 +339,31 @@ int fleetd_lost_check(const char *workspace, const char *id)
 
 int fleetd_lost_delete(const char *workspace, const char *id)
 {
-	char key[80], named[SD_ID_LEN + 1], host[FLEET_ID_MAX + 1] = "";
+	char key[80], named[SD_ID_LEN + 1], host[FLEET_ID_MAX + 1] = "", *text = NULL;
 	uint64_t rev = 0, nrev = 0;
 	struct box b = {0};
-	int err = lost_read(workspace, id, &b, &rev, host);
+	int err = lost_read(workspace, id, &text, &b, &rev, host);
 
 	if (err < 0)
 		return err;
-	/* retired for good first: its host, back, does not adopt it (-ESTALE: it moved on) */
-	err = fleet_retire(&fleetd, id, host);
-	if (err < 0) {
-		box_record_free(&b);
-		return err == -ESTALE ? -ESTALE : -EIO;
-	}
-	/* retired, it is gone for good: its share back, its name and record go (a failure there
-	 * is said: a name left claimed, a record a list skips as not its host's any more) */
-	fleetd_quota_release_box(workspace, b.vcpus, b.mem_bytes, b.fs_capacity_bytes);
+	free(text);
+	/* its name first (on the revision read: asked again, it is the same), then retired for
+	 * good: its host, back, does not adopt it; only one delete retires it */
 	fleetd_name_key(workspace, b.name, key);
 	if (fleet_kv_get(&fleetd, fleetd_names.kv, key, named, sizeof(named), &nrev) == 0 &&
 	    strcmp(named, id) == 0 &&
-	    fleet_kv_delete_rev(&fleetd, fleetd_names.kv, key, nrev) == -EIO)
-		sd_log("fleet: the name of lost box %s stays claimed: %s", id, fleetd.err);
+	    fleet_kv_delete_rev(&fleetd, fleetd_names.kv, key, nrev) == -EIO) {
+		box_record_free(&b);
+		return -EIO;
+	}
+	err = fleet_retire(&fleetd, id, host);
+	if (err < 0) {
+		box_record_free(&b);
+		return err == -ENOENT || err == -ESTALE ? err : -EIO;
+	}
+	/* gone for good: its share back, its record goes (a failure said: a list skips a record
+	 * whose box is not its host's any more) */
+	fleetd_quota_release_box(workspace, b.vcpus, b.mem_bytes, b.fs_capacity_bytes);
 	snprintf(key, sizeof(key), "r.%s", id);
 	if (fleet_kv_delete_rev(&fleetd, boxes_kv.kv, key, rev) == -EIO)
 		sd_log("fleet: the record of lost box %s stays: %s", id, fleetd.err);

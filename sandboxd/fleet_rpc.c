@@ -150,7 +150,7 @@ struct call_job {
 	char key_id[SD_KEY_ID_LEN + 1];
 	/* out */
 	char released[SD_ID_LEN + 1]; /* forward: a released box's get, answered from its record */
-	char lost[SD_ID_LEN + 1];     /* forward: a lost host's box's get, the same */
+	char *lost; /* forward: a lost host's box's get, answered from its record (its text) */
 	uint64_t lost_ago_ms;
 	char (*alive)[FLEET_ID_MAX + 1]; /* list: the hosts the bucket has */
 	unsigned nalive;
@@ -248,7 +248,8 @@ static bool released_call(struct call_job *c, const char *id, char host[FLEET_ID
  * delete done here, anything else refused. */
 static void lost_call(struct call_job *c, const char *id, const char *host)
 {
-	int err = fleetd_lost_check(c->workspace, id);
+	char *text = NULL;
+	int err = fleetd_lost_fetch(c->workspace, id, &text);
 
 	if (err == -ENOENT) { /* none kept, or another workspace's: the same answer */
 		call_fail(c, 404, "NotFound", "Sandbox not found");
@@ -259,9 +260,10 @@ static void lost_call(struct call_job *c, const char *id, const char *host)
 		return;
 	}
 	if (c->method == M_GET && (c->kind_route == R_BOX || c->kind_route == R_BOX_STATUS)) {
-		memcpy(c->lost, id, sizeof(c->lost));
+		c->lost = text;
 		return;
 	}
+	free(text);
 	if (c->method == M_DELETE && c->kind_route == R_BOX) {
 		err = fleetd_lost_delete(c->workspace, id);
 		if (err == 0)
@@ -313,7 +315,7 @@ static void forward_run(struct call_job *c)
 	if (strcmp(host, FLEET_RELEASED) == 0 && !released_call(c, id, host))
 		return;
 	err = fleet_rpc_ask(host, c->msg, c->len, RPC_CALL_MS, &c->answer, &c->alen);
-	if (err < 0 && fleetd_host_lost(host, &c->lost_ago_ms))
+	if (err < 0 && fleetd_host_lost(host, &c->lost_ago_ms) == 1)
 		lost_call(c, id, host);
 	else if (err < 0)
 		call_fail(c, 503, "ServiceUnavailable",
@@ -459,9 +461,9 @@ static void call_done(struct sd_job *j)
 		if (c->alive)
 			fleetd_lost_list(c->workspace, c->merged, c->alive, c->nalive);
 	}
-	if (q && c->kind == CALL_FORWARD && (c->released[0] || c->lost[0])) {
-		json_t *o = c->lost[0] ? fleetd_lost_json(c->workspace, c->lost, c->lost_ago_ms)
-				       : fleetd_released_json(c->workspace, c->released);
+	if (q && c->kind == CALL_FORWARD && (c->released[0] || c->lost)) {
+		json_t *o = c->lost ? fleetd_lost_json(c->lost, c->lost_ago_ms)
+				    : fleetd_released_json(c->workspace, c->released);
 
 		if (!o)
 			req_reply_error(q, 404, "NotFound", "Sandbox not found");
@@ -486,6 +488,7 @@ static void call_done(struct sd_job *j)
 	json_decref(c->merged);
 	json_decref(c->body);
 	free(c->alive);
+	free(c->lost);
 	free(c->msg);
 	free(c->answer);
 	free(c);

@@ -5,11 +5,13 @@
  *
  * A host's own changes go out one at a time, in the order they were made: a capture's "ready"
  * is never overtaken by its "building" (the bucket would keep the older, and every other host
- * would show the snapshot building for ever). A capture's answer waits behind them, so that a
- * GET through any host right after it finds the record; and a GET by id that finds no copy
- * here reads the bucket itself, as this host's watcher may lag (its connection moving to
- * another node). That answer is made from the bucket's record without keeping it: a copy
- * kept then could outlive a delete the watcher brought meanwhile.
+ * would show the snapshot building for ever). A capture's answer, and a delete's, wait behind
+ * them, so that a GET through any host right after finds the record (or, mirrors a moment
+ * behind aside, not); and a GET by id that finds no copy here reads the bucket itself, as
+ * this host's watcher may lag (its connection moving to another node), unless its delete is
+ * still on its way. That answer is made from the bucket's record without keeping it: a copy
+ * kept then could outlive a delete the watcher brought meanwhile. Such reads are bounded (a
+ * tenant's GETs of made-up ids hold at most two of the fleet's call threads).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -69,9 +71,8 @@ struct out_job {
 	json_t *answer;
 };
 
-/* The loop's: the changes not yet sent, the first of them being sent when busy. */
-static struct out_job *out_head, *out_tail;
-static bool out_busy;
+/* The loop's: the changes not yet sent, and the one being sent (NULL: none). */
+static struct out_job *out_head, *out_tail, *out_cur;
 
 static void out_next(void);
 
@@ -95,13 +96,15 @@ static void out_done(struct sd_job *j)
 	struct out_job *o = (struct out_job *)j;
 	struct sd_req *q = o->pending ? pending_take(o->pending) : NULL;
 
-	if (q)
+	if (q && o->answer)
 		req_reply_json(q, 200, o->answer);
+	else if (q)
+		req_reply_raw(q, 204, "application/json", NULL, 0);
 	else
 		json_decref(o->answer);
 	free(o->text);
 	free(o);
-	out_busy = false;
+	out_cur = NULL;
 	out_next();
 }
 
@@ -109,12 +112,12 @@ static void out_next(void)
 {
 	struct out_job *o = out_head;
 
-	if (out_busy || !o)
+	if (out_cur || !o)
 		return;
 	out_head = o->next;
 	if (!out_head)
 		out_tail = NULL;
-	out_busy = true;
+	out_cur = o;
 	o->job.run = out_run;
 	o->job.done = out_done;
 	work_queue_class(&o->job, WORK_FLEET_BG);
@@ -145,13 +148,18 @@ static void snap_saved(const char *id, const char *record)
 	out_add(o);
 }
 
-/* snap_fleet_hooks.answer: q answered with body once the records before it are sent. */
+/* snap_fleet_hooks.answer: q answered with body (200; NULL: 204) once the records before it
+ * are sent. */
 static void snap_answer(struct sd_req *q, json_t *body)
 {
 	struct out_job *o = calloc(1, sizeof(*o));
 
-	if (!o) {
+	if (!o && body) {
 		req_reply_json(q, 200, body);
+		return;
+	}
+	if (!o) {
+		req_reply_raw(q, 204, "application/json", NULL, 0);
 		return;
 	}
 	if (!(o->pending = req_park(q))) {
@@ -163,11 +171,45 @@ static void snap_answer(struct sd_req *q, json_t *body)
 	out_add(o);
 }
 
+/* Whether snapshot id's delete is still on its way to the bucket (its record there is
+ * stale). */
+static bool delete_pending(const char *id)
+{
+	if (out_cur && !out_cur->text && strcmp(out_cur->id, id) == 0)
+		return true;
+	for (struct out_job *o = out_head; o; o = o->next)
+		if (!o->text && strcmp(o->id, id) == 0)
+			return true;
+	return false;
+}
+
 /* ---- a GET by id this host's copy does not answer: the bucket's record ---- */
+
+/* Lookups waiting on the bucket (the loop's): at most LOOK_MAX at once, LOOK_WS_MAX of one
+ * workspace, so that a tenant's GETs of made-up ids hold no more of WORK_FLEET's threads. */
+#define LOOK_MAX    4
+#define LOOK_WS_MAX 2
+static char looking[LOOK_MAX][SD_WORKSPACE_MAX + 1]; /* "": a free place */
+
+static int look_take(const char *workspace)
+{
+	int n = 0, free_at = -1;
+
+	for (int i = 0; i < LOOK_MAX; i++) {
+		if (!looking[i][0] && free_at < 0)
+			free_at = i;
+		n += looking[i][0] && strcmp(looking[i], workspace) == 0;
+	}
+	if (free_at < 0 || n >= LOOK_WS_MAX)
+		return -1;
+	snprintf(looking[free_at], sizeof(looking[0]), "%s", workspace);
+	return free_at;
+}
 
 struct look_job {
 	struct sd_job job;
 	struct sd_pending *pending;
+	int place; /* in looking[] */
 	char id[SD_ID_LEN + 1];
 	char text[SNAP_RECORD_MAX + 1];
 	int err;
@@ -187,7 +229,10 @@ static void look_done(struct sd_job *j)
 	struct look_job *l = (struct look_job *)j;
 	struct sd_req *q = pending_take(l->pending);
 
-	if (q && l->err == -EIO)
+	looking[l->place][0] = 0;
+	if (q && (l->err == 0 && delete_pending(l->id)))
+		req_reply_error(q, 404, "NotFound", "snapshot not found");
+	else if (q && l->err == -EIO)
 		req_reply_error(q, 503, "ServiceUnavailable",
 				"the fleet's snapshot records did not answer: try again");
 	else if (q)
@@ -199,15 +244,25 @@ static void look_done(struct sd_job *j)
 static void snap_lookup(struct sd_req *q, const char *id)
 {
 	struct look_job *l;
+	int place;
 
-	if (!fleet_is_uuid(id) || !(l = calloc(1, sizeof(*l)))) {
+	if (!fleet_is_uuid(id) || delete_pending(id)) {
 		snap_reply_record(q, id, NULL);
 		return;
 	}
-	if (!(l->pending = req_park(q))) {
+	if ((place = look_take(q->workspace)) < 0) {
+		req_reply_error(q, 429, "TooManyRequests",
+				"too many snapshot lookups at once: try again");
+		return;
+	}
+	if (!(l = calloc(1, sizeof(*l))) || !(l->pending = req_park(q))) {
+		looking[place][0] = 0;
+		if (!l)
+			req_reply_error(q, 503, "ServiceUnavailable", "out of memory");
 		free(l);
 		return;
 	}
+	l->place = place;
 	snprintf(l->id, sizeof(l->id), "%s", id);
 	l->job.run = look_run;
 	l->job.done = look_done;

@@ -156,19 +156,21 @@ void fleetd_lost_in(const char *id, const char *val, size_t len);
 /* On the loop: this host's ready boxes' records kept (fleetd_tick); a box forgotten here. */
 void fleetd_lost_tick(void);
 void fleetd_lost_forget(const struct box *b);
-/* On the loop: box id of workspace, failed for its host's loss ago_ms ago (NULL: none kept);
- * the lost boxes of workspace (their hosts not among the alive) appended to arr. */
-json_t *fleetd_lost_json(const char *workspace, const char *id, uint64_t ago_ms);
+/* On the loop: a lost box's record as fleetd_lost_fetch gave it, as the API's object failed
+ * for its host's loss ago_ms ago (NULL: not one); the lost boxes of workspace (their hosts
+ * not among the alive) appended to arr. */
+json_t *fleetd_lost_json(const char *text, uint64_t ago_ms);
 void fleetd_lost_list(const char *workspace, json_t *arr, char (*alive)[FLEET_ID_MAX + 1],
 		      unsigned nalive);
 /* Any thread: how long host has been without a beat here (since this host started, for one
  * never seen). */
 uint64_t fleetd_host_lapsed_ms(const char *host);
-/* On a worker: whether host is lost (its lapse in *ago_ms); lost box id of workspace deleted
- * (its name, ownership, share and record): 0, -ENOENT, -EIO. */
-bool fleetd_host_lost(const char *host, uint64_t *ago_ms);
-/* On a worker: whether lost box id is workspace's: 0, -ENOENT (or another's), -EIO. */
-int fleetd_lost_check(const char *workspace, const char *id);
+/* On a worker: whether host is lost: 1 (its lapse in *ago_ms), 0, -EIO (the bucket did not
+ * say). Lost box id of workspace: its record text (malloc'd) fetched, or the box deleted
+ * (its name, ownership retired, share and record): 0, -ENOENT (or another workspace's),
+ * -ESTALE (it moved meanwhile), -EIO. */
+int fleetd_host_lost(const char *host, uint64_t *ago_ms);
+int fleetd_lost_fetch(const char *workspace, const char *id, char **text);
 int fleetd_lost_delete(const char *workspace, const char *id);
 
 /* ---- fleet_quota.c: quotas across the fleet ---- */

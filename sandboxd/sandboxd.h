@@ -209,7 +209,8 @@ struct snap_fleet_hooks {
 	/* a record's JSON text at every snap_save, NULL when it is forgotten: every host's copy
 	 * follows */
 	void (*saved)(const char *id, const char *record);
-	/* q answered 200 with body (taken) once the records saved before it are in the fleet */
+	/* q answered 200 with body (taken; NULL: 204) once the records saved before it are in
+	 * the fleet */
 	void (*answer)(struct sd_req *q, json_t *body);
 	/* a GET of snapshot id this host has no copy of: the fleet's record, or 404 */
 	void (*lookup)(struct sd_req *q, const char *id);

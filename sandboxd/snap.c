@@ -427,7 +427,10 @@ static void snap_delete(struct sd_req *q, struct sd_snap *s)
 	else
 		snap_remove_image(s->image);
 	snap_forget(s);
-	req_reply_raw(q, 204, "application/json", NULL, 0);
+	if (snap_fleet_hooks)
+		snap_fleet_hooks->answer(q, NULL); /* once its delete is in the fleet */
+	else
+		req_reply_raw(q, 204, "application/json", NULL, 0);
 }
 
 void snap_handle(struct sd_req *q, json_t *o)
