@@ -116,6 +116,7 @@ struct out_job {
 	struct out_job *next;
 	char id[SD_ID_LEN + 1];
 	char *text; /* "HOST\nRECORD"; NULL: delete it while it names this host */
+	int err;
 };
 static struct out_job *out_head, *out_tail;
 static bool out_busy;
@@ -145,11 +146,16 @@ static void out_run(struct sd_job *j)
 	}
 	if (err < 0 && err != -ESTALE)
 		sd_log("fleet: box %s's record for a lost host: %s", o->id, fleetd.err);
+	o->err = err;
 }
 
 static void out_done(struct sd_job *j)
 {
 	struct out_job *o = (struct out_job *)j;
+	struct box *b = o->text && o->err < 0 ? box_by_id(o->id) : NULL;
+
+	if (b) /* not kept: put again at the next tick */
+		b->fleet_pub = false;
 
 	free(o->text);
 	free(o);
