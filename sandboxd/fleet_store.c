@@ -8,7 +8,11 @@
  * anything of, another's. Every host has the same fleet key file; it never leaves the host.
  *
  *   --store-endpoint URL --store-bucket NAME [--store-region R] --store-credentials FILE
- *   --fleet-key FILE [--chunk-kib N]
+ *   --fleet-key FILE [--chunk-kib N] [--store-cache-mib N]
+ *
+ * The host's chunk cache (store/chunk_cache.c, in service/chunk-cache, 2 GiB unless said; 0:
+ * none) keeps the chunks this host pushed and pulled: a box woken where it was stopped, or a
+ * snapshot sharing its image's chunks with one pulled before, fetches only what it lacks.
  *
  * FILE of the credentials: the access key id on its first line, the secret on its second.
  */
@@ -27,12 +31,15 @@
 
 #define KEY_FILE_MAX	  4096
 #define CHUNK_KIB_DEFAULT 1024
+#define CACHE_MIB_DEFAULT 2048
 
 static struct s3_conf s3c = {.region = "us-east-1", .timeout_ms = 60000};
 static char cred_file[4096], key_file[4096];
 static uint8_t fleet_key[32];
 static uint32_t chunk_size = CHUNK_KIB_DEFAULT << 10;
 static bool configured;
+static uint64_t cache_mib = CACHE_MIB_DEFAULT;
+static struct chunk_cache *cache; /* NULL: none */
 
 int fstore_option(const char *name, const char *val)
 {
@@ -63,6 +70,13 @@ int fstore_option(const char *name, const char *val)
 			return -1;
 		}
 		snprintf(dst, sizeof(cred_file), "%s", val);
+		return 1;
+	}
+	if (strcmp(name, "store-cache-mib") == 0) {
+		if (!parse_u64(val, 0, 1u << 24, &cache_mib)) {
+			fprintf(stderr, "sandboxd: --store-cache-mib takes 0 (none) to 16777216\n");
+			return -1;
+		}
 		return 1;
 	}
 	if (strcmp(name, "chunk-kib") == 0) {
@@ -110,8 +124,10 @@ static int fstore_open(struct fstore *h, const char *workspace, char *err, size_
 		snprintf(err, len, "the object store: %s", h->cs.err);
 		s3_close(&h->s3);
 		OPENSSL_cleanse(h->secret, sizeof(h->secret));
+		return r;
 	}
-	return r;
+	h->cs.cache = cache; /* (its own lock: every worker's handle shares it) */
+	return 0;
 }
 
 static void fstore_close(struct fstore *h)
@@ -159,9 +175,11 @@ static int pull(const char *workspace, const char *manifest, uint64_t min_gen,
 	if (r == -EEXIST) /* another create pulled it meanwhile */
 		r = 0;
 	if (r == 0)
-		sd_log("snapshot %s: pulled in %llu ms: %llu chunks (%llu bytes)", manifest,
-		       (unsigned long long)(sd_now_ms() - t0), (unsigned long long)h.cs.got_chunks,
-		       (unsigned long long)h.cs.got_bytes);
+		sd_log("snapshot %s: pulled in %llu ms: %llu chunks (%llu bytes), %llu from the "
+		       "cache",
+		       manifest, (unsigned long long)(sd_now_ms() - t0),
+		       (unsigned long long)h.cs.got_chunks, (unsigned long long)h.cs.got_bytes,
+		       (unsigned long long)h.cs.cache_hits);
 	fstore_close(&h);
 	return r;
 }
@@ -225,8 +243,17 @@ int fstore_start(void)
 		return r;
 	}
 	s3_close(&s3);
+	if (cache_mib) {
+		char dir[4200];
+
+		snprintf(dir, sizeof(dir), "%s/chunk-cache", sd_dir());
+		if ((r = chunk_cache_open(dir, cache_mib << 20, &cache)) < 0) {
+			sd_log("the chunk cache %s: %s", dir, strerror(-r));
+			return r;
+		}
+	}
 	snap_store_hooks = &hooks;
-	sd_log("snapshots go to %s, bucket %s, in chunks of %u KiB", s3c.endpoint, s3c.bucket,
-	       chunk_size >> 10);
+	sd_log("snapshots go to %s, bucket %s, in chunks of %u KiB (a cache of %llu MiB here)",
+	       s3c.endpoint, s3c.bucket, chunk_size >> 10, (unsigned long long)cache_mib);
 	return 0;
 }

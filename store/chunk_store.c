@@ -149,6 +149,8 @@ int chunk_put(struct chunk_store *cs, const void *data, size_t len, uint8_t hash
 		set_add(cs->known, oid);
 		cs->skip_chunks++;
 		cs->skip_bytes += len + CHUNK_SEAL_EXTRA;
+		if (cs->cache) /* (a later pull here of what was pushed: no fetch) */
+			(void)chunk_cache_put(cs->cache, oid, data, len);
 		return 0;
 	}
 	if (err != -ENOENT)
@@ -167,6 +169,8 @@ int chunk_put(struct chunk_store *cs, const void *data, size_t len, uint8_t hash
 	set_add(cs->known, oid);
 	cs->put_chunks++;
 	cs->put_bytes += len + CHUNK_SEAL_EXTRA;
+	if (cs->cache)
+		(void)chunk_cache_put(cs->cache, oid, data, len);
 	return 0;
 }
 

@@ -392,6 +392,9 @@ def corruption(t, key, live):
                   if i not in (getattr(t, "drained", 0), getattr(t, "killed", 0)))
     sh("rm", "-rf", os.path.join(t.home(c_host), "snapshots",
                                  "api-" + snap["id"].replace("-", "")))
+    cache = os.path.join(t.home(c_host), "service", "chunk-cache")  # (its chunks too)
+    for f in os.listdir(cache) if os.path.isdir(cache) else []:
+        os.unlink(os.path.join(cache, f))
     try:
         freed = free_slot_on(t, key, live, c_host) if n else False
     except StopIteration:
@@ -685,6 +688,13 @@ def main():
             host_failure(t, key, live)
             if getattr(t, "snap", None):
                 corruption(t, key, live)
+            pulls = [ln for i in range(1, HOSTS + 1) for ln in t.log(i).splitlines()
+                     if ": pulled in " in ln]
+            hits = [int(ln.rsplit(" from the cache", 1)[0].rsplit(" ", 1)[1]) for ln in pulls
+                    if ln.endswith(" from the cache")]
+            check(len(hits) == len(pulls) > 0 and max(hits) > 0,
+                  "the hosts' chunk caches: %d pulls, chunks from the cache %s" % (
+                      len(pulls), hits))
     except Exception as e:  # the topology failed: said, and the logs shown
         check(False, "the topology: %s" % e)
     finally:
