@@ -15,7 +15,18 @@
 #include "fleet.h"
 #include "fleet_int.h"
 
-#define KV_TRIES 40 /* no answer (a leader elected, a node lost): asked again, 50 ms apart */
+/* no answer (a leader elected after a node's loss: seconds, more on a loaded machine): asked
+ * again, 100 ms apart, for up to this long */
+#define KV_RETRY_MS 10000
+
+/* After a try that had no answer: whether to try again (after a pause) before until. */
+static bool kv_again(uint64_t until)
+{
+	if (fleet_now_ms() >= until)
+		return false;
+	nats_Sleep(100);
+	return true;
+}
 
 bool fleet_key_ok(const char *k)
 {
@@ -39,11 +50,12 @@ int fleet_kv_open(struct fleet *f, const char *name, size_t val_max, struct flee
 	if (val_max < 64 || val_max > FLEET_VAL_MAX)
 		return fleet_fail(f, -EINVAL, "fleet: a bucket's values are 64 to %d bytes",
 				  FLEET_VAL_MAX);
-	for (int i = 0; i < KV_TRIES; i++) {
+	for (uint64_t until = fleet_now_ms() + KV_RETRY_MS;;) {
 		s = fleet_bucket(f, name, 0, (int32_t)(val_max + 512), &b->kv);
 		if (s == NATS_OK)
 			return 0;
-		nats_Sleep(50);
+		if (!kv_again(until))
+			break;
 	}
 	return fleet_fail(f, -EIO, "fleet: the bucket %s: %s", name, natsStatus_GetText(s));
 }
@@ -73,11 +85,12 @@ int fleet_kv_get(struct fleet *f, void *kv, const char *key, char *val, size_t c
 
 	if (err < 0)
 		return err;
-	for (int i = 0; i < KV_TRIES; i++) {
+	for (uint64_t until = fleet_now_ms() + KV_RETRY_MS;;) {
 		s = kvStore_Get(&e, (kvStore *)kv, key);
 		if (s == NATS_OK || s == NATS_NOT_FOUND)
 			break;
-		nats_Sleep(50);
+		if (!kv_again(until))
+			break;
 	}
 	if (s == NATS_NOT_FOUND)
 		return -ENOENT;
@@ -107,7 +120,7 @@ int fleet_kv_create(struct fleet *f, void *kv, const char *key, const char *val,
 		free(now);
 		return err < 0 ? err : -ENOMEM;
 	}
-	for (int i = 0; i < KV_TRIES; i++) {
+	for (uint64_t until = fleet_now_ms() + KV_RETRY_MS;;) {
 		natsStatus s = kvStore_CreateString(&r, (kvStore *)kv, key, val);
 
 		if (s == NATS_OK) {
@@ -134,7 +147,8 @@ int fleet_kv_create(struct fleet *f, void *kv, const char *key, const char *val,
 			free(now);
 			return err;
 		}
-		nats_Sleep(50);
+		if (!kv_again(until))
+			break;
 	}
 	free(now);
 	return fleet_fail(f, -EIO, "fleet: %s: the bucket did not answer", key);
@@ -148,11 +162,12 @@ int fleet_kv_put(struct fleet *f, void *kv, const char *key, const char *val)
 
 	if (err < 0)
 		return err;
-	for (int i = 0; i < KV_TRIES; i++) {
+	for (uint64_t until = fleet_now_ms() + KV_RETRY_MS;;) {
 		s = kvStore_PutString(&r, (kvStore *)kv, key, val);
 		if (s == NATS_OK)
 			return 0;
-		nats_Sleep(50);
+		if (!kv_again(until))
+			break;
 	}
 	return fleet_fail(f, -EIO, "fleet: %s: %s", key, natsStatus_GetText(s));
 }
@@ -182,11 +197,12 @@ int fleet_kv_delete(struct fleet *f, void *kv, const char *key)
 
 	if (err < 0)
 		return err;
-	for (int i = 0; i < KV_TRIES; i++) {
+	for (uint64_t until = fleet_now_ms() + KV_RETRY_MS;;) {
 		s = kvStore_Delete((kvStore *)kv, key);
 		if (s == NATS_OK)
 			return 0;
-		nats_Sleep(50);
+		if (!kv_again(until))
+			break;
 	}
 	return fleet_fail(f, -EIO, "fleet: %s: %s", key, natsStatus_GetText(s));
 }
@@ -209,13 +225,12 @@ int fleet_kv_delete_rev(struct fleet *f, void *kv, const char *key, uint64_t rev
 	s = natsMsg_Create(&m, subject, NULL, NULL, 0);
 	if (s == NATS_OK)
 		s = natsMsgHeader_Set(m, "KV-Operation", "DEL");
-	for (int i = 0; s == NATS_OK || (s == NATS_NO_RESPONDERS && i < KV_TRIES); i++) {
-		if (i)
-			nats_Sleep(50);
+	for (uint64_t until = fleet_now_ms() + KV_RETRY_MS; s == NATS_OK;) {
 		jerr = 0;
 		s = js_PublishMsg(NULL, (jsCtx *)f->js, m, &po, &jerr);
-		if (s != NATS_NO_RESPONDERS)
+		if (s != NATS_NO_RESPONDERS || !kv_again(until))
 			break;
+		s = NATS_OK;
 	}
 	natsMsg_Destroy(m);
 	if (s == NATS_OK)

@@ -28,11 +28,12 @@
 #include "fleet.h"
 #include "fleet_int.h"
 
-#define HDR_BOX	      "Sandbox-Box"
-#define HDR_REPLY     "Sandbox-Reply"
-#define HDR_WAKE      "Sandbox-Wake" /* a wake's release: the SEQ of "released:SEQ" */
-#define INBOX_MAX     128
-#define OWNER_VAL_MAX (FLEET_ID_MAX + 22) /* HOST:SEQ */
+#define HDR_BOX		 "Sandbox-Box"
+#define HDR_REPLY	 "Sandbox-Reply"
+#define HDR_WAKE	 "Sandbox-Wake" /* a wake's release: the SEQ of "released:SEQ" */
+#define INBOX_MAX	 128
+#define OWNER_VAL_MAX	 (FLEET_ID_MAX + 22) /* HOST:SEQ */
+#define PUBLISH_RETRY_MS 15000 /* a publish answered "no responders": a leader elected */
 
 /* A fleet_place call waiting for a host's answer. */
 struct fleet_wait {
@@ -317,7 +318,7 @@ static int place_wait(struct fleet *f, struct fleet_wait *w, uint64_t deadline)
 /* Publish the create for w (its id as the message id; a wake's: the id and its release, so
  * that hosts waking it at once publish one message): w->seq. */
 static int place_publish(struct fleet *f, struct fleet_wait *w, const void *req, size_t len,
-			 uint64_t wake, char *err, size_t err_len)
+			 uint64_t wake, uint64_t deadline, char *err, size_t err_len)
 {
 	char msg_id[FLEET_ID_MAX + 24], wake_text[24];
 
@@ -340,11 +341,16 @@ static int place_publish(struct fleet *f, struct fleet_wait *w, const void *req,
 		s = natsMsgHeader_Set(m, HDR_REPLY, reply);
 	if (s == NATS_OK && wake)
 		s = natsMsgHeader_Set(m, HDR_WAKE, wake_text);
-	/* no responders: the stream's leader is being elected (a node lost, a new cluster):
-	 * asked again for up to 2 s */
-	for (int i = 0; s == NATS_OK || (s == NATS_NO_RESPONDERS && i < 40); i++) {
+	/* no responders: the stream's leader is being elected (a node lost, a new cluster:
+	 * seconds, more on a loaded machine): asked again until the caller's deadline, for up to
+	 * PUBLISH_RETRY_MS */
+	uint64_t until = fleet_now_ms() + PUBLISH_RETRY_MS;
+
+	if (deadline && deadline < until)
+		until = deadline;
+	for (int i = 0; s == NATS_OK || (s == NATS_NO_RESPONDERS && fleet_now_ms() < until); i++) {
 		if (i)
-			nats_Sleep(50);
+			nats_Sleep(100);
 		jsPubAck_Destroy(pa);
 		pa = NULL;
 		s = js_PublishMsg(&pa, (jsCtx *)f->js, m, &po, &jerr);
@@ -418,7 +424,7 @@ static int place_publish_wait(struct fleet *f, struct fleet_wait *w, const char 
 	w->next = f->waits;
 	f->waits = w;
 	pthread_mutex_unlock(&f->lock);
-	ret = place_publish(f, w, req, len, wake, err, err_len);
+	ret = place_publish(f, w, req, len, wake, deadline, err, err_len);
 	if (ret == 0)
 		ret = place_wait(f, w, deadline);
 	pthread_mutex_lock(&f->lock);

@@ -54,6 +54,15 @@ ldd "$sandboxd" | awk '/=> \// { print $3 } /ld-linux/ { print $1 }' |
 	sort -u | while read -r l; do cp -L "$l" "$libs/"; done
 mkdir -p "$libs/bin"
 cp -L "$nats" "$libs/bin/"
+# The LangSmith JS client's scenario (tests/service) runs in there too: node and the client
+# (tools/dev setup fetches it) go in at their paths
+node=$(command -v node) || node=""
+modules=$("$top/tools/dev" node-paths 2>/dev/null | sed -n 's/^with_ws=\([^ ]*\) .*/\1/p')
+node_add=""
+if [ -n "$node" ] && [ -d "$modules" ]; then
+	node=$(readlink -f "$node")
+	node_add="--add $node --add $modules --add $top/tests/service --add $top/docs/api.md -e FLEET_NODE=$node -e FLEET_NODE_MODULES=$modules"
+fi
 FLEET_SANDBOXD=$sandboxd FLEET_LIBS=$libs \
-	SANDBOX_GUEST_DEVHOST="--own-l1 --timeout 1500 --memory 6144 --add $libs --add $here --add $top/tools/bench -e FLEET_SANDBOXD=$sandboxd -e FLEET_LIBS=$libs -e FLEET_BENCH=${FLEET_BENCH:-}" \
+	SANDBOX_GUEST_DEVHOST="--own-l1 --timeout 1500 --memory 6144 --add $libs --add $here --add $top/tools/bench $node_add -e FLEET_SANDBOXD=$sandboxd -e FLEET_LIBS=$libs -e FLEET_BENCH=${FLEET_BENCH:-}" \
 	"$top/tests/integration/sandbox_guest.sh" "$0" "$@"

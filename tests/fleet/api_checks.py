@@ -238,6 +238,44 @@ def wait_up(key):
             time.sleep(0.3)
 
 
+def node_scenario(t):
+    """The LangSmith JS client, unchanged (tests/service/scenario.mjs, the service issue's
+    scenario), against the fleet through one host (fh2): its sandboxes placed on all three,
+    their dataplanes through their owners. Workspaces node1, and node2 with a fleet-wide quota
+    of one sandbox."""
+    node, modules = os.environ.get("FLEET_NODE"), os.environ.get("FLEET_NODE_MODULES")
+    if not node or not modules:
+        check(False, "the Node scenario: no node or LangSmith client given (FLEET_NODE, "
+              "FLEET_NODE_MODULES: tools/dev setup fetches them)")
+        return
+    k1, k2 = t.key("node1"), t.key("node2")
+    argv, env = t.sandboxd(1, "quota", "set", "node2", "sandboxes=1", "--fleet", t.servers,
+                           ns=False)
+    subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, check=True)
+    wait_up(k1)
+    wait_up(k2)
+    here = os.path.dirname(os.path.abspath(__file__))
+    scenario = os.path.join(here, "..", "service", "scenario.mjs")
+    t0 = time.time()
+    p = subprocess.run(
+        [node, scenario], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        timeout=900, env=dict(os.environ, SANDBOXD_URL="http://%s.12:%d" % (NET, API_PORT),
+                              SANDBOXD_KEY=k1, SANDBOXD_KEY2=k2, SCENARIO_CHECK_TIMEOUT_S="300",
+                              SCENARIO_NODE_MODULES=modules))
+    for k in (k1, k2):  # (what it left: the slots are the checks' after it)
+        st, lst = api(1, k, "GET", "/v2/sandboxes/boxes")
+        for b in lst.get("sandboxes", []) if st == 200 else []:
+            api(1, k, "DELETE", "/v2/sandboxes/boxes/%s" % b["id"])
+    lines = p.stdout.splitlines()
+    oks = [ln for ln in lines if ln.startswith("ok ")]
+    bad = [ln for ln in lines if ln.startswith("FAIL")]
+    check(p.returncode == 0 and oks and not bad,
+          "the LangSmith JS client's scenario through fh2: %d checks ok in %.0f s%s" % (
+              len(oks), time.time() - t0,
+              "" if p.returncode == 0 and not bad else
+              " (exit %d): %s" % (p.returncode, "\n  ".join((bad or lines[-20:])[:40]))))
+
+
 def creates(key):
     results = {}
     lock = threading.Semaphore(2)
@@ -592,6 +630,7 @@ def main():
             t.serve(i)
         wait_up(key)
         check(True, "one key made with `keys create --fleet` answers on fh1, fh2 and fh3")
+        node_scenario(t)
 
         res = creates(key)
         ready = {n: r[1] for n, r in res.items() if r[0] == 200 and isinstance(r[1], dict)
