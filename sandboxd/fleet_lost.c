@@ -113,15 +113,11 @@ void fleetd_lost_in(const char *id, const char *val, size_t len)
 
 struct out_job {
 	struct sd_job job;
-	struct out_job *next;
 	char id[SD_ID_LEN + 1];
 	char *text; /* "HOST\nRECORD"; NULL: delete it while it names this host */
 	int err;
 };
-static struct out_job *out_head, *out_tail;
-static bool out_busy;
-
-static void out_next(void);
+static struct work_serial out = {.c = WORK_FLEET_BG};
 
 static void out_run(struct sd_job *j)
 {
@@ -156,26 +152,9 @@ static void out_done(struct sd_job *j)
 
 	if (b) /* not kept: put again at the next tick */
 		b->fleet_pub = false;
-
 	free(o->text);
 	free(o);
-	out_busy = false;
-	out_next();
-}
-
-static void out_next(void)
-{
-	struct out_job *o = out_head;
-
-	if (out_busy || !o)
-		return;
-	out_head = o->next;
-	if (!out_head)
-		out_tail = NULL;
-	out_busy = true;
-	o->job.run = out_run;
-	o->job.done = out_done;
-	work_queue_class(&o->job, WORK_FLEET_BG);
+	work_serial_next(&out);
 }
 
 static void out_add(const char *id, char *text)
@@ -188,12 +167,9 @@ static void out_add(const char *id, char *text)
 	}
 	snprintf(o->id, sizeof(o->id), "%s", id);
 	o->text = text;
-	if (out_tail)
-		out_tail->next = o;
-	else
-		out_head = o;
-	out_tail = o;
-	out_next();
+	o->job.run = out_run;
+	o->job.done = out_done;
+	work_serial_add(&out, &o->job);
 }
 
 void fleetd_lost_tick(void)

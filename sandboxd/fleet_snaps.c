@@ -64,17 +64,14 @@ static void on_snap(void *arg, const char *key, const char *val, size_t len)
 
 struct out_job {
 	struct sd_job job;
-	struct out_job *next;
 	char id[SD_ID_LEN + 1]; /* "": no record, an answer only */
 	char *text;		/* NULL: deleted */
 	struct sd_pending *pending;
 	json_t *answer;
 };
 
-/* The loop's: the changes not yet sent, and the one being sent (NULL: none). */
-static struct out_job *out_head, *out_tail, *out_cur;
-
-static void out_next(void);
+/* The changes not yet sent, and the one being sent. */
+static struct work_serial out = {.c = WORK_FLEET_BG};
 
 static void out_run(struct sd_job *j)
 {
@@ -104,33 +101,14 @@ static void out_done(struct sd_job *j)
 		json_decref(o->answer);
 	free(o->text);
 	free(o);
-	out_cur = NULL;
-	out_next();
-}
-
-static void out_next(void)
-{
-	struct out_job *o = out_head;
-
-	if (out_cur || !o)
-		return;
-	out_head = o->next;
-	if (!out_head)
-		out_tail = NULL;
-	out_cur = o;
-	o->job.run = out_run;
-	o->job.done = out_done;
-	work_queue_class(&o->job, WORK_FLEET_BG);
+	work_serial_next(&out);
 }
 
 static void out_add(struct out_job *o)
 {
-	if (out_tail)
-		out_tail->next = o;
-	else
-		out_head = o;
-	out_tail = o;
-	out_next();
+	o->job.run = out_run;
+	o->job.done = out_done;
+	work_serial_add(&out, &o->job);
 }
 
 /* snap_fleet_hooks.saved: a record saved (NULL: forgotten) here goes to the bucket. */
@@ -175,11 +153,15 @@ static void snap_answer(struct sd_req *q, json_t *body)
  * stale). */
 static bool delete_pending(const char *id)
 {
-	if (out_cur && !out_cur->text && strcmp(out_cur->id, id) == 0)
+	const struct out_job *o = (const struct out_job *)out.cur;
+
+	if (o && o->id[0] && !o->text && strcmp(o->id, id) == 0)
 		return true;
-	for (struct out_job *o = out_head; o; o = o->next)
-		if (!o->text && strcmp(o->id, id) == 0)
+	for (const struct sd_job *j = out.head; j; j = j->next) {
+		o = (const struct out_job *)j;
+		if (o->id[0] && !o->text && strcmp(o->id, id) == 0)
 			return true;
+	}
 	return false;
 }
 

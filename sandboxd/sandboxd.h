@@ -653,6 +653,16 @@ enum work_class { WORK_LIFECYCLE, WORK_IO, WORK_FLEET, WORK_FLEET_BG, WORK_CLASS
 int work_start(unsigned nlifecycle, unsigned nio, struct lws_context *ctx) __must_check;
 /* n more threads for class c (after work_start). */
 int work_add_threads(enum work_class c, unsigned n) __must_check;
+/* Jobs run one at a time in the order added, on class c's threads: a record's put never
+ * overtaken by an older one. The loop's: work_serial_add on the loop, and each job's done
+ * calls work_serial_next once it is finished with (before or after freeing the job). */
+struct work_serial {
+	struct sd_job *head, *tail; /* waiting */
+	struct sd_job *cur;	    /* running (NULL: none) */
+	enum work_class c;
+};
+void work_serial_add(struct work_serial *s, struct sd_job *j);
+void work_serial_next(struct work_serial *s);
 /* From any thread: j's done runs on the loop (j->run is not called). */
 void work_post(struct sd_job *j);
 /* Queue `j` (a lifecycle job); its done runs on the loop later. */

@@ -98,6 +98,28 @@ void work_queue_class(struct sd_job *j, enum work_class c)
 	pthread_mutex_unlock(&q_lock);
 }
 
+void work_serial_next(struct work_serial *s)
+{
+	struct sd_job *j = s->head;
+
+	s->cur = NULL;
+	if (!j)
+		return;
+	s->head = j->next;
+	if (!s->head)
+		s->tail = NULL;
+	j->next = NULL;
+	s->cur = j;
+	work_queue_class(j, s->c);
+}
+
+void work_serial_add(struct work_serial *s, struct sd_job *j)
+{
+	push(&s->head, &s->tail, j);
+	if (!s->cur)
+		work_serial_next(s);
+}
+
 void work_queue(struct sd_job *j)
 {
 	work_queue_class(j, WORK_LIFECYCLE);
