@@ -3,9 +3,9 @@
  * The boxes of a lost host (fleetd.h, docs/fleet.md "How it fails"). Every host keeps, for
  * each box it runs, the box's record in the bucket sandbox_boxes as r.<id> (its value: the
  * host's id, a newline, the record; b.<id> is a released box's, fleet_moves.c): put when the
- * box is first seen ready here and when it is renamed, deleted when it is forgotten here (only
- * while it still names this host: a box woken elsewhere has its new host's). Every host follows
- * them on its loop.
+ * box is first seen ready here and when it changes (a PATCH, a rename), deleted when it is
+ * forgotten here (only while it still names this host: a box woken elsewhere has its new
+ * host's). Every host follows them on its loop.
  *
  * A host is lost when it has not beaten for LOST_MS by this host's copy and the hosts bucket
  * agrees it is gone (a lagging watcher alone never loses a host). A box of a lost host is then
@@ -178,13 +178,15 @@ void fleetd_lost_tick(void)
 		return;
 	for (struct box *b = box_first(); b; b = b->next) {
 		if (b->status != BOX_READY || b->released ||
-		    (b->fleet_pub && strcmp(b->fleet_pub_name, b->name) == 0))
-			continue;
+		    (b->fleet_pub && b->fleet_pub_ms == b->updated_ms &&
+		     strcmp(b->fleet_pub_name, b->name) == 0))
+			continue; /* (kept as it is: a PATCH, a rename put it again) */
 		char *record = box_record(b), *text = NULL;
 		size_t rl = record ? strlen(record) : 0;
 
 		b->fleet_pub = true; /* (once: a record too large is said once) */
 		snprintf(b->fleet_pub_name, sizeof(b->fleet_pub_name), "%s", b->name);
+		b->fleet_pub_ms = b->updated_ms;
 		if (rl > RECORD_MAX - FLEET_ID_MAX - 2 || !(text = malloc(FLEET_ID_MAX + 2 + rl))) {
 			sd_log("fleet: box %s's record is too large to be kept for a lost host",
 			       b->id);

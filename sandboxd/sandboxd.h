@@ -143,7 +143,8 @@ struct box {
 			      it), the same wherever it moves; "" for this host's */
 	bool released;	   /* gone into the store, let go: forgotten here, not deleted */
 	bool fleet_pub;	   /* its record kept in the fleet for a loss of this host, */
-	char fleet_pub_name[SD_NAME_MAX + 1]; /* under this name */
+	char fleet_pub_name[SD_NAME_MAX + 1]; /* under this name, */
+	uint64_t fleet_pub_ms;		      /* as it was at this updated_ms */
 	struct box *next;
 };
 /* The boxes of this host, loaded from service/boxes at start. */
