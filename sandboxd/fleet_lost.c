@@ -7,7 +7,7 @@
  * forgotten here (only while it still names this host: a box woken elsewhere has its new
  * host's). Every host follows them on its loop.
  *
- * A host is lost when it has not beaten for LOST_MS by this host's copy and the hosts bucket
+ * A host is lost when it has not beaten for FLEETD_LOST_MS (20 s) by this host's copy and the hosts bucket
  * agrees it is gone (a lagging watcher alone never loses a host). A box of a lost host is then
  * answered for by any host from its record: a get or a list shows it failed, naming its host;
  * a delete frees its name, ownership and share of the workspace's quotas; anything else is
