@@ -7,9 +7,9 @@
  * forgotten here (only while it still names this host: a box woken elsewhere has its new
  * host's). Every host follows them on its loop.
  *
- * A host is lost when it has not beaten for FLEETD_LOST_MS (20 s) by this host's copy and the hosts bucket
- * agrees it is gone (a lagging watcher alone never loses a host). A box of a lost host is then
- * answered for by any host from its record: a get or a list shows it failed, naming its host;
+ * A host is lost when it has not beaten for FLEETD_LOST_MS (20 s) by this host's copy and the hosts
+ * bucket agrees it is gone (a lagging watcher alone never loses a host). A box of a lost host is
+ * then answered for by any host from its record: a get or a list shows it failed, naming its host;
  * a delete frees its name, ownership and share of the workspace's quotas; anything else is
  * refused. Its VMM may still run there (the host's sandboxd died, not its machine): a sandboxd
  * restarted there adopts only the boxes whose ownership still names it (fleetd_adopt_filter).
