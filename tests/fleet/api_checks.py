@@ -330,10 +330,11 @@ def boxes_on(t, host):
     return names
 
 
-def free_slot_on(t, key, live, host):
-    """Delete one box running on host (one of live, name -> box, when it has one there), so
-    that the fleet's only free slot is there. StopIteration: host runs none."""
-    on = boxes_on(t, host)
+def free_slot_on(t, key, live, host, keep=()):
+    """Delete one box running on host (one of live, name -> box, when it has one there; never
+    one named in keep), so that the fleet's only free slot is there. StopIteration: host runs
+    none."""
+    on = [n for n in boxes_on(t, host) if n not in keep]
     victim = next(iter([n for n in on if n in live] + on))
     st, _ = api(host, key, "DELETE", "/v2/sandboxes/boxes/%s" % victim)
     live.pop(victim, None)

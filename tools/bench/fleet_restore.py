@@ -103,7 +103,7 @@ def main():
         for r in range(ROUNDS):
             for want, out in ((here, local), (other, eager)):
                 pool = {n: b for n, b in live.items() if n != "src"}
-                ac.free_slot_on(key, pool, want)  # (pops the one it deleted)
+                ac.free_slot_on(t, key, pool, want, keep=("src",))  # (pops the one it deleted)
                 live = dict(pool, src=src)
                 ms, got, b = timed_restore(key, s1, "r%d-%d" % (r, want))
                 if got != want:
@@ -113,6 +113,9 @@ def main():
             # the other host's pulled copy goes: the next round there pulls afresh (eager),
             # as a host that never saw the snapshot would
             ac.sh("rm", "-rf", pulled)
+            cache = os.path.join(t.home(other), "service", "chunk-cache")  # (its chunks too)
+            for f in os.listdir(cache) if os.path.isdir(cache) else []:
+                os.unlink(os.path.join(cache, f))
         ac.say("restore_local rounds (ms): %s" % " ".join("%.0f" % x for x in local))
         ac.say("restore_eager rounds (ms): %s" % " ".join("%.0f" % x for x in eager))
         print("fleet restore_local_ms=%.0f restore_eager_ms=%.0f second_snapshot_ratio=%.4f "
