@@ -96,15 +96,15 @@ int fleet_take(struct fleet *f, int wait_ms, struct fleet_req *r)
  * queue makes libnats ask for more). */
 void fleet_shed(struct fleet *f);
 
-/* The host side: box id (this host's) suspended into the store: its owner becomes
- * "released:SEQ" (*release = SEQ), on the revision read. -EPERM: another host's; -ESTALE: it
- * was taken meanwhile. */
 /* Box id of lost host `host` deleted through another host: its owner becomes
  * "unschedulable:SEQ" for good, on the revision read (a sandboxd restarted on that host does
  * not adopt it; a redelivered create of it is terminated). 0, -ESTALE (not host's now), -ENOENT
  * (retired already, or no one's), -EIO. */
 int fleet_retire(struct fleet *f, const char *id, const char *host)
 	__attribute__((warn_unused_result));
+/* The host side: box id (this host's) suspended into the store: its owner becomes
+ * "released:SEQ" (*release = SEQ), on the revision read. -EPERM: another host's; -ESTALE: it
+ * was taken meanwhile. */
 int fleet_release(struct fleet *f, const char *id, uint64_t *release)
 	__attribute__((warn_unused_result));
 /* The API side: wake released box id on a host with room, as fleet_place does a create (its

@@ -47,6 +47,20 @@ static unsigned bucket_of(const char *id)
 	return h % LOST_BUCKETS;
 }
 
+/* A record's value "HOST\nRECORD": its host into host, *record the rest. 0, or -EBADMSG (no
+ * host id first). */
+static int split_value(const char *text, char host[FLEET_ID_MAX + 1], const char **record)
+{
+	const char *nl = strchr(text, '\n');
+
+	if (!nl || (size_t)(nl - text) > FLEET_ID_MAX)
+		return -EBADMSG;
+	memcpy(host, text, (size_t)(nl - text));
+	host[nl - text] = 0;
+	*record = nl + 1;
+	return fleet_id_ok(host) ? 0 : -EBADMSG;
+}
+
 /* ---- the bucket's r. records into this host's copy ---- */
 
 struct in_job {
@@ -58,10 +72,12 @@ struct in_job {
 static void in_done(struct sd_job *j)
 {
 	struct in_job *r = (struct in_job *)j;
-	struct running **pp = &runs[bucket_of(r->id)], *x;
+	unsigned k = bucket_of(r->id);
+	struct running **pp = &runs[k], *x;
 	struct box b = {0};
-	char *nl = r->text ? strchr(r->text, '\n') : NULL;
-	size_t len = nl ? strlen(nl + 1) : 0;
+	char host[FLEET_ID_MAX + 1];
+	const char *record = NULL;
+	size_t len = 0;
 
 	while ((x = *pp) && strcmp(x->id, r->id) != 0)
 		pp = &x->next;
@@ -71,21 +87,22 @@ static void in_done(struct sd_job *j)
 		free(x->record);
 		free(x);
 	}
-	if (nl && (size_t)(nl - r->text) <= FLEET_ID_MAX && runs_bytes + len <= LOST_BYTES_MAX) {
-		*nl = 0;
-		if (fleet_id_ok(r->text) && box_parse_record(nl + 1, &b) == 0 &&
-		    strcmp(b.id, r->id) == 0 && (x = calloc(1, sizeof(*x)))) {
+	if (r->text && split_value(r->text, host, &record) == 0)
+		len = strlen(record);
+	if (record && runs_bytes + len <= LOST_BYTES_MAX) {
+		if (box_parse_record(record, &b) == 0 && strcmp(b.id, r->id) == 0 &&
+		    (x = calloc(1, sizeof(*x)))) {
 			memcpy(x->id, b.id, sizeof(x->id));
 			memcpy(x->workspace, b.workspace, sizeof(x->workspace));
-			snprintf(x->host, sizeof(x->host), "%s", r->text);
-			x->record = strdup(nl + 1);
+			memcpy(x->host, host, sizeof(x->host));
+			x->record = strdup(record);
 			if (!x->record) {
 				free(x);
 			} else {
 				x->bytes = len;
 				runs_bytes += len;
-				x->next = runs[bucket_of(r->id)];
-				runs[bucket_of(r->id)] = x;
+				x->next = runs[k];
+				runs[k] = x;
 			}
 		}
 		box_record_free(&b);
@@ -228,14 +245,10 @@ static json_t *lost_json(const char *record, const char *host, uint64_t ago_ms)
 
 json_t *fleetd_lost_json(const char *text, uint64_t ago_ms)
 {
-	const char *nl = strchr(text, '\n');
 	char host[FLEET_ID_MAX + 1];
+	const char *record;
 
-	if (!nl || (size_t)(nl - text) > FLEET_ID_MAX)
-		return NULL;
-	memcpy(host, text, (size_t)(nl - text));
-	host[nl - text] = 0;
-	return lost_json(nl + 1, host, ago_ms);
+	return split_value(text, host, &record) == 0 ? lost_json(record, host, ago_ms) : NULL;
 }
 
 void fleetd_lost_list(const char *workspace, json_t *arr, char (*alive)[FLEET_ID_MAX + 1],
@@ -283,7 +296,8 @@ int fleetd_host_lost(const char *host, uint64_t *ago_ms)
 static int lost_read(const char *workspace, const char *id, char **text, struct box *b,
 		     uint64_t *rev, char host[FLEET_ID_MAX + 1])
 {
-	char key[48], *t = malloc(RECORD_MAX + 1), *nl;
+	char key[48], *t = malloc(RECORD_MAX + 1);
+	const char *record;
 	int err;
 
 	*text = NULL;
@@ -291,14 +305,8 @@ static int lost_read(const char *workspace, const char *id, char **text, struct 
 		return -ENOMEM;
 	snprintf(key, sizeof(key), "r.%s", id);
 	err = fleet_kv_get(&fleetd, boxes_kv.kv, key, t, RECORD_MAX + 1, rev);
-	nl = err == 0 ? strchr(t, '\n') : NULL;
-	if (nl && (size_t)(nl - t) <= FLEET_ID_MAX) {
-		memcpy(host, t, (size_t)(nl - t));
-		host[nl - t] = 0;
-	}
-	if (err == 0 && (!nl || (size_t)(nl - t) > FLEET_ID_MAX || !fleet_id_ok(host) ||
-			 box_parse_record(nl + 1, b) < 0 || strcmp(b->workspace, workspace) != 0 ||
-			 strcmp(b->id, id) != 0))
+	if (err == 0 && (split_value(t, host, &record) < 0 || box_parse_record(record, b) < 0 ||
+			 strcmp(b->workspace, workspace) != 0 || strcmp(b->id, id) != 0))
 		err = -ENOENT; /* another workspace's: the same as none */
 	if (err < 0) {
 		free(t);
