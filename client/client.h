@@ -407,6 +407,8 @@ int snap_key(uint8_t key[SNAP_KEY_LEN]) __must_check;
 int snap_file_sha256(const char *path, char out[SNAP_HEX_LEN + 1]) __must_check;
 /* root.layer or root.<n>.layer. */
 bool snap_valid_layer_name(const char *s);
+/* snapshot.c: the layer after `top` (root.layer -> root.1.layer -> root.2.layer ...). */
+int snap_next_layer(const char *top, char *out, size_t len);
 /* Fill m's state and layer digests from the files in `dir`, write meta.yaml and mac. */
 int snap_seal(const char *dir, struct snap_meta *m, char *err, size_t err_len) __must_check;
 /* Authenticate `dir` (the MAC, before anything is parsed), then parse meta.yaml and check the

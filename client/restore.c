@@ -1,16 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * A sandbox from a snapshot (docs/snapshots.md): its directory (make.c), an overlay over the
- * snapshot's root layer, its proxy's files from the snapshot (each checked against meta.yaml)
- * or from a create's options (a warm create, ready.c), and a VMM restoring the snapshot's
- * state and memory as checked here, handed over as fds (snap_restore_open). restore,
- * fork, resume of a suspended sandbox and the warm create all come here. A lifecycle verb
+ * A sandbox from a snapshot (docs/snapshots.md): its directory (make.c), the snapshot's layers
+ * linked into it and a new top over them, its proxy's files from the snapshot (each checked
+ * against meta.yaml) or from a create's options (a warm create, ready.c), and a VMM restoring
+ * the snapshot's state and memory as checked here, handed over as fds (snap_restore_open).
+ * restore, fork, resume of a suspended sandbox and the warm create all come here. A lifecycle verb
  * (client.h): errors as values, in the caller's report.
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "disk.h"
 #include "client.h"
@@ -32,6 +34,33 @@ int sandbox_restore_create(const char *dir, const struct snap_meta *m, const str
 			   const struct boot_src *src, struct sandbox *sb, struct lc_report *r)
 {
 	return restore_into(dir, m, o->name, o->console, src, false, o, sb, r);
+}
+
+/* The snapshot's frozen layers, hard-linked into the sandbox's directory, and its top the
+ * layer after the highest of them. Both directories are two levels below $SANDBOX_HOME, so
+ * every parent path resolves the same from either: the sandbox's disk no longer needs the
+ * snapshot, and a snapshot of the sandbox holds its disk's whole chain (down to its image),
+ * so one pushed to a fleet's store restores on a host that never saw this one. */
+static int link_layers(const char *dir, const struct snap_meta *m, struct sandbox *sb)
+{
+	char from[4200], to[4200];
+	const char *high = "root.layer";
+	int err;
+
+	for (unsigned i = 0; i < m->nlayers; i++) {
+		const char *f = m->layers[i].file;
+
+		if ((err = path_fmt(from, sizeof(from), "%s/%s", dir, f)) < 0 ||
+		    (err = sandbox_path(sb, f, to, sizeof(to))) < 0)
+			return err;
+		if (link(from, to) < 0)
+			return -errno;
+		if (strcmp(f, "root.layer") != 0 &&
+		    (strcmp(high, "root.layer") == 0 ||
+		     strtoul(f + 5, NULL, 10) > strtoul(high + 5, NULL, 10)))
+			high = f;
+	}
+	return snap_next_layer(high, sb->top, sizeof(sb->top));
 }
 
 static int restore_into(const char *dir, const struct snap_meta *m, const char *name,
@@ -74,8 +103,9 @@ static int restore_into(const char *dir, const struct snap_meta *m, const char *
 			return err;
 		}
 	}
-	if ((err = sandbox_path(sb, sb->top, top, sizeof(top))) < 0 ||
-	    (err = path_fmt(parent, sizeof(parent), "%s/%s", dir, m->root_layer)) < 0 ||
+	if ((err = link_layers(dir, m, sb)) < 0 ||
+	    (err = sandbox_path(sb, sb->top, top, sizeof(top))) < 0 ||
+	    (err = sandbox_path(sb, m->root_layer, parent, sizeof(parent))) < 0 ||
 	    (err = disk_create_overlay(top, parent, 0, &derr)) < 0) {
 		lc_fail(r, err, "%s: cannot create the root disk over the snapshot's: %s", sb->id,
 			derr.msg[0] ? derr.msg : strerror(-err));

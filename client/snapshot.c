@@ -28,8 +28,7 @@
 
 #define SNAPSHOT_TIMEOUT_MS 300000 /* the VMM writes RAM and fsyncs within this */
 
-/* The layer after `top`: root.layer -> root.1.layer -> root.2.layer ... */
-static int next_top(const char *top, char *out, size_t len)
+int snap_next_layer(const char *top, char *out, size_t len)
 {
 	unsigned long n = 0;
 
@@ -58,7 +57,8 @@ int sandbox_adopt_stray_top(struct sandbox *sb, struct lc_report *r)
 	if (!sb->stray_top[0])
 		return 0;
 	/* Only the one a snapshot of the top would have made, over the top, by name. */
-	if ((err = next_top(sb->top, next, sizeof(next))) < 0 || strcmp(next, sb->stray_top) != 0 ||
+	if ((err = snap_next_layer(sb->top, next, sizeof(next))) < 0 ||
+	    strcmp(next, sb->stray_top) != 0 ||
 	    (err = sandbox_path(sb, sb->stray_top, path, sizeof(path))) < 0)
 		return stray_refused(sb, r);
 	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
@@ -264,7 +264,7 @@ int sandbox_snapshot(struct sandbox *sb, struct snap_take *t, struct lc_report *
 	if ((err = snapshots_root(root, sizeof(root))) < 0 ||
 	    (err = path_fmt(t->dir, sizeof(t->dir), "%s/%s", root, t->name)) < 0 ||
 	    (err = path_fmt(tmp, sizeof(tmp), "%s/+tmp-%s-%d", root, t->name, (int)getpid())) < 0 ||
-	    (err = next_top(sb->top, next, sizeof(next))) < 0 ||
+	    (err = snap_next_layer(sb->top, next, sizeof(next))) < 0 ||
 	    (err = sandbox_path(sb, next, new_top, sizeof(new_top))) < 0)
 		return lc_fail(r, err, "%s: %s", sb->id, strerror(-err));
 	if (lstat(t->dir, &st) == 0)
@@ -343,8 +343,9 @@ int sandbox_snapshot(struct sandbox *sb, struct snap_take *t, struct lc_report *
 	if ((err = link_layers(sb, tmp, &t->meta)) < 0) {
 		if (err == -ELOOP)
 			lc_fail(r, err,
-				"%s: its disk has more than %d frozen layers (one per snapshot): "
-				"no more snapshots of it (restore one into a new sandbox)",
+				"%s: its disk has more than %d frozen layers (one per snapshot, "
+				"its "
+				"restores' included): no more snapshots of it",
 				sb->id, SNAP_LAYERS_MAX);
 		else
 			lc_fail(r, err, "%s: cannot link its disk layers into the snapshot: %s",

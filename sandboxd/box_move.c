@@ -150,10 +150,6 @@ int box_wake_here(const char *record, struct sd_req *q, box_reply_fn reply)
 	snprintf(a.image, sizeof(a.image), "%s", b->image[0] ? b->image : sd_conf.default_image);
 	box_move_names(b->id, b->fleet_gen, a.snap_store, a.snap_id);
 	a.snap_gen = b->fleet_gen;
-	if (b->snapshot_store[0] && b->snapshot_id[0]) { /* made from an API snapshot */
-		snprintf(a.base_store, sizeof(a.base_store), "%s", b->snapshot_store);
-		snprintf(a.base_id, sizeof(a.base_id), "%s", b->snapshot_id);
-	}
 	a.cpus = b->vcpus ? b->vcpus : 1;
 	a.memory_mib = b->mem_bytes >> 20;
 	a.disk_gib = (b->fs_capacity_bytes + (1ull << 30) - 1) >> 30;

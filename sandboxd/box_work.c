@@ -143,18 +143,8 @@ static void job_run(struct sd_job *sj)
 		claim_drop(&j->create);
 	}
 	/* A snapshot this host does not hold (made on another host of a fleet) comes from the
-	 * fleet's store first, off the lock: a pull may take minutes. A box woken from the store
-	 * that was made from an API snapshot stacks its disk on that one's layers: it first. */
-	if (j->kind == J_CREATE && j->create.base_store[0] && snap_store_hooks &&
-	    (j->err = snap_store_hooks->pull(j->workspace, j->create.base_id, 1,
-					     j->create.base_store, r.error, sizeof(r.error))) < 0) {
-		char why[sizeof(r.error)];
-
-		snprintf(why, sizeof(why), "%s", r.error);
-		lc_fail(&r, j->err, "the snapshot it was made from (%s): %.900s", j->create.base_id,
-			why);
-		goto unlocked;
-	}
+	 * fleet's store first, off the lock: a pull may take minutes. It holds its disk's whole
+	 * chain (a restore links a snapshot's layers into its sandbox, restore.c): nothing else. */
 	if (j->kind == J_CREATE && j->create.snap_store[0] && snap_store_hooks &&
 	    (j->err = snap_store_hooks->pull(j->workspace, j->create.snap_id,
 					     j->create.snap_gen ? j->create.snap_gen : 1,

@@ -383,9 +383,6 @@ struct box_create_args {
 	char snap_store[64]; /* "": boot the image */
 	char snap_id[48];    /* with snap_store: its manifest in the fleet's store (a pull) */
 	uint64_t snap_gen;   /* and its generation at least (0: 1) */
-	/* a wake of a box made from an API snapshot: that snapshot first (its disk stacks on the
-	 * snapshot's layers), pulled when this host lacks it; "" for none */
-	char base_store[64], base_id[48];
 	char sandbox_name[40]; /* box_sandbox_name */
 	char claim[16];	       /* a warm pool's sandbox to take, "" for none */
 	int claim_fd;	       /* with claim: its agent connection (pool_take), or -1 */
