@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A workspace's chunks in the store (store.h): PREFIX/c/<name>, each sealed (chunk.c). A put
- * skips a chunk the store has (known from this handle's earlier puts and gets, else asked by
- * a HEAD); a get checks what came against the hash it was asked for, and names the chunk
- * when it is missing or not what its name says.
+ * skips a chunk the store has (known from this handle's earlier puts, gets and listing, else
+ * asked by a HEAD; after a whole listing, not asked: one not listed is uploaded); a get checks what
+ * came against the hash it was asked for, and names the chunk when it is missing or not what its
+ * name says.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -127,6 +129,48 @@ static void chunk_key(const struct chunk_store *cs, const uint8_t hash[CHUNK_HAS
 	snprintf(out, S3_KEY_MAX + 1, "%s/c/%s", cs->prefix, name);
 }
 
+struct learn {
+	struct chunk_store *cs;
+	size_t skip; /* strlen("PREFIX/c/") */
+};
+
+static int learn_key(const char *key, void *arg)
+{
+	struct learn *l = arg;
+	const char *name = key + l->skip;
+	uint8_t oid[CHUNK_HASH_LEN];
+
+	if (strlen(name) != 2 * CHUNK_HASH_LEN)
+		return 0; /* not a chunk's name (a part left by an upload?): not known */
+	for (unsigned i = 0; i < CHUNK_HASH_LEN; i++) {
+		unsigned v;
+
+		if (sscanf(name + 2 * i, "%2x", &v) != 1 || !isxdigit((unsigned char)name[2 * i]) ||
+		    !isxdigit((unsigned char)name[2 * i + 1]))
+			return 0;
+		oid[i] = (uint8_t)v;
+	}
+	set_add(l->cs->known, oid);
+	return 0;
+}
+
+int chunk_store_learn(struct chunk_store *cs, unsigned max_pages)
+{
+	char prefix[S3_KEY_MAX + 1], marker[S3_KEY_MAX + 1] = "";
+	struct learn l = {.cs = cs};
+	bool more = true;
+	int n;
+
+	snprintf(prefix, sizeof(prefix), "%s/c/", cs->prefix);
+	l.skip = strlen(prefix);
+	cs->listed = false;
+	for (unsigned page = 0; more && page < max_pages; page++)
+		if ((n = s3_list(cs->s3, prefix, marker, 0, learn_key, &l, &more)) < 0)
+			return cs_fail(cs, n, "%s", cs->s3->err);
+	cs->listed = !more;
+	return 0;
+}
+
 int chunk_put(struct chunk_store *cs, const void *data, size_t len, uint8_t hash[CHUNK_HASH_LEN])
 {
 	char key[S3_KEY_MAX + 1], hex[2 * CHUNK_HASH_LEN + 1];
@@ -144,7 +188,8 @@ int chunk_put(struct chunk_store *cs, const void *data, size_t len, uint8_t hash
 		return 0;
 	}
 	chunk_hex(hash, hex);
-	err = s3_head(cs->s3, key, NULL);
+	/* not in a whole listing of the store's chunks: not there (no HEAD to ask) */
+	err = cs->listed ? -ENOENT : s3_head(cs->s3, key, NULL);
 	if (err == 0) {
 		set_add(cs->known, oid);
 		cs->skip_chunks++;

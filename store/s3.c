@@ -24,6 +24,7 @@
 #include "store.h"
 
 #define S3_ERROR_BODY_MAX (16u << 10)
+#define S3_LIST_BODY_MAX  (2u << 20) /* a listing's page's answer at most */
 #define S3_TIMEOUT_MS	  30000
 #define S3_CONNECT_MS	  5000
 #define S3_STALL_S	  10 /* under 1 byte/s this long: the peer stalls */
@@ -266,8 +267,9 @@ static void s3_sha256_hex(const void *data, size_t len, char out[65])
  * answer's body kept up to max in x. *status the HTTP status. -EIO with s->err when no answer
  * came (connect, timeout, a body over max: -EFBIG).
  */
-static int s3_request(struct s3 *s, const char *method, const char *key, const void *up,
-		      size_t up_len, const char *range, struct s3_xfer *x, long *status)
+static int s3_request(struct s3 *s, const char *method, const char *key, const char *query,
+		      const void *up, size_t up_len, const char *range, struct s3_xfer *x,
+		      long *status)
 {
 	CURL *c = s->curl;
 	char url[1024], sha[65], hdr[100], sigv4[100];
@@ -277,8 +279,8 @@ static int s3_request(struct s3 *s, const char *method, const char *key, const v
 
 	if (key[0] && !s3_key_ok(key))
 		return s3_fail(s, -EINVAL, "S3 %s: not a key this store takes: %.80s", method, key);
-	n = snprintf(url, sizeof(url), "%s/%s%s%s", s->conf.endpoint, s->conf.bucket,
-		     key[0] ? "/" : "", key);
+	n = snprintf(url, sizeof(url), "%s/%s%s%s%s%s", s->conf.endpoint, s->conf.bucket,
+		     key[0] ? "/" : "", key, query ? "?" : "", query ? query : "");
 	if (n < 0 || (size_t)n >= sizeof(url))
 		return s3_fail(s, -ENAMETOOLONG, "S3 %s: the URL is too long", method);
 	if (up)
@@ -377,7 +379,7 @@ int s3_bucket_create(struct s3 *s)
 {
 	struct s3_xfer x = {.max = S3_ERROR_BODY_MAX};
 	long status = 0;
-	int err = s3_request(s, "PUT", "", "", 0, NULL, &x, &status);
+	int err = s3_request(s, "PUT", "", NULL, "", 0, NULL, &x, &status);
 	char code[72];
 
 	if (err == 0 && status / 100 != 2) {
@@ -397,7 +399,7 @@ int s3_put(struct s3 *s, const char *key, const void *data, size_t len)
 
 	if (!key[0])
 		return s3_fail(s, -EINVAL, "S3 PUT: no key");
-	err = s3_request(s, "PUT", key, data ? data : "", len, NULL, &x, &status);
+	err = s3_request(s, "PUT", key, NULL, data ? data : "", len, NULL, &x, &status);
 	if (err == 0 && status / 100 != 2)
 		err = s3_status_fail(s, "PUT", key, status, &x);
 	free(x.body);
@@ -432,7 +434,7 @@ int s3_get(struct s3 *s, const char *key, uint64_t off, size_t len, size_t max, 
 		snprintf(range, sizeof(range), "%llu-%llu", (unsigned long long)off,
 			 (unsigned long long)(off + len - 1));
 	}
-	err = s3_request(s, "GET", key, NULL, 0, len ? range : NULL, &x, &status);
+	err = s3_request(s, "GET", key, NULL, NULL, 0, len ? range : NULL, &x, &status);
 	if (err == 0 && status / 100 != 2)
 		err = s3_status_fail(s, "GET", key, status, &x);
 	else if (err == 0 && x.len > max)
@@ -461,7 +463,7 @@ int s3_head(struct s3 *s, const char *key, uint64_t *size)
 
 	if (!key[0])
 		return s3_fail(s, -EINVAL, "S3 HEAD: no key");
-	err = s3_request(s, "HEAD", key, NULL, 0, NULL, &x, &status);
+	err = s3_request(s, "HEAD", key, NULL, NULL, 0, NULL, &x, &status);
 	if (err == 0 && status / 100 != 2)
 		err = s3_status_fail(s, "HEAD", key, status, &x);
 	if (err == 0 && size) {
@@ -480,9 +482,97 @@ int s3_delete(struct s3 *s, const char *key)
 
 	if (!key[0])
 		return s3_fail(s, -EINVAL, "S3 DELETE: no key");
-	err = s3_request(s, "DELETE", key, NULL, 0, NULL, &x, &status);
+	err = s3_request(s, "DELETE", key, NULL, NULL, 0, NULL, &x, &status);
 	if (err == 0 && status / 100 != 2 && status != 404)
 		err = s3_status_fail(s, "DELETE", key, status, &x);
 	free(x.body);
 	return err;
+}
+
+/* A query string's value: every byte but [A-Za-z0-9-._~] as %XX (upper case), as SigV4's
+ * canonical query has it, so what libcurl signs is what is sent. */
+static void s3_query_value(const char *v, char *out, size_t len)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t o = 0;
+
+	for (; *v && o + 4 < len; v++) {
+		if (s3_alnum(*v) || *v == '-' || *v == '.' || *v == '_' || *v == '~') {
+			out[o++] = *v;
+		} else {
+			out[o++] = '%';
+			out[o++] = hex[(uint8_t)*v >> 4];
+			out[o++] = hex[(uint8_t)*v & 15];
+		}
+	}
+	out[o] = 0;
+}
+
+int s3_list(struct s3 *s, const char *prefix, char marker[S3_KEY_MAX + 1], unsigned max_keys,
+	    int (*fn)(const char *key, void *arg), void *arg, bool *more)
+{
+	struct s3_xfer x = {.max = S3_LIST_BODY_MAX};
+	char query[3 * 2 * (S3_KEY_MAX + 1) + 64], p[3 * S3_KEY_MAX + 1], m[3 * S3_KEY_MAX + 1];
+	char key[S3_KEY_MAX + 1];
+	const char *b, *end, *t;
+	long status = 0;
+	unsigned keys = 0;
+	size_t n;
+	int err;
+
+	*more = false;
+	if (!max_keys || max_keys > S3_LIST_KEYS)
+		max_keys = S3_LIST_KEYS;
+	/* a key's part, or one and a '/' */
+	n = strlen(prefix);
+	if (n > S3_KEY_MAX)
+		return s3_fail(s, -EINVAL, "S3 list: a prefix over %u bytes", S3_KEY_MAX);
+	memcpy(key, prefix, n + 1);
+	if (n > 1 && key[n - 1] == '/')
+		key[n - 1] = 0;
+	if (!s3_key_ok(key))
+		return s3_fail(s, -EINVAL, "S3 list: not a prefix this store takes: %.80s", prefix);
+	s3_query_value(prefix, p, sizeof(p));
+	s3_query_value(marker, m, sizeof(m));
+	/* (names in order: SigV4's canonical query is sorted, and libcurl signs it as given) */
+	snprintf(query, sizeof(query), "marker=%s&max-keys=%u&prefix=%s", m, max_keys, p);
+	err = s3_request(s, "GET", "", query, NULL, 0, NULL, &x, &status);
+	if (err == 0 && status / 100 != 2)
+		err = s3_status_fail(s, "GET", "?list", status, &x);
+	if (err < 0) {
+		free(x.body);
+		return err;
+	}
+	if (!x.body)
+		return 0; /* (no body: no keys) */
+	b = (const char *)x.body;
+	end = b + x.len;
+	/* <Key>...</Key> in order; a key that is not one of ours, or not under prefix, is the
+	 * store's error: refused, not skipped (a listing that lies would hide chunks) */
+	for (t = b; (t = memmem(t, (size_t)(end - t), "<Key>", 5)); keys++) {
+		const char *q = memmem(t + 5, (size_t)(end - t - 5), "</Key>", 6);
+
+		n = q ? (size_t)(q - t - 5) : 0;
+		if (!q || !n || n > S3_KEY_MAX || keys >= max_keys) {
+			free(x.body);
+			return s3_fail(s, -EBADMSG, "S3 list %s: a malformed answer", prefix);
+		}
+		memcpy(key, t + 5, n);
+		key[n] = 0;
+		if (!s3_key_ok(key) || strncmp(key, prefix, strlen(prefix)) != 0 ||
+		    strcmp(key, marker) <= 0) {
+			free(x.body);
+			return s3_fail(s, -EBADMSG, "S3 list %s: a key out of place: %.80s", prefix,
+				       key);
+		}
+		if ((err = fn(key, arg)) < 0) {
+			free(x.body);
+			return err;
+		}
+		snprintf(marker, S3_KEY_MAX + 1, "%s", key);
+		t = q + 6;
+	}
+	*more = memmem(b, x.len, "<IsTruncated>true</IsTruncated>", 31) != NULL && keys > 0;
+	free(x.body);
+	return (int)keys;
 }

@@ -23,6 +23,8 @@
 #include "client.h"
 #include "snap_remote.h"
 
+#define SNAP_PUSH_LIST_PAGES 16 /* a push learns up to 16,000 of the store's chunks */
+
 /* Whether a file of a snapshot directory goes to the store. */
 static bool snap_file_pushed(const char *n)
 {
@@ -58,6 +60,10 @@ int snap_push(const char *name, struct chunk_store *cs, const char *id, uint64_t
 		return r;
 	}
 	mf.generation = generation;
+	/* what the store holds, by listing (a HEAD a chunk is the slow way: S3 answers either
+	 * in one round trip); one that cannot list leaves the HEADs */
+	if (chunk_store_learn(cs, SNAP_PUSH_LIST_PAGES) < 0)
+		cs->err[0] = 0;
 	if (!(d = opendir(dir))) {
 		r = -errno;
 		snprintf(err, err_len, "%s: %s", dir, strerror(errno));

@@ -58,6 +58,14 @@ int s3_get(struct s3 *s, const char *key, uint64_t off, size_t len, size_t max, 
 	   size_t *out_len) __attribute__((warn_unused_result));
 /* Whether key exists (0, its size in *size) or not (-ENOENT). */
 int s3_head(struct s3 *s, const char *key, uint64_t *size) __attribute__((warn_unused_result));
+/* One page (max_keys, at most and by default (0) S3_LIST_KEYS) of the keys under prefix after
+ * marker, in order: fn called with each, marker left at the last; *more when the store has
+ * more after it. The count of keys, or -errno (fn's own, or -EBADMSG for an answer that is
+ * not a listing of keys under prefix in order). */
+#define S3_LIST_KEYS 1000
+int s3_list(struct s3 *s, const char *prefix, char marker[S3_KEY_MAX + 1], unsigned max_keys,
+	    int (*fn)(const char *key, void *arg), void *arg, bool *more)
+	__attribute__((warn_unused_result));
 /* DELETE key (one that is not there is not an error, as S3 says). */
 int s3_delete(struct s3 *s, const char *key) __attribute__((warn_unused_result));
 /* Whether key is one this code sends: 1 to S3_KEY_MAX of [A-Za-z0-9._/-], no "//", no
@@ -132,6 +140,7 @@ struct chunk_store {
 	struct chunk_keys keys;
 	struct chunk_set *known;
 	struct chunk_cache *cache; /* NULL, or the host's cache: gets look there first */
+	bool listed;		   /* known holds every chunk the store had (chunk_store_learn) */
 	/* what this handle did */
 	uint64_t put_chunks, put_bytes;	  /* uploaded (sealed bytes) */
 	uint64_t skip_chunks, skip_bytes; /* already in the store: not uploaded */
@@ -143,6 +152,12 @@ struct chunk_store {
 int chunk_store_open(struct chunk_store *cs, struct s3 *s3, const char *prefix,
 		     const uint8_t secret[32]) __attribute__((warn_unused_result));
 void chunk_store_close(struct chunk_store *cs);
+/* Learn the chunks the store holds under the prefix, by listing up to max_pages pages (1000
+ * each): puts skip what was listed, and when the listing was whole (cs->listed) upload what
+ * was not without asking (a HEAD a chunk). Before a push: one request a thousand chunks
+ * instead of one a chunk. 0, or -errno with cs->err. */
+int chunk_store_learn(struct chunk_store *cs, unsigned max_pages)
+	__attribute__((warn_unused_result));
 /* Store len bytes as a chunk, unless the store has it: *hash its SHA-256. "Has it" is the
  * store's HEAD: a store that lies there loses the chunk, which the restore then names. */
 int chunk_put(struct chunk_store *cs, const void *data, size_t len, uint8_t hash[CHUNK_HASH_LEN])

@@ -98,6 +98,45 @@ static void fifo_check(struct manifest *m, struct chunk_store *cs, const char *d
 	unlink(path);
 }
 
+struct listed {
+	char last[S3_KEY_MAX + 1];
+	unsigned n, out_of_order;
+};
+
+static int list_one(const char *key, void *arg)
+{
+	struct listed *l = arg;
+
+	l->out_of_order += strcmp(key, l->last) <= 0;
+	snprintf(l->last, sizeof(l->last), "%s", key);
+	l->n++;
+	return 0;
+}
+
+/* The listing's pages: 40 keys each, in order, every key once, the last page saying no
+ * more; a prefix that is no key refused before a request. */
+static void list_check(struct s3 *s3, const char *prefix)
+{
+	char marker[S3_KEY_MAX + 1] = "";
+	struct listed l = {.n = 0};
+	unsigned pages = 0, short_pages = 0;
+	bool more = true;
+	int n = 0;
+
+	while (more && pages < 100 && n >= 0) {
+		n = s3_list(s3, prefix, marker, 40, list_one, &l, &more);
+		pages++;
+		short_pages += n >= 0 && n < 40 && more;
+	}
+	/* (a last page of exactly 40 may say more, and the next none) */
+	check(n >= 0 && !more && l.n > 40 && (pages == (l.n + 39) / 40 || pages == l.n / 40 + 1) &&
+		      !l.out_of_order && !short_pages,
+	      "list-pages", "%d %s: %u keys in %u pages, %u out of order", n, s3->err, l.n, pages,
+	      l.out_of_order);
+	n = s3_list(s3, "../x", marker, 40, list_one, &l, &more);
+	check(n == -EINVAL, "list-refused", "%d", n);
+}
+
 int main(int argc, char **argv)
 {
 	struct s3_conf conf = {0};
@@ -214,6 +253,36 @@ int main(int argc, char **argv)
 	      "%llu bytes after %llu (chunk %u)", (unsigned long long)second_up,
 	      (unsigned long long)first_up, CHUNK_SIZE);
 	check(manifest_put(&m2, &cs, "snap-2") == 0, "manifest-put-2", "%s", cs.err);
+
+	/* a fresh handle that learns the store's chunks by listing: the same file again asks
+	 * nothing (no HEAD a chunk), one changed chunk is one PUT and nothing else */
+	struct chunk_store learned;
+	struct manifest m3;
+	uint64_t req1;
+
+	check(chunk_store_open(&learned, &s3, "ws/test-a", secret) == 0 &&
+		      chunk_store_learn(&learned, 16) == 0 && learned.listed,
+	      "learn", "%s", learned.err);
+	req1 = s3.requests;
+	check(manifest_init(&m3, CHUNK_SIZE) == 0, "manifest-init-3", "-");
+	err = manifest_add_file(&m3, &learned, "disk", path);
+	check(err == 0 && learned.put_chunks == 0 && s3.requests == req1, "learned-no-requests",
+	      "%d %s: %llu put, %u requests", err, learned.err,
+	      (unsigned long long)learned.put_chunks, s3.requests - (unsigned)req1);
+	manifest_free(&m3);
+	img[(4u << 20) + 7] ^= 0x5a;
+	write_file(path, img, len);
+	req1 = s3.requests;
+	check(manifest_init(&m3, CHUNK_SIZE) == 0, "manifest-init-4", "-");
+	err = manifest_add_file(&m3, &learned, "disk", path);
+	check(err == 0 && learned.put_chunks == 1 && s3.requests == req1 + 1, "learned-one-put",
+	      "%d %s: %llu put, %u requests", err, learned.err,
+	      (unsigned long long)learned.put_chunks, s3.requests - (unsigned)req1);
+	manifest_free(&m3);
+	img[(4u << 20) + 7] ^= 0x5a;
+	write_file(path, img, len);
+	chunk_store_close(&learned);
+	list_check(&s3, "ws/test-a/c/");
 
 	/* read back through a fresh handle (nothing known): equal bytes */
 	struct chunk_store fresh;
