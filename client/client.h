@@ -415,6 +415,10 @@ int snap_seal(const char *dir, struct snap_meta *m, char *err, size_t err_len) _
  * state's digest, the memory file's size and every layer's digest. `err` says why not:
  * -ENOENT no snapshot, -EBADMSG changed or another key, -EPROTONOSUPPORT another format. */
 int snap_open(const char *dir, struct snap_meta *m, char *err, size_t err_len) __must_check;
+/* The same for a lazy restore's snapshot (a pull's, store/snap_remote.c): its memory file may
+ * be absent (m->has_memory false), its pages to come from a pager, each chunk checked there
+ * against the sealed manifest. */
+int snap_open_lazy(const char *dir, struct snap_meta *m, char *err, size_t err_len) __must_check;
 /* Make `dir` this host's snapshot: its MAC under this host's key over its meta.yaml and
  * state. Only for files authenticated another way (a snapshot fetched from the fleet's object
  * store, whose manifest is sealed under the workspace's key); snap_open then checks the rest
@@ -699,6 +703,9 @@ struct boot_src {
 	/* The checked state and memory (snap_restore_open): a restore without them is
 	 * refused. */
 	const struct snap_fds *fds;
+	/* > 0: a lazy restore: no memory fd, the RAM filled by a pager on the other end of
+	 * this unix socket (the VMM's --restore-memory-pager-fd; fd 0 is never one) */
+	int pager_fd;
 };
 /* Start the VMM of `sb` (its directory, config and top layer exist): its cgroup, network and
  * proxy, the detached sandbox-vmm (booting, or restoring `src` when it is not NULL), its pid

@@ -112,9 +112,11 @@ static int restore_into(const char *dir, const struct snap_meta *m, const char *
 		sandbox_discard(sb, r);
 		return err;
 	}
-	/* The state and (unless a fork's child maps the parent's frozen RAM) the memory, checked
-	 * against the MAC'd digests and given to the VMM as they were checked. */
-	if ((err = snap_restore_open(dir, m, !src->memory, &fds, msg, sizeof(msg))) < 0) {
+	/* The state and (unless a fork's child maps the parent's frozen RAM, or a pager fills
+	 * a lazy restore's) the memory, checked against the MAC'd digests and given to the VMM
+	 * as they were checked. */
+	if ((err = snap_restore_open(dir, m, !src->memory && src->pager_fd <= 0, &fds, msg,
+				     sizeof(msg))) < 0) {
 		lc_fail(r, err, "%s: %s", sb->id, msg[0] ? msg : strerror(-err));
 		sandbox_discard(sb, r);
 		return err;

@@ -26,7 +26,9 @@
 #include "disk.h"
 #include "client.h"
 
-#define SNAPSHOT_TIMEOUT_MS 300000 /* the VMM writes RAM and fsyncs within this */
+#define SNAPSHOT_TIMEOUT_MS   300000 /* the VMM writes RAM and fsyncs within this */
+#define SNAPSHOT_FILL_WAIT_MS 120000 /* a lazy restore's memory whole within this */
+#define SNAPSHOT_AGAIN_MS     200
 
 int snap_next_layer(const char *top, char *out, size_t len)
 {
@@ -288,7 +290,14 @@ int sandbox_snapshot(struct sandbox *sb, struct snap_take *t, struct lc_report *
 		err = lc_fail(r, -errno, "cannot open %s: %s", tmp, strerror(errno));
 		goto fail_rm;
 	}
-	err = snapshot_api_limited(sb, t, tmp, tmp_fd, tops, msg, sizeof(msg), r);
+	/* -EAGAIN: a lazily restored VM whose memory is still arriving (its pager fills it
+	 * within seconds once the guest answered): asked again, for a while */
+	for (unsigned ms = 0;; ms += SNAPSHOT_AGAIN_MS) {
+		err = snapshot_api_limited(sb, t, tmp, tmp_fd, tops, msg, sizeof(msg), r);
+		if (err != -EAGAIN || ms >= SNAPSHOT_FILL_WAIT_MS)
+			break;
+		usleep(SNAPSHOT_AGAIN_MS * 1000);
+	}
 	close(tmp_fd);
 	if (err < 0) {
 		lc_fail(r, err, "%s: the snapshot failed: %s", sb->id,

@@ -519,7 +519,19 @@ int snap_adopt(const char *dir, char *err, size_t err_len)
 	return r;
 }
 
+static int snap_open_as(const char *dir, struct snap_meta *m, bool lazy, char *err, size_t err_len);
+
 int snap_open(const char *dir, struct snap_meta *m, char *err, size_t err_len)
+{
+	return snap_open_as(dir, m, false, err, err_len);
+}
+
+int snap_open_lazy(const char *dir, struct snap_meta *m, char *err, size_t err_len)
+{
+	return snap_open_as(dir, m, true, err, err_len);
+}
+
+static int snap_open_as(const char *dir, struct snap_meta *m, bool lazy, char *err, size_t err_len)
 {
 	uint8_t key[SNAP_KEY_LEN];
 	char path[4200], want[SNAP_HEX_LEN + 1], got[SNAP_HEX_LEN + 1];
@@ -570,6 +582,8 @@ int snap_open(const char *dir, struct snap_meta *m, char *err, size_t err_len)
 		goto out;
 	if (!m->memory_sha256[0]) {
 		/* none under the MAC: a memory file there is not the snapshot's */
+	} else if (lazy && lstat(path, &st) < 0 && errno == ENOENT) {
+		/* a lazy restore's: its memory comes from a pager, checked chunk by chunk */
 	} else if (stat(path, &st) < 0) {
 		r = snap_fail(err, err_len, -EBADMSG, "%s: the memory file is gone", dir);
 		goto out;

@@ -122,7 +122,7 @@ static int spawn_vmm(const struct sandbox *sb, const char *console_opt, const st
 		 * sandbox's, in the same order as when it was taken. The state and memory go
 		 * as the fds they were checked through, never to be opened by path again. */
 		if (!src->fds || src->fds->state_fd < 0 ||
-		    (!src->memory && src->fds->memory_fd < 0))
+		    (!src->memory && src->pager_fd <= 0 && src->fds->memory_fd < 0))
 			return -EINVAL;
 		argc = 0;
 		argv[argc++] = vmm;
@@ -134,6 +134,10 @@ static int spawn_vmm(const struct sandbox *sb, const char *console_opt, const st
 		if (src->memory) {
 			argv[argc++] = "--restore-memory";
 			argv[argc++] = (char *)src->memory;
+		} else if (src->pager_fd > 0) {
+			snprintf(memory_fd, sizeof(memory_fd), "%d", src->pager_fd);
+			argv[argc++] = "--restore-memory-pager-fd";
+			argv[argc++] = memory_fd;
 		} else {
 			snprintf(memory_fd, sizeof(memory_fd), "%d", src->fds->memory_fd);
 			argv[argc++] = "--restore-memory-fd";
@@ -203,6 +207,8 @@ static int spawn_vmm(const struct sandbox *sb, const char *console_opt, const st
 			fcntl(src->fds->state_fd, F_SETFD, 0);
 		if (src && !src->memory && src->fds->memory_fd >= 0)
 			fcntl(src->fds->memory_fd, F_SETFD, 0);
+		if (src && src->pager_fd > 0)
+			fcntl(src->pager_fd, F_SETFD, 0);
 		execvpe(vmm, argv, child_env());
 		fprintf(stderr, "sandboxctl: cannot run %s: %m\n", vmm);
 		_exit(127);

@@ -51,6 +51,7 @@ static void release_run(struct sd_job *sj)
 	struct sandbox sb;
 	struct snap_take t = {.name = j->snap_name};
 
+	box_lazy_wait(j->box_id, LAZY_WAIT_MS); /* a lazy restore's RAM whole first */
 	pthread_mutex_lock(&lifecycle_lock);
 	j->err = sandbox_find(j->sandbox, &sb, &r);
 	if (j->err == 0)

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -42,6 +43,7 @@ struct box_job {
 	pid_t vmm_pid;		    /* J_STOP, J_DELETE: the VMM that ended, reaped on the loop */
 	struct sd_pending *pending; /* an HTTP request answered when done */
 	bool forget_on_fail;	    /* a create whose client waits: a failure leaves nothing */
+	struct lazy_restore *lazy;  /* a create restored lazily from the store (box_lazy.c) */
 	void (*reply)(struct sd_req *q, struct box *b, int err, const char *msg);
 };
 
@@ -109,7 +111,9 @@ static void run_create(struct box_job *j, struct lc_report *r)
 		lc_clear(r);
 		claim_drop(a);
 	}
-	if (a->snap_store[0]) {
+	if (j->lazy) {
+		j->err = box_lazy_restore(j->lazy, &o, &sb, r);
+	} else if (a->snap_store[0]) {
 		char dir[4200];
 		struct snap_meta m;
 		struct boot_src src;
@@ -145,11 +149,25 @@ static void job_run(struct sd_job *sj)
 	/* A snapshot this host does not hold (made on another host of a fleet) comes from the
 	 * fleet's store first, off the lock: a pull may take minutes. It holds its disk's whole
 	 * chain (a restore links a snapshot's layers into its sandbox, restore.c): nothing else. */
-	if (j->kind == J_CREATE && j->create.snap_store[0] && snap_store_hooks &&
-	    (j->err = snap_store_hooks->pull(j->workspace, j->create.snap_id,
-					     j->create.snap_gen ? j->create.snap_gen : 1,
-					     j->create.snap_store, r.error, sizeof(r.error))) < 0)
-		goto unlocked;
+	if (j->kind == J_CREATE && j->create.snap_store[0] && snap_store_hooks) {
+		uint64_t gen = j->create.snap_gen ? j->create.snap_gen : 1;
+		char dir[4200];
+		struct stat st;
+
+		/* lazily unless it is here already (made here, or pulled before) */
+		if (snap_store_hooks->pull_lazy &&
+		    (snap_dir(j->create.snap_store, dir, sizeof(dir)) < 0 || lstat(dir, &st) < 0))
+			j->err = box_lazy_pull(j->workspace, j->create.snap_id, gen,
+					       j->create.snap_store, j->box_id, &j->lazy, &r);
+		else
+			j->err = snap_store_hooks->pull(j->workspace, j->create.snap_id, gen,
+							j->create.snap_store, r.error,
+							sizeof(r.error));
+		if (j->err < 0)
+			goto unlocked;
+	}
+	if (j->kind == J_STOP || j->kind == J_SNAPSHOT) /* a lazy restore's RAM whole first */
+		box_lazy_wait(j->box_id, LAZY_WAIT_MS);
 	pthread_mutex_lock(&lifecycle_lock);
 	if (j->kind == J_CREATE) {
 		run_create(j, &r);
@@ -202,6 +220,8 @@ static void job_run(struct sd_job *sj)
 	}
 out:
 	pthread_mutex_unlock(&lifecycle_lock);
+	box_lazy_release(j->lazy);
+	j->lazy = NULL;
 	/* a capture in a fleet is ready once it is in the store: any host restores it */
 	if (j->kind == J_SNAPSHOT && j->err == 0 && snap_store_hooks)
 		j->err = snap_store_hooks->push(j->workspace, j->snap_name, j->snap_id, 1, r.error,

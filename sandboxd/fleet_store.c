@@ -8,11 +8,14 @@
  * anything of, another's. Every host has the same fleet key file; it never leaves the host.
  *
  *   --store-endpoint URL --store-bucket NAME [--store-region R] --store-credentials FILE
- *   --fleet-key FILE [--chunk-kib N] [--store-cache-mib N]
+ *   --fleet-key FILE [--chunk-kib N] [--store-cache-mib N] [--restore-memory lazy|eager]
  *
  * The host's chunk cache (store/chunk_cache.c, in service/chunk-cache, 2 GiB unless said; 0:
  * none) keeps the chunks this host pushed and pulled: a box woken where it was stopped, or a
  * snapshot sharing its image's chunks with one pulled before, fetches only what it lacks.
+ *
+ * A restore from the store is lazy unless said (box_lazy.c): the memory comes page by page
+ * as the guest touches it, the rest after its first answer.
  *
  * FILE of the credentials: the access key id on its first line, the secret on its second.
  */
@@ -21,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -40,6 +44,7 @@ static uint32_t chunk_size = CHUNK_KIB_DEFAULT << 10;
 static bool configured;
 static uint64_t cache_mib = CACHE_MIB_DEFAULT;
 static struct chunk_cache *cache; /* NULL: none */
+static bool lazy_memory = true;	  /* --restore-memory lazy (box_lazy.c) or eager */
 
 int fstore_option(const char *name, const char *val)
 {
@@ -77,6 +82,14 @@ int fstore_option(const char *name, const char *val)
 			fprintf(stderr, "sandboxd: --store-cache-mib takes 0 (none) to 16777216\n");
 			return -1;
 		}
+		return 1;
+	}
+	if (strcmp(name, "restore-memory") == 0) {
+		if (strcmp(val, "lazy") != 0 && strcmp(val, "eager") != 0) {
+			fprintf(stderr, "sandboxd: --restore-memory takes lazy or eager\n");
+			return -1;
+		}
+		lazy_memory = strcmp(val, "lazy") == 0;
 		return 1;
 	}
 	if (strcmp(name, "chunk-kib") == 0) {
@@ -184,6 +197,92 @@ static int pull(const char *workspace, const char *manifest, uint64_t min_gen,
 	return r;
 }
 
+/* A lazy restore's source: the store's handle and the manifest, whose memory file's chunks
+ * the pager asks for (through the host's chunk cache), each checked against its hash. */
+struct lazy_store {
+	struct fstore h;
+	struct manifest mf;
+	const struct manifest_file *mem;
+	uint64_t t0;
+};
+
+static int lazy_get(void *arg, uint64_t i, uint8_t *buf, char *err, size_t len)
+{
+	static const uint8_t zero[CHUNK_HASH_LEN];
+	struct lazy_store *ls = arg;
+	uint32_t cs = ls->mf.chunk_size;
+	size_t want, got = 0;
+	int r;
+
+	if (i >= ls->mem->nchunks) {
+		snprintf(err, len, "no chunk %llu of the memory", (unsigned long long)i);
+		return -EINVAL;
+	}
+	want = ls->mem->size - i * cs < cs ? (size_t)(ls->mem->size - i * cs) : cs;
+	if (memcmp(ls->mem->hash[i], zero, sizeof(zero)) == 0)
+		return 1;
+	/* a missing or corrupt chunk is final; the store's other failures (a timeout, a 5xx, a
+	 * reset) are tried again, 3 times, 0.2, 0.4 then 0.8 s apart: a running guest waits */
+	for (unsigned try = 0;; try++) {
+		r = chunk_get(&ls->h.cs, ls->mem->hash[i], buf, cs, &got);
+		if (r == 0 || r == -ENOENT || r == -EBADMSG || try == 3)
+			break;
+		usleep(200000u << try);
+	}
+	if (r < 0) {
+		snprintf(err, len, "%s", ls->h.cs.err);
+		return r;
+	}
+	if (got != want) {
+		snprintf(err, len, "a chunk of the memory has %zu bytes where it wants %zu", got,
+			 want);
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+static int pull_lazy(const char *workspace, const char *manifest, uint64_t min_gen,
+		     struct lazy_pull *out, char *err, size_t len)
+{
+	struct lazy_store *ls = calloc(1, sizeof(*ls));
+	int r;
+
+	if (!ls)
+		return -ENOMEM;
+	ls->t0 = sd_now_ms();
+	if ((r = fstore_open(&ls->h, workspace, err, len)) < 0) {
+		free(ls);
+		return r;
+	}
+	r = snap_pull_lazy(&ls->h.cs, manifest, min_gen, out->dir, &ls->mf, &out->m, err, len);
+	if (r < 0) {
+		fstore_close(&ls->h);
+		free(ls);
+		return r;
+	}
+	ls->mem = manifest_find(&ls->mf, "memory");
+	out->src = (struct pager_src){.get = lazy_get, .arg = ls, .chunk_size = ls->mf.chunk_size};
+	out->store = ls;
+	sd_log("snapshot %s: pulled but its memory in %llu ms: %llu chunks (%llu bytes), %llu "
+	       "from the cache; its memory (%llu MiB) to come lazily",
+	       manifest, (unsigned long long)(sd_now_ms() - ls->t0),
+	       (unsigned long long)ls->h.cs.got_chunks, (unsigned long long)ls->h.cs.got_bytes,
+	       (unsigned long long)ls->h.cs.cache_hits, (unsigned long long)(ls->mem->size >> 20));
+	return 0;
+}
+
+static void lazy_close(struct lazy_pull *lp)
+{
+	struct lazy_store *ls = lp->store;
+
+	if (!ls)
+		return;
+	manifest_free(&ls->mf);
+	fstore_close(&ls->h);
+	free(ls);
+	lp->store = NULL;
+}
+
 /* The first line of text into out (trailing blanks gone); the rest after it. */
 static const char *line(const char *text, char *out, size_t cap)
 {
@@ -203,7 +302,9 @@ static const char *line(const char *text, char *out, size_t cap)
 
 int fstore_start(void)
 {
-	static const struct snap_store_hooks hooks = {.push = push, .pull = pull};
+	static const struct snap_store_hooks lazy_hooks = {
+		.push = push, .pull = pull, .pull_lazy = pull_lazy, .lazy_close = lazy_close};
+	static const struct snap_store_hooks eager_hooks = {.push = push, .pull = pull};
 	char *text = NULL;
 	size_t len;
 	const char *rest;
@@ -252,8 +353,10 @@ int fstore_start(void)
 			return r;
 		}
 	}
-	snap_store_hooks = &hooks;
-	sd_log("snapshots go to %s, bucket %s, in chunks of %u KiB (a cache of %llu MiB here)",
-	       s3c.endpoint, s3c.bucket, chunk_size >> 10, (unsigned long long)cache_mib);
+	snap_store_hooks = lazy_memory ? &lazy_hooks : &eager_hooks;
+	sd_log("snapshots go to %s, bucket %s, in chunks of %u KiB (a cache of %llu MiB here; "
+	       "memory restored %s)",
+	       s3c.endpoint, s3c.bucket, chunk_size >> 10, (unsigned long long)cache_mib,
+	       lazy_memory ? "lazily" : "eagerly");
 	return 0;
 }

@@ -32,6 +32,7 @@
 #include <libwebsockets.h>
 
 #include "client.h" /* struct session_req */
+#include "pager.h"  /* struct pager_src */
 
 #define __must_check __attribute__((warn_unused_result))
 
@@ -380,9 +381,9 @@ struct box_create_args {
 	unsigned cpus;
 	uint64_t memory_mib, disk_gib;
 	unsigned timeout_s;
-	char snap_store[64]; /* "": boot the image */
-	char snap_id[48];    /* with snap_store: its manifest in the fleet's store (a pull) */
-	uint64_t snap_gen;   /* and its generation at least (0: 1) */
+	char snap_store[64];   /* "": boot the image */
+	char snap_id[48];      /* with snap_store: its manifest in the fleet's store (a pull) */
+	uint64_t snap_gen;     /* and its generation at least (0: 1) */
 	char sandbox_name[40]; /* box_sandbox_name */
 	char claim[16];	       /* a warm pool's sandbox to take, "" for none */
 	int claim_fd;	       /* with claim: its agent connection (pool_take), or -1 */
@@ -406,6 +407,14 @@ int box_snapshot_job(struct box *b, const char *store_name, const char *snap_id)
  * the store before it is ready (push), and a create from a snapshot this host lacks fetches it
  * first (pull: nothing when the lifecycle's snapshot `store_name` is here). 0 or -errno with
  * a message in err. */
+/* A lazy restore's pulled snapshot (a hidden directory: every file but its memory) and the
+ * pager's source of that memory (store/pager.h). */
+struct lazy_pull {
+	char dir[4300];
+	struct snap_meta m;
+	struct pager_src src;
+	void *store; /* the hooks' */
+};
 struct snap_store_hooks {
 	/* the lifecycle's snapshot store_name as the store's manifest `manifest` at generation
 	 * gen (an API snapshot: its id, 1; a box moved: "box-<id>", one more each time) */
@@ -413,10 +422,35 @@ struct snap_store_hooks {
 		    uint64_t gen, char *err, size_t len);
 	int (*pull)(const char *workspace, const char *manifest, uint64_t min_gen,
 		    const char *store_name, char *err, size_t len);
+	/* a lazy restore's pull: every file but the memory (box_lazy.c), and the pager's
+	 * source over the memory's chunks; lazy_close when the pager is done with it */
+	int (*pull_lazy)(const char *workspace, const char *manifest, uint64_t min_gen,
+			 struct lazy_pull *out, char *err, size_t len);
+	void (*lazy_close)(struct lazy_pull *lp);
 };
 extern const struct snap_store_hooks *snap_store_hooks;
 /* Every request and WebSocket waiting for b told err and msg. */
 void box_waiters_fail(struct box *b, int err, const char *msg);
+
+/* ---- box_lazy.c: a lazy restore from the fleet's store ---- */
+#define LAZY_WAIT_MS 120000 /* a stop or capture waits this long for a fill at most */
+struct lazy_restore;
+/* Off the lock: the snapshot but its memory (snap_store_hooks->pull_lazy). 0, or -errno with
+ * r->error. */
+int box_lazy_pull(const char *workspace, const char *manifest, uint64_t min_gen,
+		  const char *store_name, const char *box_id, struct lazy_restore **out,
+		  struct lc_report *r) __must_check;
+/* Until box_id's memory is whole (its lazy restore's pager done), at most ms: before a stop
+ * or a capture takes the lifecycle lock (the VMM refuses to snapshot a RAM with holes). */
+void box_lazy_wait(const char *box_id, unsigned ms);
+/* Under the lifecycle lock: the sandbox sb made from it, its RAM filled by a pager thread
+ * (the rest of it after the guest answered). 0, or -errno with r->error (naming a chunk the
+ * pager could not put in). */
+int box_lazy_restore(struct lazy_restore *l, const struct create_opts *o, struct sandbox *sb,
+		     struct lc_report *r) __must_check;
+/* After box_lazy_restore (or instead of it): the pulled directory removed; the pager goes on
+ * alone (NULL: nothing). */
+void box_lazy_release(struct lazy_restore *l);
 
 /* ---- box_move.c: a box's move in a fleet with an object store ---- */
 /* Stop b: into the fleet's store and let go where the fleet has a store (box_move.c), else

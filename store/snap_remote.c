@@ -151,14 +151,87 @@ static int snap_pull_check(const struct pulled *p, const char *dir, const struct
 	return snap_net_check(dir, m, err, err_len);
 }
 
+/* A pull into a new hidden directory (tmp, its path): every file but, for a lazy one, the
+ * memory, checked; mf (the manifest, kept for a lazy one's pager) freed on failure. */
+static int snap_pull_tmp(struct chunk_store *cs, const char *id, uint64_t min_generation, bool lazy,
+			 char tmp[4300], struct manifest *mf, struct snap_meta *m, char *err,
+			 size_t err_len)
+{
+	char path[4600];
+	uint8_t rnd[6];
+	struct pulled mf_names = {0};
+	const struct manifest_file *mem;
+	int r;
+
+	if ((r = manifest_get(mf, cs, id, min_generation)) < 0) {
+		snprintf(err, err_len, "%s", cs->err);
+		return r;
+	}
+	if (!manifest_find(mf, "meta.yaml") || !manifest_find(mf, "state.fdt")) {
+		manifest_free(mf);
+		snprintf(err, err_len, "manifest %s is not a snapshot's (no meta.yaml or state)",
+			 id);
+		return -EBADMSG;
+	}
+	for (unsigned i = 0; i < mf->nfiles; i++)
+		if (!snap_file_pushed(mf->file[i].name)) {
+			snprintf(err, err_len, "manifest %s holds %.64s, no file of a snapshot", id,
+				 mf->file[i].name);
+			manifest_free(mf);
+			return -EBADMSG;
+		}
+	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
+		manifest_free(mf);
+		return -EIO;
+	}
+	/* beside its final place, under a name no snapshot listing takes ('+', as a snapshot
+	 * being taken: snapshot.c's +tmp-); one a killed pull leaves holds no snapshot's name */
+	snprintf(tmp, 4300, "%s/snapshots/+pull-%02x%02x%02x%02x%02x%02x", state_home(), rnd[0],
+		 rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
+	snprintf(path, sizeof(path), "%s/snapshots", state_home());
+	(void)mkdir(path, 0700);
+	if (mkdir(tmp, 0700) < 0) {
+		r = -errno;
+		snprintf(err, err_len, "%s: %s", tmp, strerror(errno));
+		manifest_free(mf);
+		return r;
+	}
+	for (unsigned i = 0; i < mf->nfiles && r == 0; i++) {
+		snprintf(mf_names.name[mf_names.n++], sizeof(mf_names.name[0]), "%s",
+			 mf->file[i].name);
+		if (lazy && strcmp(mf->file[i].name, "memory") == 0)
+			continue; /* its pages come from the pager, each chunk checked there */
+		snprintf(path, sizeof(path), "%s/%s", tmp, mf->file[i].name);
+		if ((r = manifest_fetch_file(mf, cs, mf->file[i].name, path)) < 0)
+			snprintf(err, err_len, "%s", cs->err);
+	}
+	if (r == 0)
+		r = snap_adopt(tmp, err, err_len);
+	if (r == 0)
+		r = lazy ? snap_open_lazy(tmp, m, err, err_len) : snap_open(tmp, m, err, err_len);
+	/* what this host's key now vouches for is only what meta.yaml lists, and all of it
+	 * checked: no host paths, exactly its files, its proxy files' digests */
+	if (r == 0)
+		r = snap_pull_check(&mf_names, tmp, m, err, err_len);
+	mem = manifest_find(mf, "memory");
+	if (r == 0 && lazy && (!m->memory_sha256[0] || !mem || mem->size != m->memory_bytes)) {
+		snprintf(err, err_len, "manifest %s has no memory of the snapshot's RAM to page",
+			 id);
+		r = -EBADMSG;
+	}
+	if (r < 0) {
+		snap_pull_remove(tmp);
+		manifest_free(mf);
+	}
+	return r;
+}
+
 int snap_pull(struct chunk_store *cs, const char *id, uint64_t min_generation, const char *name,
 	      char *err, size_t err_len)
 {
-	char dir[4200], tmp[4300], path[4600];
-	uint8_t rnd[6];
+	char dir[4200], tmp[4300];
 	struct manifest mf;
 	struct snap_meta m;
-	struct pulled mf_names = {0};
 	struct stat st;
 	int r;
 
@@ -171,56 +244,10 @@ int snap_pull(struct chunk_store *cs, const char *id, uint64_t min_generation, c
 		snprintf(err, err_len, "snapshot %s is there already", name);
 		return -EEXIST;
 	}
-	if ((r = manifest_get(&mf, cs, id, min_generation)) < 0) {
-		snprintf(err, err_len, "%s", cs->err);
+	if ((r = snap_pull_tmp(cs, id, min_generation, false, tmp, &mf, &m, err, err_len)) < 0)
 		return r;
-	}
-	if (!manifest_find(&mf, "meta.yaml") || !manifest_find(&mf, "state.fdt")) {
-		manifest_free(&mf);
-		snprintf(err, err_len, "manifest %s is not a snapshot's (no meta.yaml or state)",
-			 id);
-		return -EBADMSG;
-	}
-	for (unsigned i = 0; i < mf.nfiles; i++)
-		if (!snap_file_pushed(mf.file[i].name)) {
-			snprintf(err, err_len, "manifest %s holds %.64s, no file of a snapshot", id,
-				 mf.file[i].name);
-			manifest_free(&mf);
-			return -EBADMSG;
-		}
-	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
-		manifest_free(&mf);
-		return -EIO;
-	}
-	/* beside its final place, under a name no snapshot listing takes ('+', as a snapshot
-	 * being taken: snapshot.c's +tmp-); one a killed pull leaves holds no snapshot's name */
-	snprintf(tmp, sizeof(tmp), "%s/snapshots/+pull-%02x%02x%02x%02x%02x%02x", state_home(),
-		 rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
-	snprintf(path, sizeof(path), "%s/snapshots", state_home());
-	(void)mkdir(path, 0700);
-	if (mkdir(tmp, 0700) < 0) {
-		r = -errno;
-		snprintf(err, err_len, "%s: %s", tmp, strerror(errno));
-		manifest_free(&mf);
-		return r;
-	}
-	for (unsigned i = 0; i < mf.nfiles && r == 0; i++) {
-		snprintf(path, sizeof(path), "%s/%s", tmp, mf.file[i].name);
-		if ((r = manifest_fetch_file(&mf, cs, mf.file[i].name, path)) < 0)
-			snprintf(err, err_len, "%s", cs->err);
-		snprintf(mf_names.name[mf_names.n++], sizeof(mf_names.name[0]), "%s",
-			 mf.file[i].name);
-	}
 	manifest_free(&mf);
-	if (r == 0)
-		r = snap_adopt(tmp, err, err_len);
-	if (r == 0)
-		r = snap_open(tmp, &m, err, err_len);
-	/* what this host's key now vouches for is only what meta.yaml lists, and all of it
-	 * checked: no host paths, exactly its files, its proxy files' digests */
-	if (r == 0)
-		r = snap_pull_check(&mf_names, tmp, &m, err, err_len);
-	if (r == 0 && strcmp(m.name, name) != 0) {
+	if (strcmp(m.name, name) != 0) {
 		/* meta.yaml names the snapshot; a pull may give it another name here only by
 		 * sealing it again under that name (every file of it checked just above) */
 		snprintf(m.name, sizeof(m.name), "%s", name);
@@ -233,4 +260,15 @@ int snap_pull(struct chunk_store *cs, const char *id, uint64_t min_generation, c
 	if (r < 0)
 		snap_pull_remove(tmp);
 	return r;
+}
+
+int snap_pull_lazy(struct chunk_store *cs, const char *id, uint64_t min_generation, char dir[4300],
+		   struct manifest *mf, struct snap_meta *m, char *err, size_t err_len)
+{
+	return snap_pull_tmp(cs, id, min_generation, true, dir, mf, m, err, err_len);
+}
+
+void snap_pull_lazy_done(const char *dir)
+{
+	snap_pull_remove(dir);
 }

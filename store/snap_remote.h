@@ -23,4 +23,15 @@ int snap_push(const char *name, struct chunk_store *cs, const char *id, uint64_t
 int snap_pull(struct chunk_store *cs, const char *id, uint64_t min_generation, const char *name,
 	      char *err, size_t err_len) __attribute__((warn_unused_result));
 
+/* For a lazy restore: fetch manifest id into a new hidden directory (its path in dir) with
+ * every file but the memory, made this host's and checked as snap_pull does (snap_open_lazy:
+ * no memory file); *mf the manifest, whose "memory" file the pager pages in chunk by chunk,
+ * *m the snapshot. The caller restores from dir, then snap_pull_lazy_done(dir) and
+ * manifest_free(mf). On failure nothing is left. */
+struct snap_meta;
+int snap_pull_lazy(struct chunk_store *cs, const char *id, uint64_t min_generation, char dir[4300],
+		   struct manifest *mf, struct snap_meta *m, char *err, size_t err_len)
+	__attribute__((warn_unused_result));
+void snap_pull_lazy_done(const char *dir);
+
 #endif /* SANDBOX_STORE_SNAP_REMOTE_H */

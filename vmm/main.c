@@ -131,15 +131,17 @@ static int open_console(const char *path)
 
 /*
  * Close every inherited fd from 3 up but those the options name (--lifeline,
- * --restore-state-fd, --restore-memory-fd): each must lie below JAIL_FD_KVM, where the
- * filters name KVM's fds. 0 or an exit status.
+ * --restore-state-fd, --restore-memory-fd, --restore-memory-pager-fd): each must lie below
+ * JAIL_FD_KVM, where the filters name KVM's fds. 0 or an exit status.
  */
 static int close_inherited(const struct options *o)
 {
-	int keep[3] = {o->lifeline_fd, o->restore_state_fd, o->restore_memory_fd}, n = 0;
+	int keep[4] = {o->lifeline_fd, o->restore_state_fd, o->restore_memory_fd,
+		       o->restore_pager_fd},
+	    n = 0;
 	unsigned from = 3;
 
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 4; i++) {
 		if (keep[i] < 0)
 			continue;
 		if (keep[i] >= JAIL_FD_KVM) {
@@ -187,6 +189,10 @@ static int open_snapshot(const char *dir, struct snap_image *img, struct options
 		snap_image_close(img);
 		return VM_EXIT_BAD_INPUT;
 	}
+	o->memory_mib = img->ram_len >> 20;
+	o->boot.ncpus = img->ncpus;
+	if (o->restore_pager_fd >= 0)
+		return 0; /* no file: an empty RAM the pager fills */
 	/* DIR/memory, or --restore-memory's comma-separated files (a fork's chain). */
 	if ((o->restore_memory && (size_t)snprintf(img_paths, sizeof(img_paths), "%s",
 						   o->restore_memory) >= sizeof(img_paths)) ||
@@ -209,8 +215,6 @@ static int open_snapshot(const char *dir, struct snap_image *img, struct options
 		snap_image_close(img);
 		return VM_EXIT_BAD_INPUT;
 	}
-	o->memory_mib = img->ram_len >> 20;
-	o->boot.ncpus = img->ncpus;
 	return 0;
 }
 
@@ -481,6 +485,16 @@ int main(int argc, char **argv)
 			disk_close(disks[i]);
 		snap_image_close(&img);
 		return console_fd < 0 || o.restore_dir ? VM_EXIT_BAD_INPUT : VM_EXIT_VMM_ERROR;
+	}
+	if (o.restore_pager_fd >= 0) {
+		err = mem_pager_attach(&vm.mem, o.restore_pager_fd);
+		o.restore_pager_fd = -1; /* the VM's now (closed with it) */
+		if (err < 0) {
+			status = VM_EXIT_VMM_ERROR;
+			for (unsigned i = 0; i < o.ndisks; i++)
+				disk_close(disks[i]);
+			goto out;
+		}
 	}
 	log_debug("VM created");
 	/* Jailed: the devices made from here know it (virtio-blk takes no io_uring it cannot

@@ -125,6 +125,7 @@ out_close:
 
 void mem_destroy(struct guest_mem *mem)
 {
+	mem_pager_close(mem);
 	if (mem->base && mem->fd >= 0)
 		munmap(mem->base, mem->ram_len);
 	if (mem->fd >= 0)

@@ -59,6 +59,9 @@ static void usage(FILE *f)
 		"                    of DIR/state.fdt; DIR then only names the snapshot\n"
 		"  --restore-memory-fd FD  with --restore: map this inherited fd (opened\n"
 		"                    read-only, checked) instead of DIR/memory\n"
+		"  --restore-memory-pager-fd FD  with --restore: the RAM starts empty and a\n"
+		"                    pager on this inherited unix socket fills it, each page\n"
+		"                    at its first touch (a lazy restore: wire/pager_proto.h)\n"
 		"  --jail DIR,uid=N,gid=N[,netns=PATH]  once everything is open, confine the VMM\n"
 		"                    to DIR (its new root) in namespaces of its own as uid N,\n"
 		"                    gid N, with no capabilities; the paths it is given must lie\n"
@@ -155,6 +158,7 @@ int options_parse(int argc, char **argv, struct options *o)
 		{"restore-memory", required_argument, NULL, 'M'},
 		{"restore-state-fd", required_argument, NULL, 'S'},
 		{"restore-memory-fd", required_argument, NULL, 'F'},
+		{"restore-memory-pager-fd", required_argument, NULL, 'P'},
 		{"jail", required_argument, NULL, 'J'},
 		{"check", no_argument, NULL, 'C'},
 		{"verbose", no_argument, NULL, 'v'},
@@ -172,6 +176,7 @@ int options_parse(int argc, char **argv, struct options *o)
 	o->lifeline_fd = -1;
 	o->restore_state_fd = -1;
 	o->restore_memory_fd = -1;
+	o->restore_pager_fd = -1;
 	while ((c = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'k':
@@ -292,6 +297,22 @@ int options_parse(int argc, char **argv, struct options *o)
 			*fd = (int)v;
 			break;
 		}
+		case 'P': {
+			struct stat st;
+
+			/* Ours from here: not inherited further (read blocking, by a thread of
+			 * its own: mem_pager.c). */
+			if (!parse_uint(optarg, 3, INT_MAX, &v) || fstat((int)v, &st) < 0 ||
+			    !S_ISSOCK(st.st_mode) || fcntl((int)v, F_SETFD, FD_CLOEXEC) < 0 ||
+			    fcntl((int)v, F_SETFL, fcntl((int)v, F_GETFL) & ~O_NONBLOCK) < 0) {
+				log_error("--restore-memory-pager-fd %s: give an inherited unix "
+					  "socket's fd, 3 up",
+					  optarg);
+				return VM_EXIT_BAD_INPUT;
+			}
+			o->restore_pager_fd = (int)v;
+			break;
+		}
 		case 'J':
 			if (!(o->jail_arg = strdup(optarg)) ||
 			    jail_parse(o->jail_arg, &o->jail) < 0) {
@@ -322,14 +343,17 @@ int options_parse(int argc, char **argv, struct options *o)
 	}
 	if (o->check)
 		return 0;
-	if ((o->restore_memory || o->restore_state_fd >= 0 || o->restore_memory_fd >= 0) &&
+	if ((o->restore_memory || o->restore_state_fd >= 0 || o->restore_memory_fd >= 0 ||
+	     o->restore_pager_fd >= 0) &&
 	    !o->restore_dir) {
-		log_error("--restore-memory, --restore-state-fd and --restore-memory-fd go with "
-			  "--restore");
+		log_error("--restore-memory, --restore-state-fd, --restore-memory-fd and "
+			  "--restore-memory-pager-fd go with --restore");
 		return VM_EXIT_BAD_INPUT;
 	}
-	if (o->restore_memory && o->restore_memory_fd >= 0) {
-		log_error("--restore-memory or --restore-memory-fd, not both");
+	if ((o->restore_memory != NULL) + (o->restore_memory_fd >= 0) + (o->restore_pager_fd >= 0) >
+	    1) {
+		log_error("one of --restore-memory, --restore-memory-fd and "
+			  "--restore-memory-pager-fd");
 		return VM_EXIT_BAD_INPUT;
 	}
 	if (o->restore_dir) {

@@ -41,6 +41,7 @@ struct options {
 	const char *restore_memory;
 	int restore_state_fd;  /* --restore-state-fd: the checked state; -1 none */
 	int restore_memory_fd; /* --restore-memory-fd: the checked memory file; -1 none */
+	int restore_pager_fd;  /* --restore-memory-pager-fd: a lazy restore's pager; -1 none */
 	struct disk_option disks[DISKS_MAX];
 	unsigned ndisks;
 	struct net_option net;

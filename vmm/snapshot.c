@@ -154,6 +154,13 @@ int vm_snapshot(struct vm *vm, const struct snapshot_req *req, struct snapshot_s
 
 	memset(st, 0, sizeof(*st));
 	msg[0] = '\0';
+	/* A lazy restore's RAM is whole first: the memfd has holes where the pager has not put
+	 * pages in yet (it does within seconds; the caller asks again). Not waited for here:
+	 * this is the I/O thread, which takes the pager's word. */
+	if (__atomic_load_n(&vm->mem.filling, __ATOMIC_ACQUIRE)) {
+		snprintf(msg, msg_len, "its memory is still arriving from its pager: try again");
+		return -EAGAIN;
+	}
 	dirfd = req->dir_fd >= 0 ? fcntl(req->dir_fd, F_DUPFD_CLOEXEC, 0)
 				 : open(req->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0) {

@@ -93,7 +93,7 @@ int vm_create_from(struct vm *vm, uint64_t ram_len, unsigned ncpus, int first_fd
 
 	memset(vm, 0, sizeof(*vm));
 	vm->kvm_fd = vm->vm_fd = vm->stop_fd = vm->tap_fd = -1;
-	vm->mem.fd = -1;
+	vm->mem.fd = vm->mem.pager_fd = vm->mem.uffd = -1;
 	vm->loop.epoll_fd = -1;
 	for (unsigned i = 0; i < VCPU_MAX; i++)
 		vm->vcpus[i].fd = -1;

@@ -148,6 +148,10 @@ struct guest_mem {
 	 * sparse RAM-sized memfd whose data extents are mapped privately over the lower ones. */
 	int deltas[MEM_DELTAS_MAX];
 	unsigned ndeltas;
+	/* A lazy restore's (mem_pager.c): the pager's socket and the VMM's userfaultfd, -1
+	 * without; filling (read with __atomic) while pages are still missing. */
+	int pager_fd, uffd;
+	bool filling;
 };
 
 /* Lay out `ram_len` bytes of RAM mapped at `base` (no allocation): below the hole, then above
@@ -192,6 +196,15 @@ int mem_copy_to_fd(const struct guest_mem *mem, int fd, uint64_t *written,
  * write memory fail saying so). */
 int mem_digest_init(void);
 void mem_destroy(struct guest_mem *mem);
+
+/* ---- mem_pager.c: a lazy restore's RAM, filled by a pager (wire/pager_proto.h) ---- */
+
+/* Register mem (fresh and empty: mem_create) with a userfaultfd, send it to the pager on
+ * sock (kept, as mem->pager_fd) and start the thread that waits for the pager's word (the
+ * userfaultfd let go) or its end (the VMM ends, exit status 1). 0 or -errno, logged. */
+int mem_pager_attach(struct guest_mem *mem, int sock) __must_check;
+/* Close the pager's socket and the userfaultfd (mem_destroy does). */
+void mem_pager_close(struct guest_mem *mem);
 /* Host address of [gpa, gpa+len) if the whole range is RAM in one region, else NULL.
  * Every guest address goes through here: overflow and bounds are checked. */
 void *mem_gpa_to_hva(const struct guest_mem *mem, gpa_t gpa, uint64_t len);

@@ -22,6 +22,7 @@ Checks (each says what it found):
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -160,7 +161,7 @@ class Topology:
         say("Swift: " + f["endpoint"])
         return f
 
-    def serve(self, i):
+    def serve(self, i, extra=()):
         addr = "%s.%d:%d" % (NET, 10 + i, API_PORT)
         store = []
         if self.store:
@@ -170,7 +171,7 @@ class Topology:
         argv, env = self.sandboxd(
             i, "serve", "--listen", addr, "--insecure-http", "--operator", "127.0.0.1:8381",
             "--default-image", "busybox", "--fleet", self.servers, "--host-id", "fh%d" % i,
-            "--slots", str(SLOTS), "--fleet-replicas", "3", *store)
+            "--slots", str(SLOTS), "--fleet-replicas", "3", *store, *extra)
         log = open(os.path.join(self.work, "sandboxd-%d.log" % i), "w")
         p = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
                              start_new_session=True)
@@ -418,6 +419,23 @@ def snapshots(t, key, live):
           "store in %.1f s: the file and the background process are there (%r; %s)" % (
               c_host, where, secs, out[:80], "" if st == 200 else rb))
     t.snap = (snap, a_host, c_host)
+    if st == 200:
+        lazy_figures(t, rb, b_host)
+
+
+def lazy_figures(t, box, host):
+    """The restore was lazy: what came of its memory before its first answer (the host's log,
+    once the rest followed) is less than all of it."""
+    pat = re.compile(r"box %s: its memory in from the store in (\d+) ms: (\d+) MiB .*, "
+                     r"(\d+) MiB of it before its first answer" % re.escape(box["id"]))
+    deadline, m = time.time() + 120, None
+    while time.time() < deadline and not m:
+        m = pat.search(t.log(host))
+        time.sleep(1)
+    total, before = (int(m.group(2)), int(m.group(3))) if m else (0, 0)
+    check(m is not None and before < total,
+          "its memory came lazily: %d MiB of %d MiB before its first answer, all of it in %s "
+          "ms" % (before, total, m.group(1) if m else "?"))
 
 
 def corruption(t, key, live):

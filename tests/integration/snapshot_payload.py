@@ -11,13 +11,16 @@ over vsock. Checked:
   - the memory file's page digest in SNAPSHOT's reply (API version 2) is that of the file
     written; a restore given the state and memory as inherited fds (--restore-state-fd,
     --restore-memory-fd, as sandboxctl does) goes on like one given the directory;
+  - a lazy restore (--restore-memory-pager-fd, with --pager PAGER_FILE): the RAM filled by the
+    fleet's pager through a userfaultfd, the memory whole; a pager that fails mid-way (a
+    corrupt chunk) stops the VM;
   - bad snapshots (bit flips, truncation, a short memory file, other devices, a missing
     directory) are refused with a message and exit status 2, and the VMM never dies of one.
 
 With --jail, every VMM runs jailed (--jail DIR,uid=N,gid=N: its own directory is its root,
 its snapshots are made inside it) and the parent's confinement is read from /proc.
 
-usage: snapshot_payload.py VMM PAYLOAD_SNAP [--jail]
+usage: snapshot_payload.py VMM PAYLOAD_SNAP [--pager PAGER_FILE] [--jail]
 """
 import hashlib
 import os
@@ -266,6 +269,81 @@ def restore_fds(vmm, workdir, name, snap):
         os.close(memory)
 
 
+def restore_lazy(vmm, pager, workdir, name, snap, fail_at=None):
+    """A lazy restore: the RAM empty, filled by pager-file (the fleet's pager over the
+    snapshot's memory file) through the VMM's userfaultfd."""
+    a, b = socket.socketpair()
+    p = subprocess.Popen([pager, str(b.fileno()), os.path.join(snap, "memory"), "256"] +
+                         (["--fail-at", str(fail_at)] if fail_at is not None else []),
+                         pass_fds=(b.fileno(),), stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    try:
+        g = Guest(vmm, workdir, name, ["--restore", snap, "--restore-memory-pager-fd",
+                                       str(a.fileno())], pass_fds=(a.fileno(),))
+    finally:
+        a.close()
+        b.close()
+    g.pager = p
+    return g
+
+
+def pager_figures(p, what):
+    try:
+        out, _ = p.communicate(timeout=ANSWER_S)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        fail(f"{what}: the pager did not end within {ANSWER_S} s")
+    m = re.search(r"pager: rc=(-?\d+) faults=(\d+) fault_chunks=(\d+) prefetch_chunks=(\d+) "
+                  r"zero_chunks=(\d+) bytes=(\d+) bytes_at_prefetch=(\d+) chunks=(\d+) "
+                  r"err=(.*)", out)
+    if not m:
+        fail(f"{what}: the pager said {out!r} (exit {p.returncode})")
+    return p.returncode, [int(x) for x in m.groups()[:8]], m.group(9)
+
+
+def lazy_restores(vmm, pager, workdir, snap, a, seed0):
+    """A lazy restore goes on like an eager one, its memory whole; before the prefetch only
+    what the guest touched came in; the pager's end mid-way stops the VM (never zeros)."""
+    g = restore_lazy(vmm, pager, workdir, "lazy", snap)
+    try:
+        c, seed = g.counter()
+        if seed != seed0 or c < a:
+            fail(f"lazy restore: counter {c} seed {seed}, want at least {a} and seed {seed0}")
+        g.pager.send_signal(signal.SIGUSR1)  # the rest of the memory now
+        g.check("the lazily restored memory")
+        rc, (_, faults, fault_chunks, pre, zero, total, before, chunks), err = \
+            pager_figures(g.pager, "lazy restore")
+        if rc != 0 or fault_chunks + pre != chunks or not 0 < before < total:
+            fail(f"lazy restore: pager exit {rc} ({err}): {fault_chunks} chunks on faults, "
+                 f"{pre} prefetched of {chunks}; {before} of {total} bytes before the prefetch")
+        time.sleep(0.2)
+        c2, _ = g.counter()
+        if c2 <= c:
+            fail(f"the lazily restored guest does not count once its pager is done: {c} {c2}")
+        print(f"ok: lazy restore (the pager over userfaultfd) goes on from {c}, memory whole; "
+              f"{faults} faults, {fault_chunks} chunks for them, {pre} prefetched, {zero} of "
+              f"zeros; {before >> 10} KiB of {total >> 20} MiB came in before its first "
+              f"answer and the prefetch")
+    finally:
+        g.stop()
+    g = restore_lazy(vmm, pager, workdir, "lazy-bad", snap, fail_at=300)
+    try:
+        rc, _, err = pager_figures(g.pager, "lazy restore over a bad chunk")
+        try:
+            g.proc.wait(timeout=ANSWER_S)
+        except subprocess.TimeoutExpired:
+            fail("lazy restore over a bad chunk: the VMM still runs after its pager ended")
+        msg = g.proc.stderr.read()
+        if rc != 3 or "chunk 300 is corrupt" not in err or g.proc.returncode != 1 or \
+                "memory pager went away" not in msg:
+            fail(f"lazy restore over a bad chunk: pager exit {rc} ({err}), VMM exit "
+                 f"{g.proc.returncode}: {msg[-300:]!r}")
+        print(f"ok: a bad chunk in a lazy restore: the pager names it ({err}), the VMM stops "
+              "(exit 1: its pager went away with pages missing)")
+    finally:
+        g.stop()
+
+
 def bad_restores(vmm, workdir, good):
     """Every corrupted copy of `good` is refused with status 2 and a message."""
     cases = []
@@ -367,7 +445,11 @@ def killed_snapshots(vmm, payload, workdir, good):
 def main():
     global jail
     vmm, payload = sys.argv[1], sys.argv[2]
-    jail = sys.argv[3:] == ["--jail"]
+    rest = sys.argv[3:]
+    pager = None
+    if rest[:1] == ["--pager"]:
+        pager, rest = rest[1], rest[2:]
+    jail = rest == ["--jail"]
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
         print("SKIP: /dev/kvm is not usable here")
         return 77
@@ -413,6 +495,8 @@ def main():
         print(f"ok: restore (state and memory as fds) goes on from {c1} with the snapshot's "
               f"memory (seed {seed}); the reply's memory digest is the file's")
         r1.stop()
+        if pager:
+            lazy_restores(vmm, pager, workdir, s1, a, seed0)
 
         # A fork: two children over the parent's frozen RAM.
         f1 = snapdir(parent, "f1")

@@ -9,8 +9,8 @@
 # bare_p50_ms= bare_p99_ms= place_over_bare_p99= n= where=native), then the restore part where
 # Linux guests boot (tools/bench/fleet_restore.py on the fleet-api topology, with Swift). Last
 # line: fleet place_p50_ms= place_p99_ms= restore_local_ms= restore_eager_ms=
-# restore_lazy_ms=na lazy_fetched_ratio=na second_snapshot_ratio= chunk_kib= place_where=native
-# where= (the lazy restore is not built yet: docs/fleet.md).
+# restore_lazy_ms= lazy_fetched_ratio= second_snapshot_ratio= chunk_kib= place_where=native
+# where=.
 set -euo pipefail
 build=$1
 shift
@@ -33,5 +33,9 @@ where=emulated # (Linux guests: natively only where sandbox-vmm --check says 0)
 if "$build/vmm/sandbox-vmm" --check >/dev/null 2>&1; then where=native; fi
 p50=$(sed -n 's/.*place_p50_ms=\([^ ]*\).*/\1/p' <<<"$out")
 p99=$(sed -n 's/.*place_p99_ms=\([^ ]*\).*/\1/p' <<<"$out")
-set -- $restore
-echo "fleet place_p50_ms=$p50 place_p99_ms=$p99 ${2-restore_local_ms=na} ${3-restore_eager_ms=na} restore_lazy_ms=na lazy_fetched_ratio=na ${4-second_snapshot_ratio=na} ${7-chunk_kib=na} place_where=native where=$where"
+field() { # NAME=VALUE of the restore line, or NAME=na
+	local v
+	v=$(sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $restore")
+	echo "$1=${v:-na}"
+}
+echo "fleet place_p50_ms=$p50 place_p99_ms=$p99 $(field restore_local_ms) $(field restore_eager_ms) $(field restore_lazy_ms) $(field lazy_fetched_ratio) $(field second_snapshot_ratio) $(field chunk_kib) place_where=native where=$where"

@@ -7,14 +7,19 @@ Swift with its S3 API), where Linux guests boot (tools/bench/fleet.sh routes it)
   restore_local_ms   a create from a snapshot on the host that captured it (its lifecycle
                      snapshot there), from the API's POST to the first answered execute
   restore_eager_ms   the same on a host that never saw it: every chunk pulled from the store
-                     and checked, then restored (medians of ROUNDS interleaved pairs)
+                     and checked, then restored (sandboxd --restore-memory eager)
+  restore_lazy_ms    the same on another such host restoring lazily (the default): all but
+                     the memory pulled, the memory paged in through userfaultfd as the guest
+                     touches it (medians of ROUNDS interleaved triples)
+  lazy_fetched_ratio the memory's bytes fetched before the lazy restore's first answer over
+                     all of its memory's (the host's log, median)
   second_snapshot_ratio  the bytes a second capture of a box uploads after 1 MiB written in
                      it, over the first capture's (memory and disk, chunk size stated)
 
     fleet_restore.py --images DIR --bin DIR --ctl SANDBOXCTL --swift-dir DIR -- SANDBOXD...
 
-Last line: fleet restore_local_ms= restore_eager_ms= second_snapshot_ratio= first_kib=
-second_kib= chunk_kib= rounds=
+Last line: fleet restore_local_ms= restore_eager_ms= restore_lazy_ms= lazy_fetched_ratio=
+second_snapshot_ratio= first_kib= second_kib= chunk_kib= rounds=
 """
 import argparse
 import os
@@ -67,6 +72,20 @@ def timed_restore(key, snap_id, name):
     return ms, ac.host_of(ac.owner_of(b)), b
 
 
+def lazy_ratio(t, box, host):
+    """What of box's memory its lazy restore fetched before the first answer, over all of it
+    (the host's log line once the rest is in: MiB, so the ratio is to about 1%)."""
+    pat = re.compile(r"box %s: its memory in from the store in \d+ ms: (\d+) MiB .*, (\d+) "
+                     r"MiB of it before its first answer" % re.escape(box["id"]))
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        m = pat.search(t.log(host))
+        if m:
+            return int(m.group(2)) / max(1, int(m.group(1)))
+        time.sleep(1)
+    raise RuntimeError("fh%d's log never said its lazy restore of %s ended" % (host, box["id"]))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--images", required=True)
@@ -95,13 +114,19 @@ def main():
         ac.run(src, key, "dd if=/dev/urandom of=/root/blob bs=1024 count=1024 2>/dev/null; "
                "sync; echo ok")
         s2, second = capture(t, key, src, "bench-2")
+        # the two other hosts: one restores eagerly (its sandboxd started again so), one
+        # lazily
+        lazy_host = 1 + here % ac.HOSTS
+        other = 1 + lazy_host % ac.HOSTS
+        t.kill_host(other)
+        t.serve(other, ("--restore-memory", "eager"))
+        ac.wait_up(key)
         live = {"src": src}
         ac.fill_all(key, live)  # every slot taken: a restore goes where one is freed
-        local, eager = [], []
-        other = 1 + here % ac.HOSTS
+        local, eager, lazy, ratio = [], [], [], []
         pulled = os.path.join(t.home(other), "snapshots", "api-" + s1.replace("-", ""))
         for r in range(ROUNDS):
-            for want, out in ((here, local), (other, eager)):
+            for want, out in ((here, local), (other, eager), (lazy_host, lazy)):
                 pool = {n: b for n, b in live.items() if n != "src"}
                 ac.free_slot_on(t, key, pool, want, keep=("src",))  # (pops the one it deleted)
                 live = dict(pool, src=src)
@@ -110,18 +135,25 @@ def main():
                     raise RuntimeError("restore landed on fh%d, not fh%d" % (got, want))
                 out.append(ms)
                 live[b["name"]] = b
-            # the other host's pulled copy goes: the next round there pulls afresh (eager),
-            # as a host that never saw the snapshot would
+                if want == lazy_host:
+                    ratio.append(lazy_ratio(t, b, lazy_host))
+            # the other hosts' pulled copy goes (the lazy one keeps none), and their chunk
+            # caches: the next round there pulls afresh, as a host that never saw it would
             ac.sh("rm", "-rf", pulled)
-            cache = os.path.join(t.home(other), "service", "chunk-cache")  # (its chunks too)
-            for f in os.listdir(cache) if os.path.isdir(cache) else []:
-                os.unlink(os.path.join(cache, f))
+            for h in (other, lazy_host):
+                cache = os.path.join(t.home(h), "service", "chunk-cache")
+                for f in os.listdir(cache) if os.path.isdir(cache) else []:
+                    os.unlink(os.path.join(cache, f))
         ac.say("restore_local rounds (ms): %s" % " ".join("%.0f" % x for x in local))
         ac.say("restore_eager rounds (ms): %s" % " ".join("%.0f" % x for x in eager))
-        print("fleet restore_local_ms=%.0f restore_eager_ms=%.0f second_snapshot_ratio=%.4f "
-              "first_kib=%d second_kib=%d chunk_kib=%d rounds=%d" % (
-                  statistics.median(local), statistics.median(eager), second / first,
-                  first >> 10, second >> 10, CHUNK_KIB, ROUNDS), flush=True)
+        ac.say("restore_lazy rounds (ms): %s; fetched before the first answer: %s" % (
+            " ".join("%.0f" % x for x in lazy), " ".join("%.3f" % x for x in ratio)))
+        print("fleet restore_local_ms=%.0f restore_eager_ms=%.0f restore_lazy_ms=%.0f "
+              "lazy_fetched_ratio=%.3f second_snapshot_ratio=%.4f first_kib=%d second_kib=%d "
+              "chunk_kib=%d rounds=%d" % (
+                  statistics.median(local), statistics.median(eager), statistics.median(lazy),
+                  statistics.median(ratio), second / first, first >> 10, second >> 10,
+                  CHUNK_KIB, ROUNDS), flush=True)
         return 0
     except Exception as e:
         ac.say("bench failed: %s" % e)
