@@ -24,6 +24,10 @@ if [ "${1-}" = --inner ]; then
 	guest_home "$2" "$3" "$4" "$5"
 	trap 'guest_home_cleanup; rm -rf "$TMPDIR"' EXIT
 	export SANDBOX_VMM="$build/vmm/sandbox-vmm" SANDBOX_PROXY="$build/proxy/sandbox-proxy"
+	# In the emulated host, each VMM pinned to one of its CPUs (/devhost/sandbox-vmm): one
+	# whose vCPU thread moves between L1's CPUs now and then takes L1's kernel down with it
+	# (QEMU's emulation of nested SVM; docs/hosts.md, "The emulated host's triple faults")
+	[ "${DEVHOST:-}" = 1 ] && [ -x /devhost/sandbox-vmm ] && export SANDBOX_VMM=/devhost/sandbox-vmm
 	PATH=$SERVICE_LIBS/bin:$PATH
 	echo "service_guest: mke2fs is $(command -v mke2fs) ($(mke2fs -V 2>&1 | head -1))"
 	set -- "$SERVICE_SANDBOXD"
