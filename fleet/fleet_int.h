@@ -10,6 +10,10 @@
 int fleet_fail(struct fleet *f, int ret, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 uint64_t fleet_now_ms(void);
+/* A call the cluster did not answer (no responders, a timeout: a stream's or bucket's leader
+ * being elected after a node's loss, seconds; more on a loaded machine) is made again, a
+ * pause apart, for up to this long. */
+#define FLEET_RETRY_MS 15000
 /* fleet_alive, and the revision of the host's liveness entry (it changes at each beat). */
 int fleet_alive_rev(struct fleet *f, const char *host, uint64_t *rev);
 /* The bucket `name` (made if it does not exist; ttl_ms 0: values do not expire; a message at

@@ -15,9 +15,8 @@
 #include "fleet.h"
 #include "fleet_int.h"
 
-/* no answer (a leader elected after a node's loss: seconds, more on a loaded machine): asked
- * again, 100 ms apart, for up to this long */
-#define KV_RETRY_MS 10000
+/* no answer: asked again, 100 ms apart, for up to FLEET_RETRY_MS */
+#define KV_RETRY_MS FLEET_RETRY_MS
 
 /* After a try that had no answer: whether to try again (after a pause) before until. */
 static bool kv_again(uint64_t until)

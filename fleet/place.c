@@ -33,7 +33,7 @@
 #define HDR_WAKE	 "Sandbox-Wake" /* a wake's release: the SEQ of "released:SEQ" */
 #define INBOX_MAX	 128
 #define OWNER_VAL_MAX	 (FLEET_ID_MAX + 22) /* HOST:SEQ */
-#define PUBLISH_RETRY_MS 15000 /* a publish answered "no responders": a leader elected */
+#define PUBLISH_RETRY_MS FLEET_RETRY_MS	     /* a publish answered "no responders" */
 
 /* A fleet_place call waiting for a host's answer. */
 struct fleet_wait {
@@ -184,10 +184,10 @@ static int owner_read(struct fleet *f, const char *id, char host[FLEET_ID_MAX + 
 
 	owner_key(id, key);
 	/* no answer (no responders, a timeout: the bucket's leader is being elected, a new
-	 * bucket, a node lost): asked again for up to 2 s */
-	for (int i = 0; i < 40; i++) {
+	 * bucket, a node lost): asked again, 50 ms apart, for up to FLEET_RETRY_MS */
+	for (uint64_t until = fleet_now_ms() + FLEET_RETRY_MS;;) {
 		s = kvStore_Get(&e, (kvStore *)f->owners, key);
-		if (s == NATS_OK || s == NATS_NOT_FOUND)
+		if (s == NATS_OK || s == NATS_NOT_FOUND || fleet_now_ms() >= until)
 			break;
 		nats_Sleep(50);
 	}
