@@ -27,6 +27,7 @@
 
 #include "client.h"
 #include "sandboxd.h"
+#include "box_lazy.h"
 #include "snap_remote.h"
 
 #define LAZY_ACCEPT_MS 60000 /* the VMM's hello within this, or the pager gives up */

@@ -31,6 +31,7 @@
 #include <openssl/sha.h>
 
 #include "fleetd.h"
+#include "box_lazy.h"
 #include "snap_remote.h"
 
 #define KEY_FILE_MAX	  4096

@@ -32,7 +32,6 @@
 #include <libwebsockets.h>
 
 #include "client.h" /* struct session_req */
-#include "pager.h"  /* struct pager_src */
 
 #define __must_check __attribute__((warn_unused_result))
 
@@ -407,14 +406,7 @@ int box_snapshot_job(struct box *b, const char *store_name, const char *snap_id)
  * the store before it is ready (push), and a create from a snapshot this host lacks fetches it
  * first (pull: nothing when the lifecycle's snapshot `store_name` is here). 0 or -errno with
  * a message in err. */
-/* A lazy restore's pulled snapshot (a hidden directory: every file but its memory) and the
- * pager's source of that memory (store/pager.h). */
-struct lazy_pull {
-	char dir[4300];
-	struct snap_meta m;
-	struct pager_src src;
-	void *store; /* the hooks' */
-};
+struct lazy_pull; /* box_lazy.h */
 struct snap_store_hooks {
 	/* the lifecycle's snapshot store_name as the store's manifest `manifest` at generation
 	 * gen (an API snapshot: its id, 1; a box moved: "box-<id>", one more each time) */
