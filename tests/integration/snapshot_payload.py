@@ -244,8 +244,10 @@ class Guest:
     def stop(self):
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
+            # (a bound on a hang: a VMM with two spinning vCPUs and a frozen 577 MiB beside
+            # two emulated hosts' QEMUs took over 10 s to end once, and got -9 here)
             try:
-                self.proc.wait(10)
+                self.proc.wait(60)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
