@@ -42,6 +42,7 @@ API_PORT = 8380
 MEM = 128 << 20
 SWIFT_PORT = 4400
 BUCKET = "sandboxes"
+WORKSPACE = "team"  # the checks' (boxes_on reads the hosts' records of it)
 
 failures = []
 T0 = time.time()
@@ -327,7 +328,7 @@ def boxes_on(t, host):
                 r = json.load(fh)
         except (OSError, ValueError):
             continue
-        if r.get("workspace") == "team" and r.get("status") not in ("stopped", "deleting"):
+        if r.get("workspace") == WORKSPACE and r.get("status") not in ("stopped", "deleting"):
             names.append(r["name"])
     return names
 
@@ -788,7 +789,7 @@ def main():
         t.up()
         if a.swift_dir:
             t.swift()
-        key = t.key("team")
+        key = t.key(WORKSPACE)
         for i in range(1, HOSTS + 1):
             t.serve(i)
         wait_up(key)

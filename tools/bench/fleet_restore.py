@@ -96,11 +96,12 @@ def main():
     a = ap.parse_args()
     a.ctl = [a.ctl]
     ac.SLOTS = 2
+    ac.WORKSPACE = "bench"
     t = ac.Topology(a)
     try:
         t.up()
         t.swift()
-        key = t.key("bench")
+        key = t.key(ac.WORKSPACE)
         for i in range(1, ac.HOSTS + 1):
             t.serve(i)
         ac.wait_up(key)
@@ -156,7 +157,7 @@ def main():
                   CHUNK_KIB, ROUNDS), flush=True)
         return 0
     except Exception as e:
-        ac.say("bench failed: %s" % e)
+        ac.say("bench failed: %r" % e)
         t.logs()
         return 1
     finally:
