@@ -76,7 +76,7 @@ int pager_accept(struct pager *p, int sock, uint64_t ram_len, const struct pager
 	ssize_t n;
 	int uffd = -1, r;
 
-	/* (the caller zeroed p: a pager_prefetch or pager_stop made meanwhile is kept) */
+	/* (the caller zeroed p: a pager_prefetch made meanwhile is kept) */
 	p->sock = p->uffd = -1;
 	p->src = *src;
 	if (!src->chunk_size || src->chunk_size % PAGER_PAGE || src->chunk_size > PAGER_CHUNK_MAX) {
@@ -308,8 +308,6 @@ int pager_run(struct pager *p)
 				       {.fd = p->sock, .events = POLLIN}};
 		int r;
 
-		if (__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE))
-			return pager_fail(p, -ECANCELED, "stopped");
 		if (!prefetching && __atomic_load_n(&p->prefetch, __ATOMIC_ACQUIRE)) {
 			prefetching = true;
 			p->bytes_at_prefetch = p->bytes;
@@ -346,11 +344,6 @@ int pager_run(struct pager *p)
 void pager_prefetch(struct pager *p)
 {
 	__atomic_store_n(&p->prefetch, 1, __ATOMIC_RELEASE);
-}
-
-void pager_stop(struct pager *p)
-{
-	__atomic_store_n(&p->stop, 1, __ATOMIC_RELEASE);
 }
 
 void pager_close(struct pager *p)

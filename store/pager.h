@@ -37,7 +37,6 @@ struct pager {
 	timer_t timer; /* ends a read that would wait (pager_run's thread's) */
 	bool has_timer;
 	int prefetch; /* (__atomic) set: fill the rest when no fault waits */
-	int stop;     /* (__atomic) set: end the run (pager_run returns -ECANCELED) */
 	/* what it did */
 	uint64_t faults;	    /* page faults read */
 	uint64_t fault_chunks;	    /* chunks put in for a fault */
@@ -54,12 +53,11 @@ struct pager {
 int pager_accept(struct pager *p, int sock, uint64_t ram_len, const struct pager_src *src,
 		 unsigned timeout_ms) __attribute__((warn_unused_result));
 /* Serve faults (and prefetch, once asked) until every chunk is in: then tell the VMM
- * (PAGER_DONE) and return 0. -ESRCH when the VMM went away first, -ECANCELED for pager_stop,
+ * (PAGER_DONE) and return 0. -ESRCH when the VMM went away first,
  * or the source's error (p->err names the chunk). */
 int pager_run(struct pager *p) __attribute__((warn_unused_result));
-/* From any thread: start filling what no fault asked for / end the run. */
+/* From any thread: start filling what no fault asked for. */
 void pager_prefetch(struct pager *p);
-void pager_stop(struct pager *p);
 void pager_close(struct pager *p);
 
 #endif
