@@ -85,7 +85,7 @@ static void release_done(struct sd_job *sj)
 		if (j->err == 0) {
 			sd_log("box %s: stopped into the store (generation %llu)", b->id,
 			       (unsigned long long)j->gen);
-			box_waiters_fail(b, -ESTALE, "the sandbox moved: try again");
+			box_waiters_moved(b); /* on to its wake */
 			b->released = true;
 			box_forget(b); /* not deleted: its records are the fleet's now */
 		} else {

@@ -238,6 +238,24 @@ void box_waiters_fail(struct box *b, int err, const char *msg)
 	waiters_run(b, err, msg);
 }
 
+void box_waiters_moved(struct box *b)
+{
+	struct box_waiter *w = b->waiters;
+
+	b->waiters = NULL;
+	while (w) {
+		struct box_waiter *next = w->next;
+		struct sd_req *q = w->pending ? pending_take(w->pending) : NULL;
+
+		if (q)
+			req_moved(q);
+		else if (w->ws) /* an early close: the client sends its command again */
+			w->ws_then(w->ws, b, -ESTALE, "the sandbox moved");
+		free(w);
+		w = next;
+	}
+}
+
 static void waiters_run(struct box *b, int err, const char *msg)
 {
 	struct box_waiter *w = b->waiters;

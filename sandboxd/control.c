@@ -461,6 +461,10 @@ void control_handle(struct sd_req *q, struct box *unused)
 			fleet_hooks->forward(q); /* another host's, or no one's */
 			break;
 		}
+		if (!b && fleet_hooks) { /* sent here as its owner: it moved (or is gone) */
+			req_moved(q);
+			break;
+		}
 		if (!b) {
 			not_found(q, "Sandbox", q->rt.arg);
 			break;

@@ -104,22 +104,6 @@ void fleetd_released_list(const char *workspace, json_t *arr)
 	}
 }
 
-json_t *fleetd_released_json(const char *workspace, const char *id)
-{
-	for (struct released *x = rel; x; x = x->next)
-		if (strcmp(x->id, id) == 0 && strcmp(x->workspace, workspace) == 0) {
-			struct box b = {0};
-			json_t *o = NULL;
-
-			if (box_parse_record(x->record, &b) == 0) {
-				o = box_json(&b);
-				box_record_free(&b);
-			}
-			return o;
-		}
-	return NULL;
-}
-
 /* ---- on WORK_FLEET ---- */
 
 /* Released box id's record, if it is workspace's: 0 (*record malloc'd), -ENOENT, -EIO. */
@@ -143,6 +127,22 @@ static int record_get(const char *workspace, const char *id, char **record)
 	}
 	*record = text;
 	return 0;
+}
+
+int fleetd_released_fetch(const char *workspace, const char *id, char **text)
+{
+	return record_get(workspace, id, text);
+}
+
+json_t *fleetd_released_record_json(const char *text)
+{
+	struct box b = {0};
+	json_t *o = NULL;
+
+	if (box_parse_record(text, &b) == 0)
+		o = box_json(&b);
+	box_record_free(&b);
+	return o;
 }
 
 int fleetd_released_delete(const char *workspace, const char *id)

@@ -21,12 +21,15 @@
 
 #include "fleetd.h"
 
-#define RPC_WS_INFLIGHT 4     /* calls of one workspace waiting on other hosts at once */
-#define PLACE_MAX_S	60    /* a create's wait for a host with room, whatever its timeout */
-#define RPC_CALL_MS	30000 /* a forwarded call's answer */
-#define RPC_LIST_MS	2000  /* a host's part of a list */
-#define PLACE_DEFAULT_S 30
-#define LIST_HOSTS_MAX	256
+#define RPC_WS_INFLIGHT	 4     /* calls of one workspace waiting on other hosts at once */
+#define PLACE_MAX_S	 60    /* a create's wait for a host with room, whatever its timeout */
+#define RPC_CALL_MS	 30000 /* a forwarded call's answer */
+#define RPC_LIST_MS	 2000  /* a host's part of a list */
+#define PLACE_DEFAULT_S	 30
+#define LIST_HOSTS_MAX	 256
+#define FORWARD_TRIES	 5   /* a forwarded call's owner reads, when the box moves meanwhile */
+#define FORWARD_PAUSE_MS 300 /* between them */
+#define CALL_HERE	 1   /* call_job.status: the box is this host's after all */
 
 /* ---- messages ---- */
 
@@ -149,8 +152,8 @@ struct call_job {
 	enum route_kind kind_route;
 	char key_id[SD_KEY_ID_LEN + 1];
 	/* out */
-	char released[SD_ID_LEN + 1]; /* forward: a released box's get, answered from its record */
-	char *lost; /* forward: a lost host's box's get, answered from its record (its text) */
+	char *released; /* forward: a released box's get, answered from its record (its text) */
+	char *lost;	/* forward: a lost host's box's get, answered from its record (its text) */
 	uint64_t lost_ago_ms;
 	char (*alive)[FLEET_ID_MAX + 1]; /* list: the hosts the bucket has */
 	unsigned nalive;
@@ -209,39 +212,38 @@ bool fleet_is_uuid(const char *s)
 	return true;
 }
 
-/* A call for a box released into the store: a read answered from its record (false, with
- * c->released set), a delete done here (false), anything else wakes it on a host with room
- * (true: host is that host, where the call goes on). */
-static bool released_call(struct call_job *c, const char *id, char host[FLEET_ID_MAX + 1])
+/* A call for a box released into the store: a read answered from its record (0, with
+ * c->released set), a delete done here (0), anything else wakes it on a host with room (1:
+ * host is that host, where the call goes on). -ENOENT: no record (woken meanwhile, or
+ * deleted: the caller asks the bucket again). */
+static int released_call(struct call_job *c, const char *id, char host[FLEET_ID_MAX + 1])
 {
 	char why[FLEET_ERR_MAX];
 	int err;
 
 	if (c->method == M_GET && (c->kind_route == R_BOX || c->kind_route == R_BOX_STATUS)) {
-		memcpy(c->released, id, sizeof(c->released));
-		return false;
+		err = fleetd_released_fetch(c->workspace, id, &c->released);
+		if (err == -EIO)
+			call_fail(c, 503, "ServiceUnavailable", "the fleet did not answer");
+		return err == -ENOENT ? err : 0;
 	}
 	if (c->method == M_DELETE && c->kind_route == R_BOX) {
 		err = fleetd_released_delete(c->workspace, id);
 		if (err == 0)
 			c->status = 204;
-		else if (err == -ENOENT)
-			call_fail(c, 404, "NotFound", "Sandbox not found");
-		else
+		else if (err != -ENOENT)
 			call_fail(c, 503, "ServiceUnavailable", "the fleet did not answer");
-		return false;
+		return err == -ENOENT ? err : 0;
 	}
 	err = fleetd_wake(c->workspace, c->key_id, id, host, why, sizeof(why));
-	if (err == -ENOENT) {
-		call_fail(c, 404, "NotFound", "Sandbox not found");
-		return false;
-	}
+	if (err == -ENOENT)
+		return err;
 	if (err < 0) {
 		call_fail(c, 503, err == -EAGAIN ? "Unschedulable" : "ServiceUnavailable",
 			  "sandbox '%s' could not be woken: %s", c->ref, why);
-		return false;
+		return 0;
 	}
-	return true;
+	return 1;
 }
 
 /* A call for a box whose host is lost: a read answered from its record (c->lost set), a
@@ -282,9 +284,14 @@ static void lost_call(struct call_job *c, const char *id, const char *host)
 		  (unsigned long long)(c->lost_ago_ms / 1000));
 }
 
+/* A call for another host's box: sent to its owner. The owner is read from this host's copy
+ * of the bucket first; when the box was seen moving (its host answered 421: it let the box
+ * go, a released record gone: woken or deleted meanwhile) it is read from the bucket itself,
+ * a few times, before the client is told to try again. */
 static void forward_run(struct call_job *c)
 {
 	char host[FLEET_ID_MAX + 1], key[80], id[SD_ID_LEN + 1];
+	uint64_t rev;
 	int err;
 
 	/* a name is looked up in the names bucket; an id is its own key. Either way the box
@@ -303,24 +310,59 @@ static void forward_run(struct call_job *c)
 			return;
 		}
 	}
-	err = fleetd_owner_of(id, host, true);
-	if (err == -ENOENT || (err == 0 && fleetd_self(host))) {
-		call_fail(c, 404, "NotFound", "Sandbox not found");
+	for (int tries = 0;; tries++) {
+		if (tries) { /* it moved under us: the bucket's word, not the copy's */
+			struct timespec ts = {0, FORWARD_PAUSE_MS * 1000000L};
+
+			nanosleep(&ts, NULL);
+			err = fleet_owner(&fleetd, id, host, &rev);
+			if (err == 0 && strcmp(host, FLEET_UNSCHEDULABLE) == 0)
+				err = -ENOENT;
+		} else {
+			err = fleetd_owner_of(id, host, true);
+		}
+		if (err == -ENOENT) {
+			call_fail(c, 404, "NotFound", "Sandbox not found");
+			return;
+		}
+		if (err < 0) {
+			call_fail(c, 503, "ServiceUnavailable",
+				  "the fleet's owners did not answer");
+			return;
+		}
+		bool last = tries + 1 >= FORWARD_TRIES;
+
+		if (fleetd_self(host) && !tries)
+			continue;	 /* this host's copy lags a move away */
+		if (fleetd_self(host)) { /* woken here meanwhile: served here */
+			c->status = CALL_HERE;
+			return;
+		}
+		if (strcmp(host, FLEET_RELEASED) == 0) {
+			err = released_call(c, id, host);
+			if (err == -ENOENT && !last)
+				continue;
+			if (err == -ENOENT)
+				call_fail(c, 404, "NotFound", "Sandbox not found");
+			if (err <= 0)
+				return;
+		}
+		free(c->answer);
+		c->answer = NULL;
+		err = fleet_rpc_ask(host, c->msg, c->len, RPC_CALL_MS, &c->answer, &c->alen);
+		if (err == 0 && fleet_rpc_status(c->answer, c->alen) == 421 && !last)
+			continue; /* it let the box go a moment ago */
+		if (err == 0 && fleet_rpc_status(c->answer, c->alen) == 421)
+			call_fail(c, 503, "ServiceUnavailable",
+				  "sandbox '%s' is moving between hosts: try again", c->ref);
+		else if (err < 0 && fleetd_host_lost(host, &c->lost_ago_ms) == 1)
+			lost_call(c, id, host);
+		else if (err < 0)
+			call_fail(c, 503, "ServiceUnavailable",
+				  "the host of sandbox '%s' did not answer (%s): try again", c->ref,
+				  strerror(-err));
 		return;
 	}
-	if (err < 0) {
-		call_fail(c, 503, "ServiceUnavailable", "the fleet's owners did not answer");
-		return;
-	}
-	if (strcmp(host, FLEET_RELEASED) == 0 && !released_call(c, id, host))
-		return;
-	err = fleet_rpc_ask(host, c->msg, c->len, RPC_CALL_MS, &c->answer, &c->alen);
-	if (err < 0 && fleetd_host_lost(host, &c->lost_ago_ms) == 1)
-		lost_call(c, id, host);
-	else if (err < 0)
-		call_fail(c, 503, "ServiceUnavailable",
-			  "the host of sandbox '%s' did not answer (%s): try again", c->ref,
-			  strerror(-err));
 }
 
 static void create_run(struct call_job *c)
@@ -461,9 +503,15 @@ static void call_done(struct sd_job *j)
 		if (c->alive)
 			fleetd_lost_list(c->workspace, c->merged, c->alive, c->nalive);
 	}
-	if (q && c->kind == CALL_FORWARD && (c->released[0] || c->lost)) {
+	if (q && c->kind == CALL_FORWARD && c->status == CALL_HERE) {
+		if (++q->moved_hops > REQ_MOVED_HOPS) /* not here either: it keeps moving */
+			req_reply_error(q, 503, "ServiceUnavailable",
+					"sandbox '%s' is moving between hosts: try again", c->ref);
+		else
+			control_handle(q, NULL); /* its wake came here: served here */
+	} else if (q && c->kind == CALL_FORWARD && (c->released || c->lost)) {
 		json_t *o = c->lost ? fleetd_lost_json(c->lost, c->lost_ago_ms)
-				    : fleetd_released_json(c->workspace, c->released);
+				    : fleetd_released_record_json(c->released);
 
 		if (!o)
 			req_reply_error(q, 404, "NotFound", "Sandbox not found");
@@ -489,6 +537,7 @@ static void call_done(struct sd_job *j)
 	json_decref(c->body);
 	free(c->alive);
 	free(c->lost);
+	free(c->released);
 	free(c->msg);
 	free(c->answer);
 	free(c);

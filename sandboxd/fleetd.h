@@ -118,10 +118,12 @@ bool fleet_is_uuid(const char *s);
 /* ---- fleet_moves.c: boxes released into the store ---- */
 int fleet_moves_start(void) __must_check;
 void fleet_moves_stop(void);
-/* On the loop: the released boxes of workspace as the API's objects, appended to arr; one of
- * them (NULL: none of the workspace's). */
+/* On the loop: the released boxes of workspace as the API's objects, appended to arr. */
 void fleetd_released_list(const char *workspace, json_t *arr);
-json_t *fleetd_released_json(const char *workspace, const char *id);
+/* on WORK_FLEET: released box id's record (its text, malloc'd) from the bucket itself, if it is
+ * workspace's: 0, -ENOENT, -EIO. On the loop: that record as the API shows a box. */
+int fleetd_released_fetch(const char *workspace, const char *id, char **text);
+json_t *fleetd_released_record_json(const char *text);
 /* On a worker: delete released box id of workspace (its records; its chunks wait for the
  * store's collector): 0, -ENOENT, -EIO. */
 int fleetd_released_delete(const char *workspace, const char *id);

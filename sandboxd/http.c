@@ -503,6 +503,27 @@ void req_dispatch(struct sd_req *q)
 	control_handle(q, NULL);
 }
 
+void req_moved(struct sd_req *q)
+{
+	if (q->on_reply || !fleet_hooks) {
+		/* another host's call: it asks the fleet again where the box went (fleet_rpc.c) */
+		req_reply_error(q, 421, "Misdirected", "the sandbox moved");
+		return;
+	}
+	if (q->rt.kind == R_FILE_LINK || q->rt.kind == R_SERVICE ||
+	    ++q->moved_hops > REQ_MOVED_HOPS) {
+		req_add_header(q, "retry-after:", "1");
+		req_reply_error(q, 503, "ServiceUnavailable", "the sandbox moved: try again");
+		return;
+	}
+	if (q->rt.kind >= R_DP_EXECUTE && q->rt.kind <= R_DP_TUNNEL) {
+		q->dp_remote = true; /* to its wake, wherever that is */
+		fleet_hooks->dp(q);
+		return;
+	}
+	fleet_hooks->forward(q);
+}
+
 static int req_write(struct sd_req *q)
 {
 	uint8_t hbuf[LWS_PRE + 8192], *start = hbuf + LWS_PRE, *p = start,

@@ -327,6 +327,8 @@ struct sd_req {
 	char fleet_box_id[SD_ID_LEN + 1]; /* a create taken from the fleet's queue: its id */
 	char fleet_name_claimed[SD_NAME_MAX + 1]; /* a rename whose name the fleet gave it */
 	bool dp_remote; /* a dataplane request for a box another host holds (fleet_hooks->dp) */
+	unsigned char moved_hops; /* routed again after its box moved (req_moved), at most: */
+#define REQ_MOVED_HOPS 4
 	char link_path[4097]; /* a download link's path */
 	unsigned svc_port;    /* a service URL's guest port */
 };
@@ -356,6 +358,9 @@ struct sd_req *pending_take(struct sd_pending *p);
 json_t *req_json(struct sd_req *q);
 /* Dispatch a request whose body is complete: auth, then the route's handler. */
 void req_dispatch(struct sd_req *q);
+/* A request parked on a box that has just been released into the fleet's store: routed again
+ * (its wake), or, another host's call, answered 421 so that host asks where the box went. */
+void req_moved(struct sd_req *q);
 
 /* Handlers (control.c, files.c, ws_exec.c). */
 void control_handle(struct sd_req *q, struct box *b);
@@ -423,6 +428,10 @@ struct snap_store_hooks {
 extern const struct snap_store_hooks *snap_store_hooks;
 /* Every request and WebSocket waiting for b told err and msg. */
 void box_waiters_fail(struct box *b, int err, const char *msg);
+/* The box was released into the fleet's store (box_move.c): what waited for it goes on to its
+ * wake (a request routed again, a WebSocket closed early so its client sends it again). Before
+ * the box is forgotten. */
+void box_waiters_moved(struct box *b);
 
 /* ---- box_lazy.c: a lazy restore from the fleet's store ---- */
 #define LAZY_WAIT_MS 120000 /* a stop or capture waits this long for a fill at most */

@@ -163,6 +163,15 @@ static void ws_close_now(struct ws_sess *s, unsigned short code)
 	lws_callback_on_writable(s->wsi);
 }
 
+/* The close for a session whose box went (stopped, moved): 1001 once its command started (the
+ * client attaches again at once), a plain 1000 before (the client sends the same command id
+ * again: a 1001 there is an error the LangSmith JS client does not retry). */
+static unsigned short ws_gone_code(const struct ws_sess *s)
+{
+	return s->started_sent || s->reconnect ? LWS_CLOSE_STATUS_GOINGAWAY
+					       : LWS_CLOSE_STATUS_NORMAL;
+}
+
 static struct box *ws_box(struct ws_sess *s)
 {
 	return box_by_id(s->box_id);
@@ -202,8 +211,8 @@ static void ws_on_agent_frame(struct ws_sess *s, const struct proto_frame *f)
 {
 	if (!f) { /* the link is gone: the box stopped or its VMM died */
 		s->has_call = false;
-		if (s->st != WS_DONE) /* 1001: the client attaches again at once, and wakes it */
-			ws_close_now(s, LWS_CLOSE_STATUS_GOINGAWAY);
+		if (s->st != WS_DONE) /* the client comes back at once, and wakes it */
+			ws_close_now(s, ws_gone_code(s));
 		return;
 	}
 	switch (f->hdr.type) {
@@ -294,6 +303,10 @@ static int ws_rx(struct ws_sess *s, json_t *o);
 
 static void ws_woken(struct ws_sess *s, struct box *b, int err, const char *msg)
 {
+	if (err == -ESTALE) { /* moved: the client sends it again, and that wakes it */
+		ws_close_now(s, ws_gone_code(s));
+		return;
+	}
 	if (err < 0) {
 		ws_error(s, "CommandError", "the sandbox cannot run: %s", msg);
 		return;
@@ -676,7 +689,7 @@ void ws_box_gone(const char *box_id)
 {
 	for (struct ws_sess *s = all_sessions; s; s = s->next_all)
 		if (strcmp(s->box_id, box_id) == 0 && !s->closing)
-			ws_close_now(s, LWS_CLOSE_STATUS_GOINGAWAY);
+			ws_close_now(s, ws_gone_code(s));
 }
 
 int ws_attached_count(void)

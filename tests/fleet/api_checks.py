@@ -259,21 +259,12 @@ def node_scenario(t):
     wait_up(k2)
     here = os.path.dirname(os.path.abspath(__file__))
     scenario = os.path.join(here, "..", "service", "scenario.mjs")
-    # Every check but two, until a known bug of issue 31 is fixed: in stop_start, a call that
-    # reaches the box's old host after its stop put the fleet's record "stopped" but before
-    # that host let the box go is parked there, then failed with "the sandbox moved: try
-    # again" (release_done fails the waiters instead of sending them on to the wake), and the
-    # box was not found after (update, delete): seen in 2 of 6 runs since the lazy restore
-    # made stops of restored boxes longer. methods (every SDK method called) needs its calls.
-    with open(scenario) as f:
-        names = re.findall(r'^  \{ name: "([a-z_0-9]+)"', f.read(), re.M)
-    subset = [n for n in names if n not in ("stop_start", "methods")]
     t0 = time.time()
     p = subprocess.run(
         [node, scenario], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         timeout=900, env=dict(os.environ, SANDBOXD_URL="http://%s.12:%d" % (NET, API_PORT),
                               SANDBOXD_KEY=k1, SANDBOXD_KEY2=k2, SCENARIO_CHECK_TIMEOUT_S="300",
-                              SCENARIO_NODE_MODULES=modules, SCENARIO_SUBSET=",".join(subset)))
+                              SCENARIO_NODE_MODULES=modules))
     for k in (k1, k2):  # (what it left: the slots are the checks' after it)
         st, lst = api(1, k, "GET", "/v2/sandboxes/boxes")
         for b in lst.get("sandboxes", []) if st == 200 else []:
@@ -543,6 +534,44 @@ def moves(t, key, live):
     t.moved = (src, others[0])
 
 
+def stop_race(t, key, live):
+    """Calls that reach a box while its stop pushes it into the store wait, then go on to its
+    wake: an execute at its dataplane_url (its host's), one through another host, a get by
+    name through a third."""
+    name = sorted(live)[0]
+    box = live[name]
+    home = host_of(owner_of(box))
+    others = [i for i in range(1, HOSTS + 1) if i != home]
+    first = run(box, key, "echo raced > /root/race; echo ok")
+    st, _ = api(home, key, "POST", "/v2/sandboxes/boxes/%s/stop" % name)
+    res = {}
+
+    def one(what, fn):
+        t0 = time.time()
+        res[what] = (fn(), time.time() - t0)
+
+    calls = [("execute", lambda: run(box, key, "cat /root/race")),
+             ("via fh%d" % others[0], lambda: run(box, key, "cat /root/race", via=others[0])),
+             ("get via fh%d" % others[1],
+              lambda: api(others[1], key, "GET", "/v2/sandboxes/boxes/%s" % name)[0])]
+    threads = [threading.Thread(target=one, args=c) for c in calls]
+    for th in threads:
+        th.start()
+        time.sleep(0.2)
+    for th in threads:
+        th.join(400)
+    stopped = "box %s: stopped into the store" % box["id"] in t.log(home)
+    woken = [i for i in range(1, HOSTS + 1)
+             if "box %s: woken here from the store" % box["id"] in t.log(i)]
+    ok = {w: r[0] for w, r in res.items()}
+    check(first.strip() == "ok" and st == 204 and stopped and len(woken) == 1 and
+          ok.get("execute") == "raced\n" and ok.get("via fh%d" % others[0]) == "raced\n" and
+          ok.get("get via fh%d" % others[1]) == 200,
+          "calls made during a stop into the store (through fh%d): parked, then on to the "
+          "wake (on fh%s): %s" % (home, woken, "; ".join(
+              "%s: %r in %.1f s" % (w, r[0], r[1]) for w, r in sorted(res.items()))))
+
+
 def drain(t, key, live):
     """`sandboxd drain` on one host: its boxes go into the store (seen stopped), and it takes
     no more creates."""
@@ -763,6 +792,7 @@ def the_checks(t, key):
                 if n not in (sorted(ready)[0], sorted(ready)[1])}
         snapshots(t, key, live)
         moves(t, key, live)
+        stop_race(t, key, live)
         drain(t, key, live)
         host_failure(t, key, live)
         if getattr(t, "snap", None):
