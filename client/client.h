@@ -465,6 +465,16 @@ bool snap_valid_net_file(const char *s);
 int snap_net_save(const struct sandbox *sb, const char *dir) __must_check;
 /* At the seal: the SHA-256 of each net.* file of `dir` into m->net (m->network only). */
 int snap_net_seal(const char *dir, struct snap_meta *m, char *err, size_t err_len) __must_check;
+/* snap_layers.c: each disk layer of the snapshot in `dir` names as its parent one of its layers,
+ * this host's file of its image ($SANDBOX_HOME/images/IMAGE/rootfs, resolved) or none: 0, or
+ * -EPERM, -EBADMSG, -ENOENT (no such image here) with `err`. For a snapshot made elsewhere,
+ * whose layer paths this host would open. */
+int snap_layers_check(const char *dir, const struct snap_meta *m, char *err,
+		      size_t err_len) __must_check;
+/* Point the layers of `dir` whose parent is a raw image at this host's file of m's image (its
+ * absolute path; *changed when any moved: the layers' digests change, seal it again). */
+int snap_layers_rebase(const char *dir, const struct snap_meta *m, bool *changed, char *err,
+		       size_t err_len) __must_check;
 /* Each proxy file m lists is in `dir` with the SHA-256 m records: 0, or -EBADMSG (-errno) with
  * `err`. (snap_open leaves them to the restore; a snapshot from elsewhere checks them first.) */
 int snap_net_check(const char *dir, const struct snap_meta *m, char *err,

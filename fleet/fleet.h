@@ -107,6 +107,9 @@ int fleet_retire(struct fleet *f, const char *id, const char *host)
  * was taken meanwhile. */
 int fleet_release(struct fleet *f, const char *id, uint64_t *release)
 	__attribute__((warn_unused_result));
+/* A new box id that is in the store already (a sandbox pushed through the API): its owner made
+ * "released" (create-only), so the next call wakes it as any released box. -EEXIST, -EIO. */
+int fleet_own_released(struct fleet *f, const char *id) __attribute__((warn_unused_result));
 /* The API side: wake released box id on a host with room, as fleet_place does a create (its
  * host in owner). Callers waking one release at once publish one message: one host wakes it.
  * A box not released answers its owner at once; -EAGAIN when no host took it in time (the

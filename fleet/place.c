@@ -497,6 +497,20 @@ int fleet_release(struct fleet *f, const char *id, uint64_t *release)
 	return 0;
 }
 
+int fleet_own_released(struct fleet *f, const char *id)
+{
+	int err;
+
+	if (!fleet_id_ok(id))
+		return fleet_fail(f, -EINVAL, "fleet: not a box id");
+	/* (as a release's "released:SEQ": SEQ names the wake's message, never 0) */
+	err = owner_create(f, id, FLEET_RELEASED, 1, NULL);
+	if (err < 0)
+		return fleet_fail(f, err, "fleet: %s cannot be recorded (%s)", id,
+				  err == -EEXIST ? "it has an owner" : "no answer");
+	return 0;
+}
+
 int fleet_retire(struct fleet *f, const char *id, const char *host)
 {
 	char owner[FLEET_ID_MAX + 1];

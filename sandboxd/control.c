@@ -426,6 +426,17 @@ void control_handle(struct sd_req *q, struct box *unused)
 {
 	json_t *o = NULL;
 
+	if (q->rt.kind == R_CHUNKS_MISSING || q->rt.kind == R_CHUNK || q->rt.kind == R_IMPORTS) {
+		/* their bodies are a manifest's text, a chunk's bytes (fleet_xfer.c) */
+		if (fleet_hooks && fleet_hooks->xfer)
+			fleet_hooks->xfer(q);
+		else
+			req_reply_error(
+				q, 404, "NotFound",
+				"this service keeps no object store: sandboxes are pushed to "
+				"and pulled from a fleet's");
+		return;
+	}
 	if (q->method == M_POST || q->method == M_PATCH || q->method == M_PUT) {
 		o = req_json(q);
 		if (!o)
@@ -457,6 +468,10 @@ void control_handle(struct sd_req *q, struct box *unused)
 	default: {
 		struct box *b = box_find(q->workspace, q->rt.arg);
 
+		if (!b && fleet_hooks && fleet_hooks->xfer && q->rt.kind == R_BOX_EXPORT) {
+			fleet_hooks->xfer(q); /* released into the store, or another host's */
+			break;
+		}
 		if (!b && fleet_hooks && !q->on_reply) {
 			fleet_hooks->forward(q); /* another host's, or no one's */
 			break;
@@ -505,6 +520,13 @@ void control_handle(struct sd_req *q, struct box *unused)
 			break;
 		case R_BOX_STATS:
 			box_stats(q, b);
+			break;
+		case R_BOX_EXPORT: /* (a stopped one is the store's: fleet_xfer.c) */
+			req_reply_error(
+				q, 409, "Conflict",
+				"sandbox '%s' is %s here: stop it first (its state then goes "
+				"into the store, from where it is pulled)",
+				b->name, b->busy ? "stopping" : box_status_name(b->status));
 			break;
 		default:
 			req_reply_error(q, 404, "NotFound", "no such route");

@@ -238,6 +238,25 @@ int fleetd_release(const char *id, const char *record, char *err, size_t len)
 	return 0;
 }
 
+int fleetd_released_new(const char *id, const char *record, char *err, size_t len)
+{
+	char key[48];
+
+	if (strlen(record) > RECORD_MAX) {
+		snprintf(err, len, "the sandbox's record is over %u bytes", RECORD_MAX);
+		return -EFBIG;
+	}
+	snprintf(key, sizeof(key), "b.%s", id);
+	if (fleet_kv_put(&fleetd, boxes_kv.kv, key, record) < 0 ||
+	    fleet_own_released(&fleetd, id) < 0) {
+		snprintf(err, len, "%s", fleetd.err);
+		if (fleet_kv_delete(&fleetd, boxes_kv.kv, key) < 0)
+			sd_log("fleet: the record of unmade box %s stays: %s", id, fleetd.err);
+		return -EIO;
+	}
+	return 0;
+}
+
 static void woken_run(struct sd_job *j)
 {
 	struct rec_job *r = (struct rec_job *)j;

@@ -559,6 +559,7 @@ int fleetd_start(void)
 		.release = fleetd_release,
 		.dp = dp_proxy,
 		.drain = drain,
+		.xfer = fleetd_xfer,
 	};
 
 	box_forget_hook = fleetd_box_forgotten;

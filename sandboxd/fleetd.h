@@ -127,6 +127,9 @@ json_t *fleetd_released_record_json(const char *text);
 /* On a worker: delete released box id of workspace (its records; its chunks wait for the
  * store's collector): 0, -ENOENT, -EIO. */
 int fleetd_released_delete(const char *workspace, const char *id);
+/* On a worker: new box id, already in the store (a push: fleet_xfer.c), recorded as released
+ * with its record (stopped): 0, or -errno with err. */
+int fleetd_released_new(const char *id, const char *record, char *err, size_t len);
 /* On a worker: wake released box id on a host with room and wait until it runs there (or
  * failed): its host in owner. -ENOENT (not the workspace's), -EAGAIN (no room), -errno. */
 int fleetd_wake(const char *workspace, const char *key_id, const char *id,
@@ -176,6 +179,9 @@ int fleetd_host_lost(const char *host, uint64_t *ago_ms);
 int fleetd_lost_fetch(const char *workspace, const char *id, char **text);
 int fleetd_lost_delete(const char *workspace, const char *id);
 
+/* ---- fleet_xfer.c: a sandbox pushed and pulled through the API (fleet_hooks->xfer) ---- */
+void fleetd_xfer(struct sd_req *q);
+
 /* ---- fleet_quota.c: quotas across the fleet ---- */
 int fleet_quota_start(void) __must_check;
 void fleet_quota_stop(void);
@@ -193,5 +199,25 @@ void fleetd_quota_release_box(const char *workspace, unsigned vcpus, uint64_t me
 int fstore_option(const char *name, const char *val);
 /* With a store given: its settings read, the bucket made, snap_store_hooks set. */
 int fstore_start(void) __must_check;
+/* On a worker, for a sandbox pushed or pulled through the API (fleet_xfer.c), with the
+ * workspace's chunks. Which chunks of a manifest's text (a client's) the store lacks, as an
+ * array of hex hashes: */
+int fstore_missing(const char *workspace, const char *text, size_t len, json_t **missing, char *err,
+		   size_t elen);
+/* A client's chunk, named by its SHA-256 in hex (checked against its bytes), stored: */
+int fstore_chunk_put(const char *workspace, const char *hex, const void *data, size_t len,
+		     char *err, size_t elen);
+/* One of the workspace's chunks, checked (malloc'd, *len bytes): */
+int fstore_chunk_get(const char *workspace, const char *hex, uint8_t **data, size_t *len, char *err,
+		     size_t elen);
+/* A client's manifest (a snapshot's state, memory, layers and meta.yaml, every chunk in the
+ * store already) put as manifest id at generation 1, then pulled here as snapshot store_name
+ * (every chunk and the snapshot checked as one from elsewhere): *m is it. */
+struct snap_meta;
+int fstore_import(const char *workspace, const char *text, size_t len, const char *id,
+		  const char *store_name, struct snap_meta *m, char *err, size_t elen);
+/* Manifest id (its generation at least gen) as text for a client, its proxy files left out: */
+int fstore_export(const char *workspace, const char *id, uint64_t gen, char **text, size_t *len,
+		  char *err, size_t elen);
 
 #endif

@@ -385,7 +385,11 @@ static int req_begin(struct sd_req *q, const char *uri, bool operator_listener)
 		req_reply_error(q, 405, "MethodNotAllowed", "method not allowed here");
 		return -1;
 	}
-	q->body_max = q->rt.kind == R_DP_UPLOAD ? SD_UPLOAD_MAX : SD_JSON_BODY_MAX;
+	q->body_max = q->rt.kind == R_DP_UPLOAD ? SD_UPLOAD_MAX
+		      : q->rt.kind == R_CHUNK	? SD_CHUNK_BODY_MAX
+		      : q->rt.kind == R_CHUNKS_MISSING || q->rt.kind == R_IMPORTS
+			      ? SD_MANIFEST_BODY_MAX
+			      : SD_JSON_BODY_MAX;
 
 	if (cl > 0) {
 		char v[32];
@@ -413,7 +417,9 @@ static int req_begin(struct sd_req *q, const char *uri, bool operator_listener)
 	if (!operator_listener && q->rt.kind != R_FILE_LINK && q->rt.kind != R_SERVICE &&
 	    req_authenticate(q) < 0)
 		return -1;
-	if (q->rt.kind == R_DP_UPLOAD && q->body_expected) {
+	if ((q->rt.kind == R_DP_UPLOAD || q->rt.kind == R_CHUNK || q->rt.kind == R_CHUNKS_MISSING ||
+	     q->rt.kind == R_IMPORTS) &&
+	    q->body_expected) { /* large bodies: held within one budget */
 		uint64_t want = cl > 0 ? q->body_max : SD_UPLOAD_MAX;
 		char v[32];
 

@@ -95,6 +95,7 @@ static enum route_kind route_box(enum http_method m, const char *p, struct route
 		{"/service-urls", R_BOX_SERVICE_URLS, M_GET, M_DELETE},
 		{"/commands", R_BOX_COMMANDS, M_GET, M_GET},
 		{"/stats", R_BOX_STATS, M_GET, M_GET},
+		{"/export", R_BOX_EXPORT, M_GET, M_GET},
 	};
 	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++)
 		if (strcmp(p, subs[i].name) == 0)
@@ -132,6 +133,16 @@ static enum route_kind route_control(enum http_method m, const char *p, struct r
 	}
 	if (strncmp(p, "/usage", 6) == 0 && (p[6] == 0 || p[6] == '/'))
 		return set(r, R_USAGE, m == M_GET);
+	if (strcmp(p, "/chunks/missing") == 0)
+		return set(r, R_CHUNKS_MISSING, m == M_POST);
+	if (strncmp(p, "/chunks/", 8) == 0) {
+		p += 7;
+		if (!segment(&p, r->arg, sizeof(r->arg)) || *p)
+			return R_NONE;
+		return set(r, R_CHUNK, m == M_GET || m == M_PUT);
+	}
+	if (strcmp(p, "/imports") == 0)
+		return set(r, R_IMPORTS, m == M_POST);
 	return R_NONE;
 }
 
@@ -214,12 +225,16 @@ const char *route_name(enum route_kind k)
 		[R_BOX_SERVICE_URLS] = "box_service_urls",
 		[R_BOX_COMMANDS] = "box_commands",
 		[R_BOX_STATS] = "box_stats",
+		[R_BOX_EXPORT] = "box_export",
 		[R_SNAPSHOTS] = "snapshots",
 		[R_SNAPSHOT] = "snapshot",
 		[R_SNAPSHOT_BY_NAME] = "snapshot_by_name",
 		[R_REGISTRIES] = "registries",
 		[R_REGISTRY] = "registry",
 		[R_USAGE] = "usage",
+		[R_CHUNKS_MISSING] = "chunks_missing",
+		[R_CHUNK] = "chunk",
+		[R_IMPORTS] = "imports",
 		[R_DP_EXECUTE] = "execute",
 		[R_DP_EXECUTE_WS] = "execute_ws",
 		[R_DP_UPLOAD] = "upload",

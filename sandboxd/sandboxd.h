@@ -39,25 +39,27 @@
 /* All of a request's headers. lws gives every connection a buffer of this size while its
  * head is read (2000 silent connections: 2000 of them), so it is no larger than clients
  * need: theirs are under 2 KiB. */
-#define SD_HEADERS_MAX	    (16u << 10)
-#define SD_JSON_BODY_MAX    (1u << 20)	  /* a JSON request body */
-#define SD_UPLOAD_MAX	    (256u << 20)  /* an upload's body */
-#define SD_UPLOADS_INFLIGHT (1024u << 20) /* upload bodies held at once, all clients */
-#define SD_DOWNLOAD_MAX	    (256u << 20)  /* a file read through /download */
-#define SD_JSON_DEPTH_MAX   32		  /* nesting of a JSON body */
-#define SD_WS_FRAME_MAX	    (1u << 20)	  /* a client's WebSocket message, reassembled */
-#define SD_WS_OUTQ_MAX	    (1u << 20)	  /* output queued for one WebSocket before it pauses */
-#define SD_NAME_MAX	    63		  /* a box's name (our sandbox names' bound) */
-#define SD_SNAP_NAME_MAX    255		  /* a snapshot's name (registry-style) */
-#define SD_WORKSPACE_MAX    63
-#define SD_BOXES_MAX	    4096 /* boxes on this host, all workspaces */
-#define SD_SNAPS_MAX	    4096
-#define SD_KEYS_MAX	    4096
-#define SD_CMD_ID_MAX	    128 /* a command id's bytes (the API: 1..128) */
+#define SD_HEADERS_MAX	     (16u << 10)
+#define SD_JSON_BODY_MAX     (1u << 20)	   /* a JSON request body */
+#define SD_UPLOAD_MAX	     (256u << 20)  /* an upload's body */
+#define SD_UPLOADS_INFLIGHT  (1024u << 20) /* upload bodies held at once, all clients */
+#define SD_CHUNK_BODY_MAX    (4u << 20)	   /* a pushed chunk (store.h's CHUNK_SIZE_MAX) */
+#define SD_MANIFEST_BODY_MAX (16u << 20)   /* a pushed manifest: 250,000 chunks */
+#define SD_DOWNLOAD_MAX	     (256u << 20)  /* a file read through /download */
+#define SD_JSON_DEPTH_MAX    32		   /* nesting of a JSON body */
+#define SD_WS_FRAME_MAX	     (1u << 20)	   /* a client's WebSocket message, reassembled */
+#define SD_WS_OUTQ_MAX	     (1u << 20)	   /* output queued for one WebSocket before it pauses */
+#define SD_NAME_MAX	     63		   /* a box's name (our sandbox names' bound) */
+#define SD_SNAP_NAME_MAX     255	   /* a snapshot's name (registry-style) */
+#define SD_WORKSPACE_MAX     63
+#define SD_BOXES_MAX	     4096 /* boxes on this host, all workspaces */
+#define SD_SNAPS_MAX	     4096
+#define SD_KEYS_MAX	     4096
+#define SD_CMD_ID_MAX	     128 /* a command id's bytes (the API: 1..128) */
 /* A command's PATH (exec_req.c's base environment; the pool's warm-up runs under it too) */
-#define SD_EXEC_PATH	    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-#define SD_CMD_ID_RESERVED  "sandboxd-" /* command ids of ours (a pool's warm-up): refused */
-#define SD_ID_LEN	    36		/* a UUID */
+#define SD_EXEC_PATH	     "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#define SD_CMD_ID_RESERVED   "sandboxd-" /* command ids of ours (a pool's warm-up): refused */
+#define SD_ID_LEN	     36		 /* a UUID */
 
 /* ---- keys.c: API keys and workspaces ---- */
 
@@ -244,12 +246,16 @@ enum route_kind {
 	R_BOX_SERVICE_URLS,
 	R_BOX_COMMANDS,
 	R_BOX_STATS,
+	R_BOX_EXPORT, /* GET: a stopped box's manifest, for sandboxctl pull (fleet_xfer.c) */
 	R_SNAPSHOTS,
 	R_SNAPSHOT,
 	R_SNAPSHOT_BY_NAME,
 	R_REGISTRIES,
 	R_REGISTRY,
 	R_USAGE,
+	R_CHUNKS_MISSING, /* POST /chunks/missing: which of a manifest's chunks the store lacks */
+	R_CHUNK,	  /* PUT, GET /chunks/<sha-256>: one chunk of the workspace's */
+	R_IMPORTS,	  /* POST /imports?name=: a pushed sandbox, stopped (sandboxctl push) */
 	R_DP_EXECUTE,
 	R_DP_EXECUTE_WS,
 	R_DP_UPLOAD,
@@ -602,6 +608,9 @@ struct fleet_hooks {
 	void (*dp)(struct sd_req *q);
 	/* POST /drain (operator): take no more creates, and stop every box into the store */
 	void (*drain)(struct sd_req *q);
+	/* a sandbox pushed to the fleet's store or pulled from it: R_CHUNKS_MISSING, R_CHUNK,
+	 * R_IMPORTS, and R_BOX_EXPORT of a box this host does not hold (fleet_xfer.c) */
+	void (*xfer)(struct sd_req *q);
 };
 extern const struct fleet_hooks *fleet_hooks;
 void create_timed_out(struct sd_req *q, struct box *b);

@@ -107,6 +107,13 @@ int chunk_store_open(struct chunk_store *cs, struct s3 *s3, const char *prefix,
 	return 0;
 }
 
+int chunk_store_local(struct chunk_store *cs)
+{
+	memset(cs, 0, sizeof(*cs));
+	cs->known = calloc(1, sizeof(*cs->known));
+	return cs->known ? 0 : cs_fail(cs, -ENOMEM, "out of memory");
+}
+
 void chunk_store_close(struct chunk_store *cs)
 {
 	if (cs->known) {
@@ -171,23 +178,72 @@ int chunk_store_learn(struct chunk_store *cs, unsigned max_pages)
 	return 0;
 }
 
+int chunk_has(struct chunk_store *cs, const uint8_t hash[CHUNK_HASH_LEN])
+{
+	char key[S3_KEY_MAX + 1], hex[2 * CHUNK_HASH_LEN + 1];
+	uint8_t oid[CHUNK_HASH_LEN];
+	int err;
+
+	if (!cs->s3)
+		return cs_fail(cs, -EINVAL, "no store to ask");
+	chunk_key(cs, hash, key, oid);
+	if (set_has(cs->known, oid))
+		return 1;
+	if (cs->listed) /* not in a whole listing of the store's chunks: not there */
+		return 0;
+	if ((err = s3_head(cs->s3, key, NULL)) == 0) {
+		set_add(cs->known, oid);
+		return 1;
+	}
+	chunk_hex(hash, hex);
+	return err == -ENOENT ? 0 : cs_fail(cs, err, "chunk %s: %s", hex, cs->s3->err);
+}
+
+static int put_hashed(struct chunk_store *cs, const void *data, size_t len,
+		      const uint8_t hash[CHUNK_HASH_LEN]);
+
 int chunk_put(struct chunk_store *cs, const void *data, size_t len, uint8_t hash[CHUNK_HASH_LEN])
+{
+	if (len > CHUNK_SIZE_MAX)
+		return cs_fail(cs, -EFBIG, "a chunk of %zu bytes (at most %u)", len,
+			       CHUNK_SIZE_MAX);
+	chunk_hash(data, len, hash);
+	return cs->s3 ? put_hashed(cs, data, len, hash) : 0; /* no store: hashed only */
+}
+
+int chunk_put_hashed(struct chunk_store *cs, const void *data, size_t len,
+		     const uint8_t hash[CHUNK_HASH_LEN])
+{
+	char hex[2 * CHUNK_HASH_LEN + 1];
+	uint8_t check[CHUNK_HASH_LEN];
+
+	if (len > CHUNK_SIZE_MAX)
+		return cs_fail(cs, -EFBIG, "a chunk of %zu bytes (at most %u)", len,
+			       CHUNK_SIZE_MAX);
+	chunk_hash(data, len, check);
+	if (memcmp(check, hash, CHUNK_HASH_LEN) != 0) {
+		chunk_hex(hash, hex);
+		return cs_fail(cs, -EBADMSG, "the bytes given as chunk %s are not of that SHA-256",
+			       hex);
+	}
+	return cs->s3 ? put_hashed(cs, data, len, hash) : 0;
+}
+
+/* The upload of a chunk whose hash is right, unless the store has it. */
+static int put_hashed(struct chunk_store *cs, const void *data, size_t len,
+		      const uint8_t hash[CHUNK_HASH_LEN])
 {
 	char key[S3_KEY_MAX + 1], hex[2 * CHUNK_HASH_LEN + 1];
 	uint8_t *sealed, oid[CHUNK_HASH_LEN];
 	int err;
 
-	if (len > CHUNK_SIZE_MAX)
-		return cs_fail(cs, -EFBIG, "a chunk of %zu bytes (at most %u)", len,
-			       CHUNK_SIZE_MAX);
-	chunk_hash(data, len, hash);
+	chunk_hex(hash, hex);
 	chunk_key(cs, hash, key, oid);
 	if (set_has(cs->known, oid)) {
 		cs->skip_chunks++;
 		cs->skip_bytes += len + CHUNK_SEAL_EXTRA;
 		return 0;
 	}
-	chunk_hex(hash, hex);
 	/* not in a whole listing of the store's chunks: not there (no HEAD to ask) */
 	err = cs->listed ? -ENOENT : s3_head(cs->s3, key, NULL);
 	if (err == 0) {
@@ -219,6 +275,30 @@ int chunk_put(struct chunk_store *cs, const void *data, size_t len, uint8_t hash
 	return 0;
 }
 
+/* A handle of no store: the chunk from its fetch, checked against its hash. */
+static int chunk_get_fetched(struct chunk_store *cs, const uint8_t hash[CHUNK_HASH_LEN],
+			     uint8_t *out, size_t cap, size_t *len)
+{
+	char hex[2 * CHUNK_HASH_LEN + 1];
+	uint8_t check[CHUNK_HASH_LEN];
+	int err;
+
+	chunk_hex(hash, hex);
+	if (!cs->fetch)
+		return cs_fail(cs, -EINVAL, "chunk %s: no store to fetch it from", hex);
+	if ((err = cs->fetch(cs->fetch_arg, hash, out, cap, len, cs->err, sizeof(cs->err))) < 0)
+		return err;
+	if (*len > cap)
+		return cs_fail(cs, -EBADMSG, "chunk %s: over %zu bytes", hex, cap);
+	chunk_hash(out, *len, check);
+	if (memcmp(check, hash, CHUNK_HASH_LEN) != 0)
+		return cs_fail(cs, -EBADMSG,
+			       "chunk %s is corrupt: its bytes are not of that SHA-256", hex);
+	cs->got_chunks++;
+	cs->got_bytes += *len;
+	return 0;
+}
+
 int chunk_get(struct chunk_store *cs, const uint8_t hash[CHUNK_HASH_LEN], uint8_t *out, size_t cap,
 	      size_t *len)
 {
@@ -228,6 +308,8 @@ int chunk_get(struct chunk_store *cs, const uint8_t hash[CHUNK_HASH_LEN], uint8_
 	int err;
 
 	*len = 0;
+	if (!cs->s3)
+		return chunk_get_fetched(cs, hash, out, cap, len);
 	chunk_key(cs, hash, key, oid);
 	chunk_hex(hash, hex);
 	if (cs->cache && chunk_cache_get(cs->cache, oid, hash, out, cap, len) == 1) {

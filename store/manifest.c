@@ -360,7 +360,7 @@ int manifest_fetch_file(const struct manifest *m, struct chunk_store *cs, const 
 /* ---- the manifest object ---- */
 
 /* The plaintext of m, malloc'd, *len bytes. */
-static char *mf_encode(const struct manifest *m, size_t *len)
+char *manifest_encode(const struct manifest *m, size_t *len)
 {
 	size_t cap = 128, n = 0; /* the head's lines at most: 20-digit numbers */
 	char *out;
@@ -437,7 +437,7 @@ int manifest_put(const struct manifest *m, struct chunk_store *cs, const char *i
 
 	if (!mf_name_ok(id, MF_ID_MAX))
 		return mf_fail(cs, -EINVAL, "not a snapshot id: %.80s", id);
-	if (!(text = mf_encode(m, &len)))
+	if (!(text = manifest_encode(m, &len)))
 		return mf_fail(cs, -E2BIG, "the manifest is too large");
 	obj = malloc(MF_HEAD + MF_NONCE + len + MF_TAG);
 	if (!obj) {
@@ -576,6 +576,20 @@ static int mf_parse(const char *text, size_t len, struct manifest *m, struct chu
 	return 0;
 }
 
+int manifest_parse(const char *text, size_t len, struct manifest *m, struct chunk_store *cs)
+{
+	int err;
+
+	memset(m, 0, sizeof(*m));
+	if (len > MF_TEXT_MAX)
+		return mf_fail(cs, -EBADMSG, "a manifest of over %u bytes", MF_TEXT_MAX);
+	if ((err = mf_parse(text, len, m, cs)) < 0) {
+		manifest_free(m);
+		return mf_fail(cs, -EBADMSG, "not a manifest: not exactly its format");
+	}
+	return 0;
+}
+
 int manifest_get(struct manifest *m, struct chunk_store *cs, const char *id,
 		 uint64_t min_generation)
 {
@@ -610,13 +624,11 @@ int manifest_get(struct manifest *m, struct chunk_store *cs, const char *id,
 		return mf_fail(cs, -EBADMSG,
 			       "manifest %s does not open: not this workspace's, or altered", id);
 	}
-	err = mf_parse((const char *)text, n, m, cs);
+	err = manifest_parse((const char *)text, n, m, cs);
 	OPENSSL_cleanse(text, n);
 	free(text);
-	if (err < 0) {
-		manifest_free(m);
+	if (err < 0)
 		return mf_fail(cs, -EBADMSG, "manifest %s opens but does not parse", id);
-	}
 	if (m->generation < min_generation) {
 		unsigned long long g = (unsigned long long)m->generation;
 

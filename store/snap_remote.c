@@ -119,12 +119,14 @@ static bool pulled_has(const struct pulled *p, const char *name)
 
 /* A pulled snapshot m in dir holds what it may and only that: no extra disks (host paths),
  * no hidden name (a fork's or a ready snapshot's, the host's own), its root layer among its
- * layers, exactly the files meta.yaml lists, and its proxy files' digests. */
+ * layers, exactly the files meta.yaml lists, layers whose parents are its own or its image's
+ * (snap_layers_check), and its proxy files' digests. */
 static int snap_pull_check(const struct pulled *p, const char *dir, const struct snap_meta *m,
 			   char *err, size_t err_len)
 {
 	unsigned want = 2 + (m->memory_sha256[0] ? 1 : 0) + m->nlayers + m->nnet;
 	bool root = false;
+	int r;
 
 	if (m->ndisks) {
 		snprintf(err, err_len, "the snapshot names extra disks (host paths): refused");
@@ -148,14 +150,16 @@ static int snap_pull_check(const struct pulled *p, const char *dir, const struct
 			 "the snapshot's files are not exactly those its meta.yaml lists: refused");
 		return -EBADMSG;
 	}
+	if ((r = snap_layers_check(dir, m, err, err_len)) < 0)
+		return r;
 	return snap_net_check(dir, m, err, err_len);
 }
 
 /* A pull into a new hidden directory (tmp, its path): every file but, for a lazy one, the
  * memory, checked; mf (the manifest, kept for a lazy one's pager) freed on failure. */
 static int snap_pull_tmp(struct chunk_store *cs, const char *id, uint64_t min_generation, bool lazy,
-			 char tmp[4300], struct manifest *mf, struct snap_meta *m, char *err,
-			 size_t err_len)
+			 bool rebase, char tmp[4300], struct manifest *mf, struct snap_meta *m,
+			 char *err, size_t err_len)
 {
 	char path[4600];
 	uint8_t rnd[6];
@@ -209,6 +213,12 @@ static int snap_pull_tmp(struct chunk_store *cs, const char *id, uint64_t min_ge
 		r = snap_adopt(tmp, err, err_len);
 	if (r == 0)
 		r = lazy ? snap_open_lazy(tmp, m, err, err_len) : snap_open(tmp, m, err, err_len);
+	/* one a client sent from another machine: its layers on this host's image file */
+	bool moved = false;
+
+	if (r == 0 && rebase && (r = snap_layers_rebase(tmp, m, &moved, err, err_len)) == 0 &&
+	    moved && (r = snap_seal(tmp, m, err, err_len)) == 0)
+		r = snap_open(tmp, m, err, err_len);
 	/* what this host's key now vouches for is only what meta.yaml lists, and all of it
 	 * checked: no host paths, exactly its files, its proxy files' digests */
 	if (r == 0)
@@ -226,8 +236,8 @@ static int snap_pull_tmp(struct chunk_store *cs, const char *id, uint64_t min_ge
 	return r;
 }
 
-int snap_pull(struct chunk_store *cs, const char *id, uint64_t min_generation, const char *name,
-	      char *err, size_t err_len)
+static int pull_as(struct chunk_store *cs, const char *id, uint64_t min_generation,
+		   const char *name, bool rebase, char *err, size_t err_len)
 {
 	char dir[4200], tmp[4300];
 	struct manifest mf;
@@ -244,7 +254,8 @@ int snap_pull(struct chunk_store *cs, const char *id, uint64_t min_generation, c
 		snprintf(err, err_len, "snapshot %s is there already", name);
 		return -EEXIST;
 	}
-	if ((r = snap_pull_tmp(cs, id, min_generation, false, tmp, &mf, &m, err, err_len)) < 0)
+	if ((r = snap_pull_tmp(cs, id, min_generation, false, rebase, tmp, &mf, &m, err, err_len)) <
+	    0)
 		return r;
 	manifest_free(&mf);
 	if (strcmp(m.name, name) != 0) {
@@ -262,10 +273,22 @@ int snap_pull(struct chunk_store *cs, const char *id, uint64_t min_generation, c
 	return r;
 }
 
+int snap_pull(struct chunk_store *cs, const char *id, uint64_t min_generation, const char *name,
+	      char *err, size_t err_len)
+{
+	return pull_as(cs, id, min_generation, name, false, err, err_len);
+}
+
+int snap_pull_import(struct chunk_store *cs, const char *id, const char *name, char *err,
+		     size_t err_len)
+{
+	return pull_as(cs, id, 1, name, true, err, err_len);
+}
+
 int snap_pull_lazy(struct chunk_store *cs, const char *id, uint64_t min_generation, char dir[4300],
 		   struct manifest *mf, struct snap_meta *m, char *err, size_t err_len)
 {
-	return snap_pull_tmp(cs, id, min_generation, true, dir, mf, m, err, err_len);
+	return snap_pull_tmp(cs, id, min_generation, true, false, dir, mf, m, err, err_len);
 }
 
 void snap_pull_lazy_done(const char *dir)

@@ -23,6 +23,12 @@ int snap_push(const char *name, struct chunk_store *cs, const char *id, uint64_t
 int snap_pull(struct chunk_store *cs, const char *id, uint64_t min_generation, const char *name,
 	      char *err, size_t err_len) __attribute__((warn_unused_result));
 
+/* snap_pull of a snapshot a client pushed from another machine (generation 1): its layers
+ * whose parent is an image's file pointed at this host's file of that image first
+ * (snap_layers_rebase), then sealed again and checked as any pull's. */
+int snap_pull_import(struct chunk_store *cs, const char *id, const char *name, char *err,
+		     size_t err_len) __attribute__((warn_unused_result));
+
 /* For a lazy restore: fetch manifest id into a new hidden directory (its path in dir) with
  * every file but the memory, made this host's and checked as snap_pull does (snap_open_lazy:
  * no memory file); *mf the manifest, whose "memory" file the pager pages in chunk by chunk,

@@ -146,12 +146,29 @@ struct chunk_store {
 	uint64_t skip_chunks, skip_bytes; /* already in the store: not uploaded */
 	uint64_t got_chunks, got_bytes;	  /* downloaded (sealed bytes) */
 	uint64_t cache_hits;		  /* gets the cache answered */
+	/* A handle of no store (chunk_store_local): where its gets come from, e.g. a client
+	 * fetching chunks through the API (-errno with *err set, else *len bytes in out); what
+	 * it gives is checked against the hash asked for, as the store's is. */
+	int (*fetch)(void *arg, const uint8_t hash[CHUNK_HASH_LEN], uint8_t *out, size_t cap,
+		     size_t *len, char *err, size_t err_len);
+	void *fetch_arg;
 	char err[STORE_ERR_MAX];
 };
 /* A handle on prefix's chunks (a key's part: s3_key_ok), sealed under secret's keys. */
 int chunk_store_open(struct chunk_store *cs, struct s3 *s3, const char *prefix,
 		     const uint8_t secret[32]) __attribute__((warn_unused_result));
 void chunk_store_close(struct chunk_store *cs);
+/* A handle of no store: a put only hashes (a manifest of local files, nothing uploaded), a get
+ * calls fetch (set it after) and checks what it gives. */
+int chunk_store_local(struct chunk_store *cs) __attribute__((warn_unused_result));
+/* Whether the store holds the chunk of hash: 1, 0, or -errno with cs->err (known chunks, else
+ * a whole listing's word, else a HEAD). */
+int chunk_has(struct chunk_store *cs, const uint8_t hash[CHUNK_HASH_LEN])
+	__attribute__((warn_unused_result));
+/* Store len bytes of a chunk whose SHA-256 the caller gives (a client's upload: checked here
+ * against the bytes, -EBADMSG if they differ), unless the store has it. */
+int chunk_put_hashed(struct chunk_store *cs, const void *data, size_t len,
+		     const uint8_t hash[CHUNK_HASH_LEN]) __attribute__((warn_unused_result));
 /* Learn the chunks the store holds under the prefix, by listing up to max_pages pages (1000
  * each): puts skip what was listed, and when the listing was whole (cs->listed) upload what
  * was not without asking (a HEAD a chunk). Before a push: one request a thousand chunks
@@ -214,6 +231,13 @@ int manifest_fetch_file(const struct manifest *m, struct chunk_store *cs, const 
 /* Store m as PREFIX/m/<id> (id: [A-Za-z0-9._-], 1 to 64), sealed under the workspace's keys
  * (AES-256-GCM, the id bound in: a manifest does not open under another id). */
 int manifest_put(const struct manifest *m, struct chunk_store *cs, const char *id)
+	__attribute__((warn_unused_result));
+/* m's plaintext (manifest.c's format: what an API client sends and gets), malloc'd, *len bytes;
+ * NULL when too large or out of memory. */
+char *manifest_encode(const struct manifest *m, size_t *len);
+/* Parse that plaintext (len bytes, from anyone) into m, strictly: -EBADMSG (m freed). cs is for
+ * the message only. */
+int manifest_parse(const char *text, size_t len, struct manifest *m, struct chunk_store *cs)
 	__attribute__((warn_unused_result));
 /* Load PREFIX/m/<id> into m (manifest_free it; m is overwritten: free a loaded one first),
  * checked before a byte is parsed, then parsed strictly. -ENOENT, -EBADMSG named in cs->err,

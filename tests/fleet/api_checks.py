@@ -572,6 +572,115 @@ def stop_race(t, key, live):
               "%s: %r in %.1f s" % (w, r[0], r[1]) for w, r in sorted(res.items()))))
 
 
+def transfer_argv(t):
+    """sandbox-transfer beside this sandboxd's build, run as sandboxd is (through the loader
+    and libraries api.sh copied in, where the emulated host has none of its own)."""
+    sd = t.a.sandboxd[-1]
+    prog = os.path.join(os.path.dirname(os.path.dirname(sd)), "tools", "transfer",
+                        "sandbox-transfer")
+    wrapper = os.path.join(t.work, "sandbox-transfer")
+    with open(wrapper, "w") as f:
+        f.write("#!/bin/sh\nexec %s %s \"$@\"\n" % (" ".join(t.a.sandboxd[:-1]), prog))
+    os.chmod(wrapper, 0o755)
+    return wrapper
+
+
+def hostile_imports(t, key, via):
+    """What a pushing client may not send: a manifest with a proxy file, one naming a chunk
+    never sent, a chunk whose bytes are not its name's."""
+    import hashlib
+    data = b"x" * 4096
+    good = hashlib.sha256(data).hexdigest()
+    r = urllib.request.Request("http://%s.%d:%d/v2/sandboxes/chunks/%s" % (
+        NET, 10 + via, API_PORT, "1" * 64), data=data, method="PUT",
+        headers={"X-Api-Key": key, "Content-Type": "application/octet-stream"})
+    try:
+        st_wrong = urllib.request.urlopen(r, timeout=60).status
+    except urllib.error.HTTPError as e:
+        st_wrong = e.code
+
+    def manifest(files):
+        text = "sandbox-manifest 1\ngeneration 1\nchunk_size 4096\n"
+        for name in files:
+            text += "file %s 4096 1 1\n0 4096\n%s\n" % (name, good)
+        return (text + "end\n").encode()
+
+    results = []
+    for files in (["state.fdt", "memory", "meta.yaml", "net.credentials"],
+                  ["state.fdt", "memory", "meta.yaml"]):
+        r = urllib.request.Request("http://%s.%d:%d/v2/sandboxes/imports?name=hostile" % (
+            NET, 10 + via, API_PORT), data=manifest(files), method="POST",
+            headers={"X-Api-Key": key, "Content-Type": "text/plain"})
+        try:
+            with urllib.request.urlopen(r, timeout=60) as resp:
+                results.append((resp.status, resp.read()[:200]))
+        except urllib.error.HTTPError as e:
+            results.append((e.code, e.read()[:200]))
+    st_gone, _ = api(via, key, "GET", "/v2/sandboxes/boxes/hostile")
+    check(st_wrong == 400 and results[0][0] == 400 and b"net.credentials" in results[0][1] and
+          results[1][0] == 400 and b"was not sent" in results[1][1] and st_gone == 404,
+          "hostile pushes refused: a chunk not of its name %d, a manifest with a proxy file "
+          "%d %r, one naming a chunk never sent %d %r; no box made (%d)" % (
+              st_wrong, results[0][0], results[0][1][:90], results[1][0], results[1][1][:90],
+              st_gone))
+
+
+def push_pull(t, key, live):
+    """sandboxctl push of a local sandbox to the fleet and pull back: its files and
+    processes survive both ways; the second way through another host."""
+    alive = [i for i in range(1, HOSTS + 1) if i != getattr(t, "killed", 0)]
+    hostile_imports(t, key, alive[0])
+    for name in list(live)[:1]:  # room for it
+        api(alive[0], key, "DELETE", "/v2/sandboxes/boxes/%s" % name)
+        live.pop(name, None)
+    time.sleep(3)
+    local = os.path.join(t.work, "local")
+    os.makedirs(local)
+    os.symlink(t.a.images, os.path.join(local, "images"))
+    env = dict(os.environ, SANDBOX_HOME=local, SANDBOX_API_KEY=key,
+               SANDBOX_TRANSFER=transfer_argv(t))
+
+    def ctl(*args, timeout=600):
+        p = subprocess.run(t.a.ctl + list(args), env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=timeout)
+        return p.returncode, p.stdout.strip()
+
+    url = "http://%s.%d:%d" % (NET, 10 + alive[0], API_PORT)
+    rc_c, out_c = ctl("create", "--name", "laptop", "--memory", "128")
+    rc_e, out_e = ctl("exec", "laptop", "--", "sh", "-c",
+                      "echo from-the-laptop > /root/pushed; "
+                      "setsid sleep 3000 </dev/null >/dev/null 2>&1 & echo ok")
+    t0 = time.time()
+    rc_p, out_p = ctl("push", "laptop", url, "--name", "laptop")
+    push_s = time.time() - t0
+    rc_ls, out_ls = ctl("ls")
+    st, box = api(alive[-1], key, "GET", "/v2/sandboxes/boxes/laptop")
+    there = run(box, key, "cat /root/pushed; pgrep -x sleep >/dev/null && echo sleeping || "
+                "ps | grep -c '[s]leep 3000'; echo from-the-fleet > /root/back") \
+        if st == 200 else "(%s)" % st
+    check(rc_c == 0 and rc_e == 0 and out_e.endswith("ok") and rc_p == 0 and
+          "laptop" not in out_ls and there.startswith("from-the-laptop\nsleeping"),
+          "sandboxctl push of a local sandbox to the fleet through fh%d in %.1f s (%s): its file "
+          "and its process there (%r); the local one gone (%s)" % (
+              alive[0], push_s, out_p.splitlines()[-1][:160] if out_p else out_c[-200:],
+              there[:80], "yes" if "laptop" not in out_ls else out_ls[-200:]))
+    url2 = "http://%s.%d:%d" % (NET, 10 + alive[-1], API_PORT)
+    t0 = time.time()
+    rc_pl, out_pl = ctl("pull", "laptop", url2, "--as", "laptop2")
+    pull_s = time.time() - t0
+    rc_x, out_x = ctl("exec", "laptop2", "--", "sh", "-c",
+                      "cat /root/pushed /root/back; pgrep -x sleep >/dev/null && "
+                      "echo sleeping || ps | grep -c '[s]leep 3000'")
+    st_gone, _ = api(alive[0], key, "GET", "/v2/sandboxes/boxes/laptop")
+    check(rc_pl == 0 and rc_x == 0 and
+          out_x.startswith("from-the-laptop\nfrom-the-fleet\nsleeping") and st_gone == 404,
+          "sandboxctl pull of it back through fh%d in %.1f s (%s): both files and the process "
+          "here (%r); the fleet's deleted (%d)" % (
+              alive[-1], pull_s, out_pl.splitlines()[-1][:160] if out_pl else "",
+              out_x[:120], st_gone))
+    ctl("rm", "-f", "laptop2")
+
+
 def drain(t, key, live):
     """`sandboxd drain` on one host: its boxes go into the store (seen stopped), and it takes
     no more creates."""
@@ -797,6 +906,7 @@ def the_checks(t, key):
         host_failure(t, key, live)
         if getattr(t, "snap", None):
             corruption(t, key, live)
+        push_pull(t, key, live)
         pulls = [ln for i in range(1, HOSTS + 1) for ln in t.log(i).splitlines()
                  if ": pulled in " in ln or ": pulled but its memory in " in ln]
         hits = [int(m.group(1)) for m in (re.search(r"(\d+) from the cache", ln)

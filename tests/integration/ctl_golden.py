@@ -17,7 +17,7 @@ import tempfile
 
 COMMANDS = ["create", "exec", "cp", "run", "ls", "stats", "logs", "pause", "resume", "stop",
             "start", "rm", "snapshot", "restore", "fork", "suspend", "snapshots", "images",
-            "net", "port"]
+            "net", "port", "push", "pull"]
 
 CASES = [[], ["--help"], ["--version"], ["no-such-command"]]
 for c in COMMANDS:

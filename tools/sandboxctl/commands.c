@@ -246,6 +246,31 @@ static const char port_usage[] =
 	"Forward 127.0.0.1:HOSTPORT (default GUESTPORT) on the host to the guest's TCP port\n"
 	"GUESTPORT, until the sandbox stops. Prints the host address.\n";
 
+static const char push_usage[] =
+	"usage: sandboxctl push ID URL [--name NAME] [--keep] [--key-file FILE] [--wait SEC]\n"
+	"\n"
+	"Send the sandbox ID to the sandbox service at URL (a fleet with an object store),\n"
+	"running: its memory, processes and disk go on there, under NAME (default ID); then\n"
+	"remove it here. Only the chunks the service lacks are sent, through its API with\n"
+	"your key; its network there is the service's (its policy and credentials stay here).\n"
+	"  --name NAME      its name on the service\n"
+	"  --keep           keep the sandbox here too (a copy)\n"
+	"  --key-file FILE  the API key, on the file's first line (default $SANDBOX_API_KEY,\n"
+	"                   else $LANGSMITH_API_KEY)\n"
+	"  --wait SEC       for it to run there (default 600)\n";
+
+static const char pull_usage[] =
+	"usage: sandboxctl pull NAME URL [--as LOCAL] [--keep] [--key-file FILE] [--wait SEC]\n"
+	"\n"
+	"Bring the sandbox NAME (name or id) of the sandbox service at URL here: stopped there\n"
+	"into its store, fetched through its API with your key (every chunk checked), and\n"
+	"restored here, running, under LOCAL (default NAME) with this host's default network\n"
+	"policy; then delete it there.\n"
+	"  --as LOCAL       its name here\n"
+	"  --keep           keep it there too, stopped\n"
+	"  --key-file FILE  the API key, as push's\n"
+	"  --wait SEC       for its stop there (default 600)\n";
+
 const struct ctl_command ctl_commands[] = {
 	{"create", cmd_create, "create a sandbox and print its id once its agent answers",
 	 create_usage, create_usage},
@@ -276,6 +301,10 @@ const struct ctl_command ctl_commands[] = {
 	{"net", cmd_net, "a sandbox's network policy and audit log", net_usage, net_usage},
 	{"port", cmd_port, "forward a host port on 127.0.0.1 to a sandbox's port", port_usage,
 	 port_usage},
+	{"push", cmd_push, "send a running sandbox to a sandbox service (a fleet)", push_usage,
+	 push_usage},
+	{"pull", cmd_pull, "bring a sandbox of a sandbox service here, running", pull_usage,
+	 pull_usage},
 	/* A subcommand's own usage: no function, not listed. */
 	{"snapshot rm", NULL, NULL, snapshot_rm_usage, snapshot_rm_usage},
 	{NULL, NULL, NULL, NULL, NULL},

@@ -105,6 +105,8 @@ int cmd_exec(int argc, char **argv);
 /* cmd_net.c: net policy, net log, port */
 int cmd_net(int argc, char **argv);
 int cmd_port(int argc, char **argv);
+int cmd_push(int argc, char **argv);
+int cmd_pull(int argc, char **argv);
 int cmd_cp(int argc, char **argv);
 /* cmd_run.c: run, over the job runner (tools/jobs/) */
 int cmd_run(int argc, char **argv);
