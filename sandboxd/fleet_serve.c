@@ -20,6 +20,7 @@
 #define AWAIT_KEEP_MS  120000  /* a taken create's answer, kept for its await */
 #define AWAIT_WAIT_MS  3720000 /* an await with no answer yet (a create waits an hour) */
 #define AWAITS_MAX     1024
+#define AWAIT_WAITERS  8 /* hosts awaiting one box at once (calls waking it from several) */
 
 struct fleet_vreq {
 	char reply[128];	/* the subject its answer goes to ("" for a take's create) */
@@ -37,7 +38,8 @@ struct await {
 	char id[SD_ID_LEN + 1];
 	uint8_t *answer; /* NULL: the create has not answered yet */
 	size_t alen;
-	char waiter[128]; /* an await's reply subject, "" for none */
+	char waiter[AWAIT_WAITERS][128]; /* the awaits' reply subjects */
+	unsigned nwaiters;
 	uint64_t made_ms;
 	struct await *next;
 };
@@ -83,20 +85,30 @@ static void publish(const char *subject, const uint8_t *m, size_t len)
 		sd_log("fleet: an answer to %s: %s", subject, natsStatus_GetText(s));
 }
 
-/* An await's answer is there and its waiter too: sent, and the record goes. */
+/* An await's answer is there and its waiters too: sent to each. The answer stays (until
+ * AWAIT_KEEP_MS after it came) for the awaits of other callers that woke the box at once and
+ * come later; a new take of the box drops it (await_reset). */
 static void await_settle(struct await *a)
 {
-	if (!a->answer || !a->waiter[0])
+	if (!a->answer)
 		return;
-	publish(a->waiter, a->answer, a->alen);
-	for (struct await **pp = &awaits; *pp; pp = &(*pp)->next)
-		if (*pp == a) {
-			*pp = a->next;
-			nawaits--;
-			break;
-		}
-	free(a->answer);
-	free(a);
+	for (unsigned i = 0; i < a->nwaiters; i++)
+		publish(a->waiter[i], a->answer, a->alen);
+	a->nwaiters = 0;
+}
+
+/* Box id taken again here (a create, a wake after another stop): an answer kept from its
+ * last take is not this one's. */
+static void await_reset(const char *id)
+{
+	struct await *a = await_get(id, false);
+
+	if (a && a->answer) {
+		free(a->answer);
+		a->answer = NULL;
+		a->alen = 0;
+		a->made_ms = sd_now_ms();
+	}
 }
 
 static void vreq_free_job(struct sd_job *j)
@@ -280,6 +292,7 @@ static void wake_here(json_t *head, const uint8_t *body, size_t blen, const char
 	}
 	q->fleet_box_id[0] = 0; /* (not a create) */
 	((struct fleet_vreq *)q->owner)->wake = true;
+	await_reset(id);
 	err = record ? box_wake_here(record, q, woken) : -EBADMSG;
 	free(record);
 	if (err == -EBADMSG && box_by_id(id))
@@ -331,10 +344,14 @@ static void in_done(struct sd_job *j)
 		if (op && strcmp(op, "call") == 0) {
 			vreq_run(head, body, blen, in->reply, NULL);
 		} else if (op && strcmp(op, "await") == 0 && id && fleet_is_uuid(id)) {
-			struct await *a = await_get(id, true);
+			struct await *a = await_get(id, false);
 			struct box *b = box_by_id(id);
 
-			if (!a) {
+			/* none kept (made long ago, or its record expired) and the box runs
+			 * here: what it is now; else a record to wait on */
+			if (!a && !(b && b->status != BOX_PROVISIONING && !b->busy))
+				a = await_get(id, true);
+			if (!a || a->nwaiters == AWAIT_WAITERS) {
 				/* no room to keep it, or long made: what the box is now */
 				size_t len;
 				json_t *bj = b ? box_json(b) : NULL;
@@ -349,7 +366,9 @@ static void in_done(struct sd_job *j)
 				free(m);
 				free(text);
 			} else {
-				snprintf(a->waiter, sizeof(a->waiter), "%s", in->reply);
+				snprintf(a->waiter[a->nwaiters], sizeof(a->waiter[0]), "%s",
+					 in->reply);
+				a->nwaiters++;
 				await_settle(a);
 			}
 		}
