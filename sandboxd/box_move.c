@@ -75,6 +75,40 @@ static void release_run(struct sd_job *sj)
 	pthread_mutex_unlock(&lifecycle_lock);
 }
 
+/* The boxes this host let go lately, so that a call another host sends here for one of them
+ * meanwhile is answered 421 (ask where it went), and one for any other box not here 404. */
+#define RECENT_RELEASES 256
+#define RECENT_MS	600000
+static struct {
+	char workspace[SD_WORKSPACE_MAX + 1];
+	char id[SD_ID_LEN + 1];
+	char name[SD_NAME_MAX + 1];
+	uint64_t at_ms;
+} recent[RECENT_RELEASES]; /* the loop's */
+static unsigned recent_next;
+
+bool box_released_lately(const char *workspace, const char *ref)
+{
+	uint64_t now = sd_now_ms();
+
+	for (unsigned i = 0; i < RECENT_RELEASES; i++)
+		if (recent[i].at_ms && now - recent[i].at_ms < RECENT_MS &&
+		    strcmp(recent[i].workspace, workspace) == 0 &&
+		    (strcmp(recent[i].id, ref) == 0 || strcmp(recent[i].name, ref) == 0))
+			return true;
+	return false;
+}
+
+static void released_lately(const struct box *b)
+{
+	unsigned i = recent_next++ % RECENT_RELEASES;
+
+	snprintf(recent[i].workspace, sizeof(recent[i].workspace), "%s", b->workspace);
+	snprintf(recent[i].id, sizeof(recent[i].id), "%s", b->id);
+	snprintf(recent[i].name, sizeof(recent[i].name), "%s", b->name);
+	recent[i].at_ms = sd_now_ms();
+}
+
 static void release_done(struct sd_job *sj)
 {
 	struct release_job *j = (struct release_job *)sj;
@@ -85,6 +119,7 @@ static void release_done(struct sd_job *sj)
 		if (j->err == 0) {
 			sd_log("box %s: stopped into the store (generation %llu)", b->id,
 			       (unsigned long long)j->gen);
+			released_lately(b);
 			box_waiters_moved(b); /* on to its wake */
 			b->released = true;
 			box_forget(b); /* not deleted: its records are the fleet's now */

@@ -476,8 +476,8 @@ void control_handle(struct sd_req *q, struct box *unused)
 			fleet_hooks->forward(q); /* another host's, or no one's */
 			break;
 		}
-		if (!b && fleet_hooks) { /* sent here as its owner: it moved (or is gone) */
-			req_moved(q);
+		if (!b && fleet_hooks && box_released_lately(q->workspace, q->rt.arg)) {
+			req_moved(q); /* sent here as its owner a moment after it went: 421 */
 			break;
 		}
 		if (!b) {

@@ -42,6 +42,10 @@ int dp_resolve(const char *workspace, const char *key_id, const char *id,
 		if (strcmp(host, FLEET_RELEASED) == 0) {
 			r = fleetd_wake(workspace, key_id, id, host, err, len);
 			said = r < 0;
+			if (r == -EACCES) { /* another workspace's: as none, at once */
+				r = -ENOENT;
+				break;
+			}
 			if (r != -ENOENT)
 				break;
 		} else if (!fleetd_self(host) || tries > 1) {

@@ -106,7 +106,8 @@ void fleetd_released_list(const char *workspace, json_t *arr)
 
 /* ---- on WORK_FLEET ---- */
 
-/* Released box id's record, if it is workspace's: 0 (*record malloc'd), -ENOENT, -EIO. */
+/* Released box id's record, if it is workspace's: 0 (*record malloc'd), -ENOENT (none),
+ * -EACCES (another workspace's: its callers answer as for none, at once), -EIO. */
 static int record_get(const char *workspace, const char *id, char **record)
 {
 	char key[48], *text = malloc(RECORD_MAX + 1);
@@ -119,11 +120,11 @@ static int record_get(const char *workspace, const char *id, char **record)
 	err = fleet_kv_get(&fleetd, boxes_kv.kv, key, text, RECORD_MAX + 1, NULL);
 	if (err == 0 && (box_parse_record(text, &b) < 0 || strcmp(b.workspace, workspace) != 0 ||
 			 strcmp(b.id, id) != 0))
-		err = -ENOENT; /* another workspace's: the same as none */
+		err = -EACCES; /* another workspace's: the same as none */
 	box_record_free(&b);
 	if (err < 0) {
 		free(text);
-		return err == -ENOENT || err == -EMSGSIZE ? -ENOENT : -EIO;
+		return err == -ENOENT || err == -EMSGSIZE ? -ENOENT : err == -EACCES ? err : -EIO;
 	}
 	*record = text;
 	return 0;
@@ -179,7 +180,7 @@ int fleetd_wake(const char *workspace, const char *key_id, const char *id,
 	int r = record_get(workspace, id, &record);
 
 	if (r < 0) {
-		snprintf(err, len, r == -ENOENT ? "no such sandbox" : "the fleet did not answer");
+		snprintf(err, len, r == -EIO ? "the fleet did not answer" : "no such sandbox");
 		return r;
 	}
 	size_t mlen;

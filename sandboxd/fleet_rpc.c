@@ -142,6 +142,7 @@ struct call_job {
 	char workspace[SD_WORKSPACE_MAX + 1];
 	char ref[ROUTE_ARG_MAX]; /* forward: the box's name or id */
 	char id[SD_ID_LEN + 1];	 /* create: the new box's id */
+	bool other_here; /* forward: ref is the id of another workspace's box of this host */
 	char name[SD_NAME_MAX + 1];
 	int timeout_s;
 	bool wait;
@@ -215,29 +216,37 @@ bool fleet_is_uuid(const char *s)
 /* A call for a box released into the store: a read answered from its record (0, with
  * c->released set), a delete done here (0), anything else wakes it on a host with room (1:
  * host is that host, where the call goes on). -ENOENT: no record (woken meanwhile, or
- * deleted: the caller asks the bucket again). */
+ * deleted: the caller asks the bucket again). Another workspace's: 404 at once (0), as for
+ * none, in no more time. */
 static int released_call(struct call_job *c, const char *id, char host[FLEET_ID_MAX + 1])
 {
 	char why[FLEET_ERR_MAX];
 	int err;
 
-	if (c->method == M_GET && (c->kind_route == R_BOX || c->kind_route == R_BOX_STATUS)) {
+	if (c->method == M_GET && (c->kind_route == R_BOX || c->kind_route == R_BOX_STATUS))
 		err = fleetd_released_fetch(c->workspace, id, &c->released);
-		if (err == -EIO)
-			call_fail(c, 503, "ServiceUnavailable", "the fleet did not answer");
-		return err == -ENOENT ? err : 0;
-	}
-	if (c->method == M_DELETE && c->kind_route == R_BOX) {
+	else if (c->method == M_DELETE && c->kind_route == R_BOX)
 		err = fleetd_released_delete(c->workspace, id);
-		if (err == 0)
-			c->status = 204;
-		else if (err != -ENOENT)
-			call_fail(c, 503, "ServiceUnavailable", "the fleet did not answer");
-		return err == -ENOENT ? err : 0;
-	}
-	err = fleetd_wake(c->workspace, c->key_id, id, host, why, sizeof(why));
+	else
+		err = fleetd_wake(c->workspace, c->key_id, id, host, why, sizeof(why));
 	if (err == -ENOENT)
 		return err;
+	if (err == -EACCES) {
+		call_fail(c, 404, "NotFound", "Sandbox not found");
+		return 0;
+	}
+	if (c->method == M_GET && (c->kind_route == R_BOX || c->kind_route == R_BOX_STATUS)) {
+		if (err < 0)
+			call_fail(c, 503, "ServiceUnavailable", "the fleet did not answer");
+		return 0;
+	}
+	if (c->method == M_DELETE && c->kind_route == R_BOX) {
+		if (err == 0)
+			c->status = 204;
+		else
+			call_fail(c, 503, "ServiceUnavailable", "the fleet did not answer");
+		return 0;
+	}
 	if (err < 0) {
 		call_fail(c, 503, err == -EAGAIN ? "Unschedulable" : "ServiceUnavailable",
 			  "sandbox '%s' could not be woken: %s", c->ref, why);
@@ -321,7 +330,7 @@ static void forward_run(struct call_job *c)
 		} else {
 			err = fleetd_owner_of(id, host, true);
 		}
-		if (err == -ENOENT) {
+		if (err == -ENOENT || c->other_here) { /* (one read either way: the same time) */
 			call_fail(c, 404, "NotFound", "Sandbox not found");
 			return;
 		}
@@ -504,7 +513,9 @@ static void call_done(struct sd_job *j)
 			fleetd_lost_list(c->workspace, c->merged, c->alive, c->nalive);
 	}
 	if (q && c->kind == CALL_FORWARD && c->status == CALL_HERE) {
-		if (++q->moved_hops > REQ_MOVED_HOPS) /* not here either: it keeps moving */
+		if (!box_find(q->workspace, c->ref)) /* not here after all: the bucket's word */
+			req_reply_error(q, 404, "NotFound", "Sandbox not found");
+		else if (++q->moved_hops > REQ_MOVED_HOPS) /* (bounded however it moves) */
 			req_reply_error(q, 503, "ServiceUnavailable",
 					"sandbox '%s' is moving between hosts: try again", c->ref);
 		else
@@ -602,6 +613,9 @@ void fleetd_forward(struct sd_req *q)
 	}
 	c->kind = CALL_FORWARD;
 	c->method = q->method;
+	struct box *here = fleet_is_uuid(q->rt.arg) ? box_by_id(q->rt.arg) : NULL;
+
+	c->other_here = here && strcmp(here->workspace, q->workspace) != 0;
 	c->kind_route = q->rt.kind;
 	snprintf(c->workspace, sizeof(c->workspace), "%s", q->workspace);
 	snprintf(c->key_id, sizeof(c->key_id), "%s", q->key_id);

@@ -418,7 +418,9 @@ int fleet_rpc_start(void)
 	}
 	int err = work_add_threads(WORK_FLEET, FLEETD_RPC_THREADS);
 
-	return err < 0 ? err : work_add_threads(WORK_FLEET_BG, RPC_BG_THREADS);
+	if (err == 0)
+		err = work_add_threads(WORK_FLEET_BG, RPC_BG_THREADS);
+	return err < 0 ? err : work_add_threads(WORK_XFER, FLEETD_XFER_THREADS);
 }
 
 void fleet_rpc_stop(void)

@@ -33,6 +33,7 @@
 #include "fleetd.h"
 #include "box_lazy.h"
 #include "snap_remote.h"
+#include "fstore.h"
 
 #define KEY_FILE_MAX	  4096
 #define CHUNK_KIB_DEFAULT 1024
@@ -116,13 +117,7 @@ static void ws_secret(const char *workspace, uint8_t out[32])
 	HMAC(EVP_sha256(), fleet_key, sizeof(fleet_key), msg, 15 + wl, out, &len);
 }
 
-struct fstore {
-	struct s3 s3;
-	struct chunk_store cs;
-	uint8_t secret[32];
-};
-
-static int fstore_open(struct fstore *h, const char *workspace, char *err, size_t len)
+int fstore_open(struct fstore *h, const char *workspace, char *err, size_t len)
 {
 	char prefix[96];
 	int r;
@@ -144,7 +139,7 @@ static int fstore_open(struct fstore *h, const char *workspace, char *err, size_
 	return 0;
 }
 
-static void fstore_close(struct fstore *h)
+void fstore_close(struct fstore *h)
 {
 	chunk_store_close(&h->cs);
 	s3_close(&h->s3);
@@ -282,227 +277,6 @@ static void lazy_close(struct lazy_pull *lp)
 	fstore_close(&ls->h);
 	free(ls);
 	lp->store = NULL;
-}
-
-/* ---- a sandbox pushed and pulled through the API (fleet_xfer.c) ---- */
-
-/* A chunk's name (its SHA-256 in lower-case hex) into out: 0, or -EINVAL said in err. */
-static int hash_of(const char *hex, uint8_t out[CHUNK_HASH_LEN], char *err, size_t elen)
-{
-	for (int i = 0; strlen(hex) == 2 * CHUNK_HASH_LEN && i < CHUNK_HASH_LEN; i++) {
-		int hi = hex[2 * i], lo = hex[2 * i + 1];
-
-		hi = hi >= '0' && hi <= '9'   ? hi - '0'
-		     : hi >= 'a' && hi <= 'f' ? hi - 'a' + 10
-					      : -1;
-		lo = lo >= '0' && lo <= '9'   ? lo - '0'
-		     : lo >= 'a' && lo <= 'f' ? lo - 'a' + 10
-					      : -1;
-		if (hi < 0 || lo < 0)
-			break;
-		out[i] = (uint8_t)(hi << 4 | lo);
-		if (i == CHUNK_HASH_LEN - 1)
-			return 0;
-	}
-	snprintf(err, elen, "a chunk is named by its SHA-256: 64 lower-case hex digits");
-	return -EINVAL;
-}
-
-/* The workspace's store open, and a client's manifest text parsed into mf (strictly). */
-static int open_parsed(struct fstore *h, const char *workspace, const char *text, size_t len,
-		       struct manifest *mf, char *err, size_t elen)
-{
-	int r = fstore_open(h, workspace, err, elen);
-
-	if (r < 0)
-		return r;
-	if ((r = manifest_parse(text, len, mf, &h->cs)) < 0) {
-		snprintf(err, elen, "%s", h->cs.err);
-		fstore_close(h);
-	}
-	return r;
-}
-
-/* The chunks of mf the store lacks, each appended to out as hex; out NULL: the first one is
- * an error (-ENOENT) naming it. */
-static int lacking(struct fstore *h, const struct manifest *mf, json_t *out, char *err, size_t elen)
-{
-	static const uint8_t zero[CHUNK_HASH_LEN];
-	int r = 0;
-
-	if (chunk_store_learn(&h->cs, 16) < 0) /* one that cannot list asks a HEAD a chunk */
-		h->cs.err[0] = 0;
-	for (unsigned i = 0; i < mf->nfiles && r == 0; i++)
-		for (uint64_t c = 0; c < mf->file[i].nchunks && r == 0; c++) {
-			char hex[2 * CHUNK_HASH_LEN + 1];
-			int has;
-
-			if (memcmp(mf->file[i].hash[c], zero, sizeof(zero)) == 0)
-				continue;
-			if ((has = chunk_has(&h->cs, mf->file[i].hash[c])) < 0) {
-				snprintf(err, elen, "%s", h->cs.err);
-				r = has;
-				break;
-			}
-			if (has)
-				continue;
-			chunk_hex(mf->file[i].hash[c], hex);
-			if (!out) {
-				snprintf(err, elen, "chunk %s of %s was not sent", hex,
-					 mf->file[i].name);
-				r = -ENOENT;
-			} else if (json_array_append_new(out, json_string(hex)) < 0) {
-				r = -ENOMEM;
-			}
-		}
-	return r;
-}
-
-int fstore_missing(const char *workspace, const char *text, size_t len, json_t **missing, char *err,
-		   size_t elen)
-{
-	struct manifest mf;
-	struct fstore h;
-	int r = open_parsed(&h, workspace, text, len, &mf, err, elen);
-
-	*missing = NULL;
-	if (r < 0)
-		return r;
-	if (!(*missing = json_array()))
-		r = -ENOMEM;
-	if (r == 0)
-		r = lacking(&h, &mf, *missing, err, elen);
-	if (r < 0) {
-		json_decref(*missing);
-		*missing = NULL;
-	}
-	manifest_free(&mf);
-	fstore_close(&h);
-	return r;
-}
-
-int fstore_chunk_put(const char *workspace, const char *hex, const void *data, size_t len,
-		     char *err, size_t elen)
-{
-	uint8_t hash[CHUNK_HASH_LEN];
-	struct fstore h;
-	int r;
-
-	if ((r = hash_of(hex, hash, err, elen)) < 0)
-		return r;
-	if ((r = fstore_open(&h, workspace, err, elen)) < 0)
-		return r;
-	if ((r = chunk_put_hashed(&h.cs, data, len, hash)) < 0)
-		snprintf(err, elen, "%s", h.cs.err);
-	fstore_close(&h);
-	return r;
-}
-
-int fstore_chunk_get(const char *workspace, const char *hex, uint8_t **data, size_t *len, char *err,
-		     size_t elen)
-{
-	uint8_t hash[CHUNK_HASH_LEN];
-	struct fstore h;
-	int r;
-
-	*data = NULL;
-	if ((r = hash_of(hex, hash, err, elen)) < 0)
-		return r;
-	if (!(*data = malloc(CHUNK_SIZE_MAX)))
-		return -ENOMEM;
-	if ((r = fstore_open(&h, workspace, err, elen)) < 0) {
-		free(*data);
-		*data = NULL;
-		return r;
-	}
-	if ((r = chunk_get(&h.cs, hash, *data, CHUNK_SIZE_MAX, len)) < 0) {
-		snprintf(err, elen, "%s", h.cs.err);
-		free(*data);
-		*data = NULL;
-	}
-	fstore_close(&h);
-	return r;
-}
-
-int fstore_import(const char *workspace, const char *text, size_t len, const char *id,
-		  const char *store_name, struct snap_meta *m, char *err, size_t elen)
-{
-	char dir[4200];
-	struct manifest mf;
-	struct fstore h;
-	int r = open_parsed(&h, workspace, text, len, &mf, err, elen);
-
-	if (r < 0)
-		return r;
-	/* a sandbox's state, memory, disk layers and meta.yaml only: no proxy files (its
-	 * network here is the service's), nothing else */
-	for (unsigned i = 0; i < mf.nfiles && r == 0; i++) {
-		const char *n = mf.file[i].name;
-
-		if (strcmp(n, "state.fdt") != 0 && strcmp(n, "memory") != 0 &&
-		    strcmp(n, "meta.yaml") != 0 && !snap_valid_layer_name(n)) {
-			snprintf(err, elen,
-				 "the manifest holds %.64s: a pushed sandbox holds only "
-				 "its state, memory, disk layers and meta.yaml",
-				 n);
-			r = -EINVAL;
-		}
-	}
-	if (r == 0 && !manifest_find(&mf, "memory")) {
-		snprintf(err, elen,
-			 "the manifest has no memory: a pushed sandbox keeps its "
-			 "processes");
-		r = -EINVAL;
-	}
-	if (r == 0 && (r = lacking(&h, &mf, NULL, err, elen)) == -ENOENT)
-		r = -EINVAL; /* (the client's fault: a 400, not a 404) */
-	mf.generation = 1;
-	if (r == 0 && (r = manifest_put(&mf, &h.cs, id)) < 0)
-		snprintf(err, elen, "%s", h.cs.err);
-	manifest_free(&mf);
-	/* pulled here at once: every chunk checked, the snapshot checked as one from elsewhere
-	 * (its layers' parents its own or its image's: snap_layers_check) before it is a box */
-	if (r == 0 && (r = snap_pull_import(&h.cs, id, store_name, err, elen)) == 0) {
-		snprintf(dir, sizeof(dir), "%s/snapshots/%s", state_home(), store_name);
-		r = snap_open(dir, m, err, elen);
-	}
-	fstore_close(&h);
-	return r;
-}
-
-int fstore_export(const char *workspace, const char *id, uint64_t gen, char **text, size_t *len,
-		  char *err, size_t elen)
-{
-	struct manifest mf;
-	struct fstore h;
-	unsigned keep = 0;
-	int r = fstore_open(&h, workspace, err, elen);
-
-	*text = NULL;
-	if (r < 0)
-		return r;
-	if ((r = manifest_get(&mf, &h.cs, id, gen)) < 0) {
-		snprintf(err, elen, "%s", h.cs.err);
-		fstore_close(&h);
-		return r;
-	}
-	/* its proxy files stay: the service's policy, credentials and CA are not the client's */
-	for (unsigned i = 0; i < mf.nfiles; i++) {
-		if (snap_valid_net_file(mf.file[i].name)) {
-			free(mf.file[i].hash);
-			free(mf.file[i].extent);
-			continue;
-		}
-		mf.file[keep++] = mf.file[i];
-	}
-	mf.nfiles = keep;
-	if (!(*text = manifest_encode(&mf, len))) {
-		snprintf(err, elen, "the manifest is too large");
-		r = -E2BIG;
-	}
-	manifest_free(&mf);
-	fstore_close(&h);
-	return r;
 }
 
 /* The first line of text into out (trailing blanks gone); the rest after it. */

@@ -30,7 +30,7 @@
 #include "client.h"
 #include "fleetd.h"
 
-#define XFER_PER_WS 8 /* a workspace's transfers at once (a push sends 4 chunks at a time) */
+#define XFER_PER_WS 2 /* a workspace's transfers at once: WORK_XFER has 4 threads */
 #define XFER_WS_MAX 64
 
 struct xfer_job {
@@ -44,6 +44,7 @@ struct xfer_job {
 	char dp_base[512];
 	char *body;
 	size_t body_len;
+	uint64_t budget; /* its body's share of the uploads' budget (http.c) */
 	/* out */
 	int status;
 	const char *etype;
@@ -217,6 +218,8 @@ static void export_run(struct xfer_job *j)
 	}
 	if (err == 0)
 		err = fleetd_released_fetch(j->workspace, id, &text);
+	if (err == -EACCES) /* another workspace's: as none */
+		err = -ENOENT;
 	if (err == 0 && box_parse_record(text, &b) < 0)
 		err = -EIO;
 	free(text);
@@ -307,6 +310,7 @@ static void xfer_done(struct sd_job *sj)
 		req_reply_error(q, j->status ? j->status : 503,
 				j->etype ? j->etype : "ServiceUnavailable", "%s", j->emsg);
 	}
+	req_budget_return(j->budget);
 	json_decref(j->json);
 	free(j->resp);
 	free(j->body);
@@ -349,9 +353,11 @@ void fleetd_xfer(struct sd_req *q)
 	snprintf(j->dp_base, sizeof(j->dp_base), "%s", sd_conf.public_url);
 	j->body = q->body;
 	j->body_len = q->body_len;
+	j->budget = req_budget_take(q);
 	q->body = NULL;
 	q->body_len = q->body_cap = 0;
 	if (!(j->pending = req_park(q))) {
+		req_budget_return(j->budget);
 		free(j->body);
 		free(j);
 		return;
@@ -359,5 +365,5 @@ void fleetd_xfer(struct sd_req *q)
 	(*n)++;
 	j->job.run = xfer_run;
 	j->job.done = xfer_done;
-	work_queue_class(&j->job, WORK_IO);
+	work_queue_class(&j->job, WORK_XFER);
 }

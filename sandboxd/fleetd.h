@@ -22,10 +22,11 @@
 #include "fleet.h"
 #include "sandboxd.h"
 
-#define FLEETD_ADDR_MAX	   64		 /* a host's advertised HOST:PORT */
-#define FLEETD_MSG_MAX	   (1000u << 10) /* a call's message: NATS's 1 MiB, less its framing */
-#define FLEETD_RPC_THREADS 16		 /* WORK_FLEET's threads */
-#define FLEETD_QUERY_ARGS  16		 /* a call's query arguments */
+#define FLEETD_ADDR_MAX	    64		  /* a host's advertised HOST:PORT */
+#define FLEETD_MSG_MAX	    (1000u << 10) /* a call's message: NATS's 1 MiB, less its framing */
+#define FLEETD_RPC_THREADS  16		  /* WORK_FLEET's threads */
+#define FLEETD_XFER_THREADS 4		  /* WORK_XFER's (fleet_xfer.c) */
+#define FLEETD_QUERY_ARGS   16		  /* a call's query arguments */
 
 /* Whether this sandboxd serves in a fleet (serve --fleet). */
 extern bool fleetd_on;
@@ -121,7 +122,8 @@ void fleet_moves_stop(void);
 /* On the loop: the released boxes of workspace as the API's objects, appended to arr. */
 void fleetd_released_list(const char *workspace, json_t *arr);
 /* on WORK_FLEET: released box id's record (its text, malloc'd) from the bucket itself, if it is
- * workspace's: 0, -ENOENT, -EIO. On the loop: that record as the API shows a box. */
+ * workspace's: 0, -ENOENT, -EACCES (another workspace's: answer as -ENOENT, final), -EIO. On the
+ * loop: that record as the API shows a box. */
 int fleetd_released_fetch(const char *workspace, const char *id, char **text);
 json_t *fleetd_released_record_json(const char *text);
 /* On a worker: delete released box id of workspace (its records; its chunks wait for the
@@ -131,7 +133,8 @@ int fleetd_released_delete(const char *workspace, const char *id);
  * with its record (stopped): 0, or -errno with err. */
 int fleetd_released_new(const char *id, const char *record, char *err, size_t len);
 /* On a worker: wake released box id on a host with room and wait until it runs there (or
- * failed): its host in owner. -ENOENT (not the workspace's), -EAGAIN (no room), -errno. */
+ * failed): its host in owner. -ENOENT (no record: woken meanwhile, or gone), -EACCES
+ * (another workspace's), -EAGAIN (no room), -errno. */
 int fleetd_wake(const char *workspace, const char *key_id, const char *id,
 		char owner[FLEET_ID_MAX + 1], char *err, size_t len) __must_check;
 /* box_move.c's release (fleet_hooks): the record kept, the ownership released. */

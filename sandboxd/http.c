@@ -277,6 +277,19 @@ struct sd_req *pending_take(struct sd_pending *p)
 	return q;
 }
 
+uint64_t req_budget_take(struct sd_req *q)
+{
+	uint64_t n = q->upload_reserved;
+
+	q->upload_reserved = 0;
+	return n;
+}
+
+void req_budget_return(uint64_t n)
+{
+	uploads_inflight -= n;
+}
+
 static void req_reset(struct sd_req *q)
 {
 	struct sd_pending *p = q->pending;

@@ -367,6 +367,10 @@ void req_dispatch(struct sd_req *q);
 /* A request parked on a box that has just been released into the fleet's store: routed again
  * (its wake), or, another host's call, answered 421 so that host asks where the box went. */
 void req_moved(struct sd_req *q);
+/* A large body's share of the uploads' budget, taken over by a job that keeps the body past
+ * the request (its client may go): given back with req_budget_return when the job ends. */
+uint64_t req_budget_take(struct sd_req *q);
+void req_budget_return(uint64_t n);
 
 /* Handlers (control.c, files.c, ws_exec.c). */
 void control_handle(struct sd_req *q, struct box *b);
@@ -438,6 +442,9 @@ void box_waiters_fail(struct box *b, int err, const char *msg);
  * wake (a request routed again, a WebSocket closed early so its client sends it again). Before
  * the box is forgotten. */
 void box_waiters_moved(struct box *b);
+/* box_move.c: whether this host let a box of workspace named or numbered ref go into the
+ * store in the last minutes (a call for it sent here is then told where to look again). */
+bool box_released_lately(const char *workspace, const char *ref);
 
 /* ---- box_lazy.c: a lazy restore from the fleet's store ---- */
 #define LAZY_WAIT_MS 120000 /* a stop or capture waits this long for a fill at most */
@@ -690,8 +697,9 @@ struct sd_job {
 	struct sd_job *next;
 };
 /* WORK_FLEET: calls to other hosts over NATS (fleet_rpc.c), which wait on their answer;
- * WORK_FLEET_BG: the fleet's own records (names, snapshots): short, never a tenant's wait. */
-enum work_class { WORK_LIFECYCLE, WORK_IO, WORK_FLEET, WORK_FLEET_BG, WORK_CLASSES };
+ * WORK_FLEET_BG: the fleet's own records (names, snapshots): short, never a tenant's wait;
+ * WORK_XFER: sandboxes pushed and pulled through the API (fleet_xfer.c): long, a tenant's. */
+enum work_class { WORK_LIFECYCLE, WORK_IO, WORK_FLEET, WORK_FLEET_BG, WORK_XFER, WORK_CLASSES };
 int work_start(unsigned nlifecycle, unsigned nio, struct lws_context *ctx) __must_check;
 /* n more threads for class c (after work_start). */
 int work_add_threads(enum work_class c, unsigned n) __must_check;

@@ -20,7 +20,8 @@ static pthread_mutex_t q_lock = PTHREAD_MUTEX_INITIALIZER;
  * and I/O jobs (files, pulls, service requests, agent connects), so that neither kind can
  * hold every thread the other needs. */
 static pthread_cond_t q_cond[WORK_CLASSES] = {PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
-					      PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER};
+					      PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
+					      PTHREAD_COND_INITIALIZER};
 static struct sd_job *todo_head[WORK_CLASSES], *todo_tail[WORK_CLASSES], *done_head, *done_tail;
 static struct lws_context *loop_ctx;
 

@@ -576,6 +576,19 @@ static int mf_parse(const char *text, size_t len, struct manifest *m, struct chu
 	return 0;
 }
 
+int manifest_delete(struct chunk_store *cs, const char *id)
+{
+	char key[S3_KEY_MAX + 1];
+	int err;
+
+	if (!mf_name_ok(id, MF_ID_MAX))
+		return mf_fail(cs, -EINVAL, "not a snapshot id: %.80s", id);
+	snprintf(key, sizeof(key), "%s/m/%s", cs->prefix, id);
+	if ((err = s3_delete(cs->s3, key)) < 0)
+		mf_fail(cs, err, "manifest %s: %s", id, cs->s3->err);
+	return err;
+}
+
 int manifest_parse(const char *text, size_t len, struct manifest *m, struct chunk_store *cs)
 {
 	int err;

@@ -239,6 +239,8 @@ char *manifest_encode(const struct manifest *m, size_t *len);
  * the message only. */
 int manifest_parse(const char *text, size_t len, struct manifest *m, struct chunk_store *cs)
 	__attribute__((warn_unused_result));
+/* Remove PREFIX/m/<id> (one that is not there is not an error). */
+int manifest_delete(struct chunk_store *cs, const char *id) __attribute__((warn_unused_result));
 /* Load PREFIX/m/<id> into m (manifest_free it; m is overwritten: free a loaded one first),
  * checked before a byte is parsed, then parsed strictly. -ENOENT, -EBADMSG named in cs->err,
  * or -ESTALE when its generation is under min_generation (an older copy put back: the store

@@ -10,6 +10,7 @@
 #include <curl/curl.h>
 #include <openssl/crypto.h>
 
+#include "client.h"
 #include "transfer.h"
 
 struct body {
@@ -127,6 +128,7 @@ int svc_call(struct svc *a, const char *method, const char *path, const void *bo
 		snprintf(out->error, sizeof(out->error), "%s %.100s: %ld %.300s", method, path,
 			 out->status, m ? m : "");
 		json_decref(o);
+		printable(out->error, strlen(out->error), false); /* (the service's words) */
 	}
 	return 0;
 }

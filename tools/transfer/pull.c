@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -84,6 +85,25 @@ static int fetch_chunk(void *arg, const uint8_t hash[CHUNK_HASH_LEN], uint8_t *o
 	return 0;
 }
 
+/* Room here for what the manifest would write (its data extents: a hostile service could
+ * name terabytes of zeros), and no more than 128 GiB of it. */
+static int room_for(const struct manifest *mf)
+{
+	uint64_t data = 0;
+	struct statvfs sv;
+
+	for (unsigned i = 0; i < mf->nfiles; i++)
+		for (uint64_t e = 0; e < mf->file[i].nextents; e++)
+			data += mf->file[i].extent[e][1];
+	if (data > (128ull << 30) || (statvfs(state_home(), &sv) == 0 &&
+				      data + (1ull << 30) > (uint64_t)sv.f_bavail * sv.f_frsize)) {
+		fprintf(stderr, "sandbox-transfer: no room here for %llu MiB of the sandbox\n",
+			(unsigned long long)(data >> 20));
+		return -1;
+	}
+	return 0;
+}
+
 /* The fetched snapshot in tmp made this host's, without the service's proxy files, and
  * checked as one from elsewhere. */
 static int adopt(const char *tmp, struct snap_meta *m, char *err, size_t len)
@@ -98,8 +118,11 @@ static int adopt(const char *tmp, struct snap_meta *m, char *err, size_t len)
 	m->nnet = 0; /* (the service kept them: its policy and credentials are not ours) */
 	if ((e = snap_seal(tmp, m, err, len)) < 0 || (e = snap_open(tmp, m, err, len)) < 0)
 		return e;
-	if (m->ndisks || !m->has_memory || m->name[0] == '.') {
-		snprintf(err, len, "the snapshot has extra disks, no memory or a hidden name");
+	if (m->ndisks || !m->has_memory || m->name[0] == '.' || !m->cpus || m->cpus > 32 ||
+	    m->memory_mib > 65536) {
+		snprintf(err, len,
+			 "the snapshot has extra disks, no memory, a hidden name, or vCPUs or "
+			 "memory past this host's bounds (32, 64 GiB)");
 		return -EBADMSG;
 	}
 	return snap_layers_check(tmp, m, err, len);
@@ -154,6 +177,8 @@ int transfer_pull(struct svc *a, const struct transfer_opts *o)
 		fprintf(stderr, "sandbox-transfer: the service's manifest: %s\n", cs.err);
 		goto out;
 	}
+	if (room_for(&mf) < 0)
+		goto out;
 	svc_answer_free(&ans);
 	/* fetched beside the snapshots under a name no listing takes, then renamed */
 	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
