@@ -206,11 +206,17 @@ static void dp_done(struct sd_job *sj)
 	struct sd_req *q = pending_take(j->pending);
 
 	if (q && j->here) { /* woken here: served as any request for a box of this host */
-		q->dp_remote = false;
 		q->body = j->body;
 		q->body_len = j->body_len;
 		j->body = NULL;
-		req_dispatch(q);
+		struct box *b = box_find(q->workspace, j->id);
+
+		if (b && strcmp(b->id, j->id) == 0) {
+			q->dp_remote = false;
+			req_dispatch(q);
+		} else {
+			req_moved(q); /* a read that lagged its going: asked again, bounded */
+		}
 	} else if (q && j->status == -404) {
 		req_reply_error(q, 404, "NotFound", "sandbox not found");
 	} else if (q && (j->status < 100 || j->status > 599)) {

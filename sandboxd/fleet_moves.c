@@ -187,7 +187,10 @@ int fleetd_wake(const char *workspace, const char *key_id, const char *id,
 	uint8_t *m = fleet_rpc_msg(json_pack("{s:s, s:s, s:s, s:s}", "op", "wake", "w", workspace,
 					     "k", key_id, "id", id),
 				   record, strlen(record), &mlen);
+	struct box rb = {0};
+	uint64_t gen = box_parse_record(record, &rb) == 0 ? rb.fleet_gen : 0;
 
+	box_record_free(&rb);
 	free(record);
 	if (!m) {
 		snprintf(err, len, "out of memory");
@@ -201,7 +204,10 @@ int fleetd_wake(const char *workspace, const char *key_id, const char *id,
 	uint8_t *a = NULL;
 	size_t alen;
 
-	m = fleet_rpc_msg(json_pack("{s:s, s:s}", "op", "await", "id", id), NULL, 0, &mlen);
+	/* (its generation: an answer the host kept from another take of the box is not this) */
+	m = fleet_rpc_msg(
+		json_pack("{s:s, s:s, s:I}", "op", "await", "id", id, "gen", (json_int_t)gen), NULL,
+		0, &mlen);
 	r = m ? fleet_rpc_ask(owner, m, mlen, WAKE_MS, &a, &alen) : -ENOMEM;
 	free(m);
 	if (r < 0)

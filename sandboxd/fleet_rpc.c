@@ -3,7 +3,8 @@
  * Calls between the hosts of a fleet (fleetd.h), over NATS request/reply on the subject
  * sandbox.ctl.<host>. A message is a JSON head, a newline, then the body's bytes:
  *   a call:     {"op":"call","m":METHOD,"p":PATH,"q":[QUERY ARGS],"w":WORKSPACE,"k":KEY ID}
- *   an await:   {"op":"await","id":BOX ID}: the answer of the create this host took
+ *   an await:   {"op":"await","id":BOX ID[,"gen":G]}: the answer of the create (or the wake
+ *               of generation G) this host took
  *   an answer:  {"s":STATUS,"t":CONTENT TYPE,"h":[[NAME,VALUE],...]}
  * A call runs on the receiving host as a request of its own API would, already authenticated
  * by the host the client reached (the NATS cluster is the fleet's own network: docs/fleet.md
@@ -513,13 +514,13 @@ static void call_done(struct sd_job *j)
 			fleetd_lost_list(c->workspace, c->merged, c->alive, c->nalive);
 	}
 	if (q && c->kind == CALL_FORWARD && c->status == CALL_HERE) {
-		if (!box_find(q->workspace, c->ref)) /* not here after all: the bucket's word */
-			req_reply_error(q, 404, "NotFound", "Sandbox not found");
+		if (box_find(q->workspace, c->ref))
+			control_handle(q, NULL);	   /* its wake came here: served here */
 		else if (++q->moved_hops > REQ_MOVED_HOPS) /* (bounded however it moves) */
 			req_reply_error(q, 503, "ServiceUnavailable",
 					"sandbox '%s' is moving between hosts: try again", c->ref);
-		else
-			control_handle(q, NULL); /* its wake came here: served here */
+		else /* a read that lagged its going (another workspace's: other_here, a 404) */
+			fleet_hooks->forward(q);
 	} else if (q && c->kind == CALL_FORWARD && (c->released || c->lost)) {
 		json_t *o = c->lost ? fleetd_lost_json(c->lost, c->lost_ago_ms)
 				    : fleetd_released_record_json(c->released);

@@ -28,6 +28,7 @@ struct fleet_vreq {
 	struct sd_req *q;
 	struct sd_job free_job; /* frees the request on the loop's next turn */
 	bool wake;		/* a take's wake (not a create) */
+	uint64_t gen;		/* a wake's: the generation it restores (a create: 0) */
 };
 
 static natsSubscription *ctl_sub;
@@ -40,6 +41,7 @@ struct await {
 	size_t alen;
 	char waiter[AWAIT_WAITERS][128]; /* the awaits' reply subjects */
 	unsigned nwaiters;
+	uint64_t gen; /* the answer's take: a wake's generation, 0 for a create */
 	uint64_t made_ms;
 	struct await *next;
 };
@@ -52,9 +54,11 @@ static struct await *await_get(const char *id, bool make)
 	uint64_t now = sd_now_ms();
 
 	for (struct await *a; (a = *pp);) {
-		if (strcmp(a->id, id) == 0)
+		bool expired = now - a->made_ms > (a->answer ? AWAIT_KEEP_MS : AWAIT_WAIT_MS);
+
+		if (strcmp(a->id, id) == 0 && !expired)
 			return a;
-		if (now - a->made_ms > (a->answer ? AWAIT_KEEP_MS : AWAIT_WAIT_MS)) { /* expired */
+		if (expired) {
 			*pp = a->next;
 			free(a->answer);
 			free(a);
@@ -159,6 +163,7 @@ static void vreq_replied(struct sd_req *q)
 
 		if (a && !a->answer) {
 			a->made_ms = sd_now_ms(); /* kept AWAIT_KEEP_MS from now */
+			a->gen = v->gen;
 			a->answer = m;
 			a->alen = m ? len : 0;
 			await_settle(a);
@@ -292,6 +297,13 @@ static void wake_here(json_t *head, const uint8_t *body, size_t blen, const char
 	}
 	q->fleet_box_id[0] = 0; /* (not a create) */
 	((struct fleet_vreq *)q->owner)->wake = true;
+	if (record) {
+		struct box rb = {0};
+
+		if (box_parse_record(record, &rb) == 0) /* the generation its awaits name */
+			((struct fleet_vreq *)q->owner)->gen = rb.fleet_gen;
+		box_record_free(&rb);
+	}
 	await_reset(id);
 	err = record ? box_wake_here(record, q, woken) : -EBADMSG;
 	free(record);
@@ -346,6 +358,17 @@ static void in_done(struct sd_job *j)
 		} else if (op && strcmp(op, "await") == 0 && id && fleet_is_uuid(id)) {
 			struct await *a = await_get(id, false);
 			struct box *b = box_by_id(id);
+			json_t *g = json_object_get(head, "gen");
+			uint64_t gen = json_is_integer(g) && json_integer_value(g) > 0
+					       ? (uint64_t)json_integer_value(g)
+					       : 0;
+
+			if (a && a->answer && a->gen != gen) { /* another take's: not this one's */
+				free(a->answer);
+				a->answer = NULL;
+				a->alen = 0;
+				a->made_ms = sd_now_ms();
+			}
 
 			/* none kept (made long ago, or its record expired) and the box runs
 			 * here: what it is now; else a record to wait on */

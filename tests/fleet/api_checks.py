@@ -661,9 +661,11 @@ def push_pull(t, key, live):
     check(rc_c == 0 and rc_e == 0 and out_e.endswith("ok") and rc_p == 0 and
           "laptop" not in out_ls and there.startswith("from-the-laptop\nsleeping"),
           "sandboxctl push of a local sandbox to the fleet through fh%d in %.1f s (%s): its file "
-          "and its process there (%r); the local one gone (%s)" % (
-              alive[0], push_s, out_p.splitlines()[-1][:160] if out_p else out_c[-200:],
-              there[:80], "yes" if "laptop" not in out_ls else out_ls[-200:]))
+          "and its process there (%r); the local one gone (%s)%s" % (
+              alive[0], push_s, out_p.splitlines()[-1][:300] if out_p else "", there[:80],
+              "yes" if "laptop" not in out_ls else out_ls[-200:],
+              "" if rc_c == 0 and rc_e == 0 else "; create %d %r, exec %d %r" % (
+                  rc_c, out_c[-300:], rc_e, out_e[-200:])))
     url2 = "http://%s.%d:%d" % (NET, 10 + alive[-1], API_PORT)
     t0 = time.time()
     rc_pl, out_pl = ctl("pull", "laptop", url2, "--as", "laptop2")

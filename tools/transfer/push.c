@@ -166,8 +166,9 @@ int transfer_push(struct svc *a, const struct transfer_opts *o)
 	json_t *j = NULL;
 	int rc = 1, e;
 
-	if (state_init() < 0 || (e = sandbox_find(o->ref, &sb, &r)) < 0) {
-		fprintf(stderr, "sandbox-transfer: no local sandbox '%s'\n", o->ref);
+	if ((e = state_init()) < 0 || (e = sandbox_find(o->ref, &sb, &r)) < 0) {
+		fprintf(stderr, "sandbox-transfer: no local sandbox '%s' in %s (%s)\n", o->ref,
+			state_home(), strerror(-e));
 		return 1;
 	}
 	snprintf(snap, sizeof(snap), "push-%s-%ld", sb.id, (long)getpid());
