@@ -646,7 +646,7 @@ def push_pull(t, key, live):
         return p.returncode, p.stdout.strip()
 
     url = "http://%s.%d:%d" % (NET, 10 + alive[0], API_PORT)
-    rc_c, out_c = ctl("create", "--name", "laptop", "--memory", "128")
+    rc_c, out_c = ctl("create", "--name", "laptop", "--image", "busybox", "--memory", "128")
     rc_e, out_e = ctl("exec", "laptop", "--", "sh", "-c",
                       "echo from-the-laptop > /root/pushed; "
                       "setsid sleep 3000 </dev/null >/dev/null 2>&1 & echo ok")
