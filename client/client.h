@@ -411,6 +411,10 @@ bool snap_valid_layer_name(const char *s);
 int snap_next_layer(const char *top, char *out, size_t len);
 /* Fill m's state and layer digests from the files in `dir`, write meta.yaml and mac. */
 int snap_seal(const char *dir, struct snap_meta *m, char *err, size_t err_len) __must_check;
+/* snap_seal without proxy files (m->nnet 0 whatever m->network says): a snapshot that leaves
+ * its host or comes from another (push, pull), whose sandbox gets the proxy files of where it
+ * runs (sandbox_restore_create's options), never those it came with. */
+int snap_seal_bare(const char *dir, struct snap_meta *m, char *err, size_t err_len) __must_check;
 /* Authenticate `dir` (the MAC, before anything is parsed), then parse meta.yaml and check the
  * state's digest, the memory file's size and every layer's digest. `err` says why not:
  * -ENOENT no snapshot, -EBADMSG changed or another key, -EPROTONOSUPPORT another format. */

@@ -442,7 +442,20 @@ static int snap_write_mac(const uint8_t key[SNAP_KEY_LEN], const char *dir, cons
 	return 0;
 }
 
+static int seal_as(const char *dir, struct snap_meta *m, bool net, char *err, size_t err_len);
+
 int snap_seal(const char *dir, struct snap_meta *m, char *err, size_t err_len)
+{
+	return seal_as(dir, m, true, err, err_len);
+}
+
+int snap_seal_bare(const char *dir, struct snap_meta *m, char *err, size_t err_len)
+{
+	m->nnet = 0;
+	return seal_as(dir, m, false, err, err_len);
+}
+
+static int seal_as(const char *dir, struct snap_meta *m, bool net, char *err, size_t err_len)
 {
 	uint8_t key[SNAP_KEY_LEN];
 	char path[4200], *meta = NULL, *state = NULL;
@@ -468,7 +481,7 @@ int snap_seal(const char *dir, struct snap_meta *m, char *err, size_t err_len)
 			goto out;
 		}
 	}
-	if ((r = snap_net_seal(dir, m, err, err_len)) < 0)
+	if (net && (r = snap_net_seal(dir, m, err, err_len)) < 0)
 		goto out;
 	/* The state read-only too; the memory file (when there is one) proven to have no
 	 * writer left, made read-only, and recorded as checked. */

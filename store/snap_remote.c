@@ -217,7 +217,7 @@ static int snap_pull_tmp(struct chunk_store *cs, const char *id, uint64_t min_ge
 	bool moved = false;
 
 	if (r == 0 && rebase && (r = snap_layers_rebase(tmp, m, &moved, err, err_len)) == 0 &&
-	    moved && (r = snap_seal(tmp, m, err, err_len)) == 0)
+	    moved && (r = snap_seal_bare(tmp, m, err, err_len)) == 0)
 		r = snap_open(tmp, m, err, err_len);
 	/* what this host's key now vouches for is only what meta.yaml lists, and all of it
 	 * checked: no host paths, exactly its files, its proxy files' digests */

@@ -115,8 +115,8 @@ static int adopt(const char *tmp, struct snap_meta *m, char *err, size_t len)
 	if ((e = snap_adopt(tmp, err, len)) < 0 || (e = snap_open(tmp, m, err, len)) < 0 ||
 	    (e = snap_layers_rebase(tmp, m, &moved, err, len)) < 0) /* on our image's file */
 		return e;
-	m->nnet = 0; /* (the service kept them: its policy and credentials are not ours) */
-	if ((e = snap_seal(tmp, m, err, len)) < 0 || (e = snap_open(tmp, m, err, len)) < 0)
+	/* (the service kept its proxy files: its policy and credentials are not ours) */
+	if ((e = snap_seal_bare(tmp, m, err, len)) < 0 || (e = snap_open(tmp, m, err, len)) < 0)
 		return e;
 	if (m->ndisks || !m->has_memory || m->name[0] == '.' || !m->cpus || m->cpus > 32 ||
 	    m->memory_mib > 65536) {

@@ -85,8 +85,7 @@ static int strip_net(const char *dir, struct snap_meta *m, char *err, size_t len
 		if (path_fmt(path, sizeof(path), "%s/%s", dir, m->net[i].file) == 0)
 			unlink(path);
 	}
-	m->nnet = 0;
-	return snap_seal(dir, m, err, len);
+	return snap_seal_bare(dir, m, err, len);
 }
 
 /* Upload each chunk of mf the service lacks, reading it from dir's files: the count sent. */
