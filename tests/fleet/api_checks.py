@@ -637,13 +637,16 @@ def hostile_imports(t, key, via):
               st_gone))
 
 
-def push_pull(t, key, live):
+def push_pull(t, team_key, live):
     """sandboxctl push of a local sandbox to the fleet and pull back: its files and
-    processes survive both ways; the second way through another host."""
+    processes survive both ways; the second way through another host. In a workspace of its
+    own (the corruption check damaged the team's chunks, which share the image's bytes)."""
     alive = [i for i in range(1, HOSTS + 1) if i != getattr(t, "killed", 0)]
+    key = t.key("laptop")
+    wait_up(key)
     hostile_imports(t, key, alive[0])
     for name in list(live)[:1]:  # room for it
-        api(alive[0], key, "DELETE", "/v2/sandboxes/boxes/%s" % name)
+        api(alive[0], team_key, "DELETE", "/v2/sandboxes/boxes/%s" % name)
         live.pop(name, None)
     time.sleep(3)
     local = os.path.join(t.work, "local")
