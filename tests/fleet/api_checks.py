@@ -238,9 +238,9 @@ class Topology:
         shutil.rmtree(self.work, ignore_errors=True)
 
 
-def wait_up(key):
+def wait_up(key, hosts=None):
     deadline = time.time() + 60
-    for i in range(1, HOSTS + 1):
+    for i in hosts or range(1, HOSTS + 1):
         while True:
             try:
                 st, _ = api(i, key, "GET", "/v2/sandboxes/boxes", timeout=5)
@@ -643,7 +643,7 @@ def push_pull(t, team_key, live):
     own (the corruption check damaged the team's chunks, which share the image's bytes)."""
     alive = [i for i in range(1, HOSTS + 1) if i != getattr(t, "killed", 0)]
     key = t.key("laptop")
-    wait_up(key)
+    wait_up(key, alive)
     hostile_imports(t, key, alive[0])
     for name in list(live)[:1]:  # room for it
         api(alive[0], team_key, "DELETE", "/v2/sandboxes/boxes/%s" % name)
