@@ -345,7 +345,9 @@ int fstore_import(const char *workspace, const char *text, size_t len, const cha
 	manifest_free(&mf);
 	/* pulled here at once: every chunk checked, the snapshot checked as one from elsewhere
 	 * (its layers' parents its own or its image's: snap_layers_check) before it is a box */
-	if (r == 0 && (r = snap_pull_import(&h.cs, id, store_name, err, elen)) == 0) {
+	if (r == 0 && (r = snap_pull_import(&h.cs, id, store_name, err, elen)) == -ENOENT)
+		r = -EBADMSG; /* (a file the snapshot lacks: the client's, a 400) */
+	if (r == 0) {
 		snprintf(dir, sizeof(dir), "%s/snapshots/%s", state_home(), store_name);
 		r = snap_open(dir, m, err, elen);
 	}

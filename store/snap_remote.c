@@ -262,7 +262,9 @@ static int pull_as(struct chunk_store *cs, const char *id, uint64_t min_generati
 		/* meta.yaml names the snapshot; a pull may give it another name here only by
 		 * sealing it again under that name (every file of it checked just above) */
 		snprintf(m.name, sizeof(m.name), "%s", name);
-		r = snap_seal(tmp, &m, err, err_len);
+		/* (one sealed bare, a client's: without proxy files still) */
+		r = m.nnet ? snap_seal(tmp, &m, err, err_len)
+			   : snap_seal_bare(tmp, &m, err, err_len);
 	}
 	if (r == 0 && renameat2(AT_FDCWD, tmp, AT_FDCWD, dir, RENAME_NOREPLACE) < 0) {
 		r = errno == EEXIST || errno == ENOTEMPTY ? -EEXIST : -errno;
