@@ -77,11 +77,9 @@ static int read_header(const char *dir, const char *f, bool rw, struct disk_head
 
 int snap_layers_check(const char *dir, const struct snap_meta *m, char *err, size_t err_len)
 {
-	char root[PATH_MAX], at[PATH_MAX], path[4200 + DISK_PARENT_PATH_MAX];
-	int r = image_root(m, root, err, err_len);
+	char root[PATH_MAX] = "", at[PATH_MAX], path[4200 + DISK_PARENT_PATH_MAX];
+	int r;
 
-	if (r < 0)
-		return r;
 	for (unsigned i = 0; i < m->nlayers; i++) {
 		const char *f = m->layers[i].file;
 		char parent[DISK_PARENT_PATH_MAX + 1];
@@ -101,6 +99,8 @@ int snap_layers_check(const char *dir, const struct snap_meta *m, char *err, siz
 			ok = !strchr(parent, '/') && strcmp(parent, f) != 0 &&
 			     is_layer_of(m, parent);
 		if (kind == DISK_PARENT_RAW) { /* the very file of its image here */
+			if (!root[0] && (r = image_root(m, root, err, err_len)) < 0)
+				return r;
 			snprintf(path, sizeof(path), "%s%s%s", parent[0] == '/' ? "" : dir,
 				 parent[0] == '/' ? "" : "/", parent);
 			ok = realpath(path, at) && strcmp(at, root) == 0;
@@ -120,23 +120,27 @@ int snap_layers_check(const char *dir, const struct snap_meta *m, char *err, siz
 int snap_layers_rebase(const char *dir, const struct snap_meta *m, bool *changed, char *err,
 		       size_t err_len)
 {
-	char root[PATH_MAX];
-	int r = image_root(m, root, err, err_len);
-	size_t rl = strlen(root);
+	char root[PATH_MAX] = "";
+	size_t rl = 0;
+	int r;
 
 	*changed = false;
-	if (r < 0)
-		return r;
-	if (rl >= DISK_PARENT_PATH_MAX) {
-		snprintf(err, err_len, "the path of image %.64s is too long", m->image);
-		return -ENAMETOOLONG;
-	}
 	for (unsigned i = 0; i < m->nlayers; i++) {
 		struct disk_header h;
 		int fd;
 
 		if ((r = read_header(dir, m->layers[i].file, true, &h, &fd, err, err_len)) < 0)
 			return r;
+		if (le32toh(h.parent_kind) == DISK_PARENT_RAW && !root[0]) {
+			if ((r = image_root(m, root, err, err_len)) < 0 ||
+			    (rl = strlen(root)) >= DISK_PARENT_PATH_MAX) {
+				close(fd);
+				if (r == 0)
+					snprintf(err, err_len,
+						 "the path of image %.64s is too long", m->image);
+				return r < 0 ? r : -ENAMETOOLONG;
+			}
+		}
 		if (le32toh(h.parent_kind) != DISK_PARENT_RAW ||
 		    (le32toh(h.parent_path_len) == rl && memcmp(h.parent_path, root, rl) == 0)) {
 			close(fd);
