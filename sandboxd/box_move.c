@@ -177,12 +177,12 @@ int box_wake_here(const char *record, struct sd_req *q, box_reply_fn reply)
 
 	if (!b)
 		return -EBADMSG;
+	b->released = true; /* until it runs here: a failed wake leaves the fleet's records */
 	if (b->status != BOX_STOPPED || !b->fleet_gen) {
 		box_forget(b);
 		return -EBADMSG;
 	}
 	b->status = BOX_PROVISIONING;
-	b->released = true; /* until it runs here: a failed wake leaves the fleet's records */
 	snprintf(a.image, sizeof(a.image), "%s", b->image[0] ? b->image : sd_conf.default_image);
 	box_move_names(b->id, b->fleet_gen, a.snap_store, a.snap_id);
 	a.snap_gen = b->fleet_gen;

@@ -291,8 +291,10 @@ static void wake_here(json_t *head, const uint8_t *body, size_t blen, const char
 	char *record = blen ? strndup((const char *)body, blen) : NULL;
 	int err;
 
-	if (!q) {
+	if (!q) { /* claimed here and not woken: let go again, for another wake to try */
 		free(record);
+		if (!box_by_id(id))
+			fleetd_woken(id, false);
 		return;
 	}
 	q->fleet_box_id[0] = 0; /* (not a create) */
@@ -307,11 +309,16 @@ static void wake_here(json_t *head, const uint8_t *body, size_t blen, const char
 	await_reset(id);
 	err = record ? box_wake_here(record, q, woken) : -EBADMSG;
 	free(record);
-	if (err == -EBADMSG && box_by_id(id))
+	if (err == -EBADMSG && box_by_id(id)) {
 		req_reply_json(q, 200, box_json(box_by_id(id))); /* woken here already */
-	else if (err < 0)
+	} else if (err < 0) {
+		/* claimed here and not made: let go again (an ownership naming this host with no
+		 * box here would send every call for it round in circles) */
+		if (!box_by_id(id))
+			fleetd_woken(id, false);
 		req_reply_error(q, 503, "ServiceUnavailable", "box %s cannot wake here (%s)", id,
 				strerror(-err));
+	}
 }
 
 void fleet_rpc_take(const char *id, const uint8_t *msg, size_t len, bool again)
