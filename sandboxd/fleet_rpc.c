@@ -362,10 +362,12 @@ static void forward_run(struct call_job *c)
 		err = fleet_rpc_ask(host, c->msg, c->len, RPC_CALL_MS, &c->answer, &c->alen);
 		if (err == 0 && fleet_rpc_status(c->answer, c->alen) == 421 && !last)
 			continue; /* it let the box go a moment ago */
-		if (err == 0 && fleet_rpc_status(c->answer, c->alen) == 421)
+		if (err == 0 && fleet_rpc_status(c->answer, c->alen) == 421) {
+			sd_log("fleet: a call for box %s: its owner %s let it go, %d times", id,
+			       host, FORWARD_TRIES);
 			call_fail(c, 503, "ServiceUnavailable",
 				  "sandbox '%s' is moving between hosts: try again", c->ref);
-		else if (err < 0 && fleetd_host_lost(host, &c->lost_ago_ms) == 1)
+		} else if (err < 0 && fleetd_host_lost(host, &c->lost_ago_ms) == 1)
 			lost_call(c, id, host);
 		else if (err < 0)
 			call_fail(c, 503, "ServiceUnavailable",

@@ -307,6 +307,8 @@ static void wake_here(json_t *head, const uint8_t *body, size_t blen, const char
 		box_record_free(&rb);
 	}
 	await_reset(id);
+	sd_log("box %s: its wake taken here (generation %llu)", id,
+	       (unsigned long long)((struct fleet_vreq *)q->owner)->gen);
 	err = record ? box_wake_here(record, q, woken) : -EBADMSG;
 	free(record);
 	if (err == -EBADMSG && box_by_id(id)) {

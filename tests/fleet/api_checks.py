@@ -210,9 +210,13 @@ class Topology:
         for i in range(1, HOSTS + 1):
             path = os.path.join(self.work, "sandboxd-%d.log" % i)
             if os.path.exists(path):
-                with open(path) as f:
-                    tail = f.read().splitlines()[-15:]
-                say("sandboxd fh%d's log, its end:\n  " % i + "\n  ".join(tail))
+                with open(path, errors="replace") as f:
+                    lines = f.read().splitlines()
+                # a failed attempt's story: the fleet's and the boxes' lines (the rest, the
+                # proxies' warnings, left out), the last 80
+                tail = [ln for ln in lines if "box " in ln or "fleet" in ln
+                        or "drain" in ln][-80:]
+                say("sandboxd fh%d's log, its boxes and fleet:\n  " % i + "\n  ".join(tail))
 
     def down(self):
         for p in self.procs:
