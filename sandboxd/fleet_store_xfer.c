@@ -26,21 +26,8 @@
 /* A chunk's name (its SHA-256 in lower-case hex) into out: 0, or -EINVAL said in err. */
 static int hash_of(const char *hex, uint8_t out[CHUNK_HASH_LEN], char *err, size_t elen)
 {
-	for (int i = 0; strlen(hex) == 2 * CHUNK_HASH_LEN && i < CHUNK_HASH_LEN; i++) {
-		int hi = hex[2 * i], lo = hex[2 * i + 1];
-
-		hi = hi >= '0' && hi <= '9'   ? hi - '0'
-		     : hi >= 'a' && hi <= 'f' ? hi - 'a' + 10
-					      : -1;
-		lo = lo >= '0' && lo <= '9'   ? lo - '0'
-		     : lo >= 'a' && lo <= 'f' ? lo - 'a' + 10
-					      : -1;
-		if (hi < 0 || lo < 0)
-			break;
-		out[i] = (uint8_t)(hi << 4 | lo);
-		if (i == CHUNK_HASH_LEN - 1)
-			return 0;
-	}
+	if (strlen(hex) == 2 * CHUNK_HASH_LEN && chunk_unhex(hex, out) == 0)
+		return 0;
 	snprintf(err, elen, "a chunk is named by its SHA-256: 64 lower-case hex digits");
 	return -EINVAL;
 }
@@ -60,11 +47,6 @@ static int open_parsed(struct fstore *h, const char *workspace, const char *text
 	return r;
 }
 
-static int cmp_hash(const void *a, const void *b)
-{
-	return memcmp(a, b, CHUNK_HASH_LEN);
-}
-
 /* mf's chunks but zeros, each once (sorted; malloc'd, *n of them), or NULL. */
 static uint8_t (*unique_hashes(const struct manifest *mf, size_t *n))[CHUNK_HASH_LEN]
 {
@@ -80,7 +62,7 @@ static uint8_t (*unique_hashes(const struct manifest *mf, size_t *n))[CHUNK_HASH
 		for (uint64_t c = 0; c < mf->file[i].nchunks; c++)
 			if (memcmp(mf->file[i].hash[c], zero, sizeof(zero)) != 0)
 				memcpy(u[k++], mf->file[i].hash[c], CHUNK_HASH_LEN);
-	qsort(u, k, CHUNK_HASH_LEN, cmp_hash);
+	qsort(u, k, CHUNK_HASH_LEN, chunk_hash_cmp);
 	*n = 0;
 	for (size_t i = 0; i < k; i++)
 		if (!*n || memcmp(u[*n - 1], u[i], CHUNK_HASH_LEN) != 0)
@@ -138,12 +120,9 @@ static int lacking(struct fstore *h, const struct manifest *mf, json_t *out, cha
 static int import_bounds(const struct manifest *mf, char *err, size_t elen)
 {
 	const struct manifest_file *mem = manifest_find(mf, "memory");
-	uint64_t data = 0;
+	uint64_t data = manifest_data_bytes(mf);
 	struct statvfs sv;
 
-	for (unsigned i = 0; i < mf->nfiles; i++)
-		for (uint64_t e = 0; e < mf->file[i].nextents; e++)
-			data += mf->file[i].extent[e][1];
 	if (!mem || mem->size > IMPORT_MEMORY_MAX || data > IMPORT_DATA_MAX) {
 		snprintf(err, elen,
 			 "a pushed sandbox has a memory file of at most %llu GiB and at most %llu "
@@ -265,7 +244,7 @@ static bool export_has(const char *workspace, const uint8_t hash[CHUNK_HASH_LEN]
 	for (unsigned i = 0; i < EXPORTS_MAX && !found; i++)
 		found = exports[i].n && now - exports[i].at_ms < EXPORT_KEEP_MS &&
 			strcmp(exports[i].workspace, workspace) == 0 &&
-			bsearch(hash, exports[i].h, exports[i].n, CHUNK_HASH_LEN, cmp_hash);
+			bsearch(hash, exports[i].h, exports[i].n, CHUNK_HASH_LEN, chunk_hash_cmp);
 	pthread_mutex_unlock(&exports_lock);
 	return found;
 }

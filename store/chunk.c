@@ -62,6 +62,27 @@ void chunk_hex(const uint8_t hash[CHUNK_HASH_LEN], char out[2 * CHUNK_HASH_LEN +
 	out[2 * CHUNK_HASH_LEN] = 0;
 }
 
+int chunk_unhex(const char *s, uint8_t out[CHUNK_HASH_LEN])
+{
+	for (int i = 0; i < 2 * CHUNK_HASH_LEN; i++) {
+		char c = s[i];
+		int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+
+		if (v < 0)
+			return -EBADMSG;
+		if (i % 2 == 0)
+			out[i / 2] = (uint8_t)(v << 4);
+		else
+			out[i / 2] |= (uint8_t)v;
+	}
+	return 0;
+}
+
+int chunk_hash_cmp(const void *a, const void *b)
+{
+	return memcmp(a, b, CHUNK_HASH_LEN);
+}
+
 void chunk_object_id(const struct chunk_keys *k, const uint8_t hash[CHUNK_HASH_LEN],
 		     uint8_t out[CHUNK_HASH_LEN])
 {

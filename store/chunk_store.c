@@ -6,7 +6,6 @@
  * came against the hash it was asked for, and names the chunk when it is missing or not what its
  * name says.
  */
-#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -147,16 +146,8 @@ static int learn_key(const char *key, void *arg)
 	const char *name = key + l->skip;
 	uint8_t oid[CHUNK_HASH_LEN];
 
-	if (strlen(name) != 2 * CHUNK_HASH_LEN)
+	if (strlen(name) != 2 * CHUNK_HASH_LEN || chunk_unhex(name, oid) < 0)
 		return 0; /* not a chunk's name (a part left by an upload?): not known */
-	for (unsigned i = 0; i < CHUNK_HASH_LEN; i++) {
-		unsigned v;
-
-		if (sscanf(name + 2 * i, "%2x", &v) != 1 || !isxdigit((unsigned char)name[2 * i]) ||
-		    !isxdigit((unsigned char)name[2 * i + 1]))
-			return 0;
-		oid[i] = (uint8_t)v;
-	}
 	set_add(l->cs->known, oid);
 	return 0;
 }

@@ -96,6 +96,16 @@ uint64_t manifest_bytes(const struct manifest *m)
 	return n;
 }
 
+uint64_t manifest_data_bytes(const struct manifest *m)
+{
+	uint64_t n = 0;
+
+	for (unsigned i = 0; i < m->nfiles; i++)
+		for (uint64_t e = 0; e < m->file[i].nextents; e++)
+			n += m->file[i].extent[e][1];
+	return n;
+}
+
 const struct manifest_file *manifest_find(const struct manifest *m, const char *name)
 {
 	for (unsigned i = 0; i < m->nfiles; i++)
@@ -484,22 +494,6 @@ static int mf_number(const char **p, const char *end, char stop, uint64_t *out)
 	return 0;
 }
 
-static int mf_unhex(const char *s, uint8_t out[CHUNK_HASH_LEN])
-{
-	for (int i = 0; i < 2 * CHUNK_HASH_LEN; i++) {
-		char c = s[i];
-		int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-
-		if (v < 0)
-			return -EBADMSG;
-		if (i % 2 == 0)
-			out[i / 2] = (uint8_t)(v << 4);
-		else
-			out[i / 2] |= (uint8_t)v;
-	}
-	return 0;
-}
-
 /* Parse text (len bytes) into m; -EBADMSG for anything that is not exactly the format. */
 static int mf_parse(const char *text, size_t len, struct manifest *m, struct chunk_store *cs)
 {
@@ -565,7 +559,7 @@ static int mf_parse(const char *text, size_t len, struct manifest *m, struct chu
 				continue;
 			}
 			if (end - p < 2 * CHUNK_HASH_LEN + 1 || p[2 * CHUNK_HASH_LEN] != '\n' ||
-			    mf_unhex(p, f->hash[c]) < 0 ||
+			    chunk_unhex(p, f->hash[c]) < 0 ||
 			    memcmp(f->hash[c], zero_hash, CHUNK_HASH_LEN) == 0)
 				return -EBADMSG;
 			p += 2 * CHUNK_HASH_LEN + 1;

@@ -95,6 +95,10 @@ void chunk_keys_wipe(struct chunk_keys *k);
 void chunk_hash(const void *data, size_t len, uint8_t out[CHUNK_HASH_LEN]);
 /* The hash as 64 lower-case hex digits and a NUL. */
 void chunk_hex(const uint8_t hash[CHUNK_HASH_LEN], char out[2 * CHUNK_HASH_LEN + 1]);
+/* The 64 lower-case hex digits at s (no NUL needed after them) as a hash: 0, or -EBADMSG. */
+int chunk_unhex(const char *s, uint8_t out[CHUNK_HASH_LEN]) __attribute__((warn_unused_result));
+/* Two hashes compared (memcmp), for qsort and bsearch of hash arrays. */
+int chunk_hash_cmp(const void *a, const void *b);
 /* The store's id of the chunk of that hash: HMAC-SHA256 under the name key. */
 void chunk_object_id(const struct chunk_keys *k, const uint8_t hash[CHUNK_HASH_LEN],
 		     uint8_t out[CHUNK_HASH_LEN]);
@@ -218,6 +222,9 @@ int manifest_init(struct manifest *m, uint32_t chunk_size) __attribute__((warn_u
 void manifest_free(struct manifest *m);
 /* All the files' bytes. */
 uint64_t manifest_bytes(const struct manifest *m);
+/* The bytes of all the files' data extents: what fetching every file writes (zeros of an
+ * extent included), the rest being holes. */
+uint64_t manifest_data_bytes(const struct manifest *m);
 /* The file of that name, or NULL. */
 const struct manifest_file *manifest_find(const struct manifest *m, const char *name);
 /* Add path's bytes as file `name`: the chunks the store lacks are uploaded, zeros are not. */

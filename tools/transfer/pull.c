@@ -89,12 +89,9 @@ static int fetch_chunk(void *arg, const uint8_t hash[CHUNK_HASH_LEN], uint8_t *o
  * name terabytes of zeros), and no more than 128 GiB of it. */
 static int room_for(const struct manifest *mf)
 {
-	uint64_t data = 0;
+	uint64_t data = manifest_data_bytes(mf);
 	struct statvfs sv;
 
-	for (unsigned i = 0; i < mf->nfiles; i++)
-		for (uint64_t e = 0; e < mf->file[i].nextents; e++)
-			data += mf->file[i].extent[e][1];
 	if (data > (128ull << 30) || (statvfs(state_home(), &sv) == 0 &&
 				      data + (1ull << 30) > (uint64_t)sv.f_bavail * sv.f_frsize)) {
 		fprintf(stderr, "sandbox-transfer: no room here for %llu MiB of the sandbox\n",

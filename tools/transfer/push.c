@@ -35,25 +35,6 @@ struct missing {
 	size_t n;
 };
 
-static int cmp_hash(const void *a, const void *b)
-{
-	return memcmp(a, b, CHUNK_HASH_LEN);
-}
-
-static int unhex(const char *s, uint8_t out[CHUNK_HASH_LEN])
-{
-	if (!s || strlen(s) != 2 * CHUNK_HASH_LEN)
-		return -1;
-	for (int i = 0; i < CHUNK_HASH_LEN; i++) {
-		unsigned v;
-
-		if (sscanf(s + 2 * i, "%2x", &v) != 1)
-			return -1;
-		out[i] = (uint8_t)v;
-	}
-	return 0;
-}
-
 static int missing_parse(json_t *o, struct missing *ms)
 {
 	json_t *arr = json_object_get(o, "missing");
@@ -68,10 +49,12 @@ static int missing_parse(json_t *o, struct missing *ms)
 		return -1;
 	json_array_foreach(arr, i, v)
 	{
-		if (unhex(json_string_value(v), ms->h[i]) < 0)
+		const char *hex = json_string_value(v);
+
+		if (!hex || strlen(hex) != 2 * CHUNK_HASH_LEN || chunk_unhex(hex, ms->h[i]) < 0)
 			return -1;
 	}
-	qsort(ms->h, ms->n, CHUNK_HASH_LEN, cmp_hash);
+	qsort(ms->h, ms->n, CHUNK_HASH_LEN, chunk_hash_cmp);
 	return 0;
 }
 
@@ -110,7 +93,8 @@ static long send_chunks(struct svc *a, const char *dir, const struct manifest *m
 		}
 		for (uint64_t c = 0; c < f->nchunks; c++) {
 			uint8_t(*hit)[CHUNK_HASH_LEN] =
-				ms->n ? bsearch(f->hash[c], ms->h, ms->n, CHUNK_HASH_LEN, cmp_hash)
+				ms->n ? bsearch(f->hash[c], ms->h, ms->n, CHUNK_HASH_LEN,
+						chunk_hash_cmp)
 				      : NULL;
 			uint64_t off = c * mf->chunk_size;
 			size_t want = f->size - off < mf->chunk_size ? (size_t)(f->size - off)
