@@ -233,11 +233,6 @@ unlocked:
 
 static void waiters_run(struct box *b, int err, const char *msg);
 
-void box_waiters_fail(struct box *b, int err, const char *msg)
-{
-	waiters_run(b, err, msg);
-}
-
 void box_waiters_moved(struct box *b)
 {
 	struct box_waiter *w = b->waiters;

@@ -18,8 +18,6 @@
 
 #define DP_TIMEOUT_S 600 /* an execute's answer comes at its exit */
 #define DP_BODY_MAX  (SD_DOWNLOAD_MAX + (1u << 20))
-#define DP_TRIES     5	 /* owner reads when the box moves under a request */
-#define DP_PAUSE_MS  300 /* between them */
 static const char *const passed_in[] = {
 	"x-api-key:",	  "content-type:", "range:",	      "if-range:",
 	"if-none-match:", "accept:",	   "accept-encoding:"};
@@ -30,7 +28,6 @@ int dp_resolve(const char *workspace, const char *key_id, const char *id,
 	       char addr[FLEETD_ADDR_MAX], bool *here, char *err, size_t len)
 {
 	char host[FLEET_ID_MAX + 1];
-	uint64_t rev;
 	int r = fleetd_owner_of(id, host, true);
 	bool said = false; /* err holds the wake's reason */
 
@@ -38,7 +35,7 @@ int dp_resolve(const char *workspace, const char *key_id, const char *id,
 	/* this host's copy of the owners may lag a move: a box it names as this host's (which
 	 * sent the request here, so it is not), or a released one whose record went (woken
 	 * meanwhile), is read from the bucket itself, a few times */
-	for (int tries = 1; r == 0 && tries <= DP_TRIES; tries++) {
+	for (int tries = 1; r == 0 && tries <= FLEETD_MOVE_TRIES; tries++) {
 		if (strcmp(host, FLEET_RELEASED) == 0) {
 			r = fleetd_wake(workspace, key_id, id, host, err, len);
 			said = r < 0;
@@ -51,12 +48,7 @@ int dp_resolve(const char *workspace, const char *key_id, const char *id,
 		} else if (!fleetd_self(host) || tries > 1) {
 			break;
 		}
-		struct timespec ts = {0, DP_PAUSE_MS * 1000000L};
-
-		nanosleep(&ts, NULL);
-		r = fleet_owner(&fleetd, id, host, &rev);
-		if (r == 0 && strcmp(host, FLEET_UNSCHEDULABLE) == 0)
-			r = -ENOENT;
+		r = fleetd_owner_fresh(id, host, FLEETD_MOVE_PAUSE_MS);
 		said = false;
 	}
 	if (r == 0 && strcmp(host, FLEET_RELEASED) == 0)

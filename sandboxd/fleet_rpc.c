@@ -22,15 +22,13 @@
 
 #include "fleetd.h"
 
-#define RPC_WS_INFLIGHT	 4     /* calls of one workspace waiting on other hosts at once */
-#define PLACE_MAX_S	 60    /* a create's wait for a host with room, whatever its timeout */
-#define RPC_CALL_MS	 30000 /* a forwarded call's answer */
-#define RPC_LIST_MS	 2000  /* a host's part of a list */
-#define PLACE_DEFAULT_S	 30
-#define LIST_HOSTS_MAX	 256
-#define FORWARD_TRIES	 5   /* a forwarded call's owner reads, when the box moves meanwhile */
-#define FORWARD_PAUSE_MS 300 /* between them */
-#define CALL_HERE	 1   /* call_job.status: the box is this host's after all */
+#define RPC_WS_INFLIGHT 4     /* calls of one workspace waiting on other hosts at once */
+#define PLACE_MAX_S	60    /* a create's wait for a host with room, whatever its timeout */
+#define RPC_CALL_MS	30000 /* a forwarded call's answer */
+#define RPC_LIST_MS	2000  /* a host's part of a list */
+#define PLACE_DEFAULT_S 30
+#define LIST_HOSTS_MAX	256
+#define CALL_HERE	1 /* call_job.status: the box is this host's after all */
 
 /* ---- messages ---- */
 
@@ -301,7 +299,6 @@ static void lost_call(struct call_job *c, const char *id, const char *host)
 static void forward_run(struct call_job *c)
 {
 	char host[FLEET_ID_MAX + 1], key[80], id[SD_ID_LEN + 1];
-	uint64_t rev;
 	int err;
 
 	/* a name is looked up in the names bucket; an id is its own key. Either way the box
@@ -321,16 +318,9 @@ static void forward_run(struct call_job *c)
 		}
 	}
 	for (int tries = 0;; tries++) {
-		if (tries) { /* it moved under us: the bucket's word, not the copy's */
-			struct timespec ts = {0, FORWARD_PAUSE_MS * 1000000L};
-
-			nanosleep(&ts, NULL);
-			err = fleet_owner(&fleetd, id, host, &rev);
-			if (err == 0 && strcmp(host, FLEET_UNSCHEDULABLE) == 0)
-				err = -ENOENT;
-		} else {
-			err = fleetd_owner_of(id, host, true);
-		}
+		/* it moved under us: the bucket's word, not the copy's */
+		err = tries ? fleetd_owner_fresh(id, host, FLEETD_MOVE_PAUSE_MS)
+			    : fleetd_owner_of(id, host, true);
 		if (err == -ENOENT || c->other_here) { /* (one read either way: the same time) */
 			call_fail(c, 404, "NotFound", "Sandbox not found");
 			return;
@@ -340,7 +330,7 @@ static void forward_run(struct call_job *c)
 				  "the fleet's owners did not answer");
 			return;
 		}
-		bool last = tries + 1 >= FORWARD_TRIES;
+		bool last = tries + 1 >= FLEETD_MOVE_TRIES;
 
 		if (fleetd_self(host) && !tries)
 			continue;	 /* this host's copy lags a move away */
@@ -364,7 +354,7 @@ static void forward_run(struct call_job *c)
 			continue; /* it let the box go a moment ago */
 		if (err == 0 && fleet_rpc_status(c->answer, c->alen) == 421) {
 			sd_log("fleet: a call for box %s: its owner %s let it go, %d times", id,
-			       host, FORWARD_TRIES);
+			       host, FLEETD_MOVE_TRIES);
 			call_fail(c, 503, "ServiceUnavailable",
 				  "sandbox '%s' is moving between hosts: try again", c->ref);
 		} else if (err < 0 && fleetd_host_lost(host, &c->lost_ago_ms) == 1)

@@ -263,8 +263,19 @@ int fleetd_owner_of(const char *id, char host[FLEET_ID_MAX + 1], bool ask)
 	if (err == 0 || !ask || !fleet_id_ok(id))
 		return err;
 	/* not (yet) in the copy: the bucket's leader knows (a create a moment old) */
-	uint64_t rev;
+	return fleetd_owner_fresh(id, host, 0);
+}
 
+int fleetd_owner_fresh(const char *id, char host[FLEET_ID_MAX + 1], unsigned pause_ms)
+{
+	uint64_t rev;
+	int err;
+
+	if (pause_ms) {
+		struct timespec ts = {pause_ms / 1000, (long)(pause_ms % 1000) * 1000000L};
+
+		nanosleep(&ts, NULL);
+	}
 	err = fleet_owner(&fleetd, id, host, &rev);
 	return err == 0 && strcmp(host, FLEET_UNSCHEDULABLE) == 0 ? -ENOENT : err;
 }

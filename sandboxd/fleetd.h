@@ -52,6 +52,13 @@ void fleetd_tick(void);
 /* The host owning box `id`: 0, or -ENOENT (none known, or it was cancelled). ask: one not in
  * the copy (a create a moment old) is asked of the bucket (a round trip: not on the loop). */
 int fleetd_owner_of(const char *id, char host[FLEET_ID_MAX + 1], bool ask);
+/* On a worker: box id's owner read from the bucket's leader (never the copy, which can lag a
+ * move), after pause_ms (0: at once); a cancelled create's is none: 0, -ENOENT, -errno. */
+int fleetd_owner_fresh(const char *id, char host[FLEET_ID_MAX + 1], unsigned pause_ms);
+/* A call or request whose box moved under it reads its owner afresh this many times, this
+ * far apart, before it gives up (fleet_rpc.c, dp_proxy.c). */
+#define FLEETD_MOVE_TRIES    5
+#define FLEETD_MOVE_PAUSE_MS 300
 /* A live host's advertised HOST:PORT: 0 or -ENOENT. */
 int fleetd_host_addr(const char *host, char addr[FLEETD_ADDR_MAX]);
 /* Live hosts' ids into out (at most max): how many. */

@@ -436,8 +436,6 @@ struct snap_store_hooks {
 	void (*lazy_close)(struct lazy_pull *lp);
 };
 extern const struct snap_store_hooks *snap_store_hooks;
-/* Every request and WebSocket waiting for b told err and msg. */
-void box_waiters_fail(struct box *b, int err, const char *msg);
 /* The box was released into the fleet's store (box_move.c): what waited for it goes on to its
  * wake (a request routed again, a WebSocket closed early so its client sends it again). Before
  * the box is forgotten. */
