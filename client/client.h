@@ -360,6 +360,8 @@ int proxy_install_ca(const struct sandbox *sb, struct agent_conn *c) __must_chec
 #define SNAP_KEY_LEN	   32
 #define SNAP_HEX_LEN	   64 /* a SHA-256 in hex */
 #define SNAP_LAYERS_MAX	   64
+/* A restore of a snapshot with more frozen layers than this makes them one (restore.c). */
+#define RESTORE_FLATTEN_AT 8
 #define SNAP_NET_FILES_MAX 8 /* net.* files a snapshot may hold (snap_net.c has 5) */
 
 /* meta.yaml. */

@@ -40,8 +40,10 @@ int sandbox_restore_create(const char *dir, const struct snap_meta *m, const str
  * layer after the highest of them. Both directories are two levels below $SANDBOX_HOME, so
  * every parent path resolves the same from either: the sandbox's disk no longer needs the
  * snapshot, and a snapshot of the sandbox holds its disk's whole chain (down to its image),
- * so one pushed to a fleet's store restores on a host that never saw this one. */
-static int link_layers(const char *dir, const struct snap_meta *m, struct sandbox *sb)
+ * so one pushed to a fleet's store restores on a host that never saw this one. The new top's
+ * parent, the snapshot's frozen top, into `parent` (a layer's name). */
+static int link_layers(const char *dir, const struct snap_meta *m, struct sandbox *sb,
+		       char parent[32])
 {
 	char from[4200], to[4200];
 	const char *high = "root.layer";
@@ -60,14 +62,34 @@ static int link_layers(const char *dir, const struct snap_meta *m, struct sandbo
 		     strtoul(f + 5, NULL, 10) > strtoul(high + 5, NULL, 10)))
 			high = f;
 	}
+	snprintf(parent, 32, "%s", m->root_layer);
 	return snap_next_layer(high, sb->top, sizeof(sb->top));
+}
+
+/* A snapshot of more than RESTORE_FLATTEN_AT frozen layers (each snapshot adds one, and a box
+ * a fleet stops into its store and wakes again is one more snapshot and restore each time):
+ * its chain made one layer, root.layer, read through it (disk_flatten), and the new top over
+ * that. Without it a sandbox restored and snapshotted SNAP_LAYERS_MAX times could never be
+ * snapshotted (nor stopped into a store) again. */
+static int flatten_layers(const char *dir, const struct snap_meta *m, struct sandbox *sb,
+			  char parent[32], struct disk_error *derr)
+{
+	char from[4200], to[4200];
+	int err;
+
+	if ((err = path_fmt(from, sizeof(from), "%s/%s", dir, m->root_layer)) < 0 ||
+	    (err = sandbox_path(sb, "root.layer", to, sizeof(to))) < 0 ||
+	    (err = disk_flatten(from, to, derr)) < 0)
+		return err;
+	snprintf(parent, 32, "root.layer");
+	return snap_next_layer("root.layer", sb->top, sizeof(sb->top));
 }
 
 static int restore_into(const char *dir, const struct snap_meta *m, const char *name,
 			const char *console, const struct boot_src *src, bool no_wait,
 			const struct create_opts *o, struct sandbox *sb, struct lc_report *r)
 {
-	char top[4200], parent[4200], msg[640] = "";
+	char top[4200], parent[4200], below[32], msg[640] = "";
 	struct disk_error derr = {""};
 	struct snap_fds fds;
 	struct boot_src checked;
@@ -103,9 +125,10 @@ static int restore_into(const char *dir, const struct snap_meta *m, const char *
 			return err;
 		}
 	}
-	if ((err = link_layers(dir, m, sb)) < 0 ||
+	if ((err = m->nlayers > RESTORE_FLATTEN_AT ? flatten_layers(dir, m, sb, below, &derr)
+						   : link_layers(dir, m, sb, below)) < 0 ||
 	    (err = sandbox_path(sb, sb->top, top, sizeof(top))) < 0 ||
-	    (err = sandbox_path(sb, m->root_layer, parent, sizeof(parent))) < 0 ||
+	    (err = sandbox_path(sb, below, parent, sizeof(parent))) < 0 ||
 	    (err = disk_create_overlay(top, parent, 0, &derr)) < 0) {
 		lc_fail(r, err, "%s: cannot create the root disk over the snapshot's: %s", sb->id,
 			derr.msg[0] ? derr.msg : strerror(-err));

@@ -186,6 +186,10 @@ int disk_create_overlay_len(const char *path, const char *parent_path, uint32_t 
  * same contents. The parent's other children are refused afterwards (-ESTALE): it changed.
  * A commit cut short by a crash leaves `path` refused with -EUCLEAN until it is run again. */
 int disk_commit(const char *path, struct disk_error *err) __must_check;
+/* Make `out` (it must not exist) one layer with the contents of the chain whose top is `top`:
+ * over the chain's raw base, or over nothing, holding every cluster a layer of the chain
+ * holds (disk_flatten.c). The chain is only read; a failure leaves no `out`. */
+int disk_flatten(const char *top, const char *out, struct disk_error *err) __must_check;
 
 /* One layer file, for `sandbox-disk info`. */
 struct disk_layer_info {

@@ -9,7 +9,8 @@
 # parent's files and processes, the parent running on; /dev/urandom differs between every
 # pair of forks; a suspended sandbox has no VMM and resumes with its processes and files;
 # a bit-flipped state, a changed meta, another host's key and a short memory file are refused
-# with a message; a snapshot in use is not removed; bad names and counts are refused.
+# with a message; a snapshot in use is not removed; bad names and counts are refused; a chain
+# of snapshots and restores past 8 frozen layers is made one layer, its files and processes kept.
 # sandbox_guest.sh decides where the guest boots and runs the checks there (--inner).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -186,6 +187,42 @@ inner() {
 	r4=$("$ctl" restore snap2) || fail "restore of snap2 after the full disk: status $?"
 	[ "$("$ctl" exec "$r4" -- cat /root/after)" = after ] || fail "snap2's restore: /root/after"
 	echo "ok: a full disk fails the snapshot with a message; the previous one restores"
+
+	# A chain of snapshots and restores, each one a frozen layer more: a restore of a snapshot
+	# of more than 8 frozen layers makes them one (restore.c, disk_flatten), so a sandbox
+	# moved this way again and again can always be snapshotted. Its files and processes stay.
+	cur=$r4 k=0 flat=0 most=0
+	while [ $k -lt 12 ] && [ $flat = 0 ]; do
+		k=$((k + 1))
+		"$ctl" exec "$cur" -- sh -c "echo deep$k >/root/deep$k; sync" || fail "deep $k: write"
+		"$ctl" snapshot "$cur" "deep$k" || fail "deep $k: snapshot: status $?"
+		next=$("$ctl" restore "deep$k") || fail "deep $k: restore: status $?"
+		"$ctl" rm -f "$cur" >/dev/null || fail "deep $k: rm $cur"
+		# (the next snapshot names it as its parent: -f; the sandboxes hold their layers)
+		[ $k -gt 1 ] && { "$ctl" snapshot rm -f "deep$((k - 1))" 2>/dev/null ||
+			fail "rm deep$((k - 1))"; }
+		cur=$next
+		n=$(ls "$SANDBOX_HOME/sandboxes/$cur/" | grep -c '\.layer$')
+		[ "$n" -gt "$most" ] && most=$n
+		[ "$n" = 2 ] && flat=$k
+	done
+	[ $flat != 0 ] || fail "12 snapshots and restores in a row: the layers were never made one"
+	[ "$most" -le 10 ] || fail "a restore's disk had $most layers (at most 9 frozen and a top)"
+	i=1
+	while [ $i -le $k ]; do
+		[ "$("$ctl" exec "$cur" -- cat /root/deep$i)" = "deep$i" ] || fail "flat: /root/deep$i"
+		i=$((i + 1))
+	done
+	[ "$("$ctl" exec "$cur" -- cat /root/after)" = after ] || fail "flat: /root/after"
+	counting "$cur"
+	"$ctl" snapshot "$cur" deeper || fail "a snapshot of the flattened sandbox: status $?"
+	last=$("$ctl" restore deeper) || fail "a restore of it: status $?"
+	n=$(ls "$SANDBOX_HOME/sandboxes/$last/" | grep -c '\.layer$')
+	[ "$n" = 3 ] || fail "the restore after the flattened one has $n layers, not 3"
+	[ "$("$ctl" exec "$last" -- cat /root/deep1)" = deep1 ] || fail "after flat: /root/deep1"
+	"$ctl" rm -f "$cur" "$last" >/dev/null || fail "rm of the deep sandboxes"
+	echo "ok: snapshot and restore $k times: at most $most layers, made one at restore $flat;" \
+		"files and processes kept"
 
 	# Another version of the image under a snapshot: its restore is refused, naming why.
 	cp "$rootfs" "$SANDBOX_HOME/rootfs2" &&
