@@ -114,10 +114,14 @@ static int link_check(const struct disk_layer *child, struct disk_layer *parent,
 	if (memcmp(id, h->parent_identity, DISK_HASH_LEN) &&
 	    !(committing && (h->flags & DISK_FLAG_COMMITTING) &&
 	      !memcmp(id, h->commit_identity, DISK_HASH_LEN))) {
-		/* A layer made before 2026-12 recorded a raw parent's v1 identity. */
+		/* A raw parent's identity by content (v3) where its identity file vouches for it;
+		 * its child may have recorded v2 (made before that file, or where there is none),
+		 * or v1 (made before 2026-12). */
 		if (!parent->raw)
 			return link_stale(child, parent, err);
-		r = disk_layer_raw_identity_v1(parent, id);
+		r = disk_layer_raw_identity_v2(parent, id);
+		if (r == 0 && memcmp(id, h->parent_identity, DISK_HASH_LEN))
+			r = disk_layer_raw_identity_v1(parent, id);
 		if (r < 0)
 			return disk_fail(err, r, "%s: reading it: %s", parent->path, strerror(-r));
 		if (memcmp(id, h->parent_identity, DISK_HASH_LEN))

@@ -191,6 +191,12 @@ int disk_commit(const char *path, struct disk_error *err) __must_check;
  * holds (disk_flatten.c). The chain is only read; a failure leaves no `out`. */
 int disk_flatten(const char *top, const char *out, struct disk_error *err) __must_check;
 
+/* Write PATH.identity beside the raw image `path`: the SHA-256 of its bytes, its size and its
+ * mtime (a read of the whole image). Layers made over it from then on record its identity by
+ * content, which a copy of the same bytes elsewhere, with its own such file, matches whatever
+ * its mtime (docs/disk-format.md, "Identity"). For an image's installer; 0 or -errno. */
+int disk_raw_identity_write(const char *path, struct disk_error *err) __must_check;
+
 /* One layer file, for `sandbox-disk info`. */
 struct disk_layer_info {
 	struct disk_header hdr;	 /* host byte order */
@@ -241,6 +247,8 @@ struct disk_layer {
 /* Fill `err` from the format and return `ret`. */
 int disk_fail(struct disk_error *err, int ret, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* Whether len bytes at buf are all zero. */
+bool disk_all_zero(const void *buf, size_t len);
 /* pread/pwrite all of `len` bytes; a short read is -EIO. */
 int disk_pread_full(int fd, void *buf, uint64_t len, uint64_t off) __must_check;
 int disk_pwrite_full(int fd, const void *buf, uint64_t len, uint64_t off) __must_check;
@@ -256,6 +264,13 @@ void disk_layer_close(struct disk_layer *l);
 int disk_layer_identity(struct disk_layer *l, uint8_t out[DISK_HASH_LEN]) __must_check;
 /* A raw image's identity as layers made before 2026-12 recorded it (open accepts either). */
 int disk_layer_raw_identity_v1(struct disk_layer *l, uint8_t out[DISK_HASH_LEN]) __must_check;
+/* Its v2 identity (size, mtime, first and last 64 KiB): what disk_layer_identity gives when no
+ * identity file vouches for the image's bytes. */
+int disk_layer_raw_identity_v2(struct disk_layer *l, uint8_t out[DISK_HASH_LEN]) __must_check;
+/* Its v3 identity (its size and the SHA-256 of its bytes) from PATH.identity, when that file
+ * records the image's present size and mtime (disk_raw_id.c): 0, or -ENOENT (none), -EBADMSG,
+ * -ESTALE (the image was written since). */
+int disk_layer_raw_identity_v3(struct disk_layer *l, uint8_t out[DISK_HASH_LEN]) __must_check;
 /* Does the layer hold cluster `idx`? Set that it does (in memory until the next flush). */
 bool disk_layer_has(const struct disk_layer *l, uint64_t idx);
 void disk_layer_set(struct disk_layer *l, uint64_t idx);

@@ -27,14 +27,6 @@ static bool chain_holds(const struct disk_layer *ls, unsigned n, uint64_t idx)
 	return false;
 }
 
-static bool all_zero(const uint8_t *p, size_t len)
-{
-	for (size_t i = 0; i < len; i++)
-		if (p[i])
-			return false;
-	return true;
-}
-
 /* The chain's layer files, top first, into ls (*n of them), and its raw base's path into
  * base ("" when it has none). */
 static int chain_layers(const char *top, struct disk_layer *ls, unsigned *n, char *base,
@@ -80,7 +72,7 @@ static int write_run(struct disk *o, const uint8_t *buf, uint64_t off, uint64_t 
 	while (a < len) {
 		uint64_t b = a;
 
-		while (b < len && !all_zero(buf + b, b + cl < len ? cl : len - b))
+		while (b < len && !disk_all_zero(buf + b, b + cl < len ? cl : len - b))
 			b += cl;
 		if (b > a) {
 			uint64_t n = (b < len ? b : len) - a;

@@ -26,6 +26,8 @@ static const char usage_text[] =
 	"                  still match (exit status 1 when they do not)\n"
 	"  commit OVERLAY  merge OVERLAY into its parent layer and empty it\n"
 	"  flatten TOP OUT make OUT one layer with TOP's contents over its chain's base\n"
+	"  identity IMAGE  write IMAGE.identity: the raw image's hash, so that layers over it\n"
+	"                  match a copy of the same bytes elsewhere whatever its mtime\n"
 	"  read [--raw] PATH OFFSET LEN\n"
 	"                  write LEN bytes of the disk from OFFSET to stdout\n"
 	"  write PATH OFFSET\n"
@@ -288,6 +290,8 @@ int main(int argc, char **argv)
 		return cmd_info(argv[0]);
 	if (!strcmp(cmd, "commit") && argc == 1)
 		return disk_commit(argv[0], &err) < 0 ? fail(err.msg) : 0;
+	if (!strcmp(cmd, "identity") && argc == 1)
+		return disk_raw_identity_write(argv[0], &err) < 0 ? fail(err.msg) : 0;
 	if (!strcmp(cmd, "flatten") && argc == 2)
 		return disk_flatten(argv[0], argv[1], &err) < 0 ? fail(err.msg) : 0;
 	if (!strcmp(cmd, "read") && argc == 4 && !strcmp(argv[0], "--raw"))

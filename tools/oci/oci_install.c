@@ -19,6 +19,7 @@
 #include <openssl/evp.h>
 
 #include "client.h"
+#include "disk.h"
 #include "oci.h"
 
 #define SAMPLE_LEN (1u << 20)
@@ -206,6 +207,13 @@ int oci_image_install(const char *tmp, const char *dst, const char *kernel, cons
 		    (err = oci_image_hash(k, i, p, hash)) < 0)
 			return err;
 	}
+	/* rootfs.identity: its bytes' hash, so that layers over it match a copy of the same
+	 * image installed on another machine (disk_raw_id.c) */
+	struct disk_error derr;
+
+	if ((err = path_fmt(p, sizeof(p), "%s/rootfs", tmp)) < 0 ||
+	    (err = disk_raw_identity_write(p, &derr)) < 0)
+		return err;
 	if ((err = path_fmt(p, sizeof(p), "%s/hash", tmp)) < 0)
 		return err;
 	hash[64] = '\n';

@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "disk.h"
 #include "oci.h"
 #include "sandboxctl.h"
 
@@ -314,6 +315,14 @@ static int images_import(int argc, char **argv)
 
 		free(old);
 		if (same) {
+			struct disk_error derr;
+			struct stat st;
+
+			/* one installed before identity files: its own now (disk_raw_id.c) */
+			if (path_fmt(p, sizeof(p), "%s/rootfs.identity", dst) == 0 &&
+			    stat(p, &st) < 0 && path_fmt(p, sizeof(p), "%s/rootfs", dst) == 0 &&
+			    disk_raw_identity_write(p, &derr) < 0)
+				errmsg("warning: %s", derr.msg);
 			printf("image %s: up to date (%.12s)\n", name, hash);
 			return EXIT_OK;
 		}
