@@ -125,8 +125,11 @@ static int restore_into(const char *dir, const struct snap_meta *m, const char *
 			return err;
 		}
 	}
-	if ((err = m->nlayers > RESTORE_FLATTEN_AT ? flatten_layers(dir, m, sb, below, &derr)
-						   : link_layers(dir, m, sb, below)) < 0 ||
+	/* (a fork's children stay cheap: they link, and go with their parent) */
+	bool flat = m->nlayers > RESTORE_FLATTEN_AT && !src->memory;
+
+	if ((err = flat ? flatten_layers(dir, m, sb, below, &derr)
+			: link_layers(dir, m, sb, below)) < 0 ||
 	    (err = sandbox_path(sb, sb->top, top, sizeof(top))) < 0 ||
 	    (err = sandbox_path(sb, below, parent, sizeof(parent))) < 0 ||
 	    (err = disk_create_overlay(top, parent, 0, &derr)) < 0) {

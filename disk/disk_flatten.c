@@ -8,6 +8,8 @@
  * is only read: its files, their identities and every child of theirs stay as they were.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,11 +123,25 @@ static int copy_held(struct disk *d, struct disk *o, const struct disk_layer *ls
 	return r;
 }
 
+/* fsync the directory `path` is in. */
+static int sync_dir(const char *path, struct disk_error *err)
+{
+	char *copy = strdup(path);
+	int fd = copy ? open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1, r = 0;
+
+	if (fd < 0 || fsync(fd) < 0)
+		r = disk_fail(err, copy ? -errno : -ENOMEM, "%s: syncing its directory", path);
+	if (fd >= 0)
+		close(fd);
+	free(copy);
+	return r;
+}
+
 int disk_flatten(const char *top, const char *out, struct disk_error *err)
 {
 	struct disk_layer *ls = calloc(DISK_MAX_LAYERS, sizeof(*ls));
 	struct disk *d = NULL, *o = NULL;
-	char base[PATH_MAX];
+	char base[PATH_MAX], tmp[PATH_MAX + 24];
 	unsigned n = 0;
 	int r;
 
@@ -135,19 +151,32 @@ int disk_flatten(const char *top, const char *out, struct disk_error *err)
 	if ((r = disk_open(top, DISK_OPEN_RDONLY, &d, err)) < 0 ||
 	    (r = chain_layers(top, ls, &n, base, sizeof(base), err)) < 0)
 		goto out;
+	/* made whole under a name of its own, then put in place: a crash never leaves an OUT
+	 * that opens but lacks some of the chain's clusters */
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.flat-%d", out, (int)getpid()) >= sizeof(tmp)) {
+		r = disk_fail(err, -ENAMETOOLONG, "%s: path too long", out);
+		goto out;
+	}
+	unlink(tmp); /* (one this pid left, killed) */
 	if (base[0])
-		r = disk_create_overlay_len(out, base, ls[0].hdr.cluster_len, disk_size(d), err);
+		r = disk_create_overlay_len(tmp, base, ls[0].hdr.cluster_len, disk_size(d), err);
 	else
-		r = disk_create(out, disk_size(d), ls[0].hdr.cluster_len, err);
+		r = disk_create(tmp, disk_size(d), ls[0].hdr.cluster_len, err);
 	if (r < 0)
 		goto out;
-	if ((r = disk_open(out, 0, &o, err)) == 0 &&
+	if ((r = disk_open(tmp, 0, &o, err)) == 0 &&
 	    (r = copy_held(d, o, ls, n, base[0] != 0, out, err)) == 0 && (r = disk_flush(o)) < 0)
 		disk_fail(err, r, "%s: flushing it: %s", out, strerror(-r));
 	if (o)
 		disk_close(o);
+	if (r == 0 && renameat2(AT_FDCWD, tmp, AT_FDCWD, out, RENAME_NOREPLACE) < 0) {
+		r = -errno;
+		disk_fail(err, r, "%s: %s", out, r == -EEXIST ? "already exists" : strerror(-r));
+	}
+	if (r == 0)
+		r = sync_dir(out, err);
 	if (r < 0)
-		unlink(out);
+		unlink(tmp);
 out:
 	for (unsigned k = 0; k < n; k++)
 		disk_layer_close(&ls[k]);

@@ -107,6 +107,11 @@ int fleet_retire(struct fleet *f, const char *id, const char *host)
  * was taken meanwhile. */
 int fleet_release(struct fleet *f, const char *id, uint64_t *release)
 	__attribute__((warn_unused_result));
+/* Box id of lost host `host`, with a checkpoint in the store: released on its behalf, on the
+ * revision read, so that the next call wakes it from that checkpoint elsewhere. -EPERM (not
+ * host's now), -ESTALE (taken meanwhile), -EIO. */
+int fleet_release_lost(struct fleet *f, const char *id, const char *host)
+	__attribute__((warn_unused_result));
 /* A new box id that is in the store already (a sandbox pushed through the API): its owner made
  * "released" (create-only), so the next call wakes it as any released box. -EEXIST, -EIO. */
 int fleet_own_released(struct fleet *f, const char *id) __attribute__((warn_unused_result));

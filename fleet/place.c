@@ -476,7 +476,8 @@ int fleet_place(struct fleet *f, const char *id, const void *req, size_t len, in
 	return place_cancel(f, &w, timeout_ms, owner, err, err_len);
 }
 
-int fleet_release(struct fleet *f, const char *id, uint64_t *release)
+/* Box id's owner from `host` to "released:SEQ" (*release = SEQ), on the revision read. */
+static int release_of(struct fleet *f, const char *id, const char *host, uint64_t *release)
 {
 	char owner[FLEET_ID_MAX + 1];
 	uint64_t seq = 0, rev = 0, nrev = 0;
@@ -485,8 +486,8 @@ int fleet_release(struct fleet *f, const char *id, uint64_t *release)
 	if (!fleet_id_ok(id))
 		return fleet_fail(f, -EINVAL, "fleet: not a box id");
 	err = owner_read(f, id, owner, &seq, &rev);
-	if (err == 0 && strcmp(owner, f->conf.host) != 0)
-		return fleet_fail(f, -EPERM, "fleet: %s is %s's, not this host's", id, owner);
+	if (err == 0 && strcmp(owner, host) != 0)
+		return fleet_fail(f, -EPERM, "fleet: %s is %s's, not %s's", id, owner, host);
 	if (err < 0)
 		return fleet_fail(f, err, "fleet: the owner of %s cannot be read", id);
 	err = owner_update(f, id, FLEET_RELEASED, seq, rev, &nrev);
@@ -495,6 +496,18 @@ int fleet_release(struct fleet *f, const char *id, uint64_t *release)
 				  err == -ESTALE ? "another host took it" : "no answer");
 	*release = seq;
 	return 0;
+}
+
+int fleet_release(struct fleet *f, const char *id, uint64_t *release)
+{
+	return release_of(f, id, f->conf.host, release);
+}
+
+int fleet_release_lost(struct fleet *f, const char *id, const char *host)
+{
+	uint64_t release;
+
+	return release_of(f, id, host, &release);
 }
 
 int fleet_own_released(struct fleet *f, const char *id)

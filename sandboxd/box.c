@@ -85,6 +85,13 @@ static int box_from_json(json_t *o, struct box *b)
 	b->fs_capacity_bytes =
 		(uint64_t)json_integer_value(json_object_get(o, "fs_capacity_bytes"));
 	b->fleet_gen = (uint64_t)json_integer_value(json_object_get(o, "fleet_gen"));
+	b->ckpt_gen = (uint64_t)json_integer_value(json_object_get(o, "checkpoint_gen"));
+	b->ckpt_ms = (uint64_t)json_integer_value(json_object_get(o, "checkpoint_ms"));
+	b->wake_min_gen = (uint64_t)json_integer_value(json_object_get(o, "wake_min_gen"));
+	if (b->ckpt_gen > b->fleet_gen) /* (a checkpoint is one of its generations) */
+		b->ckpt_gen = b->ckpt_ms = 0;
+	if (b->wake_min_gen > b->fleet_gen)
+		b->wake_min_gen = 0;
 	copy_str(o, "dataplane_base", b->dp_base, sizeof(b->dp_base));
 	if (strncmp(b->dp_base, "http://", 7) && strncmp(b->dp_base, "https://", 8))
 		b->dp_base[0] = 0;
@@ -174,6 +181,12 @@ char *box_record(const struct box *b)
 	if (!o)
 		return NULL;
 	json_object_set_new(o, "fleet_gen", json_integer((json_int_t)b->fleet_gen));
+	if (b->wake_min_gen)
+		json_object_set_new(o, "wake_min_gen", json_integer((json_int_t)b->wake_min_gen));
+	if (b->ckpt_gen) {
+		json_object_set_new(o, "checkpoint_gen", json_integer((json_int_t)b->ckpt_gen));
+		json_object_set_new(o, "checkpoint_ms", json_integer((json_int_t)b->ckpt_ms));
+	}
 	if (b->dp_base[0])
 		json_object_set_new(o, "dataplane_base", json_string(b->dp_base));
 	if (b->labels)

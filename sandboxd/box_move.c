@@ -12,6 +12,7 @@
  * from its record and restores it from that manifest (a pull, every chunk checked; the
  * generation at least the record's, so an older copy is refused).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,12 +23,7 @@
 
 struct release_job {
 	struct sd_job job;
-	char box_id[SD_ID_LEN + 1];
-	char sandbox[40];
-	char workspace[SD_WORKSPACE_MAX + 1];
-	char snap_name[64];
-	char manifest[48];
-	uint64_t gen;
+	struct box_push p;
 	char *record; /* the box stopped, at gen: what the fleet keeps of it */
 	int err;
 	char msg[LC_ERROR_MAX];
@@ -44,24 +40,61 @@ void box_move_names(const char *id, uint64_t gen, char snap_name[64], char manif
 	snprintf(manifest, 48, "box-%s", id);
 }
 
+void box_push_init(struct box_push *p, const struct box *b, uint64_t gen)
+{
+	memset(p, 0, sizeof(*p));
+	p->gen = gen;
+	box_move_names(b->id, gen, p->snap_name, p->manifest);
+	snprintf(p->box_id, sizeof(p->box_id), "%s", b->id);
+	snprintf(p->sandbox, sizeof(p->sandbox), "%s", b->sandbox);
+	snprintf(p->workspace, sizeof(p->workspace), "%s", b->workspace);
+}
+
+/* The frozen layers of sandbox sb's disk (every layer file but its top). */
+static unsigned frozen_layers(const struct sandbox *sb)
+{
+	DIR *d = opendir(sb->dir);
+	struct dirent *e;
+	unsigned n = 0;
+
+	while (d && (e = readdir(d)))
+		n += snap_valid_layer_name(e->d_name) && strcmp(e->d_name, sb->top) != 0;
+	if (d)
+		closedir(d);
+	return n;
+}
+
+int box_push_run(const struct box_push *p, struct sandbox *sb, struct lc_report *r)
+{
+	struct snap_take t = {.name = p->snap_name};
+	int err;
+
+	box_lazy_wait(p->box_id, LAZY_WAIT_MS); /* a lazy restore's RAM whole first */
+	pthread_mutex_lock(&lifecycle_lock);
+	err = sandbox_find(p->sandbox, sb, r);
+	if (err == 0 && p->max_frozen && frozen_layers(sb) >= p->max_frozen)
+		err = lc_fail(r, -ELOOP,
+			      "its disk has %u frozen layers: no more checkpoints until it is "
+			      "stopped or moves (its next restore makes them one)",
+			      p->max_frozen);
+	if (err == 0)
+		err = sandbox_snapshot(sb, &t, r);
+	pthread_mutex_unlock(&lifecycle_lock);
+	if (err == 0)
+		err = snap_store_hooks->push(p->workspace, p->snap_name, p->manifest, p->gen,
+					     r->error, sizeof(r->error));
+	return err;
+}
+
 static void release_run(struct sd_job *sj)
 {
 	struct release_job *j = (struct release_job *)sj;
 	struct lc_report r = {.note = NULL};
 	struct sandbox sb;
-	struct snap_take t = {.name = j->snap_name};
 
-	box_lazy_wait(j->box_id, LAZY_WAIT_MS); /* a lazy restore's RAM whole first */
-	pthread_mutex_lock(&lifecycle_lock);
-	j->err = sandbox_find(j->sandbox, &sb, &r);
+	j->err = box_push_run(&j->p, &sb, &r);
 	if (j->err == 0)
-		j->err = sandbox_snapshot(&sb, &t, &r);
-	pthread_mutex_unlock(&lifecycle_lock);
-	if (j->err == 0)
-		j->err = snap_store_hooks->push(j->workspace, j->snap_name, j->manifest, j->gen,
-						r.error, sizeof(r.error));
-	if (j->err == 0)
-		j->err = fleet_hooks->release(j->box_id, j->record, r.error, sizeof(r.error));
+		j->err = fleet_hooks->release(j->p.box_id, j->record, r.error, sizeof(r.error));
 	if (j->err < 0) {
 		snprintf(j->msg, sizeof(j->msg), "%s", r.error[0] ? r.error : strerror(-j->err));
 		return;
@@ -70,8 +103,8 @@ static void release_run(struct sd_job *sj)
 	lc_clear(&r);
 	pthread_mutex_lock(&lifecycle_lock);
 	if (sandbox_rm(&sb, true, &r) < 0)
-		sd_log("box %s: released, but its sandbox %s stays here: %s", j->box_id, j->sandbox,
-		       r.error);
+		sd_log("box %s: released, but its sandbox %s stays here: %s", j->p.box_id,
+		       j->p.sandbox, r.error);
 	pthread_mutex_unlock(&lifecycle_lock);
 }
 
@@ -112,18 +145,22 @@ static void released_lately(const struct box *b)
 static void release_done(struct sd_job *sj)
 {
 	struct release_job *j = (struct release_job *)sj;
-	struct box *b = box_by_id(j->box_id);
+	struct box *b = box_by_id(j->p.box_id);
 
 	if (b) {
 		b->busy = false;
 		if (j->err == 0) {
 			sd_log("box %s: stopped into the store (generation %llu)", b->id,
-			       (unsigned long long)j->gen);
+			       (unsigned long long)j->p.gen);
 			released_lately(b);
 			box_waiters_moved(b); /* on to its wake */
 			b->released = true;
 			box_forget(b); /* not deleted: its records are the fleet's now */
 		} else {
+			/* its generation is spent (it may be in the store): the next goes on */
+			if (b->fleet_gen < j->p.gen)
+				b->fleet_gen = j->p.gen;
+			b->fleet_pub = false;
 			sd_log("box %s: could not stop into the store: %s", b->id, j->msg);
 			snprintf(b->status_message, sizeof(b->status_message),
 				 "the last stop failed: %s", j->msg);
@@ -138,21 +175,23 @@ int box_stop_job(struct box *b)
 {
 	if (!snap_store_hooks || !fleet_hooks || !fleet_hooks->release)
 		return box_simple_job(b, J_STOP, NULL, NULL);
+	if (b->checkpointing) { /* after it, at the generation after its */
+		b->stop_after_ckpt = true;
+		return 0;
+	}
 	struct release_job *j = calloc(1, sizeof(*j));
 	struct box stopped;
 
 	if (!j)
 		return -ENOMEM;
-	j->gen = b->fleet_gen + 1;
-	box_move_names(b->id, j->gen, j->snap_name, j->manifest);
-	snprintf(j->box_id, sizeof(j->box_id), "%s", b->id);
-	snprintf(j->sandbox, sizeof(j->sandbox), "%s", b->sandbox);
-	snprintf(j->workspace, sizeof(j->workspace), "%s", b->workspace);
+	box_push_init(&j->p, b, b->fleet_gen + 1);
 	/* the record as the fleet will keep it: stopped, at the new generation, no sandbox */
 	stopped = *b;
 	stopped.status = BOX_STOPPED;
 	stopped.stopped_ms = sd_now_ms();
-	stopped.fleet_gen = j->gen;
+	stopped.fleet_gen = j->p.gen;
+	stopped.ckpt_gen = stopped.ckpt_ms = 0; /* the stop is newer than any checkpoint */
+	stopped.wake_min_gen = 0;
 	stopped.sandbox[0] = 0;
 	stopped.status_message[0] = 0;
 	j->record = box_record(&stopped);
@@ -185,7 +224,10 @@ int box_wake_here(const char *record, struct sd_req *q, box_reply_fn reply)
 	b->status = BOX_PROVISIONING;
 	snprintf(a.image, sizeof(a.image), "%s", b->image[0] ? b->image : sd_conf.default_image);
 	box_move_names(b->id, b->fleet_gen, a.snap_store, a.snap_id);
-	a.snap_gen = b->fleet_gen;
+	/* (a lost host's box: its checkpoint's generation or any later one it pushed) */
+	a.snap_gen = b->wake_min_gen ? b->wake_min_gen : b->fleet_gen;
+	b->wake_min_gen = 0;
+	b->ckpt_gen = b->ckpt_ms = 0; /* this host's own come later */
 	a.cpus = b->vcpus ? b->vcpus : 1;
 	a.memory_mib = b->mem_bytes >> 20;
 	a.disk_gib = (b->fs_capacity_bytes + (1ull << 30) - 1) >> 30;

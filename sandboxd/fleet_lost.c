@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "fleetd.h"
 
@@ -27,12 +28,17 @@
 
 static struct fleet_kv boxes_kv;
 
+static void revive_tick(void);
+
 struct running {
 	char id[SD_ID_LEN + 1];
 	char workspace[SD_WORKSPACE_MAX + 1];
 	char host[FLEET_ID_MAX + 1];
 	char *record;
 	size_t bytes;
+	uint64_t ckpt_gen;  /* its last checkpoint in the store (box_checkpoint.c), 0 */
+	uint64_t revive_ms; /* when a revival of it last ended here */
+	bool reviving;	    /* one is queued or runs */
 	struct running *next;
 };
 static struct running *runs[LOST_BUCKETS]; /* the loop's, by id */
@@ -95,6 +101,7 @@ static void in_done(struct sd_job *j)
 			memcpy(x->id, b.id, sizeof(x->id));
 			memcpy(x->workspace, b.workspace, sizeof(x->workspace));
 			memcpy(x->host, host, sizeof(x->host));
+			x->ckpt_gen = b.ckpt_gen;
 			x->record = strdup(record);
 			if (!x->record) {
 				free(x);
@@ -193,6 +200,7 @@ void fleetd_lost_tick(void)
 {
 	if (!boxes_kv.kv)
 		return;
+	revive_tick();
 	for (struct box *b = box_first(); b; b = b->next) {
 		if (b->status != BOX_READY || b->released ||
 		    (b->fleet_pub && b->fleet_pub_ms == b->updated_ms &&
@@ -339,19 +347,23 @@ int fleetd_lost_delete(const char *workspace, const char *id)
 	if (err < 0)
 		return err;
 	free(text);
-	/* its name first (on the revision read: asked again, it is the same), then retired for
-	 * good: its host, back, does not adopt it; only one delete retires it */
+	/* retired for good first (its host, back, does not adopt it; only one delete retires it,
+	 * and not one racing a revival that released it: -ESTALE), then its name (on the
+	 * revision read: a name another box claimed meanwhile stays its) */
+	err = fleet_retire(&fleetd, id, host);
+	if (err < 0 && err != -ENOENT) {
+		box_record_free(&b);
+		return err == -ESTALE ? err : -EIO;
+	}
+	/* (retired already: a delete asked again after its name could not be freed frees it) */
 	fleetd_name_key(workspace, b.name, key);
 	if (fleet_kv_get(&fleetd, fleetd_names.kv, key, named, sizeof(named), &nrev) == 0 &&
 	    strcmp(named, id) == 0 &&
-	    fleet_kv_delete_rev(&fleetd, fleetd_names.kv, key, nrev) == -EIO) {
+	    fleet_kv_delete_rev(&fleetd, fleetd_names.kv, key, nrev) == -EIO)
+		sd_log("fleet: the name of deleted box %s stays claimed: %s", id, fleetd.err);
+	if (err == -ENOENT) {
 		box_record_free(&b);
-		return -EIO;
-	}
-	err = fleet_retire(&fleetd, id, host);
-	if (err < 0) {
-		box_record_free(&b);
-		return err == -ENOENT || err == -ESTALE ? err : -EIO;
+		return err;
 	}
 	/* gone for good: its share back, its record goes (a failure said: a list skips a record
 	 * whose box is not its host's any more) */
@@ -361,6 +373,131 @@ int fleetd_lost_delete(const char *workspace, const char *id)
 		sd_log("fleet: the record of lost box %s stays: %s", id, fleetd.err);
 	box_record_free(&b);
 	return 0;
+}
+
+/* ---- a lost host's checkpointed boxes, woken elsewhere ---- */
+
+#define REVIVE_SCAN_MS	5000  /* the records looked at this often */
+#define REVIVE_AGAIN_MS 30000 /* a revival tried here is tried again after this */
+
+struct revive_job {
+	struct sd_job job;
+	char id[SD_ID_LEN + 1];
+	char workspace[SD_WORKSPACE_MAX + 1];
+};
+
+/* The box as its wake will have it: stopped, restored from its checkpoint's generation or a
+ * later one its host pushed, and going on above the last generation that host took (its
+ * record says which: a checkpoint publishes it before its push), so none is made twice. */
+static char *revived_record(struct box *b, const char *host)
+{
+	time_t at = (time_t)(b->ckpt_ms / 1000);
+	struct tm tm;
+	char when[40] = "?";
+
+	if (gmtime_r(&at, &tm))
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	b->status = BOX_STOPPED;
+	b->stopped_ms = b->ckpt_ms;
+	b->wake_min_gen = b->ckpt_gen;
+	b->ckpt_gen = b->ckpt_ms = 0;
+	b->sandbox[0] = 0;
+	snprintf(b->status_message, sizeof(b->status_message),
+		 "its host %s was lost: stopped at its checkpoint of %s (by %s), what it did after "
+		 "that is gone; the next call wakes it",
+		 host, when, fleetd.conf.host);
+	return box_record(b);
+}
+
+static void revive_run(struct sd_job *sj)
+{
+	struct revive_job *j = (struct revive_job *)sj;
+	char host[FLEET_ID_MAX + 1] = "", key[48], owner[FLEET_ID_MAX + 1], *text = NULL;
+	char *record = NULL;
+	struct box b = {0};
+	uint64_t rev = 0, brev = 0, ago;
+	bool mine = false;
+	int err;
+
+	/* its record now (the copy may lag), its host lost by the bucket's word too, and the
+	 * box still that host's by the owners bucket itself (not woken, released or deleted
+	 * meanwhile) */
+	if (lost_read(j->workspace, j->id, &text, &b, &rev, host) < 0 || !b.ckpt_gen ||
+	    fleetd_host_lost(host, &ago) != 1 || fleetd_owner_fresh(j->id, owner, 0) < 0 ||
+	    strcmp(owner, host) != 0 || !(record = revived_record(&b, host)))
+		goto out;
+	/* create-only: a record there already (another host's revival, or a stop of the lost
+	 * host cut short between its record and its release, newer) is the one kept */
+	snprintf(key, sizeof(key), "b.%s", j->id);
+	err = strlen(record) > RECORD_MAX
+		      ? -EFBIG
+		      : fleet_kv_create(&fleetd, boxes_kv.kv, key, record, &brev);
+	if (err < 0 && err != -EEXIST) {
+		sd_log("fleet: box %s of lost host %s: its record cannot be put: %s", j->id, host,
+		       fleetd.err);
+		goto out;
+	}
+	mine = err == 0;
+	if (fleet_release_lost(&fleetd, j->id, host) < 0) {
+		/* another host released it first, else it is not host's any more: a record put
+		 * here goes again, unless the box is released (then it is the one to wake) */
+		if (mine &&
+		    (fleetd_owner_fresh(j->id, owner, 0) < 0 ||
+		     strcmp(owner, FLEET_RELEASED) != 0) &&
+		    fleet_kv_delete_rev(&fleetd, boxes_kv.kv, key, brev) == -EIO)
+			sd_log("fleet: box %s: a released record stays: %s", j->id, fleetd.err);
+		goto out;
+	}
+	snprintf(key, sizeof(key), "r.%s", j->id);
+	if (fleet_kv_delete_rev(&fleetd, boxes_kv.kv, key, rev) == -EIO)
+		sd_log("fleet: the record of lost box %s stays: %s", j->id, fleetd.err);
+	sd_log("box %s of lost host %s: released at its checkpoint (generation %llu), to wake "
+	       "elsewhere",
+	       j->id, host, (unsigned long long)b.wake_min_gen);
+out:
+	free(record);
+	free(text);
+	box_record_free(&b);
+}
+
+static void revive_done(struct sd_job *sj)
+{
+	struct revive_job *j = (struct revive_job *)sj;
+
+	for (struct running *x = runs[bucket_of(j->id)]; x; x = x->next)
+		if (strcmp(x->id, j->id) == 0) {
+			x->reviving = false;
+			x->revive_ms = sd_now_ms(); /* tried again REVIVE_AGAIN_MS after this */
+		}
+	free(j);
+}
+
+/* On the loop: the boxes with a checkpoint whose host has not beaten for FLEETD_LOST_MS. Every
+ * host may try one; the release on the revision read lets one do it. */
+static void revive_tick(void)
+{
+	static uint64_t scanned;
+	uint64_t now = sd_now_ms();
+
+	if (now < scanned + REVIVE_SCAN_MS)
+		return;
+	scanned = now;
+	for (unsigned k = 0; k < LOST_BUCKETS; k++)
+		for (struct running *x = runs[k]; x; x = x->next) {
+			struct revive_job *j;
+
+			if (!x->ckpt_gen || x->reviving || now < x->revive_ms + REVIVE_AGAIN_MS ||
+			    strcmp(x->host, fleetd.conf.host) == 0 ||
+			    fleetd_host_lapsed_ms(x->host) < FLEETD_LOST_MS ||
+			    !(j = calloc(1, sizeof(*j))))
+				continue;
+			x->reviving = true;
+			memcpy(j->id, x->id, sizeof(j->id));
+			memcpy(j->workspace, x->workspace, sizeof(j->workspace));
+			j->job.run = revive_run;
+			j->job.done = revive_done;
+			work_queue_class(&j->job, WORK_FLEET_BG);
+		}
 }
 
 int fleet_lost_start(void)

@@ -153,7 +153,6 @@ static void on_quota(void *arg, const char *key, const char *val, size_t len)
 {
 	char text[256];
 	struct sd_quota q;
-	unsigned long long v[5];
 
 	(void)arg;
 	if (!key || !val || strncmp(key, "q.", 2) != 0 || !valid_workspace(key + 2) ||
@@ -161,13 +160,10 @@ static void on_quota(void *arg, const char *key, const char *val, size_t len)
 		return;
 	memcpy(text, val, len);
 	text[len] = 0;
-	if (sscanf(text,
-		   "sandboxes %llu\nvcpus %llu\nmemory_mib %llu\ndisk_gib %llu\nsnapshots %llu",
-		   &v[0], &v[1], &v[2], &v[3], &v[4]) != 5) {
+	if (quota_parse(text, &q) < 0) {
 		sd_log("fleet: quota record %.80s is not a quota: ignored", key);
 		return;
 	}
-	q = (struct sd_quota){v[0], v[1], v[2], v[3], v[4]};
 	if (quota_save(key + 2, &q) < 0)
 		sd_log("fleet: workspace %s's quota cannot be saved here", key + 2);
 }

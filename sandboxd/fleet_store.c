@@ -151,10 +151,30 @@ static int push(const char *workspace, const char *store_name, const char *manif
 {
 	struct fstore h;
 	uint64_t t0 = sd_now_ms();
+	char owner[FLEET_ID_MAX + 1];
+	bool box = strncmp(manifest, "box-", 4) == 0;
+	struct manifest old;
+
+	/* A box's state goes into the store only from its owner, and only newer than what is
+	 * there: a host the fleet took for lost and whose box woke elsewhere never overwrites
+	 * it with its stale copy. */
+	if (box && fleetd_owner_fresh(manifest + 4, owner, 0) == 0 && !fleetd_self(owner)) {
+		snprintf(err, len, "the fleet gave it to %s: this host's copy is stale", owner);
+		return -ESTALE;
+	}
 	int r = fstore_open(&h, workspace, err, len);
 
 	if (r < 0)
 		return r;
+	if (box && (r = manifest_get(&old, &h.cs, manifest, gen)) == 0) {
+		snprintf(
+			err, len,
+			"the store holds generation %llu of it, not under %llu: this copy is stale",
+			(unsigned long long)old.generation, (unsigned long long)gen);
+		manifest_free(&old);
+		fstore_close(&h);
+		return -ESTALE;
+	}
 	r = snap_push(store_name, &h.cs, manifest, gen, chunk_size, err, len);
 	if (r == 0)
 		sd_log("snapshot %s: in the store in %llu ms: %llu chunks up (%llu bytes), %llu "

@@ -495,6 +495,8 @@ static void *host_loop(void *arg)
 	return NULL;
 }
 
+static void fence_tick(void);
+
 void fleetd_tick(void)
 {
 	unsigned n = 0;
@@ -504,6 +506,8 @@ void fleetd_tick(void)
 			n++;
 	atomic_store(&used, n);
 	fleetd_lost_tick();
+	fence_tick();
+	box_checkpoint_tick(sd_now_ms());
 }
 
 /* ---- drain: a host emptied for maintenance ---- */
@@ -637,6 +641,83 @@ void fleetd_adopt_filter(void)
 		box_forget(b);
 	}
 	pthread_mutex_unlock(&lifecycle_lock);
+}
+
+/* ---- while running: a box the fleet gave to another host (this one was taken for lost and
+ * its box released at a checkpoint, or retired) has its copy here stopped, as a restart
+ * would (fleetd_adopt_filter) ---- */
+
+#define FENCE_SCAN_MS 10000
+
+struct fence_job {
+	struct sd_job job;
+	char id[SD_ID_LEN + 1];
+	char sandbox[40];
+	char owner[FLEET_ID_MAX + 1];
+	bool gone; /* not this host's by the bucket itself: its copy removed */
+};
+
+static void fence_run(struct sd_job *sj)
+{
+	struct fence_job *j = (struct fence_job *)sj;
+	struct lc_report r = {0};
+	struct sandbox sb;
+
+	if (fleetd_owner_fresh(j->id, j->owner, 0) < 0 || fleetd_self(j->owner))
+		return; /* (no word, or ours after all: the copy lagged) */
+	j->gone = true;
+	pthread_mutex_lock(&lifecycle_lock);
+	if (sandbox_find(j->sandbox, &sb, &r) == 0 && sandbox_rm(&sb, true, &r) < 0)
+		sd_log("box %s: its stale sandbox cannot be removed: %s", j->id, r.error);
+	pthread_mutex_unlock(&lifecycle_lock);
+}
+
+static void fence_done(struct sd_job *sj)
+{
+	struct fence_job *j = (struct fence_job *)sj;
+	struct box *b = box_by_id(j->id);
+
+	if (b) {
+		b->busy = false;
+		if (j->gone) {
+			sd_log("box %s (%s): %s now, not this host's (taken for lost meanwhile): "
+			       "its "
+			       "copy here removed",
+			       b->id, b->name, j->owner);
+			b->released = true;
+			box_forget(b);
+		}
+	}
+	free(j);
+}
+
+static void fence_tick(void)
+{
+	static uint64_t scanned;
+	uint64_t now = sd_now_ms();
+	char owner[FLEET_ID_MAX + 1];
+
+	if (now < scanned + FENCE_SCAN_MS)
+		return;
+	scanned = now;
+	for (struct box *b = box_first(); b; b = b->next) {
+		struct fence_job *j;
+
+		if (b->status != BOX_READY || b->busy || b->released || b->checkpointing ||
+		    fleetd_owner_of(b->id, owner, false) < 0 || fleetd_self(owner) ||
+		    !(j = calloc(1, sizeof(*j))))
+			continue;
+		snprintf(j->id, sizeof(j->id), "%s", b->id);
+		box_sandbox_name(b, j->sandbox);
+		if (b->sandbox[0])
+			snprintf(j->sandbox, sizeof(j->sandbox), "%s", b->sandbox);
+		b->busy = true; /* (nothing else starts on it meanwhile) */
+		link_close(b);
+		ws_box_gone(b->id);
+		j->job.run = fence_run;
+		j->job.done = fence_done;
+		work_queue_class(&j->job, WORK_FLEET_BG);
+	}
 }
 
 /* ---- `sandboxd keys` and `sandboxd quota` in a fleet: the record put in its bucket too ---- */

@@ -13,8 +13,10 @@
  * awaited, a list gathered, and the requests this host answers for others), fleet_names.c
  * (names claimed and freed by renames, deletes and boxes gone), fleet_snaps.c (the API's
  * snapshot records), fleet_moves.c (boxes released into the store, woken), fleet_lost.c (a
- * lost host's boxes), fleet_quota.c, fleet_store.c (snapshots in the object store: a capture
- * pushed, a snapshot another host made pulled), dp_proxy.c and dp_relay.c (dataplanes).
+ * lost host's boxes: shown failed, or released at their last checkpoint), box_move.c (a stop
+ * into the store), box_checkpoint.c (periodic checkpoints into it), fleet_quota.c, fleet_store.c
+ * (snapshots in the object store: a capture pushed, a snapshot another host made pulled),
+ * dp_proxy.c and dp_relay.c (dataplanes).
  */
 #ifndef SANDBOXD_FLEETD_H
 #define SANDBOXD_FLEETD_H

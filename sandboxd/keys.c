@@ -279,6 +279,33 @@ void keys_foreach(void (*fn)(const struct sd_key *k, void *arg), void *arg)
 
 /* ---- quotas ---- */
 
+int quota_parse(const char *text, struct sd_quota *q)
+{
+	unsigned long long v[6] = {0};
+	int n = sscanf(text,
+		       "sandboxes %llu\nvcpus %llu\nmemory_mib %llu\ndisk_gib %llu\nsnapshots "
+		       "%llu\ncheckpoint_s %llu",
+		       &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]);
+
+	/* (a workspace's record from before checkpoints has five lines: none) */
+	if (n != 5 && n != 6)
+		return -EBADMSG;
+	/* (a record any host may put: an interval past a year is none, not an overflow) */
+	*q = (struct sd_quota){v[0], v[1], v[2], v[3], v[4], v[5] > 31536000 ? 0 : v[5]};
+	return 0;
+}
+
+int quota_text(const struct sd_quota *q, char *out, size_t len)
+{
+	int n = snprintf(
+		out, len,
+		"sandboxes %" PRIu64 "\nvcpus %" PRIu64 "\nmemory_mib %" PRIu64
+		"\ndisk_gib %" PRIu64 "\nsnapshots %" PRIu64 "\ncheckpoint_s %" PRIu64 "\n",
+		q->sandboxes, q->vcpus, q->memory_mib, q->disk_gib, q->snapshots, q->checkpoint_s);
+
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : n;
+}
+
 int quota_load(const char *workspace, struct sd_quota *q)
 {
 	char path[4200], *text = NULL;
@@ -294,34 +321,20 @@ int quota_load(const char *workspace, struct sd_quota *q)
 		return 0;
 	if (err < 0)
 		return err;
-	unsigned long long v[5];
-
-	if (sscanf(text,
-		   "sandboxes %llu\nvcpus %llu\nmemory_mib %llu\ndisk_gib %llu\nsnapshots %llu",
-		   &v[0], &v[1], &v[2], &v[3], &v[4]) != 5) {
-		free(text);
-		return -EBADMSG;
-	}
+	err = quota_parse(text, q);
 	free(text);
-	q->sandboxes = v[0];
-	q->vcpus = v[1];
-	q->memory_mib = v[2];
-	q->disk_gib = v[3];
-	q->snapshots = v[4];
-	return 0;
+	return err;
 }
 
 int quota_save(const char *workspace, const struct sd_quota *q)
 {
 	char path[4200], text[256];
+	int n;
 
 	if (!valid_workspace(workspace))
 		return -EINVAL;
-	int n = snprintf(text, sizeof(text),
-			 "sandboxes %" PRIu64 "\nvcpus %" PRIu64 "\nmemory_mib %" PRIu64
-			 "\ndisk_gib %" PRIu64 "\nsnapshots %" PRIu64 "\n",
-			 q->sandboxes, q->vcpus, q->memory_mib, q->disk_gib, q->snapshots);
-
+	if ((n = quota_text(q, text, sizeof(text))) < 0)
+		return n;
 	snprintf(path, sizeof(path), "%s/quota/%s", sd_dir(), workspace);
 	return write_file_atomic(path, text, (size_t)n, 0600);
 }

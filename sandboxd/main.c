@@ -8,7 +8,7 @@
  *   sandboxd keys create WORKSPACE | keys list | keys revoke ID
  *   sandboxd secrets set WORKSPACE NAME       (the value on stdin)
  *   sandboxd quota set WORKSPACE [sandboxes=N] [vcpus=N] [memory_mib=N] [disk_gib=N]
- *                                [snapshots=N]
+ *                                [snapshots=N] [checkpoint_s=N]
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -64,7 +64,8 @@ static int usage(void)
 		"URLS]\n"
 		"       sandboxd secrets set WORKSPACE NAME   (value on stdin)\n"
 		"       sandboxd quota set WORKSPACE [sandboxes=N] [vcpus=N] [memory_mib=N]\n"
-		"                                    [disk_gib=N] [snapshots=N]  [--fleet URLS]\n"
+		"                                    [disk_gib=N] [snapshots=N] [checkpoint_s=N]\n"
+		"                                    [--fleet URLS]\n"
 		"       sandboxd drain [--operator HOST:PORT]   (a fleet's host: its boxes to the "
 		"store)\n");
 	return 2;
@@ -491,6 +492,8 @@ static int quota_cmd(int argc, char **argv)
 			q.disk_gib = v;
 		else if (strcmp(argv[i], "snapshots") == 0)
 			q.snapshots = v;
+		else if (strcmp(argv[i], "checkpoint_s") == 0)
+			q.checkpoint_s = v;
 		else
 			return usage();
 	}
@@ -502,11 +505,8 @@ static int quota_cmd(int argc, char **argv)
 		char key[96], text[256];
 
 		snprintf(key, sizeof(key), "q.%s", argv[2]);
-		snprintf(text, sizeof(text),
-			 "sandboxes %" PRIu64 "\nvcpus %" PRIu64 "\nmemory_mib %" PRIu64
-			 "\ndisk_gib %" PRIu64 "\nsnapshots %" PRIu64 "\n",
-			 q.sandboxes, q.vcpus, q.memory_mib, q.disk_gib, q.snapshots);
-		if (fleetd_put_record(fleet, "sandbox_quotas", key, text) < 0)
+		if (quota_text(&q, text, sizeof(text)) < 0 ||
+		    fleetd_put_record(fleet, "sandbox_quotas", key, text) < 0)
 			return 1;
 	}
 	return 0;

@@ -75,6 +75,7 @@ struct sd_key {
 };
 struct sd_quota {
 	uint64_t sandboxes, vcpus, memory_mib, disk_gib, snapshots; /* 0: no limit */
+	uint64_t checkpoint_s; /* not a limit: a fleet's running boxes into the store this often */
 };
 /* $SANDBOX_HOME/service (made 0700). */
 const char *sd_dir(void);
@@ -100,6 +101,10 @@ void keys_foreach(void (*fn)(const struct sd_key *k, void *arg), void *arg);
 bool valid_workspace(const char *s);
 int quota_load(const char *workspace, struct sd_quota *q) __must_check;
 int quota_save(const char *workspace, const struct sd_quota *q) __must_check;
+/* A quota's text (its file's, the fleet's record's): the length written, or -ENAMETOOLONG. */
+int quota_text(const struct sd_quota *q, char *out, size_t len) __must_check;
+/* Such a text into *q: 0 or -EBADMSG. */
+int quota_parse(const char *text, struct sd_quota *q) __must_check;
 /* Workspace secrets, AES-256-GCM under the server key (service/server.key). */
 int secret_set(const char *workspace, const char *name, const void *val, size_t len) __must_check;
 /* The value (malloc'ed, NUL-terminated) or -ENOENT. */
@@ -141,10 +146,16 @@ struct box {
 	struct image_conf *conf;	/* its image's exec.conf, read at its first command */
 	bool conf_read;			/* conf is read (NULL: the image has none) */
 	uint64_t fleet_gen;		/* saved: how many times it went into the fleet's store */
-	char dp_base[512]; /* saved: the public URL its dataplane_url has (the host that made
-			      it), the same wherever it moves; "" for this host's */
-	bool released;	   /* gone into the store, let go: forgotten here, not deleted */
-	bool fleet_pub;	   /* its record kept in the fleet for a loss of this host, */
+	uint64_t ckpt_gen, ckpt_ms;	/* saved: its last checkpoint there (box_checkpoint.c), 0 */
+	uint64_t wake_min_gen; /* saved: a released box's oldest generation its wake takes (a
+				  lost host's: its checkpoint's), 0: fleet_gen */
+	bool checkpointing;    /* a checkpoint's job runs, */
+	bool stop_after_ckpt;  /* and a stop waits for it */
+	uint64_t ckpt_try_ms;  /* the last checkpoint tried (made or not) */
+	char dp_base[512];     /* saved: the public URL its dataplane_url has (the host that made
+				  it), the same wherever it moves; "" for this host's */
+	bool released;	       /* gone into the store, let go: forgotten here, not deleted */
+	bool fleet_pub;	       /* its record kept in the fleet for a loss of this host, */
 	char fleet_pub_name[SD_NAME_MAX + 1]; /* under this name, */
 	uint64_t fleet_pub_ms;		      /* as it was at this updated_ms */
 	struct box *next;
@@ -440,6 +451,9 @@ extern const struct snap_store_hooks *snap_store_hooks;
  * wake (a request routed again, a WebSocket closed early so its client sends it again). Before
  * the box is forgotten. */
 void box_waiters_moved(struct box *b);
+/* box_checkpoint.c, on the loop's tick: checkpoints of the running boxes of workspaces that
+ * asked for them (a fleet with a store only). */
+void box_checkpoint_tick(uint64_t now);
 /* box_move.c: whether this host let a box of workspace named or numbered ref go into the
  * store in the last minutes (a call for it sent here is then told where to look again). */
 bool box_released_lately(const char *workspace, const char *ref);
@@ -473,6 +487,21 @@ int box_stop_job(struct box *b) __must_check;
 int box_wake_here(const char *record, struct sd_req *q, box_reply_fn reply) __must_check;
 /* Its lifecycle snapshot's name and its manifest in the store, for generation gen. */
 void box_move_names(const char *id, uint64_t gen, char snap_name[64], char manifest[48]);
+/* A box's memory and disks into the store at a generation (a stop's, a checkpoint's). */
+struct box_push {
+	char box_id[SD_ID_LEN + 1];
+	char sandbox[40];
+	char workspace[SD_WORKSPACE_MAX + 1];
+	char snap_name[64];
+	char manifest[48];
+	uint64_t gen;
+	unsigned max_frozen; /* refused (-ELOOP) at this many frozen disk layers; 0: no bound */
+};
+/* Filled for b at generation gen (on the loop). */
+void box_push_init(struct box_push *p, const struct box *b, uint64_t gen);
+/* On a worker: the lifecycle snapshot p->snap_name of its sandbox (found into *sb), pushed
+ * as p->manifest at p->gen. 0, or -errno with r->error. */
+int box_push_run(const struct box_push *p, struct sandbox *sb, struct lc_report *r);
 
 /* A WebSocket waiting for its box: `then` runs when it is ready (err 0) or cannot be. */
 void box_wake_ws(struct box *b, void *ws,

@@ -140,6 +140,12 @@ class Topology:
         out = subprocess.run(argv, env=env, stdout=subprocess.PIPE, text=True, check=True).stdout
         return out.split()[0].split("=", 1)[1]
 
+    def quota(self, workspace, *settings):
+        """sandboxd quota set WORKSPACE SETTING... for the whole fleet."""
+        argv, env = self.sandboxd(1, "quota", "set", workspace, *settings, "--fleet",
+                                  self.servers, ns=False)
+        subprocess.run(argv, env=env, check=True)
+
     def swift(self):
         """Swift with its S3 API on the bridge's address (its directory on a file system
         with user xattrs): the fleet's object store."""
@@ -774,6 +780,7 @@ def host_failure(t, key, live):
         if status == "stopped":
             break
         time.sleep(1)
+    ck = checkpointed_box(t, x)
     # room on the hosts that stay: one of their boxes goes
     freed = free_slot_on(t, key, live, others[1])
     vmms = t.kill_host(x)
@@ -797,6 +804,68 @@ def host_failure(t, key, live):
           "on fh%s in %.1f s through fh%d (%r)" % (
               x, vmms, answers, secs_list, x, woken_on, secs, others[0], woke[:200]))
     lost_boxes(t, key, live, x, others)
+    if ck:
+        checkpoint_woken(t, ck, x, others, victim, key)
+
+
+CK_WORKSPACE = "ckpt"
+
+
+def checkpointed_box(t, x):
+    """A box of a workspace that asked for checkpoints every 10 s, made on host x (the only
+    host with room: its stopped box's slot), with a file and a background process, once its
+    first checkpoint is in the store; then checkpoints are turned off and a file is written
+    after it. (key, box) or None."""
+    ckey = t.key(CK_WORKSPACE)
+    wait_up(ckey)
+    t.quota(CK_WORKSPACE, "checkpoint_s=10")
+    st, ck = api(x, ckey, "POST", "/v2/sandboxes/boxes",
+                 {"name": "ck", "mem_bytes": MEM, "timeout": 240})
+    if st != 200 or not isinstance(ck, dict) or host_of(owner_of(ck)) != x:
+        check(False, "a box of workspace %s on fh%d for its checkpoint: %s %.200s" % (
+            CK_WORKSPACE, x, st, ck))
+        return None
+    out = run(ck, ckey, "echo at-the-checkpoint > /root/ck; sleep 3000 </dev/null >/dev/null "
+              "2>&1 & echo ok")
+    t0, line = time.time(), None
+    want = "box %s: checkpoint in the store (generation " % ck["id"]
+    while time.time() - t0 < 240 and not line:
+        line = next((ln for ln in t.log(x).splitlines() if want in ln), None)
+        time.sleep(1)
+    t.quota(CK_WORKSPACE, "checkpoint_s=0")  # (the next one would hold what follows)
+    after = run(ck, ckey, "echo after > /root/after-ck; echo ok")
+    check(out.strip() == "ok" and line is not None and after.strip() == "ok",
+          "a box of a workspace with checkpoint_s=10 on fh%d: %s after %.1f s" % (
+              x, line.split("sandboxd: ", 1)[-1] if line else "no checkpoint", time.time() - t0))
+    time.sleep(3)  # (its record, naming the checkpoint, put at the host's next tick)
+    return (ckey, ck) if line else None
+
+
+def checkpoint_woken(t, ck, x, others, victim, key):
+    """The checkpointed box of lost host x: shown stopped (its checkpoint named) through the
+    others, then a call wakes it elsewhere from its checkpoint: the file and process from
+    before it, not the file written after."""
+    ckey, box = ck
+    t0, st, b = time.time(), 0, {}
+    while time.time() - t0 < 90:
+        st, b = api(others[0], ckey, "GET", "/v2/sandboxes/boxes/ck")
+        if st == 200 and b.get("status") == "stopped":
+            break
+        time.sleep(2)
+    secs = time.time() - t0
+    msg = (b.get("status_message") or "") if isinstance(b, dict) else ""
+    api(others[0], key, "DELETE", "/v2/sandboxes/boxes/%s" % victim["name"])  # (its slot)
+    time.sleep(3)
+    t1 = time.time()
+    out = run(box, ckey, "cat /root/ck; ls /root/after-ck 2>&1 | grep -c 'No such'; "
+              "ps | grep -c '[s]leep 3000'", via=others[0])
+    woken_on = [i for i in others if "box %s: woken here from the store" % box["id"] in t.log(i)]
+    check(st == 200 and b.get("status") == "stopped" and "checkpoint" in msg and
+          out.split() == ["at-the-checkpoint", "1", "1"] and len(woken_on) == 1,
+          "the checkpointed box of lost fh%d: stopped through fh%d %.1f s after the lost "
+          "boxes (%r); woken on fh%s in %.1f s: its file and process from the checkpoint, "
+          "not the file after (%r)" % (x, others[0], secs, msg[:120], woken_on,
+                                       time.time() - t1, out[:200]))
 
 
 def lost_boxes(t, key, live, x, others):
