@@ -96,7 +96,12 @@ void fleetd_released_list(const char *workspace, json_t *arr)
 {
 	for (struct released *x = rel; x; x = x->next) {
 		struct box b = {0};
+		char owner[FLEET_ID_MAX + 1];
 
+		/* (a record whose box an owner holds now, a wake's or a revival's that has not
+		 * gone yet, is that host's to list: never twice) */
+		if (fleetd_owner_of(x->id, owner, false) == 0 && strcmp(owner, FLEET_RELEASED) != 0)
+			continue;
 		if (strcmp(x->workspace, workspace) == 0 && box_parse_record(x->record, &b) == 0) {
 			json_array_append_new(arr, box_json(&b));
 			box_record_free(&b);

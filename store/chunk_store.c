@@ -140,10 +140,10 @@ struct learn {
 	size_t skip; /* strlen("PREFIX/c/") */
 };
 
-static int learn_key(const char *key, void *arg)
+static int learn_key(const struct s3_entry *e, void *arg)
 {
 	struct learn *l = arg;
-	const char *name = key + l->skip;
+	const char *name = e->key + l->skip;
 	uint8_t oid[CHUNK_HASH_LEN];
 
 	if (strlen(name) != 2 * CHUNK_HASH_LEN || chunk_unhex(name, oid) < 0)

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include <curl/curl.h>
 #include <openssl/evp.h>
@@ -508,8 +509,37 @@ static void s3_query_value(const char *v, char *out, size_t len)
 	out[o] = 0;
 }
 
+/* The text of <tag>...</tag> between from and end (NUL-terminated into out), or false. */
+static bool xml_field(const char *from, const char *end, const char *tag, char *out, size_t cap)
+{
+	char open[32], close[32];
+	int on = snprintf(open, sizeof(open), "<%s>", tag),
+	    cn = snprintf(close, sizeof(close), "</%s>", tag);
+	const char *a = memmem(from, (size_t)(end - from), open, (size_t)on), *z;
+
+	if (!a || !(z = memmem(a + on, (size_t)(end - a - on), close, (size_t)cn)) ||
+	    (size_t)(z - a - on) >= cap)
+		return false;
+	memcpy(out, a + on, (size_t)(z - a - on));
+	out[z - a - on] = 0;
+	return true;
+}
+
+/* "2026-12-07T01:57:34.000Z" as seconds since the epoch; -1 when it is not one. */
+static int64_t s3_time(const char *t)
+{
+	struct tm tm = {0};
+	char *rest = strptime(t, "%Y-%m-%dT%H:%M:%S", &tm);
+
+	if (!rest || (*rest != '.' && *rest != 'Z'))
+		return -1;
+	time_t v = timegm(&tm);
+
+	return v < 0 ? -1 : (int64_t)v;
+}
+
 int s3_list(struct s3 *s, const char *prefix, char marker[S3_KEY_MAX + 1], unsigned max_keys,
-	    int (*fn)(const char *key, void *arg), void *arg, bool *more)
+	    int (*fn)(const struct s3_entry *e, void *arg), void *arg, bool *more)
 {
 	struct s3_xfer x = {.max = S3_LIST_BODY_MAX};
 	char query[3 * 2 * (S3_KEY_MAX + 1) + 64], p[3 * S3_KEY_MAX + 1], m[3 * S3_KEY_MAX + 1];
@@ -543,8 +573,13 @@ int s3_list(struct s3 *s, const char *prefix, char marker[S3_KEY_MAX + 1], unsig
 		free(x.body);
 		return err;
 	}
-	if (!x.body)
-		return 0; /* (no body: no keys) */
+	/* a listing says so: an answer without one (an error page of a proxy, a body cut short)
+	 * is not "no keys", which a collector would take for "nothing is named" */
+	if (!x.body || !memmem(x.body, x.len, "<ListBucketResult", 17) ||
+	    !memmem(x.body, x.len, "</ListBucketResult>", 19)) {
+		free(x.body);
+		return s3_fail(s, -EBADMSG, "S3 list %s: an answer that is not a listing", prefix);
+	}
 	b = (const char *)x.body;
 	end = b + x.len;
 	/* <Key>...</Key> in order; a key that is not one of ours, or not under prefix, is the
@@ -559,20 +594,36 @@ int s3_list(struct s3 *s, const char *prefix, char marker[S3_KEY_MAX + 1], unsig
 		}
 		memcpy(key, t + 5, n);
 		key[n] = 0;
+		/* its entry's other fields: up to its </Contents> (or the next key, or the end) */
+		const char *next = memmem(q + 6, (size_t)(end - q - 6), "</Contents>", 11),
+			   *nk = memmem(q + 6, (size_t)(end - q - 6), "<Key>", 5);
+		char field[64];
+		struct s3_entry e = {.key = key, .modified = -1};
+
+		if (!next || (nk && nk < next))
+			next = nk ? nk : end;
+		if (xml_field(q + 6, next, "LastModified", field, sizeof(field)))
+			e.modified = s3_time(field);
+		if (xml_field(q + 6, next, "Size", field, sizeof(field)))
+			e.size = strtoull(field, NULL, 10);
 		if (!s3_key_ok(key) || strncmp(key, prefix, strlen(prefix)) != 0 ||
 		    strcmp(key, marker) <= 0) {
 			free(x.body);
 			return s3_fail(s, -EBADMSG, "S3 list %s: a key out of place: %.80s", prefix,
 				       key);
 		}
-		if ((err = fn(key, arg)) < 0) {
+		if ((err = fn(&e, arg)) < 0) {
 			free(x.body);
 			return err;
 		}
 		snprintf(marker, S3_KEY_MAX + 1, "%s", key);
 		t = q + 6;
 	}
-	*more = memmem(b, x.len, "<IsTruncated>true</IsTruncated>", 31) != NULL && keys > 0;
+	*more = memmem(b, x.len, "<IsTruncated>true</IsTruncated>", 31) != NULL;
+	if (*more && !keys) { /* more after nothing: the pages cannot go on */
+		free(x.body);
+		return s3_fail(s, -EBADMSG, "S3 list %s: a truncated page without keys", prefix);
+	}
 	free(x.body);
 	return (int)keys;
 }

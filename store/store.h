@@ -63,8 +63,13 @@ int s3_head(struct s3 *s, const char *key, uint64_t *size) __attribute__((warn_u
  * more after it. The count of keys, or -errno (fn's own, or -EBADMSG for an answer that is
  * not a listing of keys under prefix in order). */
 #define S3_LIST_KEYS 1000
+struct s3_entry {
+	const char *key;
+	uint64_t size;	  /* its Size (0 when the listing gives none) */
+	int64_t modified; /* its LastModified, seconds since the epoch; -1 when not given */
+};
 int s3_list(struct s3 *s, const char *prefix, char marker[S3_KEY_MAX + 1], unsigned max_keys,
-	    int (*fn)(const char *key, void *arg), void *arg, bool *more)
+	    int (*fn)(const struct s3_entry *e, void *arg), void *arg, bool *more)
 	__attribute__((warn_unused_result));
 /* DELETE key (one that is not there is not an error, as S3 says). */
 int s3_delete(struct s3 *s, const char *key) __attribute__((warn_unused_result));
@@ -254,5 +259,23 @@ int manifest_delete(struct chunk_store *cs, const char *id) __attribute__((warn_
  * can replay what it once held, the generation kept outside it tells). */
 int manifest_get(struct manifest *m, struct chunk_store *cs, const char *id,
 		 uint64_t min_generation) __attribute__((warn_unused_result));
+
+/* ---- gc.c: chunks no manifest names, collected ---- */
+
+struct store_gc_report {
+	uint64_t manifests;	   /* read and opened */
+	uint64_t chunks;	   /* listed */
+	uint64_t kept, kept_bytes; /* named by a manifest, or young: what the store holds now */
+	uint64_t young;		   /* of those, named by none but not older than the cutoff */
+	uint64_t deleted, deleted_bytes; /* (or would be, in a dry run) */
+};
+/* Delete cs's chunks that no manifest under its prefix names and that the store says were
+ * last modified before older_than (seconds since the epoch). Every manifest must open, or
+ * nothing is deleted (-EBADMSG and the like, named in cs->err). A dry run deletes nothing and
+ * says what it would. progress(arg), when given, is called after each page of a listing (a
+ * collector's heartbeat). The caller keeps pushes of this prefix from racing it
+ * (docs/fleet.md, "The collector"). 0 or -errno with cs->err. */
+int store_gc(struct chunk_store *cs, int64_t older_than, bool dry_run, struct store_gc_report *rep,
+	     void (*progress)(void *arg), void *arg) __attribute__((warn_unused_result));
 
 #endif /* SANDBOX_STORE_H */
