@@ -24,9 +24,7 @@ struct chunk_set {
 	size_t cap, n;
 };
 
-static int cs_fail(struct chunk_store *cs, int ret, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int cs_fail(struct chunk_store *cs, int ret, const char *fmt, ...)
+int chunk_store_fail(struct chunk_store *cs, int ret, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -96,10 +94,10 @@ int chunk_store_open(struct chunk_store *cs, struct s3 *s3, const char *prefix,
 	memset(cs, 0, sizeof(*cs));
 	if (strlen(prefix) + 70 > S3_KEY_MAX || strlen(prefix) >= sizeof(cs->prefix) ||
 	    !s3_key_ok(prefix))
-		return cs_fail(cs, -EINVAL, "not a store prefix: %.80s", prefix);
+		return chunk_store_fail(cs, -EINVAL, "not a store prefix: %.80s", prefix);
 	cs->known = calloc(1, sizeof(*cs->known));
 	if (!cs->known)
-		return cs_fail(cs, -ENOMEM, "out of memory");
+		return chunk_store_fail(cs, -ENOMEM, "out of memory");
 	cs->s3 = s3;
 	snprintf(cs->prefix, sizeof(cs->prefix), "%s", prefix);
 	chunk_keys_derive(secret, &cs->keys);
@@ -110,7 +108,7 @@ int chunk_store_local(struct chunk_store *cs)
 {
 	memset(cs, 0, sizeof(*cs));
 	cs->known = calloc(1, sizeof(*cs->known));
-	return cs->known ? 0 : cs_fail(cs, -ENOMEM, "out of memory");
+	return cs->known ? 0 : chunk_store_fail(cs, -ENOMEM, "out of memory");
 }
 
 void chunk_store_close(struct chunk_store *cs)
@@ -164,7 +162,7 @@ int chunk_store_learn(struct chunk_store *cs, unsigned max_pages)
 	cs->listed = false;
 	for (unsigned page = 0; more && page < max_pages; page++)
 		if ((n = s3_list(cs->s3, prefix, marker, 0, learn_key, &l, &more)) < 0)
-			return cs_fail(cs, n, "%s", cs->s3->err);
+			return chunk_store_fail(cs, n, "%s", cs->s3->err);
 	cs->listed = !more;
 	return 0;
 }
@@ -176,7 +174,7 @@ int chunk_has(struct chunk_store *cs, const uint8_t hash[CHUNK_HASH_LEN])
 	int err;
 
 	if (!cs->s3)
-		return cs_fail(cs, -EINVAL, "no store to ask");
+		return chunk_store_fail(cs, -EINVAL, "no store to ask");
 	chunk_key(cs, hash, key, oid);
 	if (set_has(cs->known, oid))
 		return 1;
@@ -187,7 +185,7 @@ int chunk_has(struct chunk_store *cs, const uint8_t hash[CHUNK_HASH_LEN])
 		return 1;
 	}
 	chunk_hex(hash, hex);
-	return err == -ENOENT ? 0 : cs_fail(cs, err, "chunk %s: %s", hex, cs->s3->err);
+	return err == -ENOENT ? 0 : chunk_store_fail(cs, err, "chunk %s: %s", hex, cs->s3->err);
 }
 
 static int put_hashed(struct chunk_store *cs, const void *data, size_t len,
@@ -196,8 +194,8 @@ static int put_hashed(struct chunk_store *cs, const void *data, size_t len,
 int chunk_put(struct chunk_store *cs, const void *data, size_t len, uint8_t hash[CHUNK_HASH_LEN])
 {
 	if (len > CHUNK_SIZE_MAX)
-		return cs_fail(cs, -EFBIG, "a chunk of %zu bytes (at most %u)", len,
-			       CHUNK_SIZE_MAX);
+		return chunk_store_fail(cs, -EFBIG, "a chunk of %zu bytes (at most %u)", len,
+					CHUNK_SIZE_MAX);
 	chunk_hash(data, len, hash);
 	return cs->s3 ? put_hashed(cs, data, len, hash) : 0; /* no store: hashed only */
 }
@@ -209,13 +207,13 @@ int chunk_put_hashed(struct chunk_store *cs, const void *data, size_t len,
 	uint8_t check[CHUNK_HASH_LEN];
 
 	if (len > CHUNK_SIZE_MAX)
-		return cs_fail(cs, -EFBIG, "a chunk of %zu bytes (at most %u)", len,
-			       CHUNK_SIZE_MAX);
+		return chunk_store_fail(cs, -EFBIG, "a chunk of %zu bytes (at most %u)", len,
+					CHUNK_SIZE_MAX);
 	chunk_hash(data, len, check);
 	if (memcmp(check, hash, CHUNK_HASH_LEN) != 0) {
 		chunk_hex(hash, hex);
-		return cs_fail(cs, -EBADMSG, "the bytes given as chunk %s are not of that SHA-256",
-			       hex);
+		return chunk_store_fail(cs, -EBADMSG,
+					"the bytes given as chunk %s are not of that SHA-256", hex);
 	}
 	return cs->s3 ? put_hashed(cs, data, len, hash) : 0;
 }
@@ -246,18 +244,18 @@ static int put_hashed(struct chunk_store *cs, const void *data, size_t len,
 		return 0;
 	}
 	if (err != -ENOENT)
-		return cs_fail(cs, err, "chunk %s: %s", hex, cs->s3->err);
+		return chunk_store_fail(cs, err, "chunk %s: %s", hex, cs->s3->err);
 	sealed = malloc(len + CHUNK_SEAL_EXTRA);
 	if (!sealed)
-		return cs_fail(cs, -ENOMEM, "chunk %s: out of memory", hex);
+		return chunk_store_fail(cs, -ENOMEM, "chunk %s: out of memory", hex);
 	if ((err = chunk_seal(&cs->keys, hash, data, len, sealed)) < 0) {
 		free(sealed);
-		return cs_fail(cs, err, "chunk %s: sealing failed", hex);
+		return chunk_store_fail(cs, err, "chunk %s: sealing failed", hex);
 	}
 	err = s3_put(cs->s3, key, sealed, len + CHUNK_SEAL_EXTRA);
 	free(sealed);
 	if (err < 0)
-		return cs_fail(cs, err, "chunk %s: %s", hex, cs->s3->err);
+		return chunk_store_fail(cs, err, "chunk %s: %s", hex, cs->s3->err);
 	set_add(cs->known, oid);
 	cs->put_chunks++;
 	cs->put_bytes += len + CHUNK_SEAL_EXTRA;
@@ -276,15 +274,16 @@ static int chunk_get_fetched(struct chunk_store *cs, const uint8_t hash[CHUNK_HA
 
 	chunk_hex(hash, hex);
 	if (!cs->fetch)
-		return cs_fail(cs, -EINVAL, "chunk %s: no store to fetch it from", hex);
+		return chunk_store_fail(cs, -EINVAL, "chunk %s: no store to fetch it from", hex);
 	if ((err = cs->fetch(cs->fetch_arg, hash, out, cap, len, cs->err, sizeof(cs->err))) < 0)
 		return err;
 	if (*len > cap)
-		return cs_fail(cs, -EBADMSG, "chunk %s: over %zu bytes", hex, cap);
+		return chunk_store_fail(cs, -EBADMSG, "chunk %s: over %zu bytes", hex, cap);
 	chunk_hash(out, *len, check);
 	if (memcmp(check, hash, CHUNK_HASH_LEN) != 0)
-		return cs_fail(cs, -EBADMSG,
-			       "chunk %s is corrupt: its bytes are not of that SHA-256", hex);
+		return chunk_store_fail(cs, -EBADMSG,
+					"chunk %s is corrupt: its bytes are not of that SHA-256",
+					hex);
 	cs->got_chunks++;
 	cs->got_bytes += *len;
 	return 0;
@@ -311,18 +310,19 @@ int chunk_get(struct chunk_store *cs, const uint8_t hash[CHUNK_HASH_LEN], uint8_
 		cap = CHUNK_SIZE_MAX;
 	err = s3_get(cs->s3, key, 0, 0, cap + CHUNK_SEAL_EXTRA, &sealed, &sealed_len);
 	if (err == -ENOENT)
-		return cs_fail(cs, err, "chunk %s is missing from the store (%s)", hex, key);
+		return chunk_store_fail(cs, err, "chunk %s is missing from the store (%s)", hex,
+					key);
 	if (err == -EFBIG)
-		return cs_fail(cs, -EBADMSG, "chunk %s is corrupt: over %zu bytes (%s)", hex, cap,
-			       key);
+		return chunk_store_fail(cs, -EBADMSG, "chunk %s is corrupt: over %zu bytes (%s)",
+					hex, cap, key);
 	if (err < 0)
-		return cs_fail(cs, err, "chunk %s: %s", hex, cs->s3->err);
+		return chunk_store_fail(cs, err, "chunk %s: %s", hex, cs->s3->err);
 	cs->got_chunks++;
 	cs->got_bytes += sealed_len;
 	err = chunk_open(&cs->keys, hash, sealed, sealed_len, out, cap, len);
 	free(sealed);
 	if (err < 0)
-		return cs_fail(
+		return chunk_store_fail(
 			cs, -EBADMSG,
 			"chunk %s is corrupt: it does not open to bytes of that SHA-256 (%s)", hex,
 			key);

@@ -10,7 +10,6 @@
  * name, is kept). What is kept is counted: the workspace's stored bytes.
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,31 +29,21 @@ struct mark {
 	size_t skip; /* strlen("PREFIX/m/") */
 };
 
-static int gc_fail(struct chunk_store *cs, int err, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int gc_fail(struct chunk_store *cs, int err, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(cs->err, sizeof(cs->err), fmt, ap);
-	va_end(ap);
-	return err;
-}
-
 static int manifest_key(const struct s3_entry *e, void *arg)
 {
 	struct mark *m = arg;
 	const char *id = e->key + m->skip;
 
 	if (!*id || strlen(id) > MANIFEST_NAME_MAX || strchr(id, '/'))
-		return gc_fail(m->cs, -EBADMSG, "the store holds a manifest named %.80s", id);
+		return chunk_store_fail(m->cs, -EBADMSG, "the store holds a manifest named %.80s",
+					id);
 	if (m->nids == m->cap_ids) {
 		unsigned cap = m->cap_ids ? 2 * m->cap_ids : 64;
 		void *n = cap > (1u << 20) ? NULL : realloc(m->ids, cap * sizeof(*m->ids));
 
 		if (!n)
-			return gc_fail(m->cs, -ENOMEM, "%s", "too many manifests to collect");
+			return chunk_store_fail(m->cs, -ENOMEM, "%s",
+						"too many manifests to collect");
 		m->ids = n;
 		m->cap_ids = cap;
 	}
@@ -86,7 +75,8 @@ static int live_add(struct mark *m, const uint8_t hash[CHUNK_HASH_LEN])
 				cap > GC_IDS_MAX ? NULL : realloc(m->live, cap * sizeof(*m->live));
 
 			if (!n)
-				return gc_fail(m->cs, -ENOMEM, "%s", "too many chunks to collect");
+				return chunk_store_fail(m->cs, -ENOMEM, "%s",
+							"too many chunks to collect");
 			m->live = n;
 			m->cap_live = cap;
 		}
@@ -192,13 +182,13 @@ int store_gc(struct chunk_store *cs, int64_t older_than, bool dry_run, struct st
 	memset(rep, 0, sizeof(*rep));
 	cs->err[0] = 0;
 	if (!cs->s3)
-		return gc_fail(cs, -EINVAL, "%s", "no store to collect");
+		return chunk_store_fail(cs, -EINVAL, "%s", "no store to collect");
 	if ((r = mark(&m, rep)) < 0)
 		goto out;
 	s.doomed = malloc(S3_LIST_KEYS * sizeof(*s.doomed));
 	s.doomed_size = malloc(S3_LIST_KEYS * sizeof(*s.doomed_size));
 	if (!s.doomed || !s.doomed_size) {
-		r = gc_fail(cs, -ENOMEM, "%s", "out of memory");
+		r = chunk_store_fail(cs, -ENOMEM, "%s", "out of memory");
 		goto out;
 	}
 	snprintf(prefix, sizeof(prefix), "%s/c/", cs->prefix);
@@ -206,19 +196,20 @@ int store_gc(struct chunk_store *cs, int64_t older_than, bool dry_run, struct st
 	while (more) {
 		s.ndoomed = 0;
 		if ((r = s3_list(cs->s3, prefix, marker, 0, sweep_key, &s, &more)) < 0) {
-			gc_fail(cs, r, "%s", cs->s3->err);
+			chunk_store_fail(cs, r, "%s", cs->s3->err);
 			goto out;
 		}
 		if (!rep->manifests && s.ndoomed) {
 			/* every chunk named by nothing: a store whose manifests all went is
 			 * possible, a listing that lost them too; not judged here */
-			r = gc_fail(cs, -EBADMSG, "%s",
-				    "the store lists chunks but no manifest: nothing collected");
+			r = chunk_store_fail(
+				cs, -EBADMSG, "%s",
+				"the store lists chunks but no manifest: nothing collected");
 			goto out;
 		}
 		for (unsigned i = 0; i < s.ndoomed; i++) {
 			if (!dry_run && (r = s3_delete(cs->s3, s.doomed[i])) < 0) {
-				gc_fail(cs, r, "%s", cs->s3->err);
+				chunk_store_fail(cs, r, "%s", cs->s3->err);
 				goto out;
 			}
 			rep->deleted++;

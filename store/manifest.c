@@ -22,7 +22,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,18 +41,6 @@
 
 static const uint8_t mf_head[MF_HEAD] = {'S', 'B', 'M', 'F', 1, 0, 0, 0};
 static const uint8_t zero_hash[CHUNK_HASH_LEN];
-
-static int mf_fail(struct chunk_store *cs, int ret, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int mf_fail(struct chunk_store *cs, int ret, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(cs->err, sizeof(cs->err), fmt, ap);
-	va_end(ap);
-	return ret;
-}
 
 static bool mf_name_ok(const char *n, size_t max)
 {
@@ -134,18 +121,20 @@ static int mf_new_file(struct manifest *m, struct chunk_store *cs, const char *n
 	uint64_t n;
 
 	if (!mf_name_ok(name, MANIFEST_NAME_MAX) || manifest_find(m, name))
-		return mf_fail(cs, -EINVAL, "manifest: not a file name, or one it has: %.80s",
-			       name);
+		return chunk_store_fail(cs, -EINVAL,
+					"manifest: not a file name, or one it has: %.80s", name);
 	if (m->nfiles >= MANIFEST_FILES_MAX || size > MANIFEST_FILE_MAX)
-		return mf_fail(cs, -E2BIG, "manifest: over %u files or a file over %llu bytes",
-			       MANIFEST_FILES_MAX, (unsigned long long)MANIFEST_FILE_MAX);
+		return chunk_store_fail(cs, -E2BIG,
+					"manifest: over %u files or a file over %llu bytes",
+					MANIFEST_FILES_MAX, (unsigned long long)MANIFEST_FILE_MAX);
 	n = (size + m->chunk_size - 1) / m->chunk_size;
 	if (n > MF_TEXT_MAX / (2u * CHUNK_HASH_LEN + 1u) ||
 	    m->text_bytes + MF_FILE_TEXT(n) > MF_TEXT_MAX)
-		return mf_fail(cs, -E2BIG,
-			       "manifest: %s's %llu chunks of %u bytes would make the manifest "
-			       "over %u bytes",
-			       name, (unsigned long long)n, m->chunk_size, MF_TEXT_MAX);
+		return chunk_store_fail(
+			cs, -E2BIG,
+			"manifest: %s's %llu chunks of %u bytes would make the manifest "
+			"over %u bytes",
+			name, (unsigned long long)n, m->chunk_size, MF_TEXT_MAX);
 	f = &m->file[m->nfiles];
 	memset(f, 0, sizeof(*f));
 	snprintf(f->name, sizeof(f->name), "%s", name);
@@ -153,7 +142,7 @@ static int mf_new_file(struct manifest *m, struct chunk_store *cs, const char *n
 	f->nchunks = n;
 	f->hash = calloc(n ? n : 1, CHUNK_HASH_LEN);
 	if (!f->hash)
-		return mf_fail(cs, -ENOMEM, "manifest: out of memory");
+		return chunk_store_fail(cs, -ENOMEM, "manifest: out of memory");
 	*out = f;
 	return 0;
 }
@@ -190,14 +179,15 @@ static int mf_extents(struct manifest *m, struct manifest_file *f, int fd, struc
 		if (f->nextents == MANIFEST_EXTENTS_MAX ||
 		    m->text_bytes + MF_FILE_TEXT(f->nchunks) + (f->nextents + 1) * MF_EXTENT_TEXT >
 			    MF_TEXT_MAX)
-			return mf_fail(cs, -E2BIG, "%s: too fragmented (over %u data extents)",
-				       path, MANIFEST_EXTENTS_MAX);
+			return chunk_store_fail(cs, -E2BIG,
+						"%s: too fragmented (over %u data extents)", path,
+						MANIFEST_EXTENTS_MAX);
 		if (f->nextents == cap) {
 			uint64_t(*n)[2] =
 				realloc(f->extent, (cap = cap ? cap * 2 : 16) * sizeof(*n));
 
 			if (!n)
-				return mf_fail(cs, -ENOMEM, "out of memory");
+				return chunk_store_fail(cs, -ENOMEM, "out of memory");
 			f->extent = n;
 		}
 		f->extent[f->nextents][0] = (uint64_t)d;
@@ -219,10 +209,10 @@ int manifest_add_file(struct manifest *m, struct chunk_store *cs, const char *na
 	/* O_NONBLOCK: a FIFO or a device at path must not hold the open */
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0)
-		return mf_fail(cs, -errno, "%s: %s", path, strerror(errno));
+		return chunk_store_fail(cs, -errno, "%s: %s", path, strerror(errno));
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		close(fd);
-		return mf_fail(cs, -EINVAL, "%s: not a regular file", path);
+		return chunk_store_fail(cs, -EINVAL, "%s: not a regular file", path);
 	}
 	if ((err = mf_new_file(m, cs, name, (uint64_t)st.st_size, &f)) < 0) {
 		close(fd);
@@ -234,7 +224,7 @@ int manifest_add_file(struct manifest *m, struct chunk_store *cs, const char *na
 		free(f->hash);
 		free(f->extent);
 		close(fd);
-		return buf ? err : mf_fail(cs, -ENOMEM, "manifest: out of memory");
+		return buf ? err : chunk_store_fail(cs, -ENOMEM, "manifest: out of memory");
 	}
 	for (uint64_t i = 0; i < f->nchunks && err == 0; i++) {
 		uint64_t off = i * m->chunk_size;
@@ -246,9 +236,10 @@ int manifest_add_file(struct manifest *m, struct chunk_store *cs, const char *na
 			ssize_t n = pread(fd, buf + got, want - got, (off_t)(off + got));
 
 			if (n <= 0) { /* the file shrank under us, or cannot be read */
-				err = mf_fail(cs, n < 0 ? -errno : -EIO, "%s: read at %llu: %s",
-					      path, (unsigned long long)(off + got),
-					      n < 0 ? strerror(errno) : "the file shrank");
+				err = chunk_store_fail(cs, n < 0 ? -errno : -EIO,
+						       "%s: read at %llu: %s", path,
+						       (unsigned long long)(off + got),
+						       n < 0 ? strerror(errno) : "the file shrank");
 				break;
 			}
 			got += (size_t)n;
@@ -264,7 +255,7 @@ int manifest_add_file(struct manifest *m, struct chunk_store *cs, const char *na
 			 after.st_mtim.tv_nsec != st.st_mtim.tv_nsec ||
 			 after.st_ctim.tv_sec != st.st_ctim.tv_sec ||
 			 after.st_ctim.tv_nsec != st.st_ctim.tv_nsec))
-		err = mf_fail(cs, -EAGAIN, "%s changed while it was read", path);
+		err = chunk_store_fail(cs, -EAGAIN, "%s changed while it was read", path);
 	close(fd);
 	if (err < 0) {
 		free(f->hash);
@@ -284,24 +275,24 @@ int manifest_fetch_file(const struct manifest *m, struct chunk_store *cs, const 
 	int fd, dfd, err = 0;
 
 	if (!f)
-		return mf_fail(cs, -ENOENT, "the snapshot has no file %.80s", name);
+		return chunk_store_fail(cs, -ENOENT, "the snapshot has no file %.80s", name);
 	if (access(path, F_OK) == 0 || errno != ENOENT)
-		return mf_fail(cs, -EEXIST, "%s is there already", path);
+		return chunk_store_fail(cs, -EEXIST, "%s is there already", path);
 	/* written under a name of its own, then renamed: a restore killed half-way leaves a
 	 * .part file, never a file at path that looks whole */
 	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd) ||
 	    (size_t)snprintf(tmp, sizeof(tmp), "%s.part-%02x%02x%02x%02x%02x%02x%02x%02x", path,
 			     rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6],
 			     rnd[7]) >= sizeof(tmp))
-		return mf_fail(cs, -ENAMETOOLONG, "%s: too long a path", path);
+		return chunk_store_fail(cs, -ENAMETOOLONG, "%s: too long a path", path);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
-		return mf_fail(cs, -errno, "%s: %s", tmp, strerror(errno));
+		return chunk_store_fail(cs, -errno, "%s: %s", tmp, strerror(errno));
 	buf = malloc(m->chunk_size);
 	if (!buf)
-		err = mf_fail(cs, -ENOMEM, "out of memory");
+		err = chunk_store_fail(cs, -ENOMEM, "out of memory");
 	else if (ftruncate(fd, (off_t)f->size) < 0)
-		err = mf_fail(cs, -errno, "%s: %s", tmp, strerror(errno));
+		err = chunk_store_fail(cs, -errno, "%s: %s", tmp, strerror(errno));
 	/* the data extents, each from the chunks it covers (one fetched at a time, each once:
 	 * extents ascend); the rest stays holes */
 	uint64_t have = UINT64_MAX;
@@ -326,9 +317,10 @@ int manifest_fetch_file(const struct manifest *m, struct chunk_store *cs, const 
 					char hex[2 * CHUNK_HASH_LEN + 1];
 
 					chunk_hex(f->hash[ci], hex);
-					err = mf_fail(cs, -EBADMSG,
-						      "chunk %s has %zu bytes where %s wants %zu",
-						      hex, len, name, want);
+					err = chunk_store_fail(
+						cs, -EBADMSG,
+						"chunk %s has %zu bytes where %s wants %zu", hex,
+						len, name, want);
 					break;
 				}
 				have = ci;
@@ -338,7 +330,8 @@ int manifest_fetch_file(const struct manifest *m, struct chunk_store *cs, const 
 					pwrite(fd, buf + done, upto - done, (off_t)(coff + done));
 
 				if (n < 0)
-					err = mf_fail(cs, -errno, "%s: %s", tmp, strerror(errno));
+					err = chunk_store_fail(cs, -errno, "%s: %s", tmp,
+							       strerror(errno));
 				else
 					done += (size_t)n;
 			}
@@ -347,10 +340,10 @@ int manifest_fetch_file(const struct manifest *m, struct chunk_store *cs, const 
 	}
 	free(buf);
 	if (err == 0 && fsync(fd) < 0)
-		err = mf_fail(cs, -errno, "%s: %s", tmp, strerror(errno));
+		err = chunk_store_fail(cs, -errno, "%s: %s", tmp, strerror(errno));
 	close(fd);
 	if (err == 0 && renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) < 0)
-		err = mf_fail(cs, -errno, "%s: %s", path, strerror(errno));
+		err = chunk_store_fail(cs, -errno, "%s: %s", path, strerror(errno));
 	if (err < 0) {
 		unlink(tmp);
 		return err;
@@ -446,13 +439,13 @@ int manifest_put(const struct manifest *m, struct chunk_store *cs, const char *i
 	int err;
 
 	if (!mf_name_ok(id, MF_ID_MAX))
-		return mf_fail(cs, -EINVAL, "not a snapshot id: %.80s", id);
+		return chunk_store_fail(cs, -EINVAL, "not a snapshot id: %.80s", id);
 	if (!(text = manifest_encode(m, &len)))
-		return mf_fail(cs, -E2BIG, "the manifest is too large");
+		return chunk_store_fail(cs, -E2BIG, "the manifest is too large");
 	obj = malloc(MF_HEAD + MF_NONCE + len + MF_TAG);
 	if (!obj) {
 		free(text);
-		return mf_fail(cs, -ENOMEM, "out of memory");
+		return chunk_store_fail(cs, -ENOMEM, "out of memory");
 	}
 	memcpy(obj, mf_head, MF_HEAD);
 	if (getrandom(obj + MF_HEAD, MF_NONCE, 0) != MF_NONCE)
@@ -464,9 +457,9 @@ int manifest_put(const struct manifest *m, struct chunk_store *cs, const char *i
 	free(text);
 	snprintf(key, sizeof(key), "%s/m/%s", cs->prefix, id);
 	if (err == 0 && (err = s3_put(cs->s3, key, obj, MF_HEAD + MF_NONCE + len + MF_TAG)) < 0)
-		mf_fail(cs, err, "manifest %s: %s", id, cs->s3->err);
+		chunk_store_fail(cs, err, "manifest %s: %s", id, cs->s3->err);
 	else if (err < 0)
-		mf_fail(cs, err, "manifest %s: sealing failed", id);
+		chunk_store_fail(cs, err, "manifest %s: sealing failed", id);
 	free(obj);
 	return err;
 }
@@ -576,10 +569,10 @@ int manifest_delete(struct chunk_store *cs, const char *id)
 	int err;
 
 	if (!mf_name_ok(id, MF_ID_MAX))
-		return mf_fail(cs, -EINVAL, "not a snapshot id: %.80s", id);
+		return chunk_store_fail(cs, -EINVAL, "not a snapshot id: %.80s", id);
 	snprintf(key, sizeof(key), "%s/m/%s", cs->prefix, id);
 	if ((err = s3_delete(cs->s3, key)) < 0)
-		mf_fail(cs, err, "manifest %s: %s", id, cs->s3->err);
+		chunk_store_fail(cs, err, "manifest %s: %s", id, cs->s3->err);
 	return err;
 }
 
@@ -589,10 +582,10 @@ int manifest_parse(const char *text, size_t len, struct manifest *m, struct chun
 
 	memset(m, 0, sizeof(*m));
 	if (len > MF_TEXT_MAX)
-		return mf_fail(cs, -EBADMSG, "a manifest of over %u bytes", MF_TEXT_MAX);
+		return chunk_store_fail(cs, -EBADMSG, "a manifest of over %u bytes", MF_TEXT_MAX);
 	if ((err = mf_parse(text, len, m, cs)) < 0) {
 		manifest_free(m);
-		return mf_fail(cs, -EBADMSG, "not a manifest: not exactly its format");
+		return chunk_store_fail(cs, -EBADMSG, "not a manifest: not exactly its format");
 	}
 	return 0;
 }
@@ -607,20 +600,20 @@ int manifest_get(struct manifest *m, struct chunk_store *cs, const char *id,
 
 	memset(m, 0, sizeof(*m));
 	if (!mf_name_ok(id, MF_ID_MAX))
-		return mf_fail(cs, -EINVAL, "not a snapshot id: %.80s", id);
+		return chunk_store_fail(cs, -EINVAL, "not a snapshot id: %.80s", id);
 	snprintf(key, sizeof(key), "%s/m/%s", cs->prefix, id);
 	err = s3_get(cs->s3, key, 0, 0, S3_OBJECT_MAX, &obj, &len);
 	if (err < 0)
-		return mf_fail(cs, err, "manifest %s: %s", id, cs->s3->err);
+		return chunk_store_fail(cs, err, "manifest %s: %s", id, cs->s3->err);
 	if (len < MF_HEAD + MF_NONCE + MF_TAG || memcmp(obj, mf_head, MF_HEAD) != 0) {
 		free(obj);
-		return mf_fail(cs, -EBADMSG, "manifest %s is not a manifest of ours", id);
+		return chunk_store_fail(cs, -EBADMSG, "manifest %s is not a manifest of ours", id);
 	}
 	n = len - MF_HEAD - MF_NONCE - MF_TAG;
 	text = malloc(n + 1);
 	if (!text) {
 		free(obj);
-		return mf_fail(cs, -ENOMEM, "out of memory");
+		return chunk_store_fail(cs, -ENOMEM, "out of memory");
 	}
 	err = mf_gcm(&cs->keys, cs->prefix, id, 0, obj + MF_HEAD, obj + MF_HEAD + MF_NONCE, n, text,
 		     obj + MF_HEAD + MF_NONCE + n);
@@ -628,22 +621,24 @@ int manifest_get(struct manifest *m, struct chunk_store *cs, const char *id,
 	if (err < 0) {
 		OPENSSL_cleanse(text, n);
 		free(text);
-		return mf_fail(cs, -EBADMSG,
-			       "manifest %s does not open: not this workspace's, or altered", id);
+		return chunk_store_fail(
+			cs, -EBADMSG, "manifest %s does not open: not this workspace's, or altered",
+			id);
 	}
 	err = manifest_parse((const char *)text, n, m, cs);
 	OPENSSL_cleanse(text, n);
 	free(text);
 	if (err < 0)
-		return mf_fail(cs, -EBADMSG, "manifest %s opens but does not parse", id);
+		return chunk_store_fail(cs, -EBADMSG, "manifest %s opens but does not parse", id);
 	if (m->generation < min_generation) {
 		unsigned long long g = (unsigned long long)m->generation;
 
 		manifest_free(m);
-		return mf_fail(cs, -ESTALE,
-			       "manifest %s is generation %llu, older than %llu: an old copy put "
-			       "back in the store",
-			       id, g, (unsigned long long)min_generation);
+		return chunk_store_fail(
+			cs, -ESTALE,
+			"manifest %s is generation %llu, older than %llu: an old copy put "
+			"back in the store",
+			id, g, (unsigned long long)min_generation);
 	}
 	return 0;
 }

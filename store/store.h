@@ -163,6 +163,9 @@ struct chunk_store {
 	void *fetch_arg;
 	char err[STORE_ERR_MAX];
 };
+/* Say why in cs->err (printf), and return ret: the errors of this store's calls. */
+int chunk_store_fail(struct chunk_store *cs, int ret, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 /* A handle on prefix's chunks (a key's part: s3_key_ok), sealed under secret's keys. */
 int chunk_store_open(struct chunk_store *cs, struct s3 *s3, const char *prefix,
 		     const uint8_t secret[32]) __attribute__((warn_unused_result));
