@@ -43,6 +43,7 @@ struct fleet {
 	void *nc, *js;	      /* natsConnection *, jsCtx * */
 	void *owners, *hosts; /* kvStore * */
 	void *pull;	      /* natsSubscription *: the host's pull subscription */
+	void *near;	      /* natsSubscription *: its pull of the creates sent to it first */
 	void *replies;	      /* natsSubscription *: hosts' answers, INBOX.<box id> */
 	char inbox[64];	      /* made at open, so that its interest is known cluster-wide
 				 before the first create is published */
@@ -51,6 +52,7 @@ struct fleet {
 	struct fleet_wait *waits; /* fleet_place calls waiting for their answer */
 	uint64_t shed_ms;	  /* fleet_shed's last turn */
 	char stream[80], subject[96];
+	char near_subject[96]; /* sandbox.near.<pool>: a host's own queue is a subject below it */
 	char err[FLEET_ERR_MAX];
 };
 
@@ -62,15 +64,26 @@ void fleet_close(struct fleet *f);
 
 /* ---- place.c ---- */
 
+/* Hosts a create goes to first (they hold what it needs: its snapshot), each on a queue of its
+ * own that only it pulls from, while it has room; after wait_ms the create goes to the pool as
+ * well, and whichever host claims it first runs it (the other's message finds it owned). */
+#define FLEET_NEAR_MAX 2
+struct fleet_near {
+	const char *hosts[FLEET_NEAR_MAX];
+	int n;
+	int wait_ms;
+};
+
 /* The API side: place box `id` with request bytes req (len), waiting up to timeout_ms for a
- * host to take it: its host id in owner. Callable from several threads at once (a message
- * goes to err, not f->err). A box already placed answers its owner at once (a repeated
- * create). -EAGAIN when no host took it in time: the request is then cancelled for good
- * (FLEET_UNSCHEDULABLE; a new create is a new box id) unless a host took it meanwhile, which
- * is then the answer; -EIO when the outcome cannot be known (the bucket did not answer). */
-int fleet_place(struct fleet *f, const char *id, const void *req, size_t len, int timeout_ms,
-		char owner[FLEET_ID_MAX + 1], char *err, size_t err_len)
-	__attribute__((warn_unused_result));
+ * host to take it: its host id in owner; near (or NULL): hosts to try first. Callable from
+ * several threads at once (a message goes to err, not f->err). A box already placed answers
+ * its owner at once (a repeated create). -EAGAIN when no host took it in time: the request is
+ * then cancelled for good (FLEET_UNSCHEDULABLE; a new create is a new box id) unless a host
+ * took it meanwhile, which is then the answer; -EIO when the outcome cannot be known (the
+ * bucket did not answer). */
+int fleet_place(struct fleet *f, const char *id, const void *req, size_t len,
+		const struct fleet_near *near, int timeout_ms, char owner[FLEET_ID_MAX + 1],
+		char *err, size_t err_len) __attribute__((warn_unused_result));
 
 /* A request a host took: its box is this host's now. */
 struct fleet_req {
@@ -82,7 +95,8 @@ struct fleet_req {
 		       may have it already (run a box id once) */
 	bool woken; /* a wake of a released box (fleet_wake), not a create */
 };
-/* The host side: wait up to wait_ms for one request and claim it. 1 with *r filled (free
+/* The host side: one request sent to this host first if there is one, else wait up to wait_ms
+ * for one of the pool's, and claim it. 1 with *r filled (free
  * r->data): the box is this host's to run; 0 when none came or it was not to be run here (a
  * duplicate, cancelled, another's), or -errno. Only call with room for one more sandbox:
  * that is how the engine spreads by capacity. */

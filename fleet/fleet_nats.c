@@ -16,8 +16,6 @@
 #include "fleet.h"
 #include "fleet_int.h"
 
-#define MS_NS 1000000ll
-
 int fleet_fail(struct fleet *f, int ret, const char *fmt, ...)
 {
 	va_list ap;
@@ -49,38 +47,32 @@ uint64_t fleet_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* The stream, its consumer and the pull subscription (a host only). */
-static natsStatus fleet_stream(struct fleet *f, jsErrCode *jerr)
+/* A durable pull consumer of the pool's stream: `name`, of the messages on `filter`. One that
+ * an earlier version made without a filter (it would take the hosts' own queues' messages
+ * too, and a work queue refuses a second consumer beside it) is made again. */
+static natsStatus fleet_consumer(struct fleet *f, const char *name, const char *filter,
+				 jsErrCode *jerr)
 {
-	jsStreamConfig sc;
 	jsConsumerConfig cc;
-	jsSubOptions so;
-	jsStreamInfo *si = NULL;
 	jsConsumerInfo *ci = NULL;
-	const char *subjects[1] = {f->subject};
 	natsStatus s;
 
-	jsStreamConfig_Init(&sc);
-	sc.Name = f->stream;
-	sc.Subjects = subjects;
-	sc.SubjectsLen = 1;
-	sc.Retention = js_WorkQueuePolicy;
-	sc.Storage = js_FileStorage;
-	sc.Replicas = f->conf.replicas;
-	sc.Duplicates = 120 * 1000 * MS_NS; /* a create published twice (its id as the message
-					       id) within 2 min is one message */
-	sc.MaxMsgSize = (int32_t)FLEET_REQ_MAX + 4096; /* the request and its headers */
-	sc.MaxMsgs = 100000;			       /* creates waiting, at most */
-	sc.MaxAge = 3600 * 1000 * MS_NS; /* a create an hour old: its caller gave up long ago */
-	sc.Discard = js_DiscardNew;	 /* a full queue refuses new creates, keeps old ones */
-	s = js_AddStream(&si, (jsCtx *)f->js, &sc, NULL, jerr);
-	if (s != NATS_OK && *jerr == JSStreamNameExistErr)
-		s = NATS_OK; /* another host made it (its config is ours: same code) */
-	jsStreamInfo_Destroy(si);
-	if (s != NATS_OK)
-		return s;
+	if (js_GetConsumerInfo(&ci, (jsCtx *)f->js, f->stream, name, NULL, jerr) == NATS_OK) {
+		bool filtered = ci->Config && ci->Config->FilterSubject &&
+				strcmp(ci->Config->FilterSubject, filter) == 0;
+
+		jsConsumerInfo_Destroy(ci);
+		ci = NULL;
+		if (filtered)
+			return NATS_OK;
+		s = js_DeleteConsumer((jsCtx *)f->js, f->stream, name, NULL, jerr);
+		if (s != NATS_OK && *jerr != JSConsumerNotFoundErr)
+			return s;
+	}
+	*jerr = 0;
 	jsConsumerConfig_Init(&cc);
-	cc.Durable = "hosts";
+	cc.Durable = name;
+	cc.FilterSubject = filter;
 	cc.AckPolicy = js_AckExplicit;
 	cc.AckWait = (int64_t)f->conf.ack_wait_ms * MS_NS;
 	cc.MaxAckPending = 100000;
@@ -93,15 +85,64 @@ static natsStatus fleet_stream(struct fleet *f, jsErrCode *jerr)
 	s = js_AddConsumer(&ci, (jsCtx *)f->js, f->stream, &cc, NULL, jerr);
 	if (s != NATS_OK &&
 	    (*jerr == JSConsumerNameExistErr || *jerr == JSConsumerExistingActiveErr))
-		s = NATS_OK;
+		s = NATS_OK; /* another host made it at the same moment */
 	jsConsumerInfo_Destroy(ci);
+	return s;
+}
+
+/* The stream (the pool's subject, and below sandbox.near.<pool> each host's own queue: the
+ * creates sent to it first), its consumers and the host's pull subscriptions (a host only). */
+static natsStatus fleet_stream(struct fleet *f, jsErrCode *jerr)
+{
+	char near_all[sizeof(f->near_subject) + 2],
+		near_mine[sizeof(f->near_subject) + FLEET_ID_MAX + 2];
+	char near_name[FLEET_ID_MAX + 8];
+	jsStreamConfig sc;
+	jsSubOptions so;
+	jsStreamInfo *si = NULL;
+	const char *subjects[2] = {f->subject, near_all};
+	natsStatus s;
+
+	snprintf(near_all, sizeof(near_all), "%s.*", f->near_subject);
+	jsStreamConfig_Init(&sc);
+	sc.Name = f->stream;
+	sc.Subjects = subjects;
+	sc.SubjectsLen = 2;
+	sc.Retention = js_WorkQueuePolicy;
+	sc.Storage = js_FileStorage;
+	sc.Replicas = f->conf.replicas;
+	sc.Duplicates = 120 * 1000 * MS_NS; /* a create published twice (its id as the message
+					       id) within 2 min is one message */
+	sc.MaxMsgSize = (int32_t)FLEET_REQ_MAX + 4096; /* the request and its headers */
+	sc.MaxMsgs = 100000;			       /* creates waiting, at most */
+	sc.MaxAge = 3600 * 1000 * MS_NS; /* a create an hour old: its caller gave up long ago */
+	sc.Discard = js_DiscardNew;	 /* a full queue refuses new creates, keeps old ones */
+	s = js_AddStream(&si, (jsCtx *)f->js, &sc, NULL, jerr);
+	if (s != NATS_OK && *jerr == JSStreamNameExistErr) {
+		/* another host made it (the same config), or an earlier version (its pool's
+		 * subject only): made ours, which changes nothing when it is */
+		*jerr = 0;
+		s = js_UpdateStream(NULL, (jsCtx *)f->js, &sc, NULL, jerr);
+	}
+	jsStreamInfo_Destroy(si);
+	if (s == NATS_OK)
+		s = fleet_consumer(f, "hosts", f->subject, jerr);
 	if (s != NATS_OK || !f->conf.host[0])
 		return s;
+	snprintf(near_mine, sizeof(near_mine), "%s.%s", f->near_subject, f->conf.host);
+	snprintf(near_name, sizeof(near_name), "near-%s", f->conf.host);
+	s = fleet_consumer(f, near_name, near_mine, jerr);
 	jsSubOptions_Init(&so);
 	so.Stream = f->stream;
 	so.Consumer = "hosts";
-	return js_PullSubscribe((natsSubscription **)&f->pull, (jsCtx *)f->js, f->subject, "hosts",
-				NULL, &so, jerr);
+	if (s == NATS_OK && !f->pull)
+		s = js_PullSubscribe((natsSubscription **)&f->pull, (jsCtx *)f->js, f->subject,
+				     "hosts", NULL, &so, jerr);
+	so.Consumer = near_name;
+	if (s == NATS_OK && !f->near)
+		s = js_PullSubscribe((natsSubscription **)&f->near, (jsCtx *)f->js, near_mine,
+				     near_name, NULL, &so, jerr);
+	return s;
 }
 
 /*
@@ -165,6 +206,7 @@ int fleet_open(struct fleet *f, const struct fleet_conf *c, int wait_ms)
 		f->conf.liveness_ttl_ms = 5000;
 	snprintf(f->stream, sizeof(f->stream), "SANDBOX_PLACE_%s", c->pool);
 	snprintf(f->subject, sizeof(f->subject), "sandbox.place.%s", c->pool);
+	snprintf(f->near_subject, sizeof(f->near_subject), "sandbox.near.%s", c->pool);
 	s = natsOptions_Create(&o);
 	if (s == NATS_OK)
 		s = natsOptions_SetServers(o, (const char **)c->servers, c->nservers);
@@ -218,6 +260,8 @@ void fleet_close(struct fleet *f)
 	fleet_replies_close(f);
 	if (f->pull)
 		natsSubscription_Destroy((natsSubscription *)f->pull);
+	if (f->near)
+		natsSubscription_Destroy((natsSubscription *)f->near);
 	if (f->owners)
 		kvStore_Destroy((kvStore *)f->owners);
 	if (f->hosts)
@@ -226,5 +270,5 @@ void fleet_close(struct fleet *f)
 		jsCtx_Destroy((jsCtx *)f->js);
 	if (f->nc)
 		natsConnection_Destroy((natsConnection *)f->nc);
-	f->pull = f->owners = f->hosts = f->js = f->nc = NULL;
+	f->pull = f->near = f->owners = f->hosts = f->js = f->nc = NULL;
 }

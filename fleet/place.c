@@ -38,9 +38,10 @@
 /* A fleet_place call waiting for a host's answer. */
 struct fleet_wait {
 	char id[FLEET_ID_MAX + 1];
-	char owner[FLEET_ID_MAX + 1]; /* the answer's host, "" until one came */
-	uint64_t answer_seq;	      /* the answer's sequence */
-	uint64_t seq;		      /* this call's message (0 until published) */
+	char owner[FLEET_ID_MAX + 1];	   /* the answer's host, "" until one came */
+	uint64_t answer_seq;		   /* the answer's sequence */
+	uint64_t seq;			   /* this call's message (0 until published) */
+	uint64_t near_seq[FLEET_NEAR_MAX]; /* its messages to hosts' own queues (0: none) */
 	pthread_cond_t cond;
 	struct fleet_wait *next;
 };
@@ -255,6 +256,17 @@ static int owner_update(struct fleet *f, const char *id, const char *host, uint6
 	return now != rev ? -ESTALE : -EIO;
 }
 
+/* Whether w's answer names one of its messages. */
+static bool answer_ours(const struct fleet_wait *w)
+{
+	if (w->seq && w->answer_seq == w->seq)
+		return true;
+	for (int i = 0; i < FLEET_NEAR_MAX; i++)
+		if (w->near_seq[i] && w->answer_seq == w->near_seq[i])
+			return true;
+	return false;
+}
+
 /* Wait for w's answer until deadline, asking the owners bucket each second meanwhile (an
  * answer lost with a node on the way): 0 with w->owner, or -ETIMEDOUT. An answer counts when
  * it names this call's message; an owner read from the bucket (any message's: a duplicate
@@ -271,7 +283,7 @@ static int place_wait(struct fleet *f, struct fleet_wait *w, uint64_t deadline)
 		uint64_t now = fleet_now_ms(), until = deadline < next_ask ? deadline : next_ask;
 		struct timespec ts;
 
-		if (w->owner[0] && w->answer_seq == w->seq) {
+		if (w->owner[0] && answer_ours(w)) {
 			ret = 0;
 			break;
 		}
@@ -295,7 +307,7 @@ static int place_wait(struct fleet *f, struct fleet_wait *w, uint64_t deadline)
 			pthread_mutex_lock(&f->lock);
 			if (live) {
 				memcpy(w->owner, owner, sizeof(owner));
-				w->answer_seq = w->seq;
+				w->answer_seq = w->seq ? w->seq : w->near_seq[0];
 			}
 			next_ask = fleet_now_ms() + 1000;
 			continue;
@@ -315,13 +327,13 @@ static int place_wait(struct fleet *f, struct fleet_wait *w, uint64_t deadline)
 	return ret;
 }
 
-/* Publish the create for w (its id as the message id; a wake's: the id and its release, so
- * that hosts waking it at once publish one message): w->seq. */
-static int place_publish(struct fleet *f, struct fleet_wait *w, const void *req, size_t len,
-			 uint64_t wake, uint64_t deadline, char *err, size_t err_len)
+/* Publish the create for w on subject with message id msg_id (a wake's: the id and its
+ * release, so that hosts waking it at once publish one message): its sequence in *seq. */
+static int place_publish(struct fleet *f, struct fleet_wait *w, const char *subject,
+			 const char *msg_id, const void *req, size_t len, uint64_t wake,
+			 uint64_t deadline, uint64_t *seq, char *err, size_t err_len)
 {
-	char msg_id[FLEET_ID_MAX + 24], wake_text[24];
-
+	char wake_text[24];
 	char reply[sizeof(f->inbox) + FLEET_ID_MAX + 2];
 	natsMsg *m = NULL;
 	jsPubAck *pa = NULL;
@@ -330,11 +342,10 @@ static int place_publish(struct fleet *f, struct fleet_wait *w, const void *req,
 	natsStatus s;
 
 	snprintf(reply, sizeof(reply), "%s.%s", f->inbox, w->id);
-	snprintf(msg_id, sizeof(msg_id), wake ? "%s.w%" PRIu64 : "%s", w->id, wake);
 	snprintf(wake_text, sizeof(wake_text), "%" PRIu64, wake);
 	jsPubOptions_Init(&po);
 	po.MsgId = msg_id;
-	s = natsMsg_Create(&m, f->subject, NULL, req, (int)len);
+	s = natsMsg_Create(&m, subject, NULL, req, (int)len);
 	if (s == NATS_OK)
 		s = natsMsgHeader_Set(m, HDR_BOX, w->id);
 	if (s == NATS_OK)
@@ -360,7 +371,7 @@ static int place_publish(struct fleet *f, struct fleet_wait *w, const void *req,
 	natsMsg_Destroy(m);
 	if (s == NATS_OK) {
 		pthread_mutex_lock(&f->lock);
-		w->seq = pa->Sequence; /* a duplicate's: the first publish's */
+		*seq = pa->Sequence; /* a duplicate's: the first publish's */
 		pthread_mutex_unlock(&f->lock);
 	}
 	jsPubAck_Destroy(pa);
@@ -404,16 +415,10 @@ static int place_cancel(struct fleet *f, struct fleet_wait *w, int timeout_ms,
 	}
 }
 
-/* w listed as waiting for box id, its message (a create, or a wake of release `wake`)
- * published, its answer waited for until deadline, w unlisted: 0 with owner, -ETIMEDOUT, or
- * -errno. */
-static int place_publish_wait(struct fleet *f, struct fleet_wait *w, const char *id,
-			      const void *req, size_t len, uint64_t wake, uint64_t deadline,
-			      char owner[FLEET_ID_MAX + 1], char *err, size_t err_len)
+/* w listed as waiting for an answer about box id. */
+static void place_listen(struct fleet *f, struct fleet_wait *w, const char *id)
 {
-	struct fleet_wait **pp;
 	pthread_condattr_t ca;
-	int ret;
 
 	snprintf(w->id, sizeof(w->id), "%s", id);
 	pthread_condattr_init(&ca);
@@ -424,11 +429,14 @@ static int place_publish_wait(struct fleet *f, struct fleet_wait *w, const char 
 	w->next = f->waits;
 	f->waits = w;
 	pthread_mutex_unlock(&f->lock);
-	ret = place_publish(f, w, req, len, wake, deadline, err, err_len);
-	if (ret == 0)
-		ret = place_wait(f, w, deadline);
+}
+
+/* w unlisted: its answer's host in owner when ret is 0. */
+static int place_unlisten(struct fleet *f, struct fleet_wait *w, int ret,
+			  char owner[FLEET_ID_MAX + 1])
+{
 	pthread_mutex_lock(&f->lock);
-	for (pp = &f->waits; *pp; pp = &(*pp)->next)
+	for (struct fleet_wait **pp = &f->waits; *pp; pp = &(*pp)->next)
 		if (*pp == w) {
 			*pp = w->next;
 			break;
@@ -440,8 +448,36 @@ static int place_publish_wait(struct fleet *f, struct fleet_wait *w, const char 
 	return ret;
 }
 
-int fleet_place(struct fleet *f, const char *id, const void *req, size_t len, int timeout_ms,
-		char owner[FLEET_ID_MAX + 1], char *err, size_t err_len)
+/* The create of w to the hosts of near, each on its own queue, and its answer waited for
+ * until their wait (or deadline): 0 with w->owner, -ETIMEDOUT (none took it: on to the
+ * pool), or none sent (-ENOENT). */
+static int place_near(struct fleet *f, struct fleet_wait *w, const void *req, size_t len,
+		      const struct fleet_near *near, uint64_t deadline)
+{
+	int sent = 0;
+
+	for (int i = 0; near && i < near->n && i < FLEET_NEAR_MAX; i++) {
+		char subject[sizeof(f->near_subject) + FLEET_ID_MAX + 2];
+		char msg_id[2 * FLEET_ID_MAX + 8];
+
+		if (!near->hosts[i] || !fleet_id_ok(near->hosts[i]))
+			continue;
+		snprintf(subject, sizeof(subject), "%s.%s", f->near_subject, near->hosts[i]);
+		snprintf(msg_id, sizeof(msg_id), "%s.n.%s", w->id, near->hosts[i]);
+		/* (one not sent: the pool's is next anyway) */
+		sent += place_publish(f, w, subject, msg_id, req, len, 0, deadline, &w->near_seq[i],
+				      NULL, 0) == 0;
+	}
+	if (!sent)
+		return -ENOENT;
+	uint64_t until = fleet_now_ms() + (uint64_t)(near->wait_ms > 0 ? near->wait_ms : 0);
+
+	return place_wait(f, w, until < deadline ? until : deadline);
+}
+
+int fleet_place(struct fleet *f, const char *id, const void *req, size_t len,
+		const struct fleet_near *near, int timeout_ms, char owner[FLEET_ID_MAX + 1],
+		char *err, size_t err_len)
 {
 	struct fleet_wait w = {0};
 	uint64_t deadline = fleet_now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0), seq;
@@ -470,7 +506,15 @@ int fleet_place(struct fleet *f, const char *id, const void *req, size_t len, in
 		    id);
 		return ret;
 	}
-	ret = place_publish_wait(f, &w, id, req, len, 0, deadline, owner, err, err_len);
+	place_listen(f, &w, id);
+	ret = place_near(f, &w, req, len, near, deadline);
+	if (ret != 0) {
+		ret = place_publish(f, &w, f->subject, id, req, len, 0, deadline, &w.seq, err,
+				    err_len);
+		if (ret == 0)
+			ret = place_wait(f, &w, deadline);
+	}
+	ret = place_unlisten(f, &w, ret, owner);
 	if (ret != -ETIMEDOUT)
 		return ret;
 	return place_cancel(f, &w, timeout_ms, owner, err, err_len);
@@ -571,7 +615,15 @@ int fleet_wake(struct fleet *f, const char *id, const void *req, size_t len, int
 		say(err, err_len, "fleet: the owner of %s cannot be read", id);
 		return ret;
 	}
-	ret = place_publish_wait(f, &w, id, req, len, seq, deadline, owner, err, err_len);
+	char msg_id[FLEET_ID_MAX + 24];
+
+	snprintf(msg_id, sizeof(msg_id), "%s.w%" PRIu64, id, seq);
+	place_listen(f, &w, id);
+	ret = place_publish(f, &w, f->subject, msg_id, req, len, seq, deadline, &w.seq, err,
+			    err_len);
+	if (ret == 0)
+		ret = place_wait(f, &w, deadline);
+	ret = place_unlisten(f, &w, ret, owner);
 	if (ret == -ETIMEDOUT) { /* its message stays queued: a host with room wakes it later */
 		say(err, err_len, "fleet: no host had room to wake %s within %d ms", id,
 		    timeout_ms);
@@ -643,26 +695,14 @@ static bool reply_ok(const char *reply, const char *id)
 	       reply[n - l - 1] == '.' && strcmp(reply + n - l, id) == 0;
 }
 
-int fleet_take(struct fleet *f, int wait_ms, struct fleet_req *r)
+/* The requests fetched: the first that is this host's to run claimed, into *r (1), the rest
+ * handed back. */
+static int take_list(struct fleet *f, natsMsgList *list, struct fleet_req *r)
 {
-	natsMsgList list = {0};
-	jsErrCode jerr = 0;
-	natsStatus s;
 	int ret = 0;
 
-	memset(r, 0, sizeof(*r));
-	if (!f->pull)
-		return fleet_fail(f, -EINVAL, "fleet: not a host");
-	s = natsSubscription_Fetch(&list, (natsSubscription *)f->pull, 1, wait_ms, &jerr);
-	if (s == NATS_TIMEOUT || (s == NATS_OK && list.Count == 0)) {
-		natsMsgList_Destroy(&list);
-		return 0;
-	}
-	if (s != NATS_OK)
-		return fleet_fail(f, -EIO, "fleet: fetch: %s (JetStream error %d)",
-				  natsStatus_GetText(s), (int)jerr);
-	for (int i = 0; i < list.Count; i++) {
-		natsMsg *m = list.Msgs[i];
+	for (int i = 0; i < list->Count; i++) {
+		natsMsg *m = list->Msgs[i];
 		jsMsgMetaData *meta = NULL;
 		const char *id = NULL, *reply = NULL, *wake_text = NULL;
 		uint64_t wake = 0;
@@ -732,8 +772,46 @@ int fleet_take(struct fleet *f, int wait_ms, struct fleet_req *r)
 		memcpy(r->data, natsMsg_GetData(m), r->len);
 		ret = 1;
 	}
-	natsMsgList_Destroy(&list);
+	natsMsgList_Destroy(list);
 	return ret;
+}
+
+int fleet_take(struct fleet *f, int wait_ms, struct fleet_req *r)
+{
+	natsMsgList list = {0};
+	jsErrCode jerr = 0;
+	natsStatus s;
+
+	memset(r, 0, sizeof(*r));
+	if (!f->pull)
+		return fleet_fail(f, -EINVAL, "fleet: not a host");
+	if (f->near) { /* what was sent to this host first, without waiting */
+		jsFetchRequest fr;
+
+		jsFetchRequest_Init(&fr);
+		fr.Batch = 1;
+		fr.NoWait = true;
+		fr.Expires = 1000 * MS_NS; /* (the server's answer, not a wait for messages) */
+		s = natsSubscription_FetchRequest(&list, (natsSubscription *)f->near, &fr);
+		if (s == NATS_OK && list.Count > 0) {
+			int n = take_list(f, &list, r);
+
+			if (n != 0)
+				return n;
+		} else {
+			natsMsgList_Destroy(&list);
+		}
+		memset(&list, 0, sizeof(list));
+	}
+	s = natsSubscription_Fetch(&list, (natsSubscription *)f->pull, 1, wait_ms, &jerr);
+	if (s == NATS_TIMEOUT || (s == NATS_OK && list.Count == 0)) {
+		natsMsgList_Destroy(&list);
+		return 0;
+	}
+	if (s != NATS_OK)
+		return fleet_fail(f, -EIO, "fleet: fetch: %s (JetStream error %d)",
+				  natsStatus_GetText(s), (int)jerr);
+	return take_list(f, &list, r);
 }
 
 void fleet_shed(struct fleet *f)

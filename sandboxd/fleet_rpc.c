@@ -29,6 +29,9 @@
 #define PLACE_DEFAULT_S 30
 #define LIST_HOSTS_MAX	256
 #define CALL_HERE	1 /* call_job.status: the box is this host's after all */
+/* A create from a snapshot goes first to the hosts that hold it, for this long, then to the
+ * pool too (a host waits up to TAKE_WAIT_MS in the pool's fetch before it looks again) */
+#define PLACE_NEAR_MS	1000
 
 /* ---- messages ---- */
 
@@ -162,8 +165,10 @@ struct call_job {
 	char emsg[600];
 	uint8_t *answer;
 	size_t alen;
-	json_t *merged; /* list */
-	json_t *body;	/* create: its body (the worker's copy) */
+	json_t *merged;				     /* list */
+	json_t *body;				     /* create: its body (the worker's copy) */
+	char near[FLEET_NEAR_MAX][FLEET_ID_MAX + 1]; /* create: hosts to try first */
+	int nnear;
 };
 
 int fleet_rpc_ask(const char *host, const uint8_t *m, size_t len, int timeout_ms, uint8_t **answer,
@@ -394,7 +399,11 @@ static void create_run(struct call_job *c)
 	}
 	int place_s = c->timeout_s < PLACE_MAX_S ? c->timeout_s : PLACE_MAX_S;
 
-	err = fleet_place(&fleetd, c->id, c->msg, c->len, place_s * 1000, owner, err_text,
+	struct fleet_near near = {.n = c->nnear, .wait_ms = PLACE_NEAR_MS};
+
+	for (int i = 0; i < c->nnear; i++)
+		near.hosts[i] = c->near[i];
+	err = fleet_place(&fleetd, c->id, c->msg, c->len, &near, place_s * 1000, owner, err_text,
 			  sizeof(err_text));
 	if (err < 0) {
 		/* not placed (and, for -EAGAIN, cancelled for good): its name and share are free
@@ -630,6 +639,28 @@ void fleetd_list(struct sd_req *q)
 	call_queue(q, c);
 }
 
+/* The live hosts that hold the snapshot a create names (this one, if it has it on its disk;
+ * the one that made it), for the create to go to first: how many. */
+static int near_hosts(const char *workspace, json_t *o, char (*near)[FLEET_ID_MAX + 1])
+{
+	const char *ref = json_string_value(json_object_get(o, "snapshot_id"));
+	char addr[FLEETD_ADDR_MAX];
+	struct sd_snap *s;
+	int n = 0;
+
+	if (!ref)
+		ref = json_string_value(json_object_get(o, "snapshot_name"));
+	s = ref ? snap_find(workspace, ref) : NULL;
+	if (!s || s->status != SNAP_READY || !s->store_name[0])
+		return 0;
+	if (fstore_held(s->store_name))
+		snprintf(near[n++], FLEET_ID_MAX + 1, "%s", fleetd_host_id());
+	if (s->host[0] && fleet_id_ok(s->host) && !fleetd_self(s->host) &&
+	    fleetd_host_addr(s->host, addr) == 0 && n < FLEET_NEAR_MAX)
+		snprintf(near[n++], FLEET_ID_MAX + 1, "%s", s->host);
+	return n;
+}
+
 void fleetd_create(struct sd_req *q, json_t *o)
 {
 	const char *name = json_string_value(json_object_get(o, "name"));
@@ -666,6 +697,7 @@ void fleetd_create(struct sd_req *q, json_t *o)
 	c->timeout_s = timeout >= 1 && timeout <= 3600 ? (int)timeout : PLACE_DEFAULT_S;
 	c->body = json_deep_copy(o); /* the worker's own: the share it reserves */
 	c->wait = !json_is_false(json_object_get(o, "wait_for_ready"));
+	c->nnear = near_hosts(q->workspace, o, c->near);
 	c->msg = body ? fleet_rpc_msg(json_pack("{s:s, s:s, s:s}", "w", q->workspace, "k",
 						q->key_id, "id", c->id),
 				      body, strlen(body), &c->len)

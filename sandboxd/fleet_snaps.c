@@ -257,6 +257,7 @@ int fleet_snaps_start(void)
 		.saved = snap_saved,
 		.answer = snap_answer,
 		.lookup = snap_lookup,
+		.host = fleetd_host_id,
 	};
 	int err = fleet_kv_open(&fleetd, "sandbox_snaps", SNAP_RECORD_MAX, &snaps_kv);
 

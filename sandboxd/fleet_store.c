@@ -186,6 +186,17 @@ static int push(const char *workspace, const char *store_name, const char *manif
 	return r;
 }
 
+bool fstore_held(const char *store_name)
+{
+	char dir[4200];
+	struct stat st;
+
+	if (!store_name[0] || strchr(store_name, '/'))
+		return false;
+	snprintf(dir, sizeof(dir), "%s/snapshots/%s", state_home(), store_name);
+	return lstat(dir, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 static int pull(const char *workspace, const char *manifest, uint64_t min_gen,
 		const char *store_name, char *err, size_t len)
 {

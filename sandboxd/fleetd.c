@@ -22,7 +22,7 @@
 #define HOSTS_MAX     256
 #define OWNERS_SLOTS  65536 /* the owners copy: open hashing, ids of every box of the fleet */
 #define BEAT_MS	      1000
-#define TAKE_WAIT_MS  500
+#define TAKE_WAIT_MS  250
 #define FLEET_WAIT_MS 30000 /* at start: for the cluster to elect its leaders */
 
 bool fleetd_on;
@@ -149,6 +149,11 @@ int fleetd_self_addr(char addr[FLEETD_ADDR_MAX])
 bool fleetd_self(const char *host)
 {
 	return strcmp(host, conf.host) == 0;
+}
+
+const char *fleetd_host_id(void)
+{
+	return conf.host;
 }
 
 /* ---- the owners' copy ---- */

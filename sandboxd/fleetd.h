@@ -70,6 +70,7 @@ unsigned fleetd_hosts(char (*out)[FLEET_ID_MAX + 1], unsigned max);
 int fleetd_host_addr_ask(const char *host, char addr[FLEETD_ADDR_MAX]);
 unsigned fleetd_hosts_ask(char (*out)[FLEET_ID_MAX + 1], unsigned max);
 bool fleetd_self(const char *host);
+const char *fleetd_host_id(void);
 /* This host's advertised HOST:PORT. */
 int fleetd_self_addr(char addr[FLEETD_ADDR_MAX]);
 
@@ -211,6 +212,9 @@ void fleetd_quota_release_box(const char *workspace, unsigned vcpus, uint64_t me
 int fstore_option(const char *name, const char *val);
 /* With a store given: its settings read, the bucket made, snap_store_hooks set. */
 int fstore_start(void) __must_check;
+/* Whether this host holds snapshot store_name (it made it, or pulled it): a create from it
+ * here restores without the store. */
+bool fstore_held(const char *store_name);
 /* On a worker, for a sandbox pushed or pulled through the API (fleet_xfer.c), with the
  * workspace's chunks. Which chunks of a manifest's text (a client's) the store lacks, as an
  * array of hex hashes: */

@@ -207,6 +207,7 @@ struct sd_snap {
 	char image[64];	     /* or the image it stands for (from a Docker image: "api-img-...") */
 	char docker_image[512];
 	char source_box[SD_ID_LEN + 1];
+	char host[64]; /* in a fleet, the host that made it (a create from it goes there first) */
 	enum snap_status status;
 	char status_message[1100];
 	uint64_t created_ms, updated_ms, fs_capacity_bytes;
@@ -228,6 +229,8 @@ struct snap_fleet_hooks {
 	void (*answer)(struct sd_req *q, json_t *body);
 	/* a GET of snapshot id this host has no copy of: the fleet's record, or 404 */
 	void (*lookup)(struct sd_req *q, const char *id);
+	/* this host's id in the fleet */
+	const char *(*host)(void);
 };
 extern const struct snap_fleet_hooks *snap_fleet_hooks;
 /* A new snapshot's answer (200, its record): in a fleet, once its record is there. */

@@ -67,6 +67,7 @@ static int snap_from_json(json_t *o, struct sd_snap *s, bool loading)
 	STR("image", image);
 	STR("docker_image", docker_image);
 	STR("source_box", source_box);
+	STR("host", host);
 	STR("status_message", status_message);
 #undef STR
 	if (strlen(s->id) != SD_ID_LEN || !valid_snap_name(s->name) ||
@@ -143,6 +144,8 @@ struct sd_snap *snap_new(const char *workspace, const char *name)
 			hex[j++] = s->id[i];
 	snprintf(s->store_name, sizeof(s->store_name), "api-%s", hex);
 	s->created_ms = s->updated_ms = sd_now_ms();
+	if (snap_fleet_hooks && snap_fleet_hooks->host)
+		snprintf(s->host, sizeof(s->host), "%s", snap_fleet_hooks->host());
 	s->status = SNAP_BUILDING;
 	s->next = snaps;
 	snaps = s;
@@ -155,13 +158,13 @@ const struct snap_fleet_hooks *snap_fleet_hooks;
 /* The record on this host's disk (its text into *text when asked). */
 static int snap_write(const struct sd_snap *s, char **text_out)
 {
-	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I}", "id",
-			      s->id, "name", s->name, "workspace", s->workspace, "store_name",
-			      s->store_name, "image", s->image, "docker_image", s->docker_image,
-			      "source_box", s->source_box, "status", snap_status_names[s->status],
-			      "status_message", s->status_message, "created_ms",
-			      (json_int_t)s->created_ms, "updated_ms", (json_int_t)s->updated_ms,
-			      "fs_capacity_bytes", (json_int_t)s->fs_capacity_bytes);
+	json_t *o = json_pack(
+		"{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I}", "id", s->id,
+		"name", s->name, "workspace", s->workspace, "store_name", s->store_name, "image",
+		s->image, "docker_image", s->docker_image, "source_box", s->source_box, "host",
+		s->host, "status", snap_status_names[s->status], "status_message",
+		s->status_message, "created_ms", (json_int_t)s->created_ms, "updated_ms",
+		(json_int_t)s->updated_ms, "fs_capacity_bytes", (json_int_t)s->fs_capacity_bytes);
 	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
 
 	json_decref(o);

@@ -11,6 +11,9 @@
  *                             ack wait another host takes it, and only one does
  *   redelivered-after-claim   a host claims a create and dies before acknowledging it: once
  *                             its liveness lapsed another host takes it over (moved), once
+ *   near                      creates sent first to h1 (as one from a snapshot h1 holds):
+ *                             each runs there, taken within the near wait, while it has room
+ *   near-full                 one more with h1 full: placed elsewhere after the near wait
  *   spread                    12 creates on 3 hosts of 4 slots: all placed, none over 4
  *   unschedulable             a 13th: refused in its time, and no host takes it after
  * Prints `ok NAME` per check (`FAIL NAME: why`, exit 1), then `place p50_ms= p99_ms= n=`.
@@ -36,6 +39,7 @@
 #define ACK_WAIT_MS 1500
 #define LIVENESS_MS 2000
 #define PLACE_MS    15000
+#define NEAR_MS	    1500 /* a create sent to a host first waits this long for it */
 
 /* A failed check takes the host processes (this process group) down too. */
 static void kill_group(void)
@@ -134,7 +138,7 @@ static int host_main(char *servers, const char *id, int slots, const char *mode,
 			usleep(20000);
 			continue;
 		}
-		n = fleet_take(&f, 1000, &r);
+		n = fleet_take(&f, 500, &r);
 		if (n < 0) {
 			dprintf(fd, "error %s %s\n", id, f.err);
 			usleep(100000);
@@ -205,6 +209,7 @@ struct place_job {
 	char why[FLEET_ERR_MAX];
 	int err;
 	double ms;
+	const struct fleet_near *near; /* hosts to try first, or NULL */
 };
 
 static void *place_thread(void *arg)
@@ -212,7 +217,8 @@ static void *place_thread(void *arg)
 	struct place_job *j = arg;
 	uint64_t t0 = now_ms();
 
-	j->err = fleet_place(j->f, j->id, "{}", 2, PLACE_MS, j->owner, j->why, sizeof(j->why));
+	j->err = fleet_place(j->f, j->id, "{}", 2, j->near, PLACE_MS, j->owner, j->why,
+			     sizeof(j->why));
 	j->ms = (double)(now_ms() - t0);
 	return NULL;
 }
@@ -341,7 +347,7 @@ int main(int argc, char **argv)
 	/* a box released into the store (its host lets it go), then woken by two callers at
 	 * once: one message, one host wakes it, both callers get that host; a third wake of
 	 * a box awake answers at once */
-	err = fleet_place(&api, "w1", "release", 7, PLACE_MS, owner, why, sizeof(why));
+	err = fleet_place(&api, "w1", "release", 7, NULL, PLACE_MS, owner, why, sizeof(why));
 	for (int i = 0; i < 50 && count_lines(lines, "released w1 ") == 0; i++) {
 		usleep(100000);
 		drain(lines, sizeof(lines));
@@ -389,8 +395,35 @@ int main(int argc, char **argv)
 	drain(lines, sizeof(lines));
 	check(count_lines(lines, "took x1") == 0, "malformed-dropped", "%s", lines);
 
-	/* 8 more: 12 on 3 hosts of 4 (w1, woken, holds one) */
-	for (int i = 4; i <= 11; i++) {
+	/* locality: creates sent to h1 first (it holds their snapshot) all run there, each
+	 * taken within the near wait, while it has room; with h1 full, one goes to the pool
+	 * after that wait */
+	struct fleet_near near = {.hosts = {"h1"}, .n = 1, .wait_ms = NEAR_MS};
+	int placed = 4; /* r1, r2, d1, w1 */
+
+	drain(lines, sizeof(lines));
+	for (int i = 0, on_h1 = count_lines(lines, " h1 "); on_h1 + i < SLOTS; i++, placed++) {
+		memset(&j, 0, sizeof(j));
+		j.f = &api;
+		j.near = &near;
+		snprintf(j.id, sizeof(j.id), "n%d", i);
+		place_thread(&j);
+		check(j.err == 0 && strcmp(j.owner, "h1") == 0 && j.ms < NEAR_MS, "near",
+		      "%s: %d %s: on %s in %.0f ms", j.id, j.err, j.why, j.owner, j.ms);
+		printf("%s: near h1, placed there in %.0f ms\n", j.id, j.ms);
+	}
+	memset(&j, 0, sizeof(j));
+	j.f = &api;
+	j.near = &near;
+	snprintf(j.id, sizeof(j.id), "nfull");
+	place_thread(&j);
+	check(j.err == 0 && j.owner[0] == 'h' && strcmp(j.owner, "h1") != 0 && j.ms >= NEAR_MS,
+	      "near-full", "%d %s: on %s in %.0f ms", j.err, j.why, j.owner, j.ms);
+	printf("nfull: near h1 (full), placed on %s in %.0f ms\n", j.owner, j.ms);
+	placed++;
+
+	/* the rest of 12 on 3 hosts of 4 (w1, woken, holds one) */
+	for (int i = placed; i < 3 * SLOTS; i++) {
 		memset(&j, 0, sizeof(j));
 		j.f = &api;
 		snprintf(j.id, sizeof(j.id), "b%d", i);
@@ -413,10 +446,10 @@ int main(int argc, char **argv)
 	memset(&j, 0, sizeof(j));
 	j.f = &api;
 	snprintf(j.id, sizeof(j.id), "b13");
-	j.err = fleet_place(&api, "b13", "{}", 2, 3000, j.owner, j.why, sizeof(j.why));
+	j.err = fleet_place(&api, "b13", "{}", 2, NULL, 3000, j.owner, j.why, sizeof(j.why));
 	check(j.err == -EAGAIN && strstr(j.why, "no host had room"), "unschedulable", "%d %s",
 	      j.err, j.why);
-	j.err = fleet_place(&api, "b13", "{}", 2, 3000, j.owner, j.why, sizeof(j.why));
+	j.err = fleet_place(&api, "b13", "{}", 2, NULL, 3000, j.owner, j.why, sizeof(j.why));
 	check(j.err == -EAGAIN && strstr(j.why, "cancelled"), "unschedulable-again", "%d %s", j.err,
 	      j.why);
 	sleep(2);

@@ -295,7 +295,8 @@ int main(int argc, char **argv)
 		int err;
 
 		snprintf(id, sizeof(id), "bench-%d-%d", (int)getpid(), i + WARMUP);
-		if ((err = fleet_place(&api, id, "{}", 2, 10000, owner, why, sizeof(why))) < 0) {
+		if ((err = fleet_place(&api, id, "{}", 2, NULL, 10000, owner, why, sizeof(why))) <
+		    0) {
 			fprintf(stderr, "bench-fleet-place: place %s: %s\n", id, why);
 			goto fail;
 		}

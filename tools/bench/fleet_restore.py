@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """bench fleet's restore figures (docs/benchmarks.md, "The fleet"), on the fleet-api topology
-(tests/fleet/api_checks.py's: three hosts in network namespaces, a three-node NATS cluster,
+(tests/fleet/topology.py's: three hosts in network namespaces, a three-node NATS cluster,
 Swift with its S3 API), where Linux guests boot (tools/bench/fleet.sh routes it):
 
   restore_local_ms   a create from a snapshot on the host that captured it (its lifecycle
@@ -30,7 +30,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "tests", "fleet"))
-import api_checks as ac  # noqa: E402
+import topology as ac  # noqa: E402
 
 ROUNDS = 3
 CHUNK_KIB = 256
