@@ -44,6 +44,8 @@ struct fleet {
 	void *owners, *hosts; /* kvStore * */
 	void *pull;	      /* natsSubscription *: the host's pull subscription */
 	void *near;	      /* natsSubscription *: its pull of the creates sent to it first */
+	void *poke;	      /* natsSubscription *: word that one was sent (core NATS) */
+	_Atomic int poked;    /* set by that word: its own queue is pulled at the next take */
 	void *replies;	      /* natsSubscription *: hosts' answers, INBOX.<box id> */
 	char inbox[64];	      /* made at open, so that its interest is known cluster-wide
 				 before the first create is published */

@@ -10,7 +10,10 @@
 int fleet_fail(struct fleet *f, int ret, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 uint64_t fleet_now_ms(void);
-#define MS_NS	       1000000ll /* nanoseconds, JetStream's unit of time */
+#define MS_NS 1000000ll /* nanoseconds, JetStream's unit of time */
+/* The core NATS subject that tells host a create waits in its own queue:
+ * sandbox.poke.<pool>.<host>. */
+void fleet_poke_subject(const struct fleet *f, const char *host, char *out, size_t len);
 /* A call the cluster did not answer (no responders, a timeout: a stream's or bucket's leader
  * being elected after a node's loss, seconds; more on a loaded machine) is made again, a
  * pause apart, for up to this long. */

@@ -5,6 +5,7 @@
  * hosts bucket (values expire: liveness). Made by the first host to come, bound to by the rest.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,11 @@ bool fleet_id_ok(const char *s)
 	return true;
 }
 
+void fleet_poke_subject(const struct fleet *f, const char *host, char *out, size_t len)
+{
+	snprintf(out, len, "sandbox.poke.%s.%s", f->conf.pool, host);
+}
+
 uint64_t fleet_now_ms(void)
 {
 	struct timespec ts;
@@ -47,9 +53,10 @@ uint64_t fleet_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* A durable pull consumer of the pool's stream: `name`, of the messages on `filter`. One that
- * an earlier version made without a filter (it would take the hosts' own queues' messages
- * too, and a work queue refuses a second consumer beside it) is made again. */
+/* A durable pull consumer of the pool's stream: `name`, of the messages on `filter` (made, or
+ * an existing one updated to it: the server allows a filter's change). One that still takes
+ * more than its filter (an earlier version's pool consumer took the whole stream, and would
+ * take the hosts' own queues' messages too) is an error, said. */
 static natsStatus fleet_consumer(struct fleet *f, const char *name, const char *filter,
 				 jsErrCode *jerr)
 {
@@ -57,19 +64,6 @@ static natsStatus fleet_consumer(struct fleet *f, const char *name, const char *
 	jsConsumerInfo *ci = NULL;
 	natsStatus s;
 
-	if (js_GetConsumerInfo(&ci, (jsCtx *)f->js, f->stream, name, NULL, jerr) == NATS_OK) {
-		bool filtered = ci->Config && ci->Config->FilterSubject &&
-				strcmp(ci->Config->FilterSubject, filter) == 0;
-
-		jsConsumerInfo_Destroy(ci);
-		ci = NULL;
-		if (filtered)
-			return NATS_OK;
-		s = js_DeleteConsumer((jsCtx *)f->js, f->stream, name, NULL, jerr);
-		if (s != NATS_OK && *jerr != JSConsumerNotFoundErr)
-			return s;
-	}
-	*jerr = 0;
 	jsConsumerConfig_Init(&cc);
 	cc.Durable = name;
 	cc.FilterSubject = filter;
@@ -84,9 +78,52 @@ static natsStatus fleet_consumer(struct fleet *f, const char *name, const char *
 	cc.MaxDeliver = 5000;
 	s = js_AddConsumer(&ci, (jsCtx *)f->js, f->stream, &cc, NULL, jerr);
 	if (s != NATS_OK &&
-	    (*jerr == JSConsumerNameExistErr || *jerr == JSConsumerExistingActiveErr))
-		s = NATS_OK; /* another host made it at the same moment */
+	    (*jerr == JSConsumerNameExistErr || *jerr == JSConsumerExistingActiveErr)) {
+		s = js_GetConsumerInfo(&ci, (jsCtx *)f->js, f->stream, name, NULL, jerr);
+		if (s == NATS_OK && (!ci->Config || !ci->Config->FilterSubject ||
+				     strcmp(ci->Config->FilterSubject, filter) != 0)) {
+			snprintf(f->err, sizeof(f->err),
+				 "consumer %s of stream %s takes more than %s (an earlier "
+				 "version's?): remove it, and it is made again",
+				 name, f->stream, filter);
+			s = NATS_ERR;
+		}
+	}
 	jsConsumerInfo_Destroy(ci);
+	return s;
+}
+
+/* A create was sent to this host's own queue (place.c): pulled at its next take. */
+static void on_poke(natsConnection *nc, natsSubscription *sub, natsMsg *m, void *arg)
+{
+	struct fleet *f = arg;
+
+	(void)nc;
+	(void)sub;
+	atomic_store(&f->poked, 1);
+	natsMsg_Destroy(m);
+}
+
+/* The pool's stream with the hosts' own queues (sandbox.near.<pool>.*) among its subjects: an
+ * earlier version's, with its pool's subject only, is updated (its config kept otherwise). */
+static natsStatus fleet_stream_near(struct fleet *f, const char *near_all, jsErrCode *jerr)
+{
+	jsStreamInfo *si = NULL;
+	natsStatus s = js_GetStreamInfo(&si, (jsCtx *)f->js, f->stream, NULL, jerr);
+	bool has = false;
+
+	for (int i = 0; s == NATS_OK && si->Config && i < si->Config->SubjectsLen; i++)
+		has |= strcmp(si->Config->Subjects[i], near_all) == 0;
+	if (s == NATS_OK && !has && si->Config) {
+		const char *subjects[2] = {f->subject, near_all};
+
+		si->Config->Subjects = subjects;
+		si->Config->SubjectsLen = 2;
+		s = js_UpdateStream(NULL, (jsCtx *)f->js, si->Config, NULL, jerr);
+		si->Config->Subjects = NULL; /* (ours: not the info's to free) */
+		si->Config->SubjectsLen = 0;
+	}
+	jsStreamInfo_Destroy(si);
 	return s;
 }
 
@@ -94,8 +131,8 @@ static natsStatus fleet_consumer(struct fleet *f, const char *name, const char *
  * creates sent to it first), its consumers and the host's pull subscriptions (a host only). */
 static natsStatus fleet_stream(struct fleet *f, jsErrCode *jerr)
 {
-	char near_all[sizeof(f->near_subject) + 2],
-		near_mine[sizeof(f->near_subject) + FLEET_ID_MAX + 2];
+	char near_all[sizeof(f->near_subject) + 2];
+	char near_mine[sizeof(f->near_subject) + FLEET_ID_MAX + 2];
 	char near_name[FLEET_ID_MAX + 8];
 	jsStreamConfig sc;
 	jsSubOptions so;
@@ -118,13 +155,11 @@ static natsStatus fleet_stream(struct fleet *f, jsErrCode *jerr)
 	sc.MaxAge = 3600 * 1000 * MS_NS; /* a create an hour old: its caller gave up long ago */
 	sc.Discard = js_DiscardNew;	 /* a full queue refuses new creates, keeps old ones */
 	s = js_AddStream(&si, (jsCtx *)f->js, &sc, NULL, jerr);
-	if (s != NATS_OK && *jerr == JSStreamNameExistErr) {
-		/* another host made it (the same config), or an earlier version (its pool's
-		 * subject only): made ours, which changes nothing when it is */
-		*jerr = 0;
-		s = js_UpdateStream(NULL, (jsCtx *)f->js, &sc, NULL, jerr);
-	}
 	jsStreamInfo_Destroy(si);
+	if (s != NATS_OK && *jerr == JSStreamNameExistErr) {
+		*jerr = 0; /* another host made it (the same config), or an earlier version */
+		s = fleet_stream_near(f, near_all, jerr);
+	}
 	if (s == NATS_OK)
 		s = fleet_consumer(f, "hosts", f->subject, jerr);
 	if (s != NATS_OK || !f->conf.host[0])
@@ -142,6 +177,11 @@ static natsStatus fleet_stream(struct fleet *f, jsErrCode *jerr)
 	if (s == NATS_OK && !f->near)
 		s = js_PullSubscribe((natsSubscription **)&f->near, (jsCtx *)f->js, near_mine,
 				     near_name, NULL, &so, jerr);
+	fleet_poke_subject(f, f->conf.host, near_mine, sizeof(near_mine));
+	atomic_store(&f->poked, 1); /* (what came while it was away: looked at once) */
+	if (s == NATS_OK && !f->poke)
+		s = natsConnection_Subscribe((natsSubscription **)&f->poke, (natsConnection *)f->nc,
+					     near_mine, on_poke, f);
 	return s;
 }
 
@@ -232,6 +272,7 @@ int fleet_open(struct fleet *f, const struct fleet_conf *c, int wait_ms)
 
 	for (;;) { /* a new cluster elects its meta leader first: retried until wait_ms */
 		jerr = 0;
+		f->err[0] = 0;
 		if (s == NATS_OK && !f->owners && (what = "the owners bucket"))
 			s = fleet_bucket(f, "sandbox_owners", 0, 1024, &f->owners);
 		if (s == NATS_OK && !f->hosts && (what = "the hosts bucket"))
@@ -246,9 +287,11 @@ int fleet_open(struct fleet *f, const struct fleet_conf *c, int wait_ms)
 	}
 	if (s != NATS_OK) {
 		const char *last = nats_GetLastError(NULL);
+		char why[FLEET_ERR_MAX];
 
+		snprintf(why, sizeof(why), "%s", f->err[0] ? f->err : last ? last : "");
 		fleet_fail(f, -EIO, "fleet: %s: %s (JetStream error %d)%s%.200s", what,
-			   natsStatus_GetText(s), (int)jerr, last ? ": " : "", last ? last : "");
+			   natsStatus_GetText(s), (int)jerr, why[0] ? ": " : "", why);
 		fleet_close(f);
 		return -EIO;
 	}
@@ -262,6 +305,10 @@ void fleet_close(struct fleet *f)
 		natsSubscription_Destroy((natsSubscription *)f->pull);
 	if (f->near)
 		natsSubscription_Destroy((natsSubscription *)f->near);
+	if (f->poke) {
+		natsSubscription_Unsubscribe((natsSubscription *)f->poke);
+		natsSubscription_Destroy((natsSubscription *)f->poke);
+	}
 	if (f->owners)
 		kvStore_Destroy((kvStore *)f->owners);
 	if (f->hosts)
@@ -270,5 +317,5 @@ void fleet_close(struct fleet *f)
 		jsCtx_Destroy((jsCtx *)f->js);
 	if (f->nc)
 		natsConnection_Destroy((natsConnection *)f->nc);
-	f->pull = f->near = f->owners = f->hosts = f->js = f->nc = NULL;
+	f->pull = f->near = f->poke = f->owners = f->hosts = f->js = f->nc = NULL;
 }

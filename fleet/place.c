@@ -18,6 +18,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -307,7 +308,9 @@ static int place_wait(struct fleet *f, struct fleet_wait *w, uint64_t deadline)
 			pthread_mutex_lock(&f->lock);
 			if (live) {
 				memcpy(w->owner, owner, sizeof(owner));
-				w->answer_seq = w->seq ? w->seq : w->near_seq[0];
+				w->answer_seq = w->seq		 ? w->seq
+						: w->near_seq[0] ? w->near_seq[0]
+								 : w->near_seq[1];
 			}
 			next_ask = fleet_now_ms() + 1000;
 			continue;
@@ -384,7 +387,8 @@ static int place_publish(struct fleet *f, struct fleet_wait *w, const char *subj
 }
 
 /* No host answered in time: cancel w's create, unless a host claimed it meanwhile (then it is
- * the answer). Asked until the bucket answers, for up to 5 s more. */
+ * the answer). Asked until the bucket answers, for up to 5 s more. (w->seq: any of its
+ * messages' sequences, as any names the create.) */
 static int place_cancel(struct fleet *f, struct fleet_wait *w, int timeout_ms,
 			char owner[FLEET_ID_MAX + 1], char *err, size_t err_len)
 {
@@ -465,14 +469,39 @@ static int place_near(struct fleet *f, struct fleet_wait *w, const void *req, si
 		snprintf(subject, sizeof(subject), "%s.%s", f->near_subject, near->hosts[i]);
 		snprintf(msg_id, sizeof(msg_id), "%s.n.%s", w->id, near->hosts[i]);
 		/* (one not sent: the pool's is next anyway) */
-		sent += place_publish(f, w, subject, msg_id, req, len, 0, deadline, &w->near_seq[i],
-				      NULL, 0) == 0;
+		if (place_publish(f, w, subject, msg_id, req, len, 0, deadline, &w->near_seq[i],
+				  NULL, 0) != 0)
+			continue;
+		sent++;
+		fleet_poke_subject(f, near->hosts[i], subject, sizeof(subject));
+		natsConnection_Publish((natsConnection *)f->nc, subject, NULL, 0);
 	}
 	if (!sent)
 		return -ENOENT;
 	uint64_t until = fleet_now_ms() + (uint64_t)(near->wait_ms > 0 ? near->wait_ms : 0);
 
 	return place_wait(f, w, until < deadline ? until : deadline);
+}
+
+/* The near messages of w that did not place it deleted from the stream once the bucket says
+ * which did (none of them: a cancel), so that a full host's queue does not keep them for an
+ * hour. Not knowing, none: a message being claimed whose ack then failed would not come
+ * again. One of them being fetched meanwhile finds the box another message's, as before. */
+static void place_near_drop(struct fleet *f, const struct fleet_wait *w)
+{
+	char owner[FLEET_ID_MAX + 1];
+	uint64_t seq = 0;
+	jsErrCode jerr = 0;
+
+	if (!w->near_seq[0] && !w->near_seq[1])
+		return;
+	if (owner_read(f, w->id, owner, &seq, NULL) != 0)
+		return;
+	if (strcmp(owner, FLEET_UNSCHEDULABLE) == 0)
+		seq = 0;
+	for (int i = 0; i < FLEET_NEAR_MAX; i++)
+		if (w->near_seq[i] && w->near_seq[i] != seq)
+			(void)js_DeleteMsg((jsCtx *)f->js, f->stream, w->near_seq[i], NULL, &jerr);
 }
 
 int fleet_place(struct fleet *f, const char *id, const void *req, size_t len,
@@ -513,11 +542,18 @@ int fleet_place(struct fleet *f, const char *id, const void *req, size_t len,
 				    err_len);
 		if (ret == 0)
 			ret = place_wait(f, &w, deadline);
+		else if (w.near_seq[0] || w.near_seq[1])
+			ret = -ETIMEDOUT; /* its near messages are out: cancelled, or claimed */
 	}
 	ret = place_unlisten(f, &w, ret, owner);
-	if (ret != -ETIMEDOUT)
-		return ret;
-	return place_cancel(f, &w, timeout_ms, owner, err, err_len);
+	if (ret == -ETIMEDOUT) {
+		if (!w.seq)
+			w.seq = w.near_seq[0] ? w.near_seq[0] : w.near_seq[1];
+		ret = place_cancel(f, &w, timeout_ms, owner, err, err_len);
+	}
+	if (ret == 0 || ret == -EAGAIN)
+		place_near_drop(f, &w);
+	return ret;
 }
 
 /* Box id's owner from `host` to "released:SEQ" (*release = SEQ), on the revision read. */
@@ -785,17 +821,19 @@ int fleet_take(struct fleet *f, int wait_ms, struct fleet_req *r)
 	memset(r, 0, sizeof(*r));
 	if (!f->pull)
 		return fleet_fail(f, -EINVAL, "fleet: not a host");
-	if (f->near) { /* what was sent to this host first, without waiting */
+	if (f->near && atomic_exchange(&f->poked, 0)) { /* what was sent to this host first */
 		jsFetchRequest fr;
 
 		jsFetchRequest_Init(&fr);
 		fr.Batch = 1;
 		fr.NoWait = true;
-		fr.Expires = 1000 * MS_NS; /* (the server's answer, not a wait for messages) */
+		/* the server holds a no-wait pull on an empty queue until it expires */
+		fr.Expires = 50 * MS_NS;
 		s = natsSubscription_FetchRequest(&list, (natsSubscription *)f->near, &fr);
 		if (s == NATS_OK && list.Count > 0) {
 			int n = take_list(f, &list, r);
 
+			atomic_store(&f->poked, 1); /* (there may be more) */
 			if (n != 0)
 				return n;
 		} else {

@@ -639,12 +639,11 @@ void fleetd_list(struct sd_req *q)
 	call_queue(q, c);
 }
 
-/* The live hosts that hold the snapshot a create names (this one, if it has it on its disk;
- * the one that made it), for the create to go to first: how many. */
+/* The hosts that hold the snapshot a create names (this one, if it has it on its disk; the one
+ * that made it), live and with a slot free, for the create to go to first: how many. */
 static int near_hosts(const char *workspace, json_t *o, char (*near)[FLEET_ID_MAX + 1])
 {
 	const char *ref = json_string_value(json_object_get(o, "snapshot_id"));
-	char addr[FLEETD_ADDR_MAX];
 	struct sd_snap *s;
 	int n = 0;
 
@@ -653,10 +652,10 @@ static int near_hosts(const char *workspace, json_t *o, char (*near)[FLEET_ID_MA
 	s = ref ? snap_find(workspace, ref) : NULL;
 	if (!s || s->status != SNAP_READY || !s->store_name[0])
 		return 0;
-	if (fstore_held(s->store_name))
+	if (fleetd_host_room(fleetd_host_id()) && fstore_held(s->store_name))
 		snprintf(near[n++], FLEET_ID_MAX + 1, "%s", fleetd_host_id());
 	if (s->host[0] && fleet_id_ok(s->host) && !fleetd_self(s->host) &&
-	    fleetd_host_addr(s->host, addr) == 0 && n < FLEET_NEAR_MAX)
+	    fleetd_host_room(s->host) && n < FLEET_NEAR_MAX)
 		snprintf(near[n++], FLEET_ID_MAX + 1, "%s", s->host);
 	return n;
 }

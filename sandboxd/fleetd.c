@@ -291,6 +291,7 @@ struct host_rec {
 	char id[FLEET_ID_MAX + 1];
 	char addr[FLEETD_ADDR_MAX];
 	uint64_t seen_ms;
+	bool room; /* at its last beat: a slot free, not draining */
 };
 static struct host_rec hosts[HOSTS_MAX];
 static unsigned nhosts;
@@ -316,8 +317,14 @@ static void on_host(void *arg, const char *key, const char *val, size_t len)
 	if (i == nhosts && nhosts < HOSTS_MAX)
 		snprintf(hosts[nhosts++].id, sizeof(hosts[0].id), "%s", key);
 	if (i < nhosts) {
+		const char *sl = strstr(text, "slots="), *us = strstr(text, "used=");
+		unsigned ns = 0, nu = 0;
+
 		snprintf(hosts[i].addr, sizeof(hosts[i].addr), "%s", addr);
 		hosts[i].seen_ms = sd_now_ms();
+		hosts[i].room = sl && us && sscanf(sl + 6, "%u", &ns) == 1 &&
+				sscanf(us + 5, "%u", &nu) == 1 && nu < ns &&
+				!strstr(text, " draining");
 	}
 	pthread_mutex_unlock(&map_lock);
 }
@@ -337,6 +344,22 @@ uint64_t fleetd_host_lapsed_ms(const char *host)
 static bool host_live(const struct host_rec *h, uint64_t now)
 {
 	return h->seen_ms && now - h->seen_ms < fleetd.conf.liveness_ttl_ms;
+}
+
+bool fleetd_host_room(const char *host)
+{
+	bool room = false;
+	uint64_t now = sd_now_ms();
+
+	if (fleetd_self(host))
+		return !atomic_load(&draining) &&
+		       atomic_load(&used) + atomic_load(&inflight) < slots;
+	pthread_mutex_lock(&map_lock);
+	for (unsigned i = 0; i < nhosts; i++)
+		if (strcmp(hosts[i].id, host) == 0)
+			room = host_live(&hosts[i], now) && hosts[i].room;
+	pthread_mutex_unlock(&map_lock);
+	return room;
 }
 
 int fleetd_host_addr(const char *host, char addr[FLEETD_ADDR_MAX])

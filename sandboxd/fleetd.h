@@ -70,6 +70,8 @@ unsigned fleetd_hosts(char (*out)[FLEET_ID_MAX + 1], unsigned max);
 int fleetd_host_addr_ask(const char *host, char addr[FLEETD_ADDR_MAX]);
 unsigned fleetd_hosts_ask(char (*out)[FLEET_ID_MAX + 1], unsigned max);
 bool fleetd_self(const char *host);
+/* Whether host is live and had a slot free at its last beat (this host: now), not draining. */
+bool fleetd_host_room(const char *host);
 const char *fleetd_host_id(void);
 /* This host's advertised HOST:PORT. */
 int fleetd_self_addr(char addr[FLEETD_ADDR_MAX]);
