@@ -701,7 +701,11 @@ static int claim(struct fleet *f, const char *id, uint64_t seq, uint64_t wake, b
 	}
 	if (oseq != seq)
 		return 0; /* the box is another message's: this one is a duplicate */
-	if (strcmp(owner, FLEET_UNSCHEDULABLE) == 0)
+	/* cancelled; or released into the store since this message placed it (a copy of it
+	 * delivered again after its host's ack was late): only a wake of that release may take
+	 * it, never this message as if its host had died before running it ("released" is no
+	 * host's name: it would look dead, and the box would run again from its create) */
+	if (strcmp(owner, FLEET_UNSCHEDULABLE) == 0 || strcmp(owner, FLEET_RELEASED) == 0)
 		return 0;
 	if (strcmp(owner, f->conf.host) == 0) {
 		*rev = orev;

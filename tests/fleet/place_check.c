@@ -11,6 +11,9 @@
  *                             ack wait another host takes it, and only one does
  *   redelivered-after-claim   a host claims a create and dies before acknowledging it: once
  *                             its liveness lapsed another host takes it over (moved), once
+ *   released-not-rerun        a host claims a create, releases its box into the store and
+ *                             dies before acknowledging it: the message comes again, and no
+ *                             host runs the box from it
  *   near                      creates sent first to h1 (as one from a snapshot h1 holds):
  *                             each runs there, taken within the near wait, while it has room
  *   near-full                 one more with h1 full: placed elsewhere after the near wait
@@ -82,7 +85,7 @@ static void conf_init(struct fleet_conf *c, char *servers, const char *host)
  * `claim` make its owner key (as fleet_take would), then die without acknowledging it.
  * Returns only when nothing came.
  */
-static void host_crash(struct fleet *f, bool claim)
+static void host_crash(struct fleet *f, bool claim, bool release)
 {
 	natsMsgList list = {0};
 	jsErrCode jerr = 0;
@@ -105,11 +108,18 @@ static void host_crash(struct fleet *f, bool claim)
 		if (kvStore_Create(&rev, (kvStore *)f->owners, key, val, (int)strlen(val)) !=
 		    NATS_OK)
 			_exit(3);
+		/* its box into the store and let go, as fleet_release does */
+		snprintf(val, sizeof(val), "%s:%llu", FLEET_RELEASED,
+			 (unsigned long long)meta->Sequence.Stream);
+		if (release && kvStore_Update(&rev, (kvStore *)f->owners, key, val,
+					      (int)strlen(val), rev) != NATS_OK)
+			_exit(3);
 	}
 	_exit(0);
 }
 
-/* A host: MODE normal (take while it has room), die-after-fetch, die-after-claim. */
+/* A host: MODE normal (take while it has room), die-after-fetch, die-after-claim,
+ * die-after-release. */
 static int host_main(char *servers, const char *id, int slots, const char *mode, int fd)
 {
 	struct fleet f;
@@ -130,7 +140,10 @@ static int host_main(char *servers, const char *id, int slots, const char *mode,
 			beat = now_ms();
 		}
 		if (strcmp(mode, "normal") != 0) {
-			host_crash(&f, strcmp(mode, "die-after-claim") == 0);
+			host_crash(&f,
+				   strncmp(mode, "die-after-", 10) == 0 &&
+					   strcmp(mode, "die-after-fetch") != 0,
+				   strcmp(mode, "die-after-release") == 0);
 			continue;
 		}
 		if (owned >= slots) {
@@ -210,6 +223,7 @@ struct place_job {
 	int err;
 	double ms;
 	const struct fleet_near *near; /* hosts to try first, or NULL */
+	int timeout_ms;		       /* 0: PLACE_MS */
 };
 
 static void *place_thread(void *arg)
@@ -217,8 +231,9 @@ static void *place_thread(void *arg)
 	struct place_job *j = arg;
 	uint64_t t0 = now_ms();
 
-	j->err = fleet_place(j->f, j->id, "{}", 2, j->near, PLACE_MS, j->owner, j->why,
-			     sizeof(j->why));
+	j->err =
+		fleet_place(j->f, j->id, "{}", 2, j->near, j->timeout_ms ? j->timeout_ms : PLACE_MS,
+			    j->owner, j->why, sizeof(j->why));
 	j->ms = (double)(now_ms() - t0);
 	return NULL;
 }
@@ -315,6 +330,30 @@ int main(int argc, char **argv)
 	      lines);
 	printf("r2: moved from crash2 to %s in %.0f ms\n", j.owner, j.ms);
 	check(count_lines(lines, "took r1 ") == 1, "r1-once", "%s", lines);
+
+	/* a host that claims a create, lets its box go into the store (released at that
+	 * message's sequence) and dies before acknowledging it: the message comes again after
+	 * the ack wait, and no host runs the box from it ("released" is no host: it must not
+	 * look like a host that died before running it; only a wake of that release may) */
+	crash = spawn_host("crash3", "die-after-release");
+	usleep(1500000);
+	for (int i = 0; i < 3; i++)
+		kill(hosts[i], SIGSTOP);
+	struct place_job r3 = {.f = &api, .timeout_ms = 3000};
+
+	snprintf(r3.id, sizeof(r3.id), "r3");
+	pthread_create(&t, NULL, place_thread, &r3);
+	check(waitpid(crash, &status, 0) == crash && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	      "crash3-died", "status %d", status);
+	for (int i = 0; i < 3; i++)
+		kill(hosts[i], SIGCONT);
+	pthread_join(t, NULL);
+	usleep(3 * ACK_WAIT_MS * 1000); /* redelivered, and handled */
+	drain(lines, sizeof(lines));
+	err = fleet_owner(&api, "r3", owner, NULL);
+	check(count_lines(lines, "took r3 ") == 0 && count_lines(lines, "woke r3 ") == 0 &&
+		      err == 0 && strcmp(owner, FLEET_RELEASED) == 0,
+	      "released-not-rerun", "%d %s; %s", err, owner, lines);
 
 	/* a lost host's box deleted through another host: retired for good, only on the word of
 	 * the host that owns it now */
