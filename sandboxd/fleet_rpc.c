@@ -226,7 +226,26 @@ static int released_call(struct call_job *c, const char *id, char host[FLEET_ID_
 {
 	char why[FLEET_ERR_MAX];
 	int err;
+	/* a stop of a box in the store is done already (as one host's stop of a stopped box):
+	 * never a wake to stop it again (a client's stop sent again while the first pushed the
+	 * box woke it on another host, and the next status read "ready") */
+	bool stop = c->method == M_POST && c->kind_route == R_BOX_STOP;
 
+	if (stop) {
+		char *text = NULL;
+
+		err = fleetd_released_fetch(c->workspace, id, &text);
+		free(text);
+		if (err == -ENOENT)
+			return err;
+		if (err == -EACCES)
+			call_fail(c, 404, "NotFound", "Sandbox not found");
+		else if (err < 0)
+			call_fail(c, 503, "ServiceUnavailable", "the fleet did not answer");
+		else
+			c->status = 204;
+		return 0;
+	}
 	if (c->method == M_GET && (c->kind_route == R_BOX || c->kind_route == R_BOX_STATUS))
 		err = fleetd_released_fetch(c->workspace, id, &c->released);
 	else if (c->method == M_DELETE && c->kind_route == R_BOX)
