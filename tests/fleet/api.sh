@@ -9,7 +9,7 @@
 #
 # usage: api.sh SANDBOXD SANDBOXCTL VMM KERNEL INITRD
 # With FLEET_BENCH=1: tools/bench/fleet_restore.py (bench fleet's restore figures) instead.
-# FLEET_PART=node: the Node scenario only (fleet-node); api: every other check (fleet-api).
+# FLEET_PART=node: the Node scenario only; api: every other check; unset: both, on one topology.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
