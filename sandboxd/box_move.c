@@ -148,7 +148,7 @@ static void release_done(struct sd_job *sj)
 	struct box *b = box_by_id(j->p.box_id);
 
 	if (b) {
-		b->busy = false;
+		b->busy = b->releasing = false;
 		if (j->err == 0) {
 			sd_log("box %s: stopped into the store (generation %llu)", b->id,
 			       (unsigned long long)j->p.gen);
@@ -167,6 +167,8 @@ static void release_done(struct sd_job *sj)
 			box_store(b);
 		}
 	}
+	if (fleet_hooks && fleet_hooks->released)
+		fleet_hooks->released(j->p.box_id); /* (a wake taken meanwhile runs now) */
 	free(j->record);
 	free(j);
 }
@@ -199,7 +201,7 @@ int box_stop_job(struct box *b)
 		free(j);
 		return -ENOMEM;
 	}
-	b->busy = true;
+	b->busy = b->releasing = true;
 	link_close(b); /* its clients are told 1001: they come back, and wake it */
 	ws_box_gone(b->id);
 	j->job.run = release_run;

@@ -323,6 +323,49 @@ static void wake_here(json_t *head, const uint8_t *body, size_t blen, const char
 	}
 }
 
+/* Wakes this host took while it still held the box, its stop into the store running: that
+ * stop released the box before its local copy went, a call then woke it, and the wake came
+ * here. Answered "woken here already", the box went a moment later while the owners bucket
+ * named this host: every call for it went round in circles (421, "moving between hosts").
+ * Each runs once that stop is over: a wake from the store, or (the stop failed) the box
+ * still here. */
+#define DEFERRED_WAKES 16
+static struct {
+	char id[SD_ID_LEN + 1];
+	uint8_t *msg;
+	size_t len;
+} deferred[DEFERRED_WAKES]; /* the loop's */
+
+static bool wake_defer(const char *id, const uint8_t *msg, size_t len)
+{
+	for (unsigned i = 0; i < DEFERRED_WAKES; i++) {
+		if (deferred[i].msg)
+			continue;
+		if (!(deferred[i].msg = malloc(len ? len : 1)))
+			return false;
+		memcpy(deferred[i].msg, msg, len);
+		deferred[i].len = len;
+		snprintf(deferred[i].id, sizeof(deferred[i].id), "%s", id);
+		sd_log("box %s: its wake taken here while its stop into the store runs: after it",
+		       id);
+		return true;
+	}
+	return false;
+}
+
+void fleetd_box_released(const char *id)
+{
+	for (unsigned i = 0; i < DEFERRED_WAKES; i++) {
+		if (!deferred[i].msg || strcmp(deferred[i].id, id) != 0)
+			continue;
+		uint8_t *msg = deferred[i].msg;
+
+		deferred[i].msg = NULL;
+		fleet_rpc_take(id, msg, deferred[i].len, false);
+		free(msg);
+	}
+}
+
 void fleet_rpc_take(const char *id, const uint8_t *msg, size_t len, bool again)
 {
 	json_t *head;
@@ -337,7 +380,11 @@ void fleet_rpc_take(const char *id, const uint8_t *msg, size_t len, bool again)
 	}
 	const char *op = json_string_value(json_object_get(head, "op"));
 
-	if (op && strcmp(op, "wake") == 0) /* a released box's record, to run here */
+	struct box *b = box_by_id(id);
+
+	if (op && strcmp(op, "wake") == 0 && b && b->releasing && wake_defer(id, msg, len))
+		;				/* run when its stop is over */
+	else if (op && strcmp(op, "wake") == 0) /* a released box's record, to run here */
 		wake_here(head, body, blen, id);
 	else
 		vreq_run(head, body, blen, NULL, id);

@@ -603,6 +603,7 @@ int fleetd_start(void)
 		.dp = dp_proxy,
 		.drain = drain,
 		.xfer = fleetd_xfer,
+		.released = fleetd_box_released,
 	};
 
 	box_forget_hook = fleetd_box_forgotten;

@@ -134,6 +134,7 @@ struct box {
 	json_t *proxy_config;
 	/* Not saved: the loop's bookkeeping. */
 	bool busy;		 /* a worker holds it (create, start, stop, delete, snapshot) */
+	bool releasing;		 /* in a fleet: its stop into the store runs (box_move.c) */
 	uint64_t last_active_ms; /* the last dataplane request */
 	unsigned attached;	 /* WebSockets and HTTP executes using it now */
 	struct agent_link *link;
@@ -648,6 +649,8 @@ struct fleet_hooks {
 	/* a sandbox pushed to the fleet's store or pulled from it: R_CHUNKS_MISSING, R_CHUNK,
 	 * R_IMPORTS, and R_BOX_EXPORT of a box this host does not hold (fleet_xfer.c) */
 	void (*xfer)(struct sd_req *q);
+	/* on the loop: box id's stop into the store is over (it went, or it stays here) */
+	void (*released)(const char *id);
 };
 extern const struct fleet_hooks *fleet_hooks;
 void create_timed_out(struct sd_req *q, struct box *b);
