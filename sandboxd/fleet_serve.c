@@ -323,56 +323,64 @@ static void wake_here(json_t *head, const uint8_t *body, size_t blen, const char
 	}
 }
 
-/* Wakes this host took while it still held the box, its stop into the store running: that
- * stop released the box before its local copy went, a call then woke it, and the wake came
- * here. Answered "woken here already", the box went a moment later while the owners bucket
- * named this host: every call for it went round in circles (421, "moving between hosts").
- * Each runs once that stop is over: a wake from the store, or (the stop failed) the box
- * still here. */
-#define DEFERRED_WAKES 16
-static struct {
+/* Wakes this host took while its copy of the box was going: its stop into the store (which
+ * released the box before its local copy went; a call then woke it, and the wake came here),
+ * or a fence (fleetd.c: the fleet gave the box to another, which released it since). Answered
+ * "woken here already", the box went a moment later while the owners bucket named this host:
+ * every call for it went round in circles (421, "moving between hosts"). Each runs once the
+ * copy's fate is known (fleetd_box_released): a wake from the store, or the box still here. */
+struct deferred_wake {
 	char id[SD_ID_LEN + 1];
 	uint8_t *msg;
 	size_t len;
-} deferred[DEFERRED_WAKES]; /* the loop's */
+	struct deferred_wake *next;
+};
+static struct deferred_wake *deferred; /* the loop's: at most one per box stopping here */
 
 static bool wake_defer(const char *id, const uint8_t *msg, size_t len)
 {
-	for (unsigned i = 0; i < DEFERRED_WAKES; i++) {
-		if (deferred[i].msg)
-			continue;
-		if (!(deferred[i].msg = malloc(len ? len : 1)))
-			return false;
-		memcpy(deferred[i].msg, msg, len);
-		deferred[i].len = len;
-		snprintf(deferred[i].id, sizeof(deferred[i].id), "%s", id);
-		sd_log("box %s: its wake taken here while its stop into the store runs: after it",
-		       id);
-		return true;
+	struct deferred_wake *d = calloc(1, sizeof(*d));
+
+	if (!d || !(d->msg = malloc(len ? len : 1))) {
+		free(d);
+		return false;
 	}
-	return false;
+	memcpy(d->msg, msg, len);
+	d->len = len;
+	snprintf(d->id, sizeof(d->id), "%s", id);
+	d->next = deferred;
+	deferred = d;
+	sd_log("box %s: its wake taken here while its copy here goes: after that", id);
+	return true;
 }
 
 void fleetd_box_released(const char *id)
 {
-	for (unsigned i = 0; i < DEFERRED_WAKES; i++) {
-		if (!deferred[i].msg || strcmp(deferred[i].id, id) != 0)
-			continue;
-		uint8_t *msg = deferred[i].msg;
+	struct deferred_wake **pp = &deferred;
 
-		deferred[i].msg = NULL;
-		fleet_rpc_take(id, msg, deferred[i].len, false);
-		free(msg);
+	while (*pp) {
+		struct deferred_wake *d = *pp;
+
+		if (strcmp(d->id, id) != 0) {
+			pp = &d->next;
+			continue;
+		}
+		*pp = d->next;
+		fleet_rpc_take(d->id, d->msg, d->len, false);
+		free(d->msg);
+		free(d);
+		pp = &deferred; /* (the list may have changed under the take) */
 	}
 }
 
 void fleet_rpc_take(const char *id, const uint8_t *msg, size_t len, bool again)
 {
+	struct box *b = box_by_id(id);
 	json_t *head;
 	const uint8_t *body;
 	size_t blen;
 
-	if (again && box_by_id(id))
+	if (again && b && !b->releasing)
 		return; /* made before its ack was lost */
 	if (fleet_rpc_split(msg, len, &head, &body, &blen) < 0) {
 		sd_log("fleet: create %s: not a create request: dropped", id);
@@ -380,14 +388,14 @@ void fleet_rpc_take(const char *id, const uint8_t *msg, size_t len, bool again)
 	}
 	const char *op = json_string_value(json_object_get(head, "op"));
 
-	struct box *b = box_by_id(id);
-
-	if (op && strcmp(op, "wake") == 0 && b && b->releasing && wake_defer(id, msg, len))
-		;				/* run when its stop is over */
-	else if (op && strcmp(op, "wake") == 0) /* a released box's record, to run here */
+	if (op && strcmp(op, "wake") == 0 && b && b->releasing) {
+		if (!wake_defer(id, msg, len)) /* (out of memory: let go, for another wake) */
+			fleetd_woken(id, false);
+	} else if (op && strcmp(op, "wake") == 0) { /* a released box's record, to run here */
 		wake_here(head, body, blen, id);
-	else
+	} else {
 		vreq_run(head, body, blen, NULL, id);
+	}
 	json_decref(head);
 }
 

@@ -707,7 +707,7 @@ static void fence_done(struct sd_job *sj)
 	struct box *b = box_by_id(j->id);
 
 	if (b) {
-		b->busy = false;
+		b->busy = b->releasing = false;
 		if (j->gone) {
 			sd_log("box %s (%s): %s now, not this host's (taken for lost meanwhile): "
 			       "its "
@@ -717,6 +717,7 @@ static void fence_done(struct sd_job *sj)
 			box_forget(b);
 		}
 	}
+	fleetd_box_released(j->id); /* (a wake taken meanwhile runs now) */
 	free(j);
 }
 
@@ -740,7 +741,8 @@ static void fence_tick(void)
 		box_sandbox_name(b, j->sandbox);
 		if (b->sandbox[0])
 			snprintf(j->sandbox, sizeof(j->sandbox), "%s", b->sandbox);
-		b->busy = true; /* (nothing else starts on it meanwhile) */
+		/* (nothing else starts on it meanwhile; a wake taken here meanwhile waits) */
+		b->busy = b->releasing = true;
 		link_close(b);
 		ws_box_gone(b->id);
 		j->job.run = fence_run;
