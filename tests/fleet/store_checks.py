@@ -175,6 +175,20 @@ def corruption(t, key, live):
           "no box (%d)" % (n, c_host, st, msg, st_get))
 
 
+def stop_via(key, box, via, seen_via):
+    """A stop of box through host via, then its status read through host seen_via until it
+    is stopped (at most 300 s): (the stop's HTTP status, the last status seen)."""
+    st, _ = api(via, key, "POST", "/v2/sandboxes/boxes/%s/stop" % box["name"])
+    deadline, status = time.time() + 300, None
+    while st == 204 and time.time() < deadline:
+        st2, b = api(seen_via, key, "GET", "/v2/sandboxes/boxes/%s" % box["name"])
+        status = b.get("status") if st2 == 200 else st2
+        if status == "stopped":
+            break
+        time.sleep(1)
+    return st, status
+
+
 def moves(t, key, live):
     """A box stopped into the store on one host; the next run through its unchanged
     dataplane_url (naming that host) wakes it on another, with its file and process."""
@@ -184,14 +198,7 @@ def moves(t, key, live):
     out = run(src, key, "echo moved > /root/mark; setsid sleep 2000 </dev/null >/dev/null "
               "2>&1 & echo started")
     full = fill_all(key, live)
-    st, _ = api(others[0], key, "POST", "/v2/sandboxes/boxes/%s/stop" % src["name"])
-    deadline, status = time.time() + 300, None
-    while st == 204 and time.time() < deadline:
-        st2, b = api(others[1], key, "GET", "/v2/sandboxes/boxes/%s" % src["name"])
-        status = b.get("status") if st2 == 200 else st2
-        if status == "stopped":
-            break
-        time.sleep(1)
+    st, status = stop_via(key, src, others[0], others[1])
     check(out.strip() == "started" and full and st == 204 and status == "stopped",
           "a stop through fh%d of a box on fh%d: into the store and let go, seen stopped "
           "through fh%d (%s)" % (others[0], a_host, others[1], status))
@@ -438,14 +445,7 @@ def host_failure(t, key, live):
     # the other hosts; the one with room last (a drained host takes nothing)
     others = sorted((i for i in range(1, HOSTS + 1) if i != x), key=lambda i: i != drained)
     out = run(victim, key, "echo before-the-loss > /root/mark; echo ok")
-    st, _ = api(others[0], key, "POST", "/v2/sandboxes/boxes/%s/stop" % victim["name"])
-    deadline, status = time.time() + 300, None
-    while st == 204 and time.time() < deadline:
-        st2, b = api(others[1], key, "GET", "/v2/sandboxes/boxes/%s" % victim["name"])
-        status = b.get("status") if st2 == 200 else st2
-        if status == "stopped":
-            break
-        time.sleep(1)
+    st, status = stop_via(key, victim, others[0], others[1])
     ck = checkpointed_box(t, x)
     # room on the hosts that stay: one of their boxes goes
     freed = free_slot_on(t, key, live, others[1])
