@@ -43,10 +43,17 @@ lockup-retry)
 	# own bound is raised past what a loaded machine needs to reach the injected report (a
 	# suite beside other work once took more than the default 60 s, and the boot timeout's
 	# retry answered first): what is tested is that the report ends the boot, not how soon.
-	DEVHOST_INJECT_LOCKUP=1 "$run" --timeout 400 --boot-timeout 300 -- sh -c 'exit 5' \
-		2>"$tmp/err"
-	st=$?
-	cat "$tmp/err"
+	# A first boot that hung before L1's init ran (the emulation's own hang, once in CI under
+	# load: no report within 300 s, the boot timeout's retry) never reached the hook: what is
+	# tested did not run, so it is run once more; both outputs are shown.
+	for try in 1 2; do
+		DEVHOST_INJECT_LOCKUP=1 "$run" --timeout 400 --boot-timeout 300 -- sh -c 'exit 5' \
+			2>"$tmp/err"
+		st=$?
+		cat "$tmp/err"
+		grep -q 'devhost: retry 1 (no kvm-ready marker' "$tmp/err" || break
+		echo "the first boot hung before the injected report (attempt $try): again"
+	done
 	[ "$st" = 5 ] || fail "exit status $st, expected 5"
 	grep -q "devhost: retry 1 (L1's kernel reported a soft lockup" "$tmp/err" || fail "no retry message" ;;
 heartbeat)
