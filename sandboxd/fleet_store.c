@@ -9,6 +9,11 @@
  *
  *   --store-endpoint URL --store-bucket NAME [--store-region R] --store-credentials FILE
  *   --fleet-key FILE [--chunk-kib N] [--store-cache-mib N] [--restore-memory lazy|eager]
+ *   [--store-transfers N]
+ *
+ * A push or a pull has up to --store-transfers (4 unless said, 1 to 16) of a file's chunks in
+ * flight, each on a connection of its own (store/chunk_par.c): every S3 request is a round
+ * trip, and one at a time a push waits for all of them end to end.
  *
  * The host's chunk cache (store/chunk_cache.c, in service/chunk-cache, 2 GiB unless said; 0:
  * none) keeps the chunks this host pushed and pulled: a box woken where it was stopped, or a
@@ -38,6 +43,7 @@
 #define KEY_FILE_MAX	  4096
 #define CHUNK_KIB_DEFAULT 1024
 #define CACHE_MIB_DEFAULT 2048
+#define TRANSFERS_DEFAULT 4
 
 static struct s3_conf s3c = {.region = "us-east-1", .timeout_ms = 60000};
 static char cred_file[4096], key_file[4096];
@@ -47,6 +53,7 @@ static bool configured;
 static uint64_t cache_mib = CACHE_MIB_DEFAULT;
 static struct chunk_cache *cache; /* NULL: none */
 static bool lazy_memory = true;	  /* --restore-memory lazy (box_lazy.c) or eager */
+static uint64_t transfers = TRANSFERS_DEFAULT;
 
 int fstore_option(const char *name, const char *val)
 {
@@ -94,6 +101,14 @@ int fstore_option(const char *name, const char *val)
 		lazy_memory = strcmp(val, "lazy") == 0;
 		return 1;
 	}
+	if (strcmp(name, "store-transfers") == 0) {
+		if (!parse_u64(val, 1, CHUNK_PAR_MAX, &transfers)) {
+			fprintf(stderr, "sandboxd: --store-transfers takes 1 to %u\n",
+				CHUNK_PAR_MAX);
+			return -1;
+		}
+		return 1;
+	}
 	if (strcmp(name, "chunk-kib") == 0) {
 		if (!parse_u64(val, 4, 4096, &v) || (v & (v - 1))) {
 			fprintf(stderr, "sandboxd: --chunk-kib takes a power of two, 4 to 4096\n");
@@ -136,6 +151,7 @@ int fstore_open(struct fstore *h, const char *workspace, char *err, size_t len)
 		return r;
 	}
 	h->cs.cache = cache; /* (its own lock: every worker's handle shares it) */
+	h->cs.transfers = (unsigned)transfers;
 	return 0;
 }
 

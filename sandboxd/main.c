@@ -59,7 +59,8 @@ static int usage(void)
 		"                       [--store-endpoint URL --store-bucket B --store-credentials "
 		"F\n"
 		"                        --fleet-key F [--store-region R] [--chunk-kib N]\n"
-		"                        [--store-cache-mib N] [--restore-memory lazy|eager]]]\n"
+		"                        [--store-cache-mib N] [--restore-memory lazy|eager]\n"
+		"                        [--store-transfers N]]]\n"
 		"       sandboxd keys create WORKSPACE | keys list | keys revoke ID  [--fleet "
 		"URLS]\n"
 		"       sandboxd secrets set WORKSPACE NAME   (value on stdin)\n"
@@ -151,6 +152,7 @@ static int serve(int argc, char **argv)
 		{"chunk-kib", required_argument, NULL, 'F'},
 		{"store-cache-mib", required_argument, NULL, 'F'},
 		{"restore-memory", required_argument, NULL, 'F'},
+		{"store-transfers", required_argument, NULL, 'F'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *listen = "127.0.0.1:8380", *op = "127.0.0.1:8381", *cert = NULL, *key = NULL;

@@ -123,14 +123,24 @@ void chunk_store_close(struct chunk_store *cs)
 }
 
 /* PREFIX/c/<name> of the chunk of hash, and its object id (the known set's key). */
-static void chunk_key(const struct chunk_store *cs, const uint8_t hash[CHUNK_HASH_LEN],
-		      char out[S3_KEY_MAX + 1], uint8_t oid[CHUNK_HASH_LEN])
+void chunk_store_key(const struct chunk_store *cs, const uint8_t hash[CHUNK_HASH_LEN],
+		     char out[S3_KEY_MAX + 1], uint8_t oid[CHUNK_HASH_LEN])
 {
 	char name[2 * CHUNK_HASH_LEN + 1];
 
 	chunk_object_id(&cs->keys, hash, oid);
 	chunk_hex(oid, name);
 	snprintf(out, S3_KEY_MAX + 1, "%s/c/%s", cs->prefix, name);
+}
+
+bool chunk_store_knows(const struct chunk_store *cs, const uint8_t oid[CHUNK_HASH_LEN])
+{
+	return set_has(cs->known, oid);
+}
+
+void chunk_store_learned(struct chunk_store *cs, const uint8_t oid[CHUNK_HASH_LEN])
+{
+	set_add(cs->known, oid);
 }
 
 struct learn {
@@ -175,7 +185,7 @@ int chunk_has(struct chunk_store *cs, const uint8_t hash[CHUNK_HASH_LEN])
 
 	if (!cs->s3)
 		return chunk_store_fail(cs, -EINVAL, "no store to ask");
-	chunk_key(cs, hash, key, oid);
+	chunk_store_key(cs, hash, key, oid);
 	if (set_has(cs->known, oid))
 		return 1;
 	if (cs->listed) /* not in a whole listing of the store's chunks: not there */
@@ -227,7 +237,7 @@ static int put_hashed(struct chunk_store *cs, const void *data, size_t len,
 	int err;
 
 	chunk_hex(hash, hex);
-	chunk_key(cs, hash, key, oid);
+	chunk_store_key(cs, hash, key, oid);
 	if (set_has(cs->known, oid)) {
 		cs->skip_chunks++;
 		cs->skip_bytes += len + CHUNK_SEAL_EXTRA;
@@ -300,7 +310,7 @@ int chunk_get(struct chunk_store *cs, const uint8_t hash[CHUNK_HASH_LEN], uint8_
 	*len = 0;
 	if (!cs->s3)
 		return chunk_get_fetched(cs, hash, out, cap, len);
-	chunk_key(cs, hash, key, oid);
+	chunk_store_key(cs, hash, key, oid);
 	chunk_hex(hash, hex);
 	if (cs->cache && chunk_cache_get(cs->cache, oid, hash, out, cap, len) == 1) {
 		cs->cache_hits++;

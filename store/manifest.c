@@ -203,6 +203,7 @@ int manifest_add_file(struct manifest *m, struct chunk_store *cs, const char *na
 {
 	struct manifest_file *f;
 	struct stat st, after;
+	struct chunk_par *par = NULL;
 	uint8_t *buf;
 	int fd, err = 0;
 
@@ -219,12 +220,15 @@ int manifest_add_file(struct manifest *m, struct chunk_store *cs, const char *na
 		return err;
 	}
 	buf = malloc(m->chunk_size);
-	if (!buf || (err = mf_extents(m, f, fd, cs, path)) < 0) {
+	if (!buf || (err = mf_extents(m, f, fd, cs, path)) < 0 ||
+	    !(par = chunk_par_open(cs, cs->transfers, 0, NULL, NULL))) {
 		free(buf);
 		free(f->hash);
 		free(f->extent);
 		close(fd);
-		return buf ? err : chunk_store_fail(cs, -ENOMEM, "manifest: out of memory");
+		return !buf  ? chunk_store_fail(cs, -ENOMEM, "manifest: out of memory")
+		       : err ? err
+			     : -ENOMEM;
 	}
 	for (uint64_t i = 0; i < f->nchunks && err == 0; i++) {
 		uint64_t off = i * m->chunk_size;
@@ -245,8 +249,11 @@ int manifest_add_file(struct manifest *m, struct chunk_store *cs, const char *na
 			got += (size_t)n;
 		}
 		if (err == 0 && !mf_all_zero(buf, want))
-			err = chunk_put(cs, buf, want, f->hash[i]);
+			err = chunk_par_put(par, buf, want, f->hash[i]);
 	}
+	if (err == 0)
+		err = chunk_par_wait(par); /* every chunk up before the file counts */
+	chunk_par_close(par);
 	free(buf);
 	/* the caller froze it (a snapshot's files are written once): a file that changed while
 	 * it was read would be stored torn */
@@ -266,12 +273,65 @@ int manifest_add_file(struct manifest *m, struct chunk_store *cs, const char *na
 	return 0;
 }
 
+/* A fetch's file being written: each chunk that came, its data extents' part written. */
+struct mf_fetch {
+	const struct manifest *m;
+	const struct manifest_file *f;
+	struct chunk_store *cs;
+	const char *name, *tmp;
+	int fd;
+};
+
+/* Chunk ci of the file came (len checked bytes): the parts of it in data extents to the file. */
+static int mf_fetch_got(void *arg, uint64_t ci, const uint8_t *data, size_t len)
+{
+	struct mf_fetch *x = arg;
+	const struct manifest_file *f = x->f;
+	uint64_t coff = ci * x->m->chunk_size, lo = 0, hi = f->nextents;
+	size_t want =
+		f->size - coff < x->m->chunk_size ? (size_t)(f->size - coff) : x->m->chunk_size;
+
+	if (len != want) {
+		char hex[2 * CHUNK_HASH_LEN + 1];
+
+		chunk_hex(f->hash[ci], hex);
+		return chunk_store_fail(x->cs, -EBADMSG,
+					"chunk %s has %zu bytes where %s wants %zu", hex, len,
+					x->name, want);
+	}
+	while (lo < hi) { /* the first extent that ends past the chunk's start */
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if (f->extent[mid][0] + f->extent[mid][1] <= coff)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (uint64_t e = lo; e < f->nextents && f->extent[e][0] < coff + want; e++) {
+		uint64_t from = f->extent[e][0] > coff ? f->extent[e][0] - coff : 0;
+		uint64_t upto = f->extent[e][0] + f->extent[e][1] - coff;
+
+		if (upto > want)
+			upto = want;
+		while (from < upto) {
+			ssize_t n = pwrite(x->fd, data + from, upto - from, (off_t)(coff + from));
+
+			if (n < 0)
+				return chunk_store_fail(x->cs, -errno, "%s: %s", x->tmp,
+							strerror(errno));
+			from += (uint64_t)n;
+		}
+	}
+	return 0;
+}
+
 int manifest_fetch_file(const struct manifest *m, struct chunk_store *cs, const char *name,
 			const char *path)
 {
 	const struct manifest_file *f = manifest_find(m, name);
 	char tmp[4200], dir[4200], *slash;
-	uint8_t *buf = NULL, rnd[8];
+	uint8_t *zeros = NULL, rnd[8];
+	struct chunk_par *par = NULL;
 	int fd, dfd, err = 0;
 
 	if (!f)
@@ -288,57 +348,43 @@ int manifest_fetch_file(const struct manifest *m, struct chunk_store *cs, const 
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return chunk_store_fail(cs, -errno, "%s: %s", tmp, strerror(errno));
-	buf = malloc(m->chunk_size);
-	if (!buf)
-		err = chunk_store_fail(cs, -ENOMEM, "out of memory");
-	else if (ftruncate(fd, (off_t)f->size) < 0)
+
+	struct mf_fetch x = {.m = m, .f = f, .cs = cs, .name = name, .tmp = tmp, .fd = fd};
+
+	if (ftruncate(fd, (off_t)f->size) < 0)
 		err = chunk_store_fail(cs, -errno, "%s: %s", tmp, strerror(errno));
-	/* the data extents, each from the chunks it covers (one fetched at a time, each once:
-	 * extents ascend); the rest stays holes */
+	else if (!(par = chunk_par_open(cs, cs->transfers, m->chunk_size, mf_fetch_got, &x)))
+		err = -ENOMEM;
+	/* every chunk a data extent covers, each asked for once (extents ascend), several in
+	 * flight; the rest stays holes */
 	uint64_t have = UINT64_MAX;
 
 	for (uint64_t e = 0; e < f->nextents && err == 0; e++) {
 		uint64_t pos = f->extent[e][0], end = pos + f->extent[e][1];
 
-		while (pos < end && err == 0) {
-			uint64_t ci = pos / m->chunk_size, coff = ci * m->chunk_size;
-			size_t want = f->size - coff < m->chunk_size ? (size_t)(f->size - coff)
-								     : m->chunk_size;
-			size_t len, from = (size_t)(pos - coff);
-			size_t upto = end - coff < want ? (size_t)(end - coff) : want;
-
-			if (ci != have) {
-				if (memcmp(f->hash[ci], zero_hash, CHUNK_HASH_LEN) == 0) {
-					memset(buf, 0, want); /* zeros the original held as data */
-				} else if ((err = chunk_get(cs, f->hash[ci], buf, m->chunk_size,
-							    &len)) < 0) {
-					break;
-				} else if (len != want) {
-					char hex[2 * CHUNK_HASH_LEN + 1];
-
-					chunk_hex(f->hash[ci], hex);
-					err = chunk_store_fail(
-						cs, -EBADMSG,
-						"chunk %s has %zu bytes where %s wants %zu", hex,
-						len, name, want);
-					break;
-				}
-				have = ci;
+		for (uint64_t ci = pos / m->chunk_size; ci * m->chunk_size < end && err == 0;
+		     ci++) {
+			if (ci == have)
+				continue;
+			have = ci;
+			if (memcmp(f->hash[ci], zero_hash, CHUNK_HASH_LEN) != 0) {
+				err = chunk_par_get(par, f->hash[ci], ci);
+				continue;
 			}
-			for (size_t done = from; done < upto && err == 0;) {
-				ssize_t n =
-					pwrite(fd, buf + done, upto - done, (off_t)(coff + done));
-
-				if (n < 0)
-					err = chunk_store_fail(cs, -errno, "%s: %s", tmp,
-							       strerror(errno));
-				else
-					done += (size_t)n;
-			}
-			pos = coff + upto;
+			/* zeros the original held as data */
+			if (!zeros && !(zeros = calloc(1, m->chunk_size)))
+				err = chunk_store_fail(cs, -ENOMEM, "out of memory");
+			else
+				err = mf_fetch_got(&x, ci, zeros,
+						   f->size - ci * m->chunk_size < m->chunk_size
+							   ? (size_t)(f->size - ci * m->chunk_size)
+							   : m->chunk_size);
 		}
 	}
-	free(buf);
+	if (err == 0)
+		err = chunk_par_wait(par);
+	chunk_par_close(par);
+	free(zeros);
 	if (err == 0 && fsync(fd) < 0)
 		err = chunk_store_fail(cs, -errno, "%s: %s", tmp, strerror(errno));
 	close(fd);

@@ -150,6 +150,7 @@ struct chunk_store {
 	struct chunk_set *known;
 	struct chunk_cache *cache; /* NULL, or the host's cache: gets look there first */
 	bool listed;		   /* known holds every chunk the store had (chunk_store_learn) */
+	unsigned transfers;	   /* a file's chunks sent or fetched at once (0, 1: one by one) */
 	/* what this handle did */
 	uint64_t put_chunks, put_bytes;	  /* uploaded (sealed bytes) */
 	uint64_t skip_chunks, skip_bytes; /* already in the store: not uploaded */
@@ -195,6 +196,39 @@ int chunk_put(struct chunk_store *cs, const void *data, size_t len, uint8_t hash
  * missing (-ENOENT) or not what its name says (-EBADMSG) is named in cs->err. */
 int chunk_get(struct chunk_store *cs, const uint8_t hash[CHUNK_HASH_LEN], uint8_t *out, size_t cap,
 	      size_t *len) __attribute__((warn_unused_result));
+
+/* The store's key of the chunk of hash (PREFIX/c/<object name>) and its object id; whether
+ * the handle knows the store holds that id; that it does (chunk_store.c, for chunk_par.c). */
+void chunk_store_key(const struct chunk_store *cs, const uint8_t hash[CHUNK_HASH_LEN],
+		     char key[S3_KEY_MAX + 1], uint8_t oid[CHUNK_HASH_LEN]);
+bool chunk_store_knows(const struct chunk_store *cs, const uint8_t oid[CHUNK_HASH_LEN]);
+void chunk_store_learned(struct chunk_store *cs, const uint8_t oid[CHUNK_HASH_LEN]);
+
+/* ---- chunk_par.c: chunk transfers several at once ---- */
+
+#define CHUNK_PAR_MAX 16 /* transfers in flight, at most */
+
+/* A fetched chunk (len checked bytes) for the caller, who asked for it with tag: 0, or -errno
+ * with cs->err (which ends the run). Called in the caller's thread. */
+typedef int (*chunk_par_got_fn)(void *arg, uint64_t tag, const uint8_t *data, size_t len);
+struct chunk_par;
+/* Up to width (1 to CHUNK_PAR_MAX) of cs's uploads and downloads at once, each on a
+ * connection of its own; gets give chunks of at most get_cap bytes to got. A handle of no
+ * store (a fetch callback), or one where no worker could start, does one at a time in the
+ * caller's thread. NULL (cs->err) when out of memory. */
+struct chunk_par *chunk_par_open(struct chunk_store *cs, unsigned width, size_t get_cap,
+				 chunk_par_got_fn got, void *got_arg);
+/* As chunk_put (*hash its SHA-256), the upload done later: the bytes are copied. Returns the
+ * run's first failure (cs->err), if any, here and in every later call. */
+int chunk_par_put(struct chunk_par *p, const void *data, size_t len, uint8_t hash[CHUNK_HASH_LEN])
+	__attribute__((warn_unused_result));
+/* As chunk_get, the chunk given to got with tag once it came (here or in a later call). */
+int chunk_par_get(struct chunk_par *p, const uint8_t hash[CHUNK_HASH_LEN], uint64_t tag)
+	__attribute__((warn_unused_result));
+/* Every transfer ended (and every fetched chunk given to got): 0, or the first failure. */
+int chunk_par_wait(struct chunk_par *p) __attribute__((warn_unused_result));
+/* Wait for what is in flight (what is queued is dropped, nothing more is given to got); free. */
+void chunk_par_close(struct chunk_par *p);
 
 /* ---- manifest.c: a snapshot's files as lists of chunks ---- */
 

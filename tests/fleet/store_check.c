@@ -226,6 +226,49 @@ static void gc_check(struct s3 *s3, const uint8_t secret[32], const uint8_t *img
 	chunk_store_close(&cs);
 }
 
+/* Several transfers at once (chunk_par.c): the manifest m (made with cs->transfers 4) lists the
+ * same chunks, in the same order, as the file hashed one chunk at a time; a store that refuses
+ * every request fails the add with the store's word, whatever was in flight, and nothing waits
+ * on after it. */
+static void par_check(const struct manifest *m, struct chunk_store *cs, struct s3 *s3,
+		      const char *path)
+{
+	struct chunk_store local, refused;
+	struct manifest serial, failing;
+	struct s3_conf wrong = s3->conf;
+	struct s3 bad;
+	const struct manifest_file *a, *b;
+	int err;
+
+	check(chunk_store_local(&local) == 0 && manifest_init(&serial, m->chunk_size) == 0 &&
+		      manifest_add_file(&serial, &local, "disk", path) == 0,
+	      "par-serial-made", "%s", local.err);
+	a = manifest_find(m, "disk");
+	b = manifest_find(&serial, "disk");
+	check(a && b && a->nchunks == b->nchunks &&
+		      memcmp(a->hash, b->hash, a->nchunks * CHUNK_HASH_LEN) == 0,
+	      "par-same-chunks", "%llu / %llu chunks", a ? (unsigned long long)a->nchunks : 0,
+	      b ? (unsigned long long)b->nchunks : 0);
+	manifest_free(&serial);
+	chunk_store_close(&local);
+	snprintf(wrong.secret, sizeof(wrong.secret), "not-the-secret");
+	check(s3_open(&bad, &wrong) == 0 &&
+		      chunk_store_open(&refused, &bad, "ws/test-par", cs->keys.enc) == 0 &&
+		      manifest_init(&failing, m->chunk_size) == 0,
+	      "par-refused-open", "%s", bad.err);
+	refused.transfers = 8;
+	refused.listed = true; /* no HEADs: every chunk a PUT, all refused */
+	err = manifest_add_file(&failing, &refused, "disk", path);
+	check(err == -EACCES && strstr(refused.err, "SignatureDoesNotMatch") &&
+		      strstr(refused.err, "chunk ") && failing.nfiles == 0 &&
+		      refused.put_chunks == 0,
+	      "par-refused", "%d %s", err, refused.err);
+	printf("parallel puts refused: %s\n", refused.err);
+	manifest_free(&failing);
+	chunk_store_close(&refused);
+	s3_close(&bad);
+}
+
 int main(int argc, char **argv)
 {
 	struct s3_conf conf = {0};
@@ -304,6 +347,7 @@ int main(int argc, char **argv)
 	fill_random(secret2, sizeof(secret2));
 	check(chunk_store_open(&cs, &s3, "ws/test-a", secret) == 0, "chunk-store-open", "%s",
 	      cs.err);
+	cs.transfers = 4; /* as sandboxd's default; `learned` below keeps one at a time */
 	check(manifest_init(&m1, CHUNK_SIZE) == 0, "manifest-init", "-");
 	fifo_check(&m1, &cs, argv[5]);
 	struct manifest huge;
@@ -328,6 +372,7 @@ int main(int argc, char **argv)
 	check(cs.put_chunks == (FILE_MIB - 8) * (1u << 20) / CHUNK_SIZE, "zeros-not-stored",
 	      "%llu chunks put", (unsigned long long)cs.put_chunks);
 	check(manifest_put(&m1, &cs, "snap-1") == 0, "manifest-put", "%s", cs.err);
+	par_check(&m1, &cs, &s3, path);
 
 	/* 1 MiB of writes, then the second snapshot: only their chunks go up */
 	fill_random(img + (20u << 20) + 12345, 1u << 20);
@@ -378,6 +423,7 @@ int main(int argc, char **argv)
 
 	check(chunk_store_open(&fresh, &s3, "ws/test-a", secret) == 0, "fresh-open", "%s",
 	      fresh.err);
+	fresh.transfers = 4;
 	check(manifest_get(&back, &fresh, "snap-2", 0) == 0 && back.nfiles == 1 &&
 		      manifest_bytes(&back) == len,
 	      "manifest-get", "%s", fresh.err);
@@ -406,6 +452,7 @@ int main(int argc, char **argv)
 			      chunk_store_open(&cached, &s3, "ws/test-a", secret) == 0,
 		      "cache-open", "%s", cached.err);
 		cached.cache = cache;
+		cached.transfers = b ? 4 : 1;
 		check(manifest_get(&back, &cached, "snap-2", 0) == 0, "cache-manifest", "%s",
 		      cached.err);
 		err = manifest_fetch_file(&back, &cached, "disk", out);
