@@ -221,7 +221,11 @@ int box_lazy_restore(struct lazy_restore *l, const struct create_opts *o, struct
 	if (err == 0) {
 		l->restored = true;
 		l->ready_ms = sd_now_ms();
-		l->ready_bytes = __atomic_load_n(&l->pg.bytes, __ATOMIC_RELAXED);
+		/* what came before its answer: what the pager put in, and what was read ahead
+		 * for it and not put in yet */
+		l->ready_bytes =
+			__atomic_load_n(&l->pg.bytes, __ATOMIC_RELAXED) +
+			(l->lp.src.unused_bytes ? l->lp.src.unused_bytes(l->lp.src.arg) : 0);
 		pthread_mutex_lock(&filling_lock);
 		if (__atomic_load_n(&l->result, __ATOMIC_ACQUIRE) == 1) { /* still filling */
 			l->filling = true;

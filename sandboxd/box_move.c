@@ -25,6 +25,7 @@ struct release_job {
 	struct sd_job job;
 	struct box_push p;
 	char *record; /* the box stopped, at gen: what the fleet keeps of it */
+	int cancel;   /* (__atomic) a delete came: not let go (box->release_cancel) */
 	int err;
 	char msg[LC_ERROR_MAX];
 };
@@ -93,6 +94,10 @@ static void release_run(struct sd_job *sj)
 	struct sandbox sb;
 
 	j->err = box_push_run(&j->p, &sb, &r);
+	/* deleted during the push: kept (and deleted) here, not given to the fleet, where a wake
+	 * through another host could take it before the delete caught up */
+	if (j->err == 0 && __atomic_load_n(&j->cancel, __ATOMIC_ACQUIRE))
+		j->err = lc_fail(&r, -ECANCELED, "deleted during its stop");
 	if (j->err == 0)
 		j->err = fleet_hooks->release(j->p.box_id, j->record, r.error, sizeof(r.error));
 	if (j->err < 0) {
@@ -142,33 +147,99 @@ static void released_lately(const struct box *b)
 	recent[i].at_ms = sd_now_ms();
 }
 
+/* A box deleted while its stop into the store ran, and the stop went through: the records
+ * the stop gave the fleet deleted after it (the user was answered 204 already). */
+struct gone_job {
+	struct sd_job job;
+	char workspace[SD_WORKSPACE_MAX + 1];
+	char id[SD_ID_LEN + 1];
+	int err;
+};
+
+static void gone_run(struct sd_job *sj)
+{
+	struct gone_job *g = (struct gone_job *)sj;
+
+	g->err = fleet_hooks->released_delete(g->workspace, g->id);
+}
+
+static void gone_done(struct sd_job *sj)
+{
+	struct gone_job *g = (struct gone_job *)sj;
+
+	if (g->err < 0 && g->err != -ENOENT)
+		sd_log("box %s: deleted during its stop into the store, but the fleet keeps its "
+		       "record: %s",
+		       g->id, strerror(-g->err));
+	else
+		sd_log("box %s: deleted as asked during its stop into the store (after it was "
+		       "let go: its fleet records deleted)",
+		       g->id);
+	free(g);
+}
+
+static void released_then_deleted(const struct box *b)
+{
+	struct gone_job *g = calloc(1, sizeof(*g));
+
+	if (!g || !fleet_hooks->released_delete) {
+		sd_log("box %s: deleted during its stop into the store, but the fleet keeps its "
+		       "record: out of memory",
+		       b->id);
+		free(g);
+		return;
+	}
+	snprintf(g->workspace, sizeof(g->workspace), "%s", b->workspace);
+	snprintf(g->id, sizeof(g->id), "%s", b->id);
+	g->job.run = gone_run;
+	g->job.done = gone_done;
+	work_queue(&g->job);
+}
+
 static void release_done(struct sd_job *sj)
 {
 	struct release_job *j = (struct release_job *)sj;
 	struct box *b = box_by_id(j->p.box_id);
+	bool deleted = (b && b->delete_requested) || j->err == -ECANCELED;
 
 	if (b) {
 		b->busy = b->releasing = false;
+		b->release_cancel = NULL;
 		if (j->err == 0) {
 			sd_log("box %s: stopped into the store (generation %llu)", b->id,
 			       (unsigned long long)j->p.gen);
-			released_lately(b);
-			box_waiters_moved(b); /* on to its wake */
 			b->released = true;
-			box_forget(b); /* not deleted: its records are the fleet's now */
+			if (b->delete_requested) { /* a delete came meanwhile (answered 204) */
+				released_then_deleted(b);
+				box_waiters_gone(b);
+			} else {
+				released_lately(b);
+				box_waiters_moved(b); /* on to its wake */
+			}
+			box_forget(b); /* not deleted here: its records are the fleet's now */
 		} else {
 			/* its generation is spent (it may be in the store): the next goes on */
 			if (b->fleet_gen < j->p.gen)
 				b->fleet_gen = j->p.gen;
 			b->fleet_pub = false;
-			sd_log("box %s: could not stop into the store: %s", b->id, j->msg);
-			snprintf(b->status_message, sizeof(b->status_message),
-				 "the last stop failed: %s", j->msg);
+			if (j->err == -ECANCELED) {
+				sd_log("box %s: deleted as asked during its stop into the store "
+				       "(before "
+				       "it was let go: deleted here)",
+				       b->id);
+			} else {
+				sd_log("box %s: could not stop into the store: %s", b->id, j->msg);
+				snprintf(b->status_message, sizeof(b->status_message),
+					 "the last stop failed: %s", j->msg);
+			}
 			box_store(b);
+			/* a delete asked meanwhile: it runs now, here */
+			if (b->delete_requested && box_simple_job(b, J_DELETE, NULL, NULL) == 0)
+				b->delete_requested = false;
 		}
 	}
 	if (fleet_hooks && fleet_hooks->released)
-		fleet_hooks->released(j->p.box_id); /* (a wake taken meanwhile runs now) */
+		fleet_hooks->released(j->p.box_id, deleted); /* (a wake taken meanwhile runs now) */
 	free(j->record);
 	free(j);
 }
@@ -202,6 +273,7 @@ int box_stop_job(struct box *b)
 		return -ENOMEM;
 	}
 	b->busy = b->releasing = true;
+	b->release_cancel = &j->cancel;
 	link_close(b); /* its clients are told 1001: they come back, and wake it */
 	ws_box_gone(b->id);
 	j->job.run = release_run;

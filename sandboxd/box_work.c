@@ -251,6 +251,24 @@ void box_waiters_moved(struct box *b)
 	}
 }
 
+void box_waiters_gone(struct box *b)
+{
+	struct box_waiter *w = b->waiters;
+
+	b->waiters = NULL;
+	while (w) {
+		struct box_waiter *next = w->next;
+		struct sd_req *q = w->pending ? pending_take(w->pending) : NULL;
+
+		if (q)
+			req_reply_error(q, 404, "NotFound", "Sandbox not found");
+		else if (w->ws)
+			w->ws_then(w->ws, b, -ENOENT, "the sandbox was deleted");
+		free(w);
+		w = next;
+	}
+}
+
 static void waiters_run(struct box *b, int err, const char *msg)
 {
 	struct box_waiter *w = b->waiters;

@@ -367,6 +367,8 @@ static void box_delete(struct sd_req *q, struct box *b)
 {
 	b->status = BOX_DELETING; /* gone for every lookup from now on */
 	box_store(b);
+	if (b->release_cancel) /* its stop into the store: not let go after its push */
+		__atomic_store_n(b->release_cancel, 1, __ATOMIC_RELEASE);
 	if (b->busy)
 		b->delete_requested = true;
 	else if (box_simple_job(b, J_DELETE, NULL, NULL) < 0)

@@ -153,27 +153,48 @@ json_t *fleetd_released_record_json(const char *text)
 
 int fleetd_released_delete(const char *workspace, const char *id)
 {
-	char *record = NULL, key[80], name[SD_NAME_MAX + 1];
+	char *record = malloc(RECORD_MAX + 1), key[80], name[SD_NAME_MAX + 1];
+	char holder[FLEET_ID_MAX + 1];
 	struct box b = {0};
-	int err = record_get(workspace, id, &record);
+	uint64_t rev = 0;
+	int err;
 
-	if (err < 0)
-		return err;
-	err = box_parse_record(record, &b);
-	free(record);
-	if (err < 0)
-		return -ENOENT;
-	snprintf(name, sizeof(name), "%s", b.name);
-	fleetd_quota_release_box(workspace, b.vcpus, b.mem_bytes, b.fs_capacity_bytes);
-	box_record_free(&b);
+	if (!record)
+		return -ENOMEM;
 	snprintf(key, sizeof(key), "b.%s", id);
-	if (fleet_kv_delete(&fleetd, boxes_kv.kv, key) < 0)
+	err = fleet_kv_get(&fleetd, boxes_kv.kv, key, record, RECORD_MAX + 1, &rev);
+	if (err == 0 && (box_parse_record(record, &b) < 0 || strcmp(b.workspace, workspace) != 0 ||
+			 strcmp(b.id, id) != 0))
+		err = -EACCES; /* another workspace's: the same as none */
+	free(record);
+	if (err < 0) {
+		box_record_free(&b);
+		return err == -ENOENT || err == -EMSGSIZE ? -ENOENT : err == -EACCES ? err : -EIO;
+	}
+	snprintf(name, sizeof(name), "%s", b.name);
+	/* the record as read, only: two deletes at once (a client's retry through another host)
+	 * release its quota once, and a record a wake changed meanwhile is left to its owner */
+	err = fleet_kv_delete_rev(&fleetd, boxes_kv.kv, key, rev);
+	if (err == 0)
+		fleetd_quota_release_box(workspace, b.vcpus, b.mem_bytes, b.fs_capacity_bytes);
+	box_record_free(&b);
+	if (err == -ESTALE)
+		return -ENOENT;
+	if (err < 0)
 		return -EIO;
+	/* its name freed only while it names this box (on the revision read): a delete asked
+	 * during its stop freed it already, and another box may hold it now */
+	char nid[SD_ID_LEN + 1];
+
 	fleetd_name_key(workspace, name, key);
-	if (fleet_kv_delete(&fleetd, fleetd_names.kv, key) < 0)
+	if (fleet_kv_get(&fleetd, fleetd_names.kv, key, nid, sizeof(nid), &rev) == 0 &&
+	    strcmp(nid, id) == 0 && fleet_kv_delete_rev(&fleetd, fleetd_names.kv, key, rev) < 0)
 		sd_log("fleet: the name of deleted box %s stays claimed: %s", id, fleetd.err);
+	/* its ownership, while the fleet holds it (not a host that woke it meanwhile) */
 	snprintf(key, sizeof(key), "box.%s", id);
-	if (fleet_kv_delete(&fleetd, fleetd.owners, key) < 0)
+	if (fleet_owner(&fleetd, id, holder, &rev) == 0 &&
+	    strncmp(holder, FLEET_RELEASED, strlen(FLEET_RELEASED)) == 0 &&
+	    fleet_kv_delete_rev(&fleetd, fleetd.owners, key, rev) < 0)
 		sd_log("fleet: the ownership of deleted box %s stays: %s", id, fleetd.err);
 	return 0;
 }

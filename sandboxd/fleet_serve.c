@@ -354,7 +354,7 @@ static bool wake_defer(const char *id, const uint8_t *msg, size_t len)
 	return true;
 }
 
-void fleetd_box_released(const char *id)
+void fleetd_box_released(const char *id, bool deleted)
 {
 	struct deferred_wake **pp = &deferred;
 
@@ -366,7 +366,11 @@ void fleetd_box_released(const char *id)
 			continue;
 		}
 		*pp = d->next;
-		fleet_rpc_take(d->id, d->msg, d->len, false);
+		if (deleted) /* deleted meanwhile: nothing to wake (its caller finds it gone) */
+			sd_log("box %s: its wake taken during its stop dropped: it was deleted",
+			       id);
+		else
+			fleet_rpc_take(d->id, d->msg, d->len, false);
 		free(d->msg);
 		free(d);
 		pp = &deferred; /* (the list may have changed under the take) */

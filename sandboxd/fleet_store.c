@@ -247,7 +247,16 @@ struct lazy_store {
 	struct manifest mf;
 	const struct manifest_file *mem;
 	uint64_t t0;
+	/* the memory's chunks read ahead into the host's cache by --store-transfers workers
+	 * (store/chunk_ahead.c; none without a cache), and how many of those the pager took */
+	struct chunk_ahead *ahead;
+	uint64_t ahead_used; /* (__atomic) */
 };
+
+static uint64_t lazy_unused(void *arg)
+{
+	return chunk_ahead_unused_bytes(((struct lazy_store *)arg)->ahead);
+}
 
 static int lazy_get(void *arg, uint64_t i, uint8_t *buf, char *err, size_t len)
 {
@@ -264,6 +273,9 @@ static int lazy_get(void *arg, uint64_t i, uint8_t *buf, char *err, size_t len)
 	want = ls->mem->size - i * cs < cs ? (size_t)(ls->mem->size - i * cs) : cs;
 	if (memcmp(ls->mem->hash[i], zero, sizeof(zero)) == 0)
 		return 1;
+	/* read ahead by a worker: waited for, then in the cache (unless the cache let it go) */
+	if (chunk_ahead_claim(ls->ahead, i) == 1)
+		__atomic_add_fetch(&ls->ahead_used, 1, __ATOMIC_RELAXED);
 	/* a missing or corrupt chunk is final; the store's other failures (a timeout, a 5xx, a
 	 * reset) are tried again, 3 times, 0.2, 0.4 then 0.8 s apart: a running guest waits */
 	for (unsigned try = 0;; try++) {
@@ -304,7 +316,12 @@ static int pull_lazy(const char *workspace, const char *manifest, uint64_t min_g
 		return r;
 	}
 	ls->mem = manifest_find(&ls->mf, "memory");
-	out->src = (struct pager_src){.get = lazy_get, .arg = ls, .chunk_size = ls->mf.chunk_size};
+	ls->ahead = chunk_ahead_start(&ls->h.cs, (const uint8_t(*)[CHUNK_HASH_LEN])ls->mem->hash,
+				      ls->mem->nchunks, ls->mf.chunk_size, (unsigned)transfers);
+	out->src = (struct pager_src){.get = lazy_get,
+				      .arg = ls,
+				      .chunk_size = ls->mf.chunk_size,
+				      .unused_bytes = lazy_unused};
 	out->store = ls;
 	sd_log("snapshot %s: pulled but its memory in %llu ms: %llu chunks (%llu bytes), %llu "
 	       "from the cache; its memory (%llu MiB) to come lazily",
@@ -320,6 +337,15 @@ static void lazy_close(struct lazy_pull *lp)
 
 	if (!ls)
 		return;
+	if (ls->ahead) {
+		/* (the pager is done: it asks nothing more) */
+		uint64_t ahead = chunk_ahead_stop(ls->ahead);
+
+		sd_log("lazy restore: %llu of the memory's %llu chunks read ahead, %llu of them "
+		       "taken by the pager",
+		       (unsigned long long)ahead, (unsigned long long)ls->mem->nchunks,
+		       (unsigned long long)ls->ahead_used);
+	}
 	manifest_free(&ls->mf);
 	fstore_close(&ls->h);
 	free(ls);

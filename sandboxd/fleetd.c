@@ -600,6 +600,7 @@ int fleetd_start(void)
 		.deleted = fleetd_box_deleted,
 		.rename = fleetd_box_rename,
 		.release = fleetd_release,
+		.released_delete = fleetd_released_delete,
 		.dp = dp_proxy,
 		.drain = drain,
 		.xfer = fleetd_xfer,
@@ -706,18 +707,22 @@ static void fence_done(struct sd_job *sj)
 	struct fence_job *j = (struct fence_job *)sj;
 	struct box *b = box_by_id(j->id);
 
+	bool deleted = b && b->delete_requested;
+
 	if (b) {
 		b->busy = b->releasing = false;
 		if (j->gone) {
+			/* (a delete answered meanwhile does not reach the new owner: left) */
 			sd_log("box %s (%s): %s now, not this host's (taken for lost meanwhile): "
-			       "its "
-			       "copy here removed",
+			       "its copy here removed",
 			       b->id, b->name, j->owner);
 			b->released = true;
 			box_forget(b);
+		} else if (b->delete_requested && box_simple_job(b, J_DELETE, NULL, NULL) == 0) {
+			b->delete_requested = false; /* asked meanwhile: it runs now */
 		}
 	}
-	fleetd_box_released(j->id); /* (a wake taken meanwhile runs now) */
+	fleetd_box_released(j->id, deleted); /* (a wake taken meanwhile runs now) */
 	free(j);
 }
 

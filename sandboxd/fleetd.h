@@ -111,8 +111,9 @@ void fleetd_box_rename(struct sd_req *q, struct box *b, const char *name);
 /* On the loop: a create this host took from the queue (the placing host's message): made as
  * a box, its answer kept for the placing host's await. again: taken before (its ack lost). */
 void fleet_rpc_take(const char *id, const uint8_t *msg, size_t len, bool again);
-/* On the loop: box id's stop into the store is over: a wake taken meanwhile runs now. */
-void fleetd_box_released(const char *id);
+/* On the loop: box id's stop into the store is over: a wake taken meanwhile runs now, or is
+ * dropped when the box was deleted meanwhile. */
+void fleetd_box_released(const char *id, bool deleted);
 int fleet_rpc_start(void) __must_check;
 /* A call's message: a JSON head (taken), a newline, the body. NULL over NATS's bound. */
 uint8_t *fleet_rpc_msg(json_t *head, const void *body, size_t blen, size_t *len);

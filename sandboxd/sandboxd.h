@@ -135,6 +135,7 @@ struct box {
 	/* Not saved: the loop's bookkeeping. */
 	bool busy;		 /* a worker holds it (create, start, stop, delete, snapshot) */
 	bool releasing;		 /* in a fleet: its stop into the store runs (box_move.c) */
+	int *release_cancel;	 /* then: set (__atomic) by a delete, so it is not let go */
 	uint64_t last_active_ms; /* the last dataplane request */
 	unsigned attached;	 /* WebSockets and HTTP executes using it now */
 	struct agent_link *link;
@@ -455,6 +456,8 @@ extern const struct snap_store_hooks *snap_store_hooks;
  * wake (a request routed again, a WebSocket closed early so its client sends it again). Before
  * the box is forgotten. */
 void box_waiters_moved(struct box *b);
+/* Or it was deleted meanwhile: what waited for it is told it is not found. */
+void box_waiters_gone(struct box *b);
 /* box_checkpoint.c, on the loop's tick: checkpoints of the running boxes of workspaces that
  * asked for them (a fleet with a store only). */
 void box_checkpoint_tick(uint64_t now);
@@ -649,8 +652,12 @@ struct fleet_hooks {
 	/* a sandbox pushed to the fleet's store or pulled from it: R_CHUNKS_MISSING, R_CHUNK,
 	 * R_IMPORTS, and R_BOX_EXPORT of a box this host does not hold (fleet_xfer.c) */
 	void (*xfer)(struct sd_req *q);
-	/* on the loop: box id's stop into the store is over (it went, or it stays here) */
-	void (*released)(const char *id);
+	/* on the loop: box id's stop into the store is over (it went, or it stays here; deleted:
+	 * a delete came meanwhile) */
+	void (*released)(const char *id, bool deleted);
+	/* on a worker: released box id of workspace deleted from the fleet (its records, name,
+	 * ownership and quota): 0 or -errno */
+	int (*released_delete)(const char *workspace, const char *id);
 };
 extern const struct fleet_hooks *fleet_hooks;
 void create_timed_out(struct sd_req *q, struct box *b);

@@ -93,6 +93,32 @@ static void par_put(struct chunk_par *p, struct s3 *s, struct par_job *j)
 	free(sealed);
 }
 
+/* A get from a handle of no store: worker i's fetch, checked against the hash. */
+static void par_fetch(struct chunk_par *p, unsigned i, struct par_job *j)
+{
+	char hex[2 * CHUNK_HASH_LEN + 1];
+	uint8_t check[CHUNK_HASH_LEN];
+	int err;
+
+	chunk_hex(j->hash, hex);
+	j->len = 0;
+	if ((err = p->cs->fetch(p->cs->fetch_args[i], j->hash, j->data, p->get_cap, &j->len, j->msg,
+				sizeof(j->msg))) < 0) {
+		j->err = err;
+		return;
+	}
+	if (j->len > p->get_cap) {
+		par_fail(j, -EBADMSG, "chunk %s: over %zu bytes", hex, p->get_cap);
+		return;
+	}
+	chunk_hash(j->data, j->len, check);
+	if (memcmp(check, j->hash, CHUNK_HASH_LEN) != 0)
+		par_fail(j, -EBADMSG, "chunk %s is corrupt: its bytes are not of that SHA-256",
+			 hex);
+	else
+		j->wire = j->len;
+}
+
 /* A get: the sealed object, opened and checked against its hash into j->data. */
 static void par_get(struct chunk_par *p, struct s3 *s, struct par_job *j)
 {
@@ -151,7 +177,9 @@ static void *par_main(void *arg)
 		}
 		j->state = JOB_RUNNING;
 		pthread_mutex_unlock(&p->mu);
-		if (j->get)
+		if (j->get && !p->cs->s3)
+			par_fetch(p, (unsigned)(s - p->s3), j);
+		else if (j->get)
 			par_get(p, s, j);
 		else
 			par_put(p, s, j);
@@ -172,8 +200,8 @@ struct chunk_par *chunk_par_open(struct chunk_store *cs, unsigned width, size_t 
 		width = 1;
 	if (width > CHUNK_PAR_MAX)
 		width = CHUNK_PAR_MAX;
-	if (!cs->s3)
-		width = 1; /* a fetch callback (a client through the API): the caller's thread */
+	if (!cs->s3) /* a fetch callback (a client through the API): as many as it has args */
+		width = cs->nfetch_args < width ? (cs->nfetch_args ? cs->nfetch_args : 1) : width;
 	if (get_cap > CHUNK_SIZE_MAX)
 		get_cap = CHUNK_SIZE_MAX;
 	if (!(p = calloc(1, sizeof(*p)))) {
@@ -196,7 +224,7 @@ struct chunk_par *chunk_par_open(struct chunk_store *cs, unsigned width, size_t 
 		if (!w)
 			break;
 		*w = (struct par_worker){.p = p, .i = i};
-		if (s3_open(&p->s3[i], &cs->s3->conf) < 0 ||
+		if ((cs->s3 && s3_open(&p->s3[i], &cs->s3->conf) < 0) ||
 		    pthread_create(&p->thread[i], NULL, par_main, w) != 0) {
 			free(w);
 			s3_close(&p->s3[i]);
@@ -324,7 +352,7 @@ int chunk_par_put(struct chunk_par *p, const void *data, size_t len, uint8_t has
 
 	if (p->err)
 		return p->err;
-	if (!p->started) {
+	if (!p->started || !cs->s3) { /* (no store: a put only hashes) */
 		int err = chunk_put(cs, data, len, hash);
 
 		return err < 0 ? (p->err = err) : 0;
@@ -376,6 +404,17 @@ int chunk_par_get(struct chunk_par *p, const uint8_t hash[CHUNK_HASH_LEN], uint6
 		return 0;
 	}
 	chunk_store_key(cs, hash, key, oid);
+	/* the same bytes on their way already (a file whose chunks repeat): once they are in,
+	 * the cache has them, as one at a time would (no cache: fetched again either way) */
+	bool again = false;
+
+	pthread_mutex_lock(&p->mu);
+	for (unsigned i = 0; i < p->width && !again; i++)
+		again = p->job[i].state != JOB_FREE && p->job[i].get &&
+			memcmp(p->job[i].oid, oid, CHUNK_HASH_LEN) == 0;
+	pthread_mutex_unlock(&p->mu);
+	if (again && cs->cache && (err = chunk_par_wait(p)) < 0)
+		return err;
 	if (!(j = par_reap(p, true)) || par_room(p, j, p->get_cap) < 0)
 		return p->err;
 	if (cs->cache && chunk_cache_get(cs->cache, oid, hash, j->data, p->get_cap, &j->len) == 1) {
@@ -404,6 +443,10 @@ void chunk_par_close(struct chunk_par *p)
 		/* what is queued and not started is dropped; what runs is waited for, and what
 		 * it fetched given to nobody (the caller is done with it) */
 		p->got = NULL;
+		/* and the caller's first failure (a read of its file, say) not overwritten by a
+		 * later one of what runs */
+		if (!p->err)
+			p->err = -ECANCELED;
 		pthread_mutex_lock(&p->mu);
 		for (unsigned i = 0; i < p->width; i++)
 			if (p->job[i].state == JOB_QUEUED)

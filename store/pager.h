@@ -26,6 +26,10 @@ struct pager_src {
 	int (*get)(void *arg, uint64_t i, uint8_t *buf, char *err, size_t err_len);
 	void *arg;
 	uint32_t chunk_size; /* a multiple of 4 KiB */
+	/* NULL, or the bytes fetched for this memory ahead of the pager (a read-ahead into a
+	 * cache) that get has not put in yet: what came from the store is these and what the
+	 * pager put in. Called from any thread. */
+	uint64_t (*unused_bytes)(void *arg);
 };
 
 struct pager {

@@ -248,6 +248,17 @@ static void s3_error_code(const struct s3_xfer *x, char *out, size_t len)
 	out[n] = 0;
 }
 
+/* libcurl's progress call (about once a second, and on every chunk of data): a set abort
+ * flag ends the request. */
+static int s3_on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+			  curl_off_t ulnow)
+{
+	const struct s3 *s = arg;
+
+	(void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+	return __atomic_load_n(s->abort, __ATOMIC_ACQUIRE) != 0;
+}
+
 /* Hex SHA-256 of data. */
 static void s3_sha256_hex(const void *data, size_t len, char out[65])
 {
@@ -315,6 +326,11 @@ static int s3_request(struct s3 *s, const char *method, const char *key, const c
 	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)s->conf.timeout_ms);
 	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
 	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, (long)S3_STALL_S);
+	if (s->abort) {
+		curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+		curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, s3_on_progress);
+		curl_easy_setopt(c, CURLOPT_XFERINFODATA, s);
+	}
 	x->curl = c;
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, s3_on_body);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, x);
@@ -352,6 +368,9 @@ static int s3_request(struct s3 *s, const char *method, const char *key, const c
 		return s3_fail(s, -EFBIG, "S3 %s %s: the answer is over %zu bytes", method, key,
 			       x->max);
 	}
+	if (rc == CURLE_ABORTED_BY_CALLBACK)
+		return s3_fail(s, -ECANCELED, "S3 %s %s: given up (the caller is done)", method,
+			       key[0] ? key : s->conf.bucket);
 	if (rc != CURLE_OK)
 		return s3_fail(s, rc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -EIO,
 			       "S3 %s %s: %s", method, key[0] ? key : s->conf.bucket,

@@ -41,6 +41,9 @@ struct s3 {
 	unsigned requests;
 	char err[STORE_ERR_MAX];
 	char curl_err[256]; /* libcurl's CURLOPT_ERRORBUFFER (CURL_ERROR_SIZE) */
+	/* NULL, or a flag another thread may set (__atomic): a request under way then ends at
+	 * once (-ECANCELED), as one that stalled would */
+	const int *abort;
 };
 
 /* Check c (names, lengths, scheme) and open a handle. -EINVAL (s->err says which field). */
@@ -162,6 +165,10 @@ struct chunk_store {
 	int (*fetch)(void *arg, const uint8_t hash[CHUNK_HASH_LEN], uint8_t *out, size_t cap,
 		     size_t *len, char *err, size_t err_len);
 	void *fetch_arg;
+	/* fetch_args[0..nfetch_args): one arg a transfer at once (chunk_par.c), for a fetch that
+	 * may run in as many threads (each its own connection); none: one at a time */
+	void *const *fetch_args;
+	unsigned nfetch_args;
 	char err[STORE_ERR_MAX];
 };
 /* Say why in cs->err (printf), and return ret: the errors of this store's calls. */
@@ -214,8 +221,8 @@ typedef int (*chunk_par_got_fn)(void *arg, uint64_t tag, const uint8_t *data, si
 struct chunk_par;
 /* Up to width (1 to CHUNK_PAR_MAX) of cs's uploads and downloads at once, each on a
  * connection of its own; gets give chunks of at most get_cap bytes to got. A handle of no
- * store (a fetch callback), or one where no worker could start, does one at a time in the
- * caller's thread. NULL (cs->err) when out of memory. */
+ * store has at most nfetch_args gets at once (none: one at a time); where no worker could
+ * start, one at a time in the caller's thread. NULL (cs->err) when out of memory. */
 struct chunk_par *chunk_par_open(struct chunk_store *cs, unsigned width, size_t get_cap,
 				 chunk_par_got_fn got, void *got_arg);
 /* As chunk_put (*hash its SHA-256), the upload done later: the bytes are copied. Returns the
@@ -229,6 +236,27 @@ int chunk_par_get(struct chunk_par *p, const uint8_t hash[CHUNK_HASH_LEN], uint6
 int chunk_par_wait(struct chunk_par *p) __attribute__((warn_unused_result));
 /* Wait for what is in flight (what is queued is dropped, nothing more is given to got); free. */
 void chunk_par_close(struct chunk_par *p);
+
+/* ---- chunk_ahead.c: a lazy restore's chunks read ahead into the host's cache ---- */
+
+struct chunk_ahead;
+/* width workers (each its own connection) fetching the n chunks of hash (each at most cap
+ * bytes; all-zero hashes: none) into cs's cache, the next one after the last claimed first.
+ * NULL when cs has no store or no cache, or nothing could start: no read-ahead. cs and hash
+ * must outlive it. */
+struct chunk_ahead *chunk_ahead_start(struct chunk_store *cs, const uint8_t (*hash)[CHUNK_HASH_LEN],
+				      uint64_t n, size_t cap, unsigned width);
+/* Before the caller fetches chunk i itself (through the cache): waits while a worker fetches
+ * it; 1 when a worker put it in the cache, else 0 (and no worker takes it after). */
+int chunk_ahead_claim(struct chunk_ahead *a, uint64_t i);
+/* The chunks the workers have put in the cache so far. */
+uint64_t chunk_ahead_fetched(struct chunk_ahead *a);
+/* The bytes the workers fetched from the store (sealed, as cs->got_bytes counts them) that
+ * the caller has not taken yet. */
+uint64_t chunk_ahead_unused_bytes(struct chunk_ahead *a);
+/* Stop the workers (waiting for what they fetch) and free a (NULL: nothing): the chunks
+ * they put in the cache. */
+uint64_t chunk_ahead_stop(struct chunk_ahead *a);
 
 /* ---- manifest.c: a snapshot's files as lists of chunks ---- */
 

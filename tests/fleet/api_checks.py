@@ -33,7 +33,8 @@ from topology import (
     API_PORT, HOSTS, MEM, NET, SLOTS, Topology, WORKSPACE, api, call, check, failures,
     owner_of, say, wait_up)
 from store_checks import (
-    corruption, drain, host_failure, locality, moves, push_pull, snapshots, stop_race)
+    corruption, drain, host_failure, locality, moves, push_pull, snapshots, stop_delete,
+    stop_race)
 
 
 def node_scenario(t):
@@ -189,6 +190,7 @@ def the_checks(t, key):
             locality(t, key, live)
         moves(t, key, live)
         stop_race(t, key, live)
+        stop_delete(t, key, live)
         drain(t, key, live)
         host_failure(t, key, live)
         if getattr(t, "snap", None):

@@ -9,6 +9,7 @@
  * 32 MiB file uploaded, the second after 1 MiB of writes: its 5 chunks).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -226,6 +227,137 @@ static void gc_check(struct s3 *s3, const uint8_t secret[32], const uint8_t *img
 	chunk_store_close(&cs);
 }
 
+/* A client's fetch through the API, as sandbox-transfer's pull has it (cs->fetch_args, one
+ * connection each): chunks of one file image by their hash, after a pause (so that fetches
+ * overlap when they can), the most at once counted; one chunk (bad) given wrong. */
+struct api_fetch {
+	const struct manifest_file *f;
+	const uint8_t *img;
+	size_t len;
+	uint32_t chunk_size;
+	int bad; /* a chunk index, or -1 */
+	pthread_mutex_t mu;
+	unsigned now, most;
+};
+
+static int api_fetch(void *arg, const uint8_t hash[CHUNK_HASH_LEN], uint8_t *out, size_t cap,
+		     size_t *len, char *err, size_t err_len)
+{
+	struct api_fetch *a = arg;
+	uint64_t i = 0;
+
+	while (i < a->f->nchunks && memcmp(a->f->hash[i], hash, CHUNK_HASH_LEN) != 0)
+		i++;
+	if (i == a->f->nchunks) {
+		snprintf(err, err_len, "no such chunk");
+		return -ENOENT;
+	}
+	pthread_mutex_lock(&a->mu);
+	if (++a->now > a->most)
+		a->most = a->now;
+	pthread_mutex_unlock(&a->mu);
+	usleep(10000);
+	*len = a->len - i * a->chunk_size < a->chunk_size ? a->len - i * a->chunk_size
+							  : a->chunk_size;
+	memcpy(out, a->img + i * a->chunk_size, *len < cap ? *len : cap);
+	if ((int)i == a->bad)
+		out[7] ^= 1;
+	pthread_mutex_lock(&a->mu);
+	a->now--;
+	pthread_mutex_unlock(&a->mu);
+	return 0;
+}
+
+static void api_fetch_check(const struct manifest *m, const char *path)
+{
+	struct api_fetch a = {
+		.f = manifest_find(m, "disk"), .chunk_size = m->chunk_size, .bad = -1};
+	struct api_fetch *args[3] = {&a, &a, &a};
+	char out[4300], hex[2 * CHUNK_HASH_LEN + 1];
+	struct chunk_store local;
+	uint8_t *back;
+	size_t n;
+	int err;
+
+	a.img = read_all(path, &a.len);
+	pthread_mutex_init(&a.mu, NULL);
+	snprintf(out, sizeof(out), "%s.fetched", path);
+	unlink(out);
+	check(a.img && chunk_store_local(&local) == 0, "api-fetch-open", "-");
+	local.fetch = api_fetch;
+	local.fetch_args = (void *const *)args;
+	local.nfetch_args = 2;
+	local.transfers = 4; /* no more than its fetch args: 2 */
+	err = manifest_fetch_file(m, &local, "disk", out);
+	back = read_all(out, &n);
+	check(err == 0 && back && n == a.len && memcmp(back, a.img, n) == 0 && a.most == 2,
+	      "api-fetch-parallel", "%d %s: %u at once", err, local.err, a.most);
+	free(back);
+	unlink(out);
+	a.bad = 5;
+	chunk_hex(a.f->hash[5], hex);
+	err = manifest_fetch_file(m, &local, "disk", out);
+	check(err == -EBADMSG && strstr(local.err, hex) && access(out, F_OK) != 0,
+	      "api-fetch-corrupt-named", "%d %s", err, local.err);
+	chunk_store_close(&local);
+	pthread_mutex_destroy(&a.mu);
+	free((void *)a.img);
+}
+
+/* A lazy restore's read-ahead (chunk_ahead.c): 3 workers fetch m's chunks into a cache while
+ * this thread asks for each in order, as a pager does; every chunk comes right, none is
+ * fetched twice, and some came ahead. */
+static void ahead_check(const struct manifest *m, struct s3 *s3, const uint8_t secret[32],
+			const char *path, const char *dir)
+{
+	const struct manifest_file *f = manifest_find(m, "disk");
+	static const uint8_t zero[CHUNK_HASH_LEN];
+	struct chunk_cache *cache;
+	struct chunk_store h;
+	struct chunk_ahead *a;
+	char cdir[4300];
+	uint8_t *img, *buf = malloc(m->chunk_size);
+	uint64_t nonzero = 0, hits = 0, fetched;
+	size_t n, len;
+	bool same = true;
+
+	img = read_all(path, &n);
+	snprintf(cdir, sizeof(cdir), "%s/ahead-cache", dir);
+	check(img && buf && chunk_cache_open(cdir, 256u << 20, &cache) == 0 &&
+		      chunk_store_open(&h, s3, "ws/test-a", secret) == 0,
+	      "ahead-open", "%s", h.err);
+	h.cache = cache;
+	a = chunk_ahead_start(&h, (const uint8_t(*)[CHUNK_HASH_LEN])f->hash, f->nchunks,
+			      m->chunk_size, 3);
+	check(a != NULL, "ahead-started", "-");
+	for (uint64_t i = 0; i < f->nchunks; i++) {
+		if (memcmp(f->hash[i], zero, CHUNK_HASH_LEN) == 0)
+			continue;
+		nonzero++;
+		hits += chunk_ahead_claim(a, i) == 1;
+		if (chunk_get(&h, f->hash[i], buf, m->chunk_size, &len) < 0 ||
+		    len != m->chunk_size || memcmp(buf, img + i * m->chunk_size, len) != 0)
+			same = false;
+		usleep(2000); /* a guest between faults */
+	}
+	fetched = chunk_ahead_stop(a);
+	check(same && fetched == hits && fetched > 0 && h.got_chunks + fetched == nonzero &&
+		      h.cache_hits == hits,
+	      "ahead-once-each",
+	      "same %d: %llu chunks, %llu read ahead (%llu taken), %llu by "
+	      "the caller, %llu cache hits",
+	      same, (unsigned long long)nonzero, (unsigned long long)fetched,
+	      (unsigned long long)hits, (unsigned long long)h.got_chunks,
+	      (unsigned long long)h.cache_hits);
+	printf("read-ahead: %llu of %llu chunks came ahead, %llu fetched by the caller\n",
+	       (unsigned long long)fetched, (unsigned long long)nonzero,
+	       (unsigned long long)h.got_chunks);
+	chunk_store_close(&h);
+	chunk_cache_close(cache);
+	free(buf);
+	free(img);
+}
+
 /* Several transfers at once (chunk_par.c): the manifest m (made with cs->transfers 4) lists the
  * same chunks, in the same order, as the file hashed one chunk at a time; a store that refuses
  * every request fails the add with the store's word, whatever was in flight, and nothing waits
@@ -251,6 +383,7 @@ static void par_check(const struct manifest *m, struct chunk_store *cs, struct s
 	      b ? (unsigned long long)b->nchunks : 0);
 	manifest_free(&serial);
 	chunk_store_close(&local);
+	api_fetch_check(m, path);
 	snprintf(wrong.secret, sizeof(wrong.secret), "not-the-secret");
 	check(s3_open(&bad, &wrong) == 0 &&
 		      chunk_store_open(&refused, &bad, "ws/test-par", cs->keys.enc) == 0 &&
@@ -373,6 +506,7 @@ int main(int argc, char **argv)
 	      "%llu chunks put", (unsigned long long)cs.put_chunks);
 	check(manifest_put(&m1, &cs, "snap-1") == 0, "manifest-put", "%s", cs.err);
 	par_check(&m1, &cs, &s3, path);
+	ahead_check(&m1, &s3, secret, path, argv[5]);
 
 	/* 1 MiB of writes, then the second snapshot: only their chunks go up */
 	fill_random(img + (20u << 20) + 12345, 1u << 20);

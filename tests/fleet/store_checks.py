@@ -267,6 +267,54 @@ def stop_race(t, key, live):
               "%s: %r in %.1f s" % (w, r[0], r[1]) for w, r in sorted(res.items()))))
 
 
+def stop_delete(t, key, live):
+    """A box deleted (through another host) while its stop pushes it into the store: the
+    delete answered at once; once the stop is over the box is gone through every host (not
+    woken, not listed), and its name free for another box."""
+    x = t.moved[1] if getattr(t, "moved", None) else host_of(owner_of(live[sorted(live)[0]]))
+    keep = [t.moved[0]["name"]] if getattr(t, "moved", None) else []
+    name = next((n for n in boxes_on(t, x) if n in live and n not in keep), None)
+    if name is None:
+        check(False, "a delete during a stop: no box on fh%d to try it with" % x)
+        return
+    box = live.pop(name)
+    via = 1 + x % HOSTS
+    st_stop, _ = api(x, key, "POST", "/v2/sandboxes/boxes/%s/stop" % name)
+    t0 = time.time()
+    st_del, _ = api(via, key, "DELETE", "/v2/sandboxes/boxes/%s" % name)
+    del_s = time.time() - t0
+    # the stop over: the box deleted on its way (either side of its release), or (had the
+    # push been done before the delete came) let go and then deleted as a released box
+    lines = ("box %s: deleted as asked during its stop into the store" % box["id"],
+             "box %s: stopped into the store" % box["id"])
+    deadline = time.time() + 300
+    while time.time() < deadline and not any(ln in t.log(x) for ln in lines):
+        time.sleep(1)
+    how = next((ln.split(": ", 1)[1] for ln in lines if ln in t.log(x)), "no word")
+    deadline = time.time() + 15  # (another host's list follows the fleet's records)
+    while True:
+        gets = [api(i, key, "GET", "/v2/sandboxes/boxes/%s" % name)[0]
+                for i in range(1, HOSTS + 1)]
+        st_l, lst = api(via, key, "GET", "/v2/sandboxes/boxes")
+        listed = st_l != 200 or name in [b.get("name") for b in lst.get("sandboxes", [])]
+        if (gets == [404] * HOSTS and not listed) or time.time() > deadline:
+            break
+        time.sleep(1)
+    done = how != "no word"
+    st_new, new = api(via, key, "POST", "/v2/sandboxes/boxes",
+                      {"name": name, "mem_bytes": MEM, "timeout": 120})
+    woken = [i for i in range(1, HOSTS + 1)
+             if "box %s: woken here from the store" % box["id"] in t.log(i)]
+    check(st_stop == 204 and st_del == 204 and done and gets == [404] * HOSTS and not listed and
+          not woken and st_new == 200 and new.get("id") != box["id"],
+          "a delete through fh%d during a stop into the store on fh%d: %d in %.1f s (the stop "
+          "%d); once the stop was over (%s) the box gone: gets %s, listed %s, woken on %s; its "
+          "name taken again by a new box: %d" % (via, x, st_del, del_s, st_stop, how, gets,
+                                                  listed, woken, st_new))
+    if st_new == 200:
+        live[name] = new
+
+
 def transfer_argv(t):
     """sandbox-transfer beside this sandboxd's build, run as sandboxd is (through the loader
     and libraries api.sh copied in, where the emulated host has none of its own)."""

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <curl/curl.h>
 #include <openssl/crypto.h>
 
@@ -66,6 +67,14 @@ int svc_open(struct svc *a, const char *url, const char *key)
 	return 0;
 }
 
+int svc_clone(struct svc *dst, const struct svc *a)
+{
+	memset(dst, 0, sizeof(*dst));
+	memcpy(dst->base, a->base, sizeof(dst->base));
+	memcpy(dst->key_header, a->key_header, sizeof(dst->key_header));
+	return (dst->curl = curl_easy_init()) ? 0 : -ENOMEM;
+}
+
 void svc_close(struct svc *a)
 {
 	if (a->curl)
@@ -74,8 +83,38 @@ void svc_close(struct svc *a)
 	a->curl = NULL;
 }
 
+static int svc_call_once(struct svc *a, const char *method, const char *path, const void *body,
+			 size_t blen, const char *ctype, size_t max, struct svc_answer *out);
+
 int svc_call(struct svc *a, const char *method, const char *path, const void *body, size_t blen,
 	     const char *ctype, size_t max, struct svc_answer *out)
+{
+	int err;
+
+	for (unsigned try = 1;; try++) {
+		json_t *o;
+		bool busy;
+
+		err = svc_call_once(a, method, path, body, blen, ctype, max, out);
+		if (err < 0 || out->status != 429 || try == SVC_BUSY_TRIES)
+			return err;
+		/* busy (refused before any work), not a quota's 429 */
+		o = svc_json(out);
+		busy = o &&
+		       json_is_string(json_object_get(json_object_get(o, "detail"), "error")) &&
+		       strcmp(json_string_value(
+				      json_object_get(json_object_get(o, "detail"), "error")),
+			      "TooManyRequests") == 0;
+		json_decref(o);
+		if (!busy)
+			return err;
+		svc_answer_free(out);
+		sleep(1);
+	}
+}
+
+static int svc_call_once(struct svc *a, const char *method, const char *path, const void *body,
+			 size_t blen, const char *ctype, size_t max, struct svc_answer *out)
 {
 	char url[4200], ct[160], err[CURL_ERROR_SIZE] = "";
 	struct curl_slist *h = NULL;

@@ -131,6 +131,9 @@ int transfer_pull(struct svc *a, const struct transfer_opts *o)
 	struct create_opts co = CREATE_OPTS_DEFAULT;
 	struct svc_answer ans = {0};
 	struct chunk_store cs;
+	struct svc conn[TRANSFER_CONNS];
+	void *conn_arg[TRANSFER_CONNS];
+	unsigned nconn = 0;
 	struct manifest mf = {0};
 	struct snap_meta m;
 	struct sandbox sb;
@@ -146,6 +149,12 @@ int transfer_pull(struct svc *a, const struct transfer_opts *o)
 		return 1;
 	cs.fetch = fetch_chunk;
 	cs.fetch_arg = a;
+	/* TRANSFER_CONNS chunks fetched at once, each on a connection of its own */
+	for (nconn = 0; nconn < TRANSFER_CONNS && svc_clone(&conn[nconn], a) == 0; nconn++)
+		conn_arg[nconn] = &conn[nconn];
+	cs.fetch_args = conn_arg;
+	cs.nfetch_args = nconn;
+	cs.transfers = TRANSFER_CONNS;
 	/* stopped there first: its memory and disks into the service's store */
 	snprintf(p, sizeof(p), "/boxes/%s/status", o->ref);
 	if (svc_call(a, "GET", p, NULL, 0, NULL, 1 << 16, &ans) < 0 || ans.status != 200) {
@@ -241,5 +250,7 @@ out:
 	svc_answer_free(&ans);
 	manifest_free(&mf);
 	chunk_store_close(&cs);
+	while (nconn)
+		svc_close(&conn[--nconn]);
 	return rc;
 }

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <fcntl.h>
+#include <pthread.h>
 
 #include "client.h"
 #include "store.h"
@@ -71,65 +72,148 @@ static int strip_net(const char *dir, struct snap_meta *m, char *err, size_t len
 	return snap_seal_bare(dir, m, err, len);
 }
 
-/* Upload each chunk of mf the service lacks, reading it from dir's files: the count sent. */
+/* The chunks to send (file, chunk), handed out to TRANSFER_CONNS threads, each on a
+ * connection of its own: the first failure (said) stops them all. */
+struct send_item {
+	unsigned file;
+	uint64_t chunk;
+};
+
+struct sender {
+	const struct svc *a; /* cloned by each thread */
+	const char *dir;
+	const struct manifest *mf;
+	struct send_item *item;
+	size_t n, next;
+	bool failed;
+	long sent;
+	uint64_t bytes;
+	pthread_mutex_t mu;
+};
+
+/* Chunk it of s's manifest read from its file and PUT on a: its size, or -1 said. */
+static long send_one(struct sender *s, struct svc *a, const struct send_item *it, uint8_t *buf)
+{
+	const struct manifest_file *f = &s->mf->file[it->file];
+	uint64_t off = it->chunk * s->mf->chunk_size;
+	size_t want =
+		f->size - off < s->mf->chunk_size ? (size_t)(f->size - off) : s->mf->chunk_size;
+	char path[4300], hex[2 * CHUNK_HASH_LEN + 1], p[128];
+	struct svc_answer ans;
+	ssize_t got = -1;
+	int fd = -1;
+
+	if (path_fmt(path, sizeof(path), "%s/%s", s->dir, f->name) < 0 ||
+	    (fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0 ||
+	    (got = pread(fd, buf, want, (off_t)off)) != (ssize_t)want) {
+		fprintf(stderr, "sandbox-transfer: %s: %s\n", path,
+			fd < 0 || got < 0 ? strerror(errno) : "a short read");
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	close(fd);
+	chunk_hex(f->hash[it->chunk], hex);
+	snprintf(p, sizeof(p), "/chunks/%s", hex);
+	if (svc_call(a, "PUT", p, buf, want, "application/octet-stream", 1 << 16, &ans) < 0 ||
+	    ans.status != 204) {
+		fprintf(stderr, "sandbox-transfer: chunk %s: %s\n", hex, ans.error);
+		svc_answer_free(&ans);
+		return -1;
+	}
+	svc_answer_free(&ans);
+	return (long)want;
+}
+
+static void *send_main(void *arg)
+{
+	struct sender *s = arg;
+	uint8_t *buf = malloc(s->mf->chunk_size);
+	struct svc a;
+
+	if (!buf || svc_clone(&a, s->a) < 0) {
+		if (buf)
+			svc_close(&a); /* (the key's copy wiped) */
+		fprintf(stderr, "sandbox-transfer: out of memory\n");
+		pthread_mutex_lock(&s->mu);
+		s->failed = true;
+		pthread_mutex_unlock(&s->mu);
+		free(buf);
+		return NULL;
+	}
+	for (;;) {
+		struct send_item it;
+		long r;
+
+		pthread_mutex_lock(&s->mu);
+		if (s->failed || s->next == s->n) {
+			pthread_mutex_unlock(&s->mu);
+			break;
+		}
+		it = s->item[s->next++];
+		pthread_mutex_unlock(&s->mu);
+		r = send_one(s, &a, &it, buf);
+		pthread_mutex_lock(&s->mu);
+		if (r < 0) {
+			s->failed = true;
+		} else {
+			s->sent++;
+			s->bytes += (uint64_t)r;
+		}
+		pthread_mutex_unlock(&s->mu);
+	}
+	svc_close(&a);
+	free(buf);
+	return NULL;
+}
+
+/* Upload each chunk of mf the service lacks (each once), reading it from dir's files: the
+ * count sent, or -1 said. */
 static long send_chunks(struct svc *a, const char *dir, const struct manifest *mf,
 			struct missing *ms, uint64_t *bytes)
 {
-	uint8_t *buf = malloc(mf->chunk_size);
-	long sent = 0;
+	struct sender s = {.a = a, .dir = dir, .mf = mf};
+	pthread_t t[TRANSFER_CONNS];
+	unsigned nt = 0;
+	size_t cap = 0;
 
-	if (!buf)
-		return -1;
 	for (unsigned i = 0; i < mf->nfiles; i++) {
 		const struct manifest_file *f = &mf->file[i];
-		char path[4300];
-		int fd;
 
-		if (path_fmt(path, sizeof(path), "%s/%s", dir, f->name) < 0 ||
-		    (fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0) {
-			fprintf(stderr, "sandbox-transfer: %s: %s\n", path, strerror(errno));
-			free(buf);
-			return -1;
-		}
 		for (uint64_t c = 0; c < f->nchunks; c++) {
 			uint8_t(*hit)[CHUNK_HASH_LEN] =
 				ms->n ? bsearch(f->hash[c], ms->h, ms->n, CHUNK_HASH_LEN,
 						chunk_hash_cmp)
 				      : NULL;
-			uint64_t off = c * mf->chunk_size;
-			size_t want = f->size - off < mf->chunk_size ? (size_t)(f->size - off)
-								     : mf->chunk_size;
-			char hex[2 * CHUNK_HASH_LEN + 1], p[128];
-			struct svc_answer ans;
 
 			if (!hit || ms->sent[hit - ms->h]) /* not asked for, or sent already */
 				continue;
-			if (pread(fd, buf, want, (off_t)off) != (ssize_t)want) {
-				fprintf(stderr, "sandbox-transfer: %s: a short read\n", path);
-				close(fd);
-				free(buf);
-				return -1;
-			}
-			chunk_hex(f->hash[c], hex);
-			snprintf(p, sizeof(p), "/chunks/%s", hex);
-			if (svc_call(a, "PUT", p, buf, want, "application/octet-stream", 1 << 16,
-				     &ans) < 0 ||
-			    ans.status != 204) {
-				fprintf(stderr, "sandbox-transfer: chunk %s: %s\n", hex, ans.error);
-				svc_answer_free(&ans);
-				close(fd);
-				free(buf);
-				return -1;
-			}
-			svc_answer_free(&ans);
 			ms->sent[hit - ms->h] = true;
-			sent++;
-			*bytes += want;
+			if (s.n == cap) {
+				struct send_item *n =
+					realloc(s.item, (cap = cap ? 2 * cap : 256) * sizeof(*n));
+
+				if (!n) {
+					fprintf(stderr, "sandbox-transfer: out of memory\n");
+					free(s.item);
+					return -1;
+				}
+				s.item = n;
+			}
+			s.item[s.n++] = (struct send_item){.file = i, .chunk = c};
 		}
-		close(fd);
 	}
-	free(buf);
-	return sent;
+	pthread_mutex_init(&s.mu, NULL);
+	while (nt < TRANSFER_CONNS && nt < s.n && pthread_create(&t[nt], NULL, send_main, &s) == 0)
+		nt++;
+	if (nt == 0 && s.n) /* no thread: in this one */
+		send_main(&s);
+	for (unsigned i = 0; i < nt; i++)
+		pthread_join(t[i], NULL);
+	pthread_mutex_destroy(&s.mu);
+	free(s.item);
+	*bytes += s.bytes;
+	return s.failed ? -1 : s.sent;
 }
 
 int transfer_push(struct svc *a, const struct transfer_opts *o)

@@ -24,10 +24,18 @@ struct svc_answer {
 	size_t len;
 	char error[600]; /* a failed call or a non-2xx answer, said for a user */
 };
+/* The service takes TRANSFER_CONNS of a workspace's chunk transfers at once
+ * (sandboxd/fleet_xfer.c): a push or a pull keeps that many connections busy. */
+#define TRANSFER_CONNS 2
 int svc_open(struct svc *a, const char *url, const char *key);
+/* Another handle on a's service and key, a connection of its own (one per thread). */
+int svc_clone(struct svc *dst, const struct svc *a);
 void svc_close(struct svc *a);
 /* METHOD base+path with body (ctype), the answer at most max bytes: 0 with out filled (any
- * status: out->error says a non-2xx one), or -errno with out->error. */
+ * status: out->error says a non-2xx one), or -errno with out->error. A 429 TooManyRequests (the
+ * service busy with this workspace's other transfers, refused before any work) is asked again
+ * after a second, for up to SVC_BUSY_TRIES seconds; a quota's 429 is not. */
+#define SVC_BUSY_TRIES 30
 int svc_call(struct svc *a, const char *method, const char *path, const void *body, size_t blen,
 	     const char *ctype, size_t max, struct svc_answer *out);
 json_t *svc_json(const struct svc_answer *ans);
