@@ -233,7 +233,8 @@ unlocked:
 
 static void waiters_run(struct box *b, int err, const char *msg);
 
-void box_waiters_moved(struct box *b)
+/* What waited for b, which went (moved: on to its wake; else deleted: not found). */
+static void waiters_went(struct box *b, bool moved)
 {
 	struct box_waiter *w = b->waiters;
 
@@ -242,31 +243,26 @@ void box_waiters_moved(struct box *b)
 		struct box_waiter *next = w->next;
 		struct sd_req *q = w->pending ? pending_take(w->pending) : NULL;
 
-		if (q)
+		if (q && moved)
 			req_moved(q);
+		else if (q)
+			req_reply_error(q, 404, "NotFound", "Sandbox not found");
 		else if (w->ws) /* an early close: the client sends its command again */
-			w->ws_then(w->ws, b, -ESTALE, "the sandbox moved");
+			w->ws_then(w->ws, b, moved ? -ESTALE : -ENOENT,
+				   moved ? "the sandbox moved" : "the sandbox was deleted");
 		free(w);
 		w = next;
 	}
 }
 
+void box_waiters_moved(struct box *b)
+{
+	waiters_went(b, true);
+}
+
 void box_waiters_gone(struct box *b)
 {
-	struct box_waiter *w = b->waiters;
-
-	b->waiters = NULL;
-	while (w) {
-		struct box_waiter *next = w->next;
-		struct sd_req *q = w->pending ? pending_take(w->pending) : NULL;
-
-		if (q)
-			req_reply_error(q, 404, "NotFound", "Sandbox not found");
-		else if (w->ws)
-			w->ws_then(w->ws, b, -ENOENT, "the sandbox was deleted");
-		free(w);
-		w = next;
-	}
+	waiters_went(b, false);
 }
 
 static void waiters_run(struct box *b, int err, const char *msg)
