@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "client.h"
 #include "sandboxd.h"
@@ -160,7 +161,14 @@ static void gone_run(struct sd_job *sj)
 {
 	struct gone_job *g = (struct gone_job *)sj;
 
-	g->err = fleet_hooks->released_delete(g->workspace, g->id);
+	/* the fleet away for a moment: asked again, 1, 2, 4 then 8 s apart (the user was
+	 * answered: nobody else would) */
+	for (unsigned try = 0;; try++) {
+		g->err = fleet_hooks->released_delete(g->workspace, g->id);
+		if (g->err != -EIO || try == 4)
+			break;
+		sleep(1u << try);
+	}
 }
 
 static void gone_done(struct sd_job *sj)

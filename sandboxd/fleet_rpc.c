@@ -25,13 +25,12 @@
 #define RPC_WS_INFLIGHT 4     /* calls of one workspace waiting on other hosts at once */
 #define PLACE_MAX_S	60    /* a create's wait for a host with room, whatever its timeout */
 #define RPC_CALL_MS	30000 /* a forwarded call's answer */
-#define RPC_LIST_MS	2000  /* a host's part of a list */
+#define RPC_LIST_MS	5000  /* a host's part of a list (a slow one: its boxes missing) */
 #define PLACE_DEFAULT_S 30
 #define LIST_HOSTS_MAX	256
 #define CALL_HERE	1 /* call_job.status: the box is this host's after all */
 /* A create from a snapshot goes first to the hosts that hold it, for this long, then to the
  * pool too (a host waits up to TAKE_WAIT_MS in the pool's fetch before it looks again) */
-#define PLACE_NEAR_MS	1000
 
 /* ---- messages ---- */
 
@@ -418,7 +417,7 @@ static void create_run(struct call_job *c)
 	}
 	int place_s = c->timeout_s < PLACE_MAX_S ? c->timeout_s : PLACE_MAX_S;
 
-	struct fleet_near near = {.n = c->nnear, .wait_ms = PLACE_NEAR_MS};
+	struct fleet_near near = {.n = fleetd_near_ms ? c->nnear : 0, .wait_ms = fleetd_near_ms};
 
 	for (int i = 0; i < c->nnear; i++)
 		near.hosts[i] = c->near[i];

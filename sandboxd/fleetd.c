@@ -66,6 +66,8 @@ static void default_replicas(void)
 		conf.replicas = conf.nservers >= 3 ? 3 : 1;
 }
 
+unsigned fleetd_near_ms = FLEETD_NEAR_MS;
+
 int fleetd_option(const char *name, const char *val)
 {
 	uint64_t v;
@@ -103,6 +105,15 @@ int fleetd_option(const char *name, const char *val)
 			slots = (unsigned)v;
 		else
 			conf.replicas = (int)v;
+		return 1;
+	}
+	if (strcmp(name, "fleet-near-ms") == 0) {
+		if (!parse_u64(val, 0, 10000, &v)) {
+			fprintf(stderr,
+				"sandboxd: --fleet-near-ms takes 0 (no near try) to 10000\n");
+			return -1;
+		}
+		fleetd_near_ms = (unsigned)v;
 		return 1;
 	}
 	if (strcmp(name, "advertise") == 0) {

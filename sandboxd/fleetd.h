@@ -111,6 +111,10 @@ void fleetd_box_rename(struct sd_req *q, struct box *b, const char *name);
 /* On the loop: a create this host took from the queue (the placing host's message): made as
  * a box, its answer kept for the placing host's await. again: taken before (its ack lost). */
 void fleet_rpc_take(const char *id, const uint8_t *msg, size_t len, bool again);
+/* How long a create from a snapshot waits for the hosts that hold it before it goes to the
+ * pool (--fleet-near-ms; 0: it goes to the pool at once). */
+#define FLEETD_NEAR_MS 1000
+extern unsigned fleetd_near_ms;
 /* On the loop: box id's stop into the store is over: a wake taken meanwhile runs now, or is
  * dropped when the box was deleted meanwhile. */
 void fleetd_box_released(const char *id, bool deleted);

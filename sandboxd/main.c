@@ -56,6 +56,7 @@ static int usage(void)
 		"                      [--default-image NAME]\n"
 		"                      [--fleet nats://H:P[,...] --host-id ID [--fleet-pool NAME]\n"
 		"                       [--slots N] [--fleet-replicas N] [--advertise HOST:PORT]\n"
+		"                       [--fleet-near-ms N]\n"
 		"                       [--store-endpoint URL --store-bucket B --store-credentials "
 		"F\n"
 		"                        --fleet-key F [--store-region R] [--chunk-kib N]\n"
@@ -144,6 +145,7 @@ static int serve(int argc, char **argv)
 		{"slots", required_argument, NULL, 'F'},
 		{"fleet-replicas", required_argument, NULL, 'F'},
 		{"advertise", required_argument, NULL, 'F'},
+		{"fleet-near-ms", required_argument, NULL, 'F'},
 		{"store-endpoint", required_argument, NULL, 'F'},
 		{"store-bucket", required_argument, NULL, 'F'},
 		{"store-region", required_argument, NULL, 'F'},

@@ -271,11 +271,14 @@ def stop_delete(t, key, live):
     """A box deleted (through another host) while its stop pushes it into the store: the
     delete answered at once; once the stop is over the box is gone through every host (not
     woken, not listed), and its name free for another box."""
-    x = t.moved[1] if getattr(t, "moved", None) else host_of(owner_of(live[sorted(live)[0]]))
+    # a box of the host the drain empties next if it has one (its others are deleted there
+    # anyway), else of any host; never the moved box (the drain moves it again)
     keep = [t.moved[0]["name"]] if getattr(t, "moved", None) else []
-    name = next((n for n in boxes_on(t, x) if n in live and n not in keep), None)
+    hosts = ([t.moved[1]] if getattr(t, "moved", None) else []) + list(range(1, HOSTS + 1))
+    x, name = next(((h, n) for h in hosts for n in boxes_on(t, h)
+                    if n in live and n not in keep), (0, None))
     if name is None:
-        check(False, "a delete during a stop: no box on fh%d to try it with" % x)
+        check(False, "a delete during a stop: no box to try it with")
         return
     box = live.pop(name)
     via = 1 + x % HOSTS

@@ -162,7 +162,10 @@ class Topology:
         argv, env = self.sandboxd(
             i, "serve", "--listen", addr, "--insecure-http", "--operator", "127.0.0.1:8381",
             "--default-image", "busybox", "--fleet", self.servers, "--host-id", "fh%d" % i,
-            "--slots", str(SLOTS), "--fleet-replicas", "3", *store, *extra)
+            "--slots", str(SLOTS), "--fleet-replicas", "3",
+            # a create from a snapshot waits 3 s (not 1) for the host that holds it: under
+            # QEMU's emulator a loaded host may take more than 1 s to answer its poke
+            "--fleet-near-ms", "3000", *store, *extra)
         log = open(os.path.join(self.work, "sandboxd-%d.log" % i), "w")
         p = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
                              start_new_session=True)
