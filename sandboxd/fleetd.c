@@ -408,13 +408,26 @@ unsigned fleetd_hosts_ask(char (*out)[FLEET_ID_MAX + 1], unsigned max)
 {
 	kvKeysList keys = {0};
 	unsigned n = 0;
+	bool self = false;
 
-	if (kvStore_Keys(&keys, (kvStore *)fleetd.hosts, NULL) != NATS_OK)
-		return fleetd_hosts(out, max); /* the copy, then */
-	for (int i = 0; i < keys.Count && n < max; i++)
-		if (fleet_id_ok(keys.Keys[i]))
-			snprintf(out[n++], FLEET_ID_MAX + 1, "%.63s", keys.Keys[i]);
-	kvKeysList_Destroy(&keys);
+	if (kvStore_Keys(&keys, (kvStore *)fleetd.hosts, NULL) == NATS_OK) {
+		for (int i = 0; i < keys.Count && n < max; i++)
+			if (fleet_id_ok(keys.Keys[i]))
+				snprintf(out[n++], FLEET_ID_MAX + 1, "%.63s", keys.Keys[i]);
+		kvKeysList_Destroy(&keys);
+	}
+	if (!n) { /* no word from the bucket (a loaded cluster): the copy, then */
+		n = fleetd_hosts(out, max);
+		if (!n)
+			sd_log("fleet: no host known alive (the bucket and its copy): this one "
+			       "only");
+	}
+	/* this host is alive whatever the bucket says (its beat may lag under load): its boxes
+	 * are never left out of what it answers */
+	for (unsigned i = 0; i < n && !self; i++)
+		self = fleetd_self(out[i]);
+	if (!self && n < max)
+		snprintf(out[n++], FLEET_ID_MAX + 1, "%s", fleetd_host_id());
 	return n;
 }
 
