@@ -282,6 +282,12 @@ def stop_delete(t, key, live):
         return
     box = live.pop(name)
     via = 1 + x % HOSTS
+    # (what the hosts' logs said before: the box may have been stopped and woken already)
+    before = {i: len(t.log(i)) for i in range(1, HOSTS + 1)}
+
+    def said(i):
+        return t.log(i)[before[i]:]
+
     st_stop, _ = api(x, key, "POST", "/v2/sandboxes/boxes/%s/stop" % name)
     t0 = time.time()
     st_del, _ = api(via, key, "DELETE", "/v2/sandboxes/boxes/%s" % name)
@@ -291,9 +297,9 @@ def stop_delete(t, key, live):
     lines = ("box %s: deleted as asked during its stop into the store" % box["id"],
              "box %s: stopped into the store" % box["id"])
     deadline = time.time() + 300
-    while time.time() < deadline and not any(ln in t.log(x) for ln in lines):
+    while time.time() < deadline and not any(ln in said(x) for ln in lines):
         time.sleep(1)
-    how = next((ln.split(": ", 1)[1] for ln in lines if ln in t.log(x)), "no word")
+    how = next((ln.split(": ", 1)[1] for ln in lines if ln in said(x)), "no word")
     deadline = time.time() + 15  # (another host's list follows the fleet's records)
     while True:
         gets = [api(i, key, "GET", "/v2/sandboxes/boxes/%s" % name)[0]
@@ -307,7 +313,7 @@ def stop_delete(t, key, live):
     st_new, new = api(via, key, "POST", "/v2/sandboxes/boxes",
                       {"name": name, "mem_bytes": MEM, "timeout": 120})
     woken = [i for i in range(1, HOSTS + 1)
-             if "box %s: woken here from the store" % box["id"] in t.log(i)]
+             if "box %s: woken here from the store" % box["id"] in said(i)]
     check(st_stop == 204 and st_del == 204 and done and gets == [404] * HOSTS and not listed and
           not woken and st_new == 200 and new.get("id") != box["id"],
           "a delete through fh%d during a stop into the store on fh%d: %d in %.1f s (the stop "
