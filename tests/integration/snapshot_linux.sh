@@ -59,7 +59,7 @@ inner() {
 	echo "ok: warm create answers exec (cold $((t1 - t0)) ms with the ready snapshot made," \
 		"warm $((t2 - t1)) ms), urandom differs; --cold boots"
 	"$ctl" exec "$id" -- sh -c 'echo before >/root/before; i=0
-		(while :; do i=$((i+1)); echo $i >/tmp/count; sleep 0.1; done) </dev/null >/dev/null 2>&1 &
+		(while :; do i=$((i+1)); echo $i >/tmp/count.n; mv /tmp/count.n /tmp/count; sleep 0.1; done) </dev/null >/dev/null 2>&1 &
 		sync' || fail "starting the counter: status $?"
 	sleep 1
 	"$ctl" snapshot "$id" snap1 || fail "snapshot: status $?"
