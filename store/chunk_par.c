@@ -11,7 +11,6 @@
  */
 #include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,105 +49,26 @@ struct chunk_par {
 	struct par_job job[CHUNK_PAR_MAX];
 };
 
-static int par_fail(struct par_job *j, int err, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int par_fail(struct par_job *j, int err, const char *fmt, ...)
+/* j's transfer on worker i's connection s (its fetch arg, for a handle of no store): its
+ * answer in j. */
+static void par_run(struct chunk_par *p, unsigned i, struct s3 *s, struct par_job *j)
 {
-	va_list ap;
+	struct chunk_store *cs = p->cs;
+	int r;
 
-	va_start(ap, fmt);
-	vsnprintf(j->msg, sizeof(j->msg), fmt, ap);
-	va_end(ap);
-	return j->err = err;
-}
-
-/* A put, on the worker's connection s: HEAD (unless the store's listing was whole), seal, PUT. */
-static void par_put(struct chunk_par *p, struct s3 *s, struct par_job *j)
-{
-	char hex[2 * CHUNK_HASH_LEN + 1];
-	uint8_t *sealed;
-	int err;
-
-	chunk_hex(j->hash, hex);
-	err = p->cs->listed ? -ENOENT : s3_head(s, j->key, NULL);
-	if (err == 0) {
-		j->there = true;
-		return;
+	if (j->get && !cs->s3) {
+		r = chunk_xfer_fetch(cs->fetch, cs->fetch_args[i], j->hash, j->data, p->get_cap,
+				     &j->len, j->msg, sizeof(j->msg));
+		j->wire = r < 0 ? 0 : j->len;
+	} else if (j->get) {
+		r = chunk_xfer_get(s, &cs->keys, j->key, j->hash, j->data, p->get_cap, &j->len,
+				   &j->wire, j->msg, sizeof(j->msg));
+	} else {
+		r = chunk_xfer_put(s, &cs->keys, cs->listed, j->key, j->hash, j->data, j->len,
+				   &j->wire, j->msg, sizeof(j->msg));
+		j->there = r == 1;
 	}
-	if (err != -ENOENT) {
-		par_fail(j, err, "chunk %s: %s", hex, s->err);
-		return;
-	}
-	if (!(sealed = malloc(j->len + CHUNK_SEAL_EXTRA))) {
-		par_fail(j, -ENOMEM, "chunk %s: out of memory", hex);
-		return;
-	}
-	if ((err = chunk_seal(&p->cs->keys, j->hash, j->data, j->len, sealed)) < 0)
-		par_fail(j, err, "chunk %s: sealing failed", hex);
-	else if ((err = s3_put(s, j->key, sealed, j->len + CHUNK_SEAL_EXTRA)) < 0)
-		par_fail(j, err, "chunk %s: %s", hex, s->err);
-	else
-		j->wire = j->len + CHUNK_SEAL_EXTRA;
-	free(sealed);
-}
-
-/* A get from a handle of no store: worker i's fetch, checked against the hash. */
-static void par_fetch(struct chunk_par *p, unsigned i, struct par_job *j)
-{
-	char hex[2 * CHUNK_HASH_LEN + 1];
-	uint8_t check[CHUNK_HASH_LEN];
-	int err;
-
-	chunk_hex(j->hash, hex);
-	j->len = 0;
-	if ((err = p->cs->fetch(p->cs->fetch_args[i], j->hash, j->data, p->get_cap, &j->len, j->msg,
-				sizeof(j->msg))) < 0) {
-		j->err = err;
-		return;
-	}
-	if (j->len > p->get_cap) {
-		par_fail(j, -EBADMSG, "chunk %s: over %zu bytes", hex, p->get_cap);
-		return;
-	}
-	chunk_hash(j->data, j->len, check);
-	if (memcmp(check, j->hash, CHUNK_HASH_LEN) != 0)
-		par_fail(j, -EBADMSG, "chunk %s is corrupt: its bytes are not of that SHA-256",
-			 hex);
-	else
-		j->wire = j->len;
-}
-
-/* A get: the sealed object, opened and checked against its hash into j->data. */
-static void par_get(struct chunk_par *p, struct s3 *s, struct par_job *j)
-{
-	char hex[2 * CHUNK_HASH_LEN + 1];
-	uint8_t *sealed;
-	size_t sealed_len;
-	int err;
-
-	chunk_hex(j->hash, hex);
-	err = s3_get(s, j->key, 0, 0, p->get_cap + CHUNK_SEAL_EXTRA, &sealed, &sealed_len);
-	if (err == -ENOENT) {
-		par_fail(j, err, "chunk %s is missing from the store (%s)", hex, j->key);
-		return;
-	}
-	if (err == -EFBIG) {
-		par_fail(j, -EBADMSG, "chunk %s is corrupt: over %zu bytes (%s)", hex, p->get_cap,
-			 j->key);
-		return;
-	}
-	if (err < 0) {
-		par_fail(j, err, "chunk %s: %s", hex, s->err);
-		return;
-	}
-	j->wire = sealed_len;
-	err = chunk_open(&p->cs->keys, j->hash, sealed, sealed_len, j->data, p->get_cap, &j->len);
-	free(sealed);
-	if (err < 0)
-		par_fail(j, -EBADMSG,
-			 "chunk %s is corrupt: it does not open to bytes of that SHA-256 (%s)", hex,
-			 j->key);
+	j->err = r < 0 ? r : 0;
 }
 
 struct par_worker {
@@ -177,12 +97,7 @@ static void *par_main(void *arg)
 		}
 		j->state = JOB_RUNNING;
 		pthread_mutex_unlock(&p->mu);
-		if (j->get && !p->cs->s3)
-			par_fetch(p, (unsigned)(s - p->s3), j);
-		else if (j->get)
-			par_get(p, s, j);
-		else
-			par_put(p, s, j);
+		par_run(p, (unsigned)(s - p->s3), s, j);
 		pthread_mutex_lock(&p->mu);
 		j->state = JOB_DONE;
 		pthread_cond_signal(&p->done);

@@ -232,110 +232,63 @@ int chunk_put_hashed(struct chunk_store *cs, const void *data, size_t len,
 static int put_hashed(struct chunk_store *cs, const void *data, size_t len,
 		      const uint8_t hash[CHUNK_HASH_LEN])
 {
-	char key[S3_KEY_MAX + 1], hex[2 * CHUNK_HASH_LEN + 1];
-	uint8_t *sealed, oid[CHUNK_HASH_LEN];
-	int err;
+	char key[S3_KEY_MAX + 1];
+	uint8_t oid[CHUNK_HASH_LEN];
+	uint64_t wire;
+	int there;
 
-	chunk_hex(hash, hex);
 	chunk_store_key(cs, hash, key, oid);
-	if (set_has(cs->known, oid)) {
+	there = set_has(cs->known, oid)
+			? 1
+			: chunk_xfer_put(cs->s3, &cs->keys, cs->listed, key, hash, data, len, &wire,
+					 cs->err, sizeof(cs->err));
+	if (there < 0)
+		return there;
+	if (there) {
 		cs->skip_chunks++;
 		cs->skip_bytes += len + CHUNK_SEAL_EXTRA;
-		return 0;
+	} else {
+		cs->put_chunks++;
+		cs->put_bytes += wire;
 	}
-	/* not in a whole listing of the store's chunks: not there (no HEAD to ask) */
-	err = cs->listed ? -ENOENT : s3_head(cs->s3, key, NULL);
-	if (err == 0) {
+	if (!set_has(cs->known, oid)) {
 		set_add(cs->known, oid);
-		cs->skip_chunks++;
-		cs->skip_bytes += len + CHUNK_SEAL_EXTRA;
 		if (cs->cache) /* (a later pull here of what was pushed: no fetch) */
 			(void)chunk_cache_put(cs->cache, oid, data, len);
-		return 0;
 	}
-	if (err != -ENOENT)
-		return chunk_store_fail(cs, err, "chunk %s: %s", hex, cs->s3->err);
-	sealed = malloc(len + CHUNK_SEAL_EXTRA);
-	if (!sealed)
-		return chunk_store_fail(cs, -ENOMEM, "chunk %s: out of memory", hex);
-	if ((err = chunk_seal(&cs->keys, hash, data, len, sealed)) < 0) {
-		free(sealed);
-		return chunk_store_fail(cs, err, "chunk %s: sealing failed", hex);
-	}
-	err = s3_put(cs->s3, key, sealed, len + CHUNK_SEAL_EXTRA);
-	free(sealed);
-	if (err < 0)
-		return chunk_store_fail(cs, err, "chunk %s: %s", hex, cs->s3->err);
-	set_add(cs->known, oid);
-	cs->put_chunks++;
-	cs->put_bytes += len + CHUNK_SEAL_EXTRA;
-	if (cs->cache)
-		(void)chunk_cache_put(cs->cache, oid, data, len);
-	return 0;
-}
-
-/* A handle of no store: the chunk from its fetch, checked against its hash. */
-static int chunk_get_fetched(struct chunk_store *cs, const uint8_t hash[CHUNK_HASH_LEN],
-			     uint8_t *out, size_t cap, size_t *len)
-{
-	char hex[2 * CHUNK_HASH_LEN + 1];
-	uint8_t check[CHUNK_HASH_LEN];
-	int err;
-
-	chunk_hex(hash, hex);
-	if (!cs->fetch)
-		return chunk_store_fail(cs, -EINVAL, "chunk %s: no store to fetch it from", hex);
-	if ((err = cs->fetch(cs->fetch_arg, hash, out, cap, len, cs->err, sizeof(cs->err))) < 0)
-		return err;
-	if (*len > cap)
-		return chunk_store_fail(cs, -EBADMSG, "chunk %s: over %zu bytes", hex, cap);
-	chunk_hash(out, *len, check);
-	if (memcmp(check, hash, CHUNK_HASH_LEN) != 0)
-		return chunk_store_fail(cs, -EBADMSG,
-					"chunk %s is corrupt: its bytes are not of that SHA-256",
-					hex);
-	cs->got_chunks++;
-	cs->got_bytes += *len;
 	return 0;
 }
 
 int chunk_get(struct chunk_store *cs, const uint8_t hash[CHUNK_HASH_LEN], uint8_t *out, size_t cap,
 	      size_t *len)
 {
-	char key[S3_KEY_MAX + 1], hex[2 * CHUNK_HASH_LEN + 1];
-	uint8_t *sealed, oid[CHUNK_HASH_LEN];
-	size_t sealed_len;
+	char key[S3_KEY_MAX + 1];
+	uint8_t oid[CHUNK_HASH_LEN];
+	uint64_t wire;
 	int err;
 
 	*len = 0;
-	if (!cs->s3)
-		return chunk_get_fetched(cs, hash, out, cap, len);
+	if (!cs->s3) { /* a handle of no store: the chunk from its fetch, checked */
+		if ((err = chunk_xfer_fetch(cs->fetch, cs->fetch_arg, hash, out, cap, len, cs->err,
+					    sizeof(cs->err))) < 0)
+			return err;
+		cs->got_chunks++;
+		cs->got_bytes += *len;
+		return 0;
+	}
 	chunk_store_key(cs, hash, key, oid);
-	chunk_hex(hash, hex);
 	if (cs->cache && chunk_cache_get(cs->cache, oid, hash, out, cap, len) == 1) {
 		cs->cache_hits++;
 		return 0;
 	}
-	if (cap > CHUNK_SIZE_MAX)
-		cap = CHUNK_SIZE_MAX;
-	err = s3_get(cs->s3, key, 0, 0, cap + CHUNK_SEAL_EXTRA, &sealed, &sealed_len);
-	if (err == -ENOENT)
-		return chunk_store_fail(cs, err, "chunk %s is missing from the store (%s)", hex,
-					key);
-	if (err == -EFBIG)
-		return chunk_store_fail(cs, -EBADMSG, "chunk %s is corrupt: over %zu bytes (%s)",
-					hex, cap, key);
+	err = chunk_xfer_get(cs->s3, &cs->keys, key, hash, out, cap, len, &wire, cs->err,
+			     sizeof(cs->err));
+	if (wire) { /* what came counts, opened or not */
+		cs->got_chunks++;
+		cs->got_bytes += wire;
+	}
 	if (err < 0)
-		return chunk_store_fail(cs, err, "chunk %s: %s", hex, cs->s3->err);
-	cs->got_chunks++;
-	cs->got_bytes += sealed_len;
-	err = chunk_open(&cs->keys, hash, sealed, sealed_len, out, cap, len);
-	free(sealed);
-	if (err < 0)
-		return chunk_store_fail(
-			cs, -EBADMSG,
-			"chunk %s is corrupt: it does not open to bytes of that SHA-256 (%s)", hex,
-			key);
+		return err;
 	set_add(cs->known, oid);
 	if (cs->cache)
 		(void)chunk_cache_put(cs->cache, oid, out, *len); /* a cache that cannot: a miss */

@@ -145,6 +145,10 @@ unsigned chunk_cache_count(struct chunk_cache *c);
 /* ---- chunk_store.c: a workspace's chunks in the store ---- */
 
 struct chunk_set; /* the hashes known to be in the store (chunk_store.c) */
+/* Where a handle of no store gets its chunks, e.g. a client fetching them through the API:
+ * -errno with err set, else *len bytes in out. */
+typedef int (*chunk_fetch_fn)(void *arg, const uint8_t hash[CHUNK_HASH_LEN], uint8_t *out,
+			      size_t cap, size_t *len, char *err, size_t err_len);
 
 struct chunk_store {
 	struct s3 *s3;
@@ -162,8 +166,7 @@ struct chunk_store {
 	/* A handle of no store (chunk_store_local): where its gets come from, e.g. a client
 	 * fetching chunks through the API (-errno with *err set, else *len bytes in out); what
 	 * it gives is checked against the hash asked for, as the store's is. */
-	int (*fetch)(void *arg, const uint8_t hash[CHUNK_HASH_LEN], uint8_t *out, size_t cap,
-		     size_t *len, char *err, size_t err_len);
+	chunk_fetch_fn fetch;
 	void *fetch_arg;
 	/* fetch_args[0..nfetch_args): one arg a transfer at once (chunk_par.c), for a fetch that
 	 * may run in as many threads (each its own connection); none: one at a time */
@@ -210,6 +213,25 @@ void chunk_store_key(const struct chunk_store *cs, const uint8_t hash[CHUNK_HASH
 		     char key[S3_KEY_MAX + 1], uint8_t oid[CHUNK_HASH_LEN]);
 bool chunk_store_knows(const struct chunk_store *cs, const uint8_t oid[CHUNK_HASH_LEN]);
 void chunk_store_learned(struct chunk_store *cs, const uint8_t oid[CHUNK_HASH_LEN]);
+
+/* ---- chunk_xfer.c: one chunk's transfer, no handle's state touched ---- */
+
+/* Upload the chunk of hash (len bytes of data, its hash right) sealed under k as key, unless
+ * the store has it (a HEAD, not asked when listed: a whole listing did not have it): 1 when it
+ * had it, 0 when sent (*wire the sealed bytes), else -errno with msg naming the chunk. */
+int chunk_xfer_put(struct s3 *s, const struct chunk_keys *k, bool listed, const char *key,
+		   const uint8_t hash[CHUNK_HASH_LEN], const void *data, size_t len, uint64_t *wire,
+		   char *msg, size_t msg_len) __attribute__((warn_unused_result));
+/* Download key and open it under k into out (at most cap bytes, CHUNK_SIZE_MAX at most):
+ * *len its bytes, *wire the sealed bytes that came. Missing (-ENOENT), too long or not of
+ * that hash (-EBADMSG): -errno with msg naming the chunk. */
+int chunk_xfer_get(struct s3 *s, const struct chunk_keys *k, const char *key,
+		   const uint8_t hash[CHUNK_HASH_LEN], uint8_t *out, size_t cap, size_t *len,
+		   uint64_t *wire, char *msg, size_t msg_len) __attribute__((warn_unused_result));
+/* fetch(arg) the chunk of hash into out (cap bytes), checked against the hash as a get's. */
+int chunk_xfer_fetch(chunk_fetch_fn fetch, void *arg, const uint8_t hash[CHUNK_HASH_LEN],
+		     uint8_t *out, size_t cap, size_t *len, char *msg, size_t msg_len)
+	__attribute__((warn_unused_result));
 
 /* ---- chunk_par.c: chunk transfers several at once ---- */
 
