@@ -36,6 +36,8 @@ struct fleet_conf {
 	int replicas;		     /* of the stream and buckets: 1 to 5 (the cluster's size) */
 	unsigned ack_wait_ms;	     /* a fetched request not claimed in this long goes again */
 	unsigned liveness_ttl_ms;    /* a host's entry lapses this long after its last beat */
+	unsigned lease_stale_ms;     /* lease.c: a push's lease or a collection's lock unmoved
+					this long is a dead holder's (0: FLEET_LEASE_STALE_MS) */
 };
 
 struct fleet {
@@ -166,7 +168,8 @@ int fleet_kv_open(struct fleet *f, const char *name, size_t val_max, struct flee
 	__attribute__((warn_unused_result));
 void fleet_kv_close(struct fleet_kv *b);
 /* On a bucket (a fleet_kv's kv, or f->owners, f->hosts), read from its leader: the value of
- * key (NUL-terminated, under cap bytes) and its revision: 0, -ENOENT, -EMSGSIZE, -EIO. */
+ * key (NUL-terminated, under cap bytes) and its revision: 0, -ENOENT, -EMSGSIZE (its revision
+ * set), -EIO. */
 int fleet_kv_get(struct fleet *f, void *kv, const char *key, char *val, size_t cap, uint64_t *rev)
 	__attribute__((warn_unused_result));
 /* key made only if it holds no value: 0, -EEXIST, -EIO. */
@@ -191,5 +194,44 @@ struct fleet_watch;
 int fleet_watch_start(struct fleet *f, void *kv, fleet_watch_fn fn, void *arg,
 		      struct fleet_watch **w) __attribute__((warn_unused_result));
 void fleet_watch_stop(struct fleet_watch *w);
+
+/* ---- lease.c: pushes against a store's collector ---- */
+
+/* A lease unmoved this long is taken for a dead holder's; it is renewed every 1/24 of it and
+ * acted on only while renewed within 1/4 of it. Above a quarter plus the store's request
+ * timeout (60 s). */
+#define FLEET_LEASE_STALE_MS 120000
+struct fleet_lease;
+/* The bucket of leases and locks (store_leases; a deleted one's marker kept an hour). */
+int fleet_lease_bucket(struct fleet *f, struct fleet_kv *b) __attribute__((warn_unused_result));
+/* A push of workspace ws's chunks (or, reader, a restore reading them while its box runs):
+ * its lease in bucket kv, held and renewed until fleet_lease_end. A push waits while a
+ * collection of ws holds its lock (it stops within a second and a request, as it sees the
+ * lease; a dead one's goes stale), up to wait_ms: -EBUSY after; a reader does not wait.
+ * -EINVAL, -EIO; err says why. */
+int fleet_lease_push(struct fleet *f, void *kv, const char *ws, bool reader, int wait_ms,
+		     struct fleet_lease **l, char *err, size_t err_len)
+	__attribute__((warn_unused_result));
+/* A collection of ws's chunks: its lock, once no push of ws holds a lease (its lock let go
+ * while some do, and taken again), waiting up to wait_ms: -EBUSY after, no lock kept. */
+int fleet_lease_collect(struct fleet *f, void *kv, const char *ws, int wait_ms,
+			struct fleet_lease **l, char *err, size_t err_len)
+	__attribute__((warn_unused_result));
+/* Whether l's holder may still act on it (a manifest written, a chunk deleted): renewed
+ * lately and never found lost. Any thread. */
+bool fleet_lease_fresh(struct fleet_lease *l);
+/* A collection's lock l, before each of its acts: 0 to go on; -ECANCELED (no longer
+ * fresh), -EAGAIN (a push of its workspace began: the collection yields), -EIO. Lists the
+ * pushes at most once a second. The collection's thread only. */
+int fleet_lease_sweep_ok(struct fleet_lease *l) __attribute__((warn_unused_result));
+/* Stop renewing l and delete it (on its revision); free. NULL: nothing. The _async one
+ * returns at once (the deletion done by l's own thread: on an event loop). */
+void fleet_lease_end(struct fleet_lease *l);
+void fleet_lease_end_async(struct fleet_lease *l);
+/* Whether every lease's thread ended (those ended async deleting their records), waiting up
+ * to wait_ms: before the fleet's connection closes. */
+bool fleet_lease_quiesce(int wait_ms);
+/* Stop renewing l and free it, its record left to go stale (a test's dead holder). */
+void fleet_lease_abandon(struct fleet_lease *l);
 
 #endif /* SANDBOX_FLEET_H */

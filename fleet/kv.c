@@ -96,14 +96,14 @@ int fleet_kv_get(struct fleet *f, void *kv, const char *key, char *val, size_t c
 	if (s != NATS_OK)
 		return fleet_fail(f, -EIO, "fleet: %s: %s", key, natsStatus_GetText(s));
 	len = kvEntry_ValueLen(e);
+	if (rev) /* (a value too long for cap has its revision too) */
+		*rev = kvEntry_Revision(e);
 	if (len < 0 || (size_t)len >= cap) {
 		kvEntry_Destroy(e);
 		return fleet_fail(f, -EMSGSIZE, "fleet: %s: a value over %zu bytes", key, cap);
 	}
 	memcpy(val, kvEntry_Value(e), (size_t)len);
 	val[len] = 0;
-	if (rev)
-		*rev = kvEntry_Revision(e);
 	kvEntry_Destroy(e);
 	return 0;
 }

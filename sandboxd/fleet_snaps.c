@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "fleetd.h"
+#include "fstore.h"
 
 #define SNAP_RECORD_MAX 8192
 
@@ -66,6 +67,7 @@ struct out_job {
 	struct sd_job job;
 	char id[SD_ID_LEN + 1]; /* "": no record, an answer only */
 	char *text;		/* NULL: deleted */
+	char workspace[SD_WORKSPACE_MAX + 1];
 	struct sd_pending *pending;
 	json_t *answer;
 };
@@ -86,6 +88,13 @@ static void out_run(struct sd_job *j)
 		      : fleet_kv_delete(&fleetd, snaps_kv.kv, key);
 	if (err < 0)
 		sd_log("fleet: snapshot %s's record is not in the fleet: %s", o->id, fleetd.err);
+	/* a deleted snapshot's manifest (its id) goes from the store after its record: its
+	 * chunks no other manifest names are a collection's (fleet_gc.c) */
+	char why[512];
+
+	if (!o->text && err == 0 && o->workspace[0] &&
+	    fstore_forget(o->workspace, o->id, why, sizeof(why)) < 0)
+		sd_log("snapshot %s: its manifest stays in the store: %s", o->id, why);
 }
 
 static void out_done(struct sd_job *j)
@@ -112,7 +121,7 @@ static void out_add(struct out_job *o)
 }
 
 /* snap_fleet_hooks.saved: a record saved (NULL: forgotten) here goes to the bucket. */
-static void snap_saved(const char *id, const char *record)
+static void snap_saved(const char *id, const char *workspace, const char *record)
 {
 	struct out_job *o = calloc(1, sizeof(*o));
 
@@ -123,6 +132,7 @@ static void snap_saved(const char *id, const char *record)
 		return;
 	}
 	snprintf(o->id, sizeof(o->id), "%s", id);
+	snprintf(o->workspace, sizeof(o->workspace), "%s", workspace);
 	out_add(o);
 }
 

@@ -157,6 +157,7 @@ int fstore_open(struct fstore *h, const char *workspace, char *err, size_t len)
 
 void fstore_close(struct fstore *h)
 {
+	fstore_unlease(h);
 	chunk_store_close(&h->cs);
 	s3_close(&h->s3);
 	OPENSSL_cleanse(h->secret, sizeof(h->secret));
@@ -182,6 +183,16 @@ static int push(const char *workspace, const char *store_name, const char *manif
 
 	if (r < 0)
 		return r;
+	/* the lease first (it may wait for a collection): what is checked below holds after */
+	if ((r = fstore_lease(&h, workspace, false, err, len)) < 0) {
+		fstore_close(&h);
+		return r;
+	}
+	if (box && fleetd_owner_fresh(manifest + 4, owner, 0) == 0 && !fleetd_self(owner)) {
+		snprintf(err, len, "the fleet gave it to %s: this host's copy is stale", owner);
+		fstore_close(&h);
+		return -ESTALE;
+	}
 	if (box && (r = manifest_get(&old, &h.cs, manifest, gen)) == 0) {
 		snprintf(
 			err, len,
@@ -198,6 +209,23 @@ static int push(const char *workspace, const char *store_name, const char *manif
 		       manifest, (unsigned long long)(sd_now_ms() - t0),
 		       (unsigned long long)h.cs.put_chunks, (unsigned long long)h.cs.put_bytes,
 		       (unsigned long long)h.cs.skip_chunks);
+	fstore_close(&h);
+	return r;
+}
+
+int fstore_forget(const char *workspace, const char *manifest, char *err, size_t len)
+{
+	struct fstore h;
+	int r;
+
+	if (!configured)
+		return 0;
+	if ((r = fstore_open(&h, workspace, err, len)) < 0)
+		return r;
+	if ((r = manifest_delete(&h.cs, manifest)) == -ENOENT)
+		r = 0; /* never pushed (a capture that failed), or deleted before */
+	else if (r < 0)
+		snprintf(err, len, "%s", h.cs.err);
 	fstore_close(&h);
 	return r;
 }
@@ -306,6 +334,13 @@ static int pull_lazy(const char *workspace, const char *manifest, uint64_t min_g
 		return -ENOMEM;
 	ls->t0 = sd_now_ms();
 	if ((r = fstore_open(&ls->h, workspace, err, len)) < 0) {
+		free(ls);
+		return r;
+	}
+	/* a lease until the pager is done (lazy_close): the memory's chunks are read while the
+	 * box runs, and a collection after its snapshot's delete would take them */
+	if ((r = fstore_lease(&ls->h, workspace, true, err, len)) < 0) {
+		fstore_close(&ls->h);
 		free(ls);
 		return r;
 	}

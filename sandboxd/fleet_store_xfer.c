@@ -314,11 +314,16 @@ int fstore_import(const char *workspace, const char *text, size_t len, const cha
 	}
 	if (r == 0)
 		r = import_bounds(&mf, err, elen);
+	/* every chunk there, checked under the workspace's lease: a collection may have taken
+	 * one the client was told the store had (no lease spans a client's requests) */
+	if (r == 0)
+		r = fstore_lease(&h, workspace, false, err, elen);
 	if (r == 0 && (r = lacking(&h, &mf, NULL, err, elen)) == -ENOENT)
 		r = -EINVAL; /* (the client's fault: a 400, not a 404) */
 	mf.generation = 1;
 	if (r == 0 && (r = manifest_put(&mf, &h.cs, id)) < 0)
 		snprintf(err, elen, "%s", h.cs.err);
+	fstore_unlease(&h);
 	bool put = r == 0;
 
 	manifest_free(&mf);

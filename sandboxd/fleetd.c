@@ -613,7 +613,7 @@ int fleetd_start(void)
 	    (err = fleet_watch_start(&fleetd, keys_kv.kv, on_key, NULL, &w_keys)) < 0 ||
 	    (err = fleet_snaps_start()) < 0 || (err = fleet_lost_start()) < 0 ||
 	    (err = fleet_moves_start()) < 0 || (err = fleet_quota_start()) < 0 ||
-	    (err = fleet_rpc_start()) < 0) {
+	    (err = fleet_gc_start()) < 0 || (err = fleet_rpc_start()) < 0) {
 		sd_log("fleet: %s", fleetd.err);
 		return err;
 	}
@@ -627,6 +627,7 @@ int fleetd_start(void)
 		.released_delete = fleetd_released_delete,
 		.dp = dp_proxy,
 		.drain = drain,
+		.gc = fleetd_gc,
 		.xfer = fleetd_xfer,
 		.released = fleetd_box_released,
 	};
@@ -651,6 +652,7 @@ void fleetd_stop(void)
 	fleet_rpc_stop();
 	fleet_moves_stop();
 	fleet_quota_stop();
+	fleet_gc_stop();
 	fleet_watch_stop(w_owners);
 	fleet_watch_stop(w_hosts);
 	fleet_watch_stop(w_keys);

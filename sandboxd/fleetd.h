@@ -204,6 +204,12 @@ int fleetd_lost_delete(const char *workspace, const char *id);
 /* ---- fleet_xfer.c: a sandbox pushed and pulled through the API (fleet_hooks->xfer) ---- */
 void fleetd_xfer(struct sd_req *q);
 
+/* ---- fleet_gc.c: the store's collector in a fleet (fstore_lease: fstore.h) ---- */
+int fleet_gc_start(void) __must_check;
+void fleet_gc_stop(void);
+/* POST /gc on the operator's listener (fleet_hooks->gc). */
+void fleetd_gc(struct sd_req *q);
+
 /* ---- fleet_quota.c: quotas across the fleet ---- */
 int fleet_quota_start(void) __must_check;
 void fleet_quota_stop(void);

@@ -69,7 +69,10 @@ static int usage(void)
 		"                                    [disk_gib=N] [snapshots=N] [checkpoint_s=N]\n"
 		"                                    [--fleet URLS]\n"
 		"       sandboxd drain [--operator HOST:PORT]   (a fleet's host: its boxes to the "
-		"store)\n");
+		"store)\n"
+		"       sandboxd gc WORKSPACE [--grace-s N] [--dry-run] [--operator HOST:PORT]\n"
+		"                                    (a fleet: the store's chunks no snapshot "
+		"names)\n");
 	return 2;
 }
 
@@ -524,35 +527,76 @@ static size_t drain_out(char *p, size_t size, size_t n, void *arg)
 	return size * n;
 }
 
-static int drain_cmd(int argc, char **argv)
+/* POST body (JSON, or "") to the serving sandboxd's operator listener op: its answer on
+ * stdout; 0 for a 200. */
+static int operator_post(const char *op, const char *path, const char *body, long timeout_s)
 {
-	const char *op =
-		argc == 3 && strcmp(argv[1], "--operator") == 0 ? argv[2] : "127.0.0.1:8381";
 	char url[300];
 	long status = 0;
+	struct curl_slist *h = NULL;
 
-	if (argc != 1 && argc != 3)
-		return usage();
-	snprintf(url, sizeof(url), "http://%s/drain", op);
+	snprintf(url, sizeof(url), "http://%s%s", op, path);
 	CURL *c = curl_easy_init();
 
 	if (!c)
 		return 1;
+	if (body[0])
+		h = curl_slist_append(NULL, "Content-Type: application/json");
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_POST, 1L);
-	curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, 0L);
+	curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http");
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, timeout_s);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, drain_out);
 	CURLcode rc = curl_easy_perform(c);
 
 	if (rc == CURLE_OK)
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
 	curl_easy_cleanup(c);
+	curl_slist_free_all(h);
 	printf("\n");
 	if (rc != CURLE_OK)
 		fprintf(stderr, "sandboxd: %s: %s\n", url, curl_easy_strerror(rc));
 	return status == 200 ? 0 : 1;
+}
+
+static int drain_cmd(int argc, char **argv)
+{
+	const char *op =
+		argc == 3 && strcmp(argv[1], "--operator") == 0 ? argv[2] : "127.0.0.1:8381";
+
+	if (argc != 1 && argc != 3)
+		return usage();
+	return operator_post(op, "/drain", "", 60);
+}
+
+/* `sandboxd gc WORKSPACE [--grace-s N] [--dry-run] [--operator HOST:PORT]`: POST /gc. */
+static int gc_cmd(int argc, char **argv)
+{
+	const char *op = "127.0.0.1:8381";
+	uint64_t grace = 3600;
+	bool dry = false;
+	char body[256];
+
+	if (argc < 2 || !valid_workspace(argv[1]))
+		return usage();
+	for (int i = 2; i < argc; i++) {
+		if (strcmp(argv[i], "--dry-run") == 0)
+			dry = true;
+		else if (strcmp(argv[i], "--operator") == 0 && i + 1 < argc)
+			op = argv[++i];
+		else if (strcmp(argv[i], "--grace-s") == 0 && i + 1 < argc &&
+			 parse_u64(argv[i + 1], 0, 30 * 24 * 3600, &grace))
+			i++;
+		else
+			return usage();
+	}
+	snprintf(body, sizeof(body), "{\"workspace\":\"%s\",\"grace_seconds\":%llu,\"dry_run\":%s}",
+		 argv[1], (unsigned long long)grace, dry ? "true" : "false");
+	/* (a collection waits up to 10 minutes for the workspace's pushes, then runs) */
+	return operator_post(op, "/gc", body, 3600);
 }
 
 /* Our programs beside this one in a build tree (build/sandboxd/sandboxd: build/vmm/...), for
@@ -597,6 +641,8 @@ int main(int argc, char **argv)
 		return secrets_cmd(argc - 1, argv + 1);
 	if (strcmp(argv[1], "quota") == 0)
 		return quota_cmd(argc - 1, argv + 1);
+	if (strcmp(argv[1], "gc") == 0)
+		return gc_cmd(argc - 1, argv + 1);
 	if (strcmp(argv[1], "drain") == 0)
 		return drain_cmd(argc - 1, argv + 1);
 	return usage();

@@ -10,7 +10,7 @@
 
 #include "sandboxd.h"
 
-#define ROUTES (R_DRAIN + 1)
+#define ROUTES (R_GC + 1)
 static const double buckets_ms[] = {1,	  5,	10,   25,    50,    100,   250,	  500,
 				    1000, 2500, 5000, 10000, 30000, 60000, 120000};
 #define NBUCKETS (sizeof(buckets_ms) / sizeof(buckets_ms[0]))
@@ -190,6 +190,15 @@ void operator_handle(struct sd_req *q)
 				q, 409, "Conflict",
 				"a drain moves sandboxes to other hosts: it needs a fleet "
 				"with an object store (serve --fleet --store-endpoint ...)");
+		return;
+	}
+	if (q->rt.kind == R_GC) {
+		if (fleet_hooks && fleet_hooks->gc)
+			fleet_hooks->gc(q);
+		else
+			req_reply_error(q, 409, "Conflict",
+					"a collection is of a fleet's object store: serve with "
+					"--fleet and --store-endpoint");
 		return;
 	}
 	size_t len;

@@ -180,6 +180,8 @@ enum route_kind route_parse(enum http_method m, const char *path, bool operator_
 			return set(r, R_METRICS, m == M_GET);
 		if (strcmp(path, "/drain") == 0)
 			return set(r, R_DRAIN, m == M_POST);
+		if (strcmp(path, "/gc") == 0)
+			return set(r, R_GC, m == M_POST);
 		return R_NONE;
 	}
 	if (strncmp(path, "/dp/", 4) == 0)
@@ -247,6 +249,7 @@ const char *route_name(enum route_kind k)
 		[R_HEALTHZ] = "healthz",
 		[R_METRICS] = "metrics",
 		[R_DRAIN] = "drain",
+		[R_GC] = "gc",
 	};
 	return (unsigned)k < sizeof(names) / sizeof(names[0]) && names[k] ? names[k] : "none";
 }

@@ -223,9 +223,9 @@ void snap_forget(struct sd_snap *s);
 struct sd_req;
 /* In a fleet (fleet_snaps.c sets them). */
 struct snap_fleet_hooks {
-	/* a record's JSON text at every snap_save, NULL when it is forgotten: every host's copy
-	 * follows */
-	void (*saved)(const char *id, const char *record);
+	/* a record's JSON text at every snap_save, NULL when it is forgotten (by a delete: its
+	 * manifest in the fleet's store goes too): every host's copy follows */
+	void (*saved)(const char *id, const char *workspace, const char *record);
 	/* q answered 200 with body (taken; NULL: 204) once the records saved before it are in
 	 * the fleet */
 	void (*answer)(struct sd_req *q, json_t *body);
@@ -284,6 +284,7 @@ enum route_kind {
 	R_HEALTHZ,
 	R_METRICS,
 	R_DRAIN, /* POST /drain on the operator's listener (a fleet's host) */
+	R_GC,	 /* POST /gc on the operator's listener (a fleet's host) */
 };
 enum http_method { M_GET, M_HEAD, M_POST, M_PUT, M_PATCH, M_DELETE, M_OPTIONS, M_OTHER };
 #define ROUTE_ARG_MAX 512
@@ -649,6 +650,8 @@ struct fleet_hooks {
 	void (*dp)(struct sd_req *q);
 	/* POST /drain (operator): take no more creates, and stop every box into the store */
 	void (*drain)(struct sd_req *q);
+	/* POST /gc (operator): a collection of a workspace's chunks (fleet_gc.c) */
+	void (*gc)(struct sd_req *q);
 	/* a sandbox pushed to the fleet's store or pulled from it: R_CHUNKS_MISSING, R_CHUNK,
 	 * R_IMPORTS, and R_BOX_EXPORT of a box this host does not hold (fleet_xfer.c) */
 	void (*xfer)(struct sd_req *q);

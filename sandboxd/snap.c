@@ -188,7 +188,7 @@ int snap_save(const struct sd_snap *s)
 	int err = snap_write(s, snap_fleet_hooks ? &text : NULL);
 
 	if (err == 0 && snap_fleet_hooks)
-		snap_fleet_hooks->saved(s->id, text);
+		snap_fleet_hooks->saved(s->id, s->workspace, text);
 	free(text);
 	return err;
 }
@@ -199,7 +199,7 @@ static void snap_drop(struct sd_snap *s, bool tell)
 	char path[4300];
 
 	if (tell && snap_fleet_hooks)
-		snap_fleet_hooks->saved(s->id, NULL);
+		snap_fleet_hooks->saved(s->id, s->workspace, NULL);
 
 	snprintf(path, sizeof(path), "%s/snapshots/%s.json", sd_dir(), s->id);
 	(void)unlink(path);

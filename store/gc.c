@@ -24,7 +24,7 @@ struct mark {
 	unsigned nids, cap_ids;
 	uint8_t (*live)[CHUNK_HASH_LEN];
 	size_t nlive, cap_live;
-	void (*progress)(void *arg);
+	int (*go_on)(void *arg);
 	void *arg;
 	size_t skip; /* strlen("PREFIX/m/") */
 };
@@ -49,6 +49,16 @@ static int manifest_key(const struct s3_entry *e, void *arg)
 	}
 	snprintf(m->ids[m->nids++], MANIFEST_NAME_MAX + 1, "%s", id);
 	return 0;
+}
+
+/* Whether the caller lets the collection go on: 0, or -ECANCELED said in cs->err. */
+static int gc_go_on(struct mark *m)
+{
+	if (!m->go_on || m->go_on(m->arg) == 0)
+		return 0;
+	return chunk_store_fail(m->cs, -ECANCELED, "%s",
+				"the collection stopped: its lock was lost, or a push of the "
+				"workspace began (it yields to pushes)");
 }
 
 /* Sorted, each id once (generations of a box share most of their chunks). */
@@ -99,14 +109,14 @@ static int mark(struct mark *m, struct store_gc_report *rep)
 		if ((r = s3_list(m->cs->s3, prefix, marker, 0, manifest_key, m, &more)) < 0 &&
 		    !m->cs->err[0])
 			snprintf(m->cs->err, sizeof(m->cs->err), "%s", m->cs->s3->err);
-		if (m->progress)
-			m->progress(m->arg);
+		if (r >= 0)
+			r = gc_go_on(m);
 	}
 	for (unsigned i = 0; i < m->nids && r >= 0; i++) {
 		struct manifest mf;
 
-		if (m->progress && i % 64 == 63)
-			m->progress(m->arg);
+		if (i % 64 == 63 && (r = gc_go_on(m)) < 0)
+			break;
 		if ((r = manifest_get(&mf, m->cs, m->ids[i], 0)) == -ENOENT) {
 			r = 0; /* deleted since the listing (a failed import's): names nothing */
 			continue;
@@ -171,9 +181,9 @@ static int sweep_key(const struct s3_entry *e, void *arg)
 }
 
 int store_gc(struct chunk_store *cs, int64_t older_than, bool dry_run, struct store_gc_report *rep,
-	     void (*progress)(void *arg), void *arg)
+	     int (*go_on)(void *arg), void *arg)
 {
-	struct mark m = {.cs = cs, .progress = progress, .arg = arg};
+	struct mark m = {.cs = cs, .go_on = go_on, .arg = arg};
 	struct sweep s = {.m = &m, .rep = rep, .older_than = older_than, .dry_run = dry_run};
 	char prefix[S3_KEY_MAX + 1], marker[S3_KEY_MAX + 1] = "";
 	bool more = true;
@@ -208,6 +218,8 @@ int store_gc(struct chunk_store *cs, int64_t older_than, bool dry_run, struct st
 			goto out;
 		}
 		for (unsigned i = 0; i < s.ndoomed; i++) {
+			if ((r = gc_go_on(&m)) < 0) /* before every delete: one timeout at most */
+				goto out;
 			if (!dry_run && (r = s3_delete(cs->s3, s.doomed[i])) < 0) {
 				chunk_store_fail(cs, r, "%s", cs->s3->err);
 				goto out;
@@ -215,8 +227,8 @@ int store_gc(struct chunk_store *cs, int64_t older_than, bool dry_run, struct st
 			rep->deleted++;
 			rep->deleted_bytes += s.doomed_size[i];
 		}
-		if (progress)
-			progress(arg);
+		if ((r = gc_go_on(&m)) < 0)
+			goto out;
 	}
 	r = 0;
 out:

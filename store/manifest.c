@@ -502,6 +502,16 @@ int manifest_put(const struct manifest *m, struct chunk_store *cs, const char *i
 	OPENSSL_cleanse(text, len);
 	free(text);
 	snprintf(key, sizeof(key), "%s/m/%s", cs->prefix, id);
+	/* the last moment its chunks are known to be there: the push's lease still held (a
+	 * collection may have judged it dead and swept what it skipped) */
+	if (err == 0 && cs->may_publish && !cs->may_publish(cs->may_publish_arg)) {
+		free(obj);
+		return chunk_store_fail(
+			cs, -ESTALE,
+			"manifest %s not written: the push's lease on the store was "
+			"lost (a collection may have run)",
+			id);
+	}
 	if (err == 0 && (err = s3_put(cs->s3, key, obj, MF_HEAD + MF_NONCE + len + MF_TAG)) < 0)
 		chunk_store_fail(cs, err, "manifest %s: %s", id, cs->s3->err);
 	else if (err < 0)

@@ -172,6 +172,10 @@ struct chunk_store {
 	 * may run in as many threads (each its own connection); none: one at a time */
 	void *const *fetch_args;
 	unsigned nfetch_args;
+	/* When set, manifest_put writes only while may_publish(arg) says so (true): a push's
+	 * lease against the collector is still held (fleet_lease_fresh). */
+	bool (*may_publish)(void *arg);
+	void *may_publish_arg;
 	char err[STORE_ERR_MAX];
 };
 /* Say why in cs->err (printf), and return ret: the errors of this store's calls. */
@@ -359,10 +363,11 @@ struct store_gc_report {
 /* Delete cs's chunks that no manifest under its prefix names and that the store says were
  * last modified before older_than (seconds since the epoch). Every manifest must open, or
  * nothing is deleted (-EBADMSG and the like, named in cs->err). A dry run deletes nothing and
- * says what it would. progress(arg), when given, is called after each page of a listing (a
- * collector's heartbeat). The caller keeps pushes of this prefix from racing it
- * (docs/fleet.md, "The collector"). 0 or -errno with cs->err. */
+ * says what it would. go_on(arg), when given, is asked after each page of a listing and
+ * before each delete: nonzero stops the collection (-ECANCELED; a collector whose lock is no
+ * longer held, or that yields to a push). The caller keeps pushes of this prefix from racing it
+ * (docs/fleet.md, "The collector": fleet_lease_collect). 0 or -errno with cs->err. */
 int store_gc(struct chunk_store *cs, int64_t older_than, bool dry_run, struct store_gc_report *rep,
-	     void (*progress)(void *arg), void *arg) __attribute__((warn_unused_result));
+	     int (*go_on)(void *arg), void *arg) __attribute__((warn_unused_result));
 
 #endif /* SANDBOX_STORE_H */

@@ -33,7 +33,7 @@ from topology import (
     API_PORT, HOSTS, MEM, NET, SLOTS, Topology, WORKSPACE, api, call, check, failures,
     owner_of, say, wait_up)
 from store_checks import (
-    corruption, drain, host_failure, locality, moves, push_pull, snapshots, stop_delete,
+    collect, corruption, drain, host_failure, locality, moves, push_pull, snapshots, stop_delete,
     stop_race)
 
 
@@ -191,6 +191,7 @@ def the_checks(t, key):
         moves(t, key, live)
         stop_race(t, key, live)
         stop_delete(t, key, live)
+        collect(t, key, live, WORKSPACE, 2)
         drain(t, key, live)
         host_failure(t, key, live)
         if getattr(t, "snap", None):

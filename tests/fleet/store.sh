@@ -3,10 +3,11 @@
 # stopped after: tests/fleet/store_check.c's checks (S3 calls, chunks, manifests, a second
 # snapshot's upload, corrupt and swapped chunks named, another workspace refused, the cache).
 #
-#   store.sh STORE_CHECK SNAP_CHECK
+#   store.sh CHECK...     (fleet-store: STORE_CHECK SNAP_CHECK)
 #
 # then snap_check.c's: a snapshot pushed by one host and pulled by another (their own
-# SANDBOX_HOMEs and keys), its refusals.
+# SANDBOX_HOMEs and keys), its refusals. Each CHECK runs in turn with Swift's address, its
+# credentials and a work directory (gc.sh runs its own this way).
 #
 # Swift's object server wants user xattrs where its device is (swift_s3.py): /var/tmp is ext4
 # on our hosts. Where it has none (in the emulated host, tools/devhost, it is tmpfs, which has
@@ -14,7 +15,7 @@
 # in a sparse file there and loop-mounted (as root). The one file system with them there, the
 # input disk, has too little room: ~20 MB free, and these checks store ~120 MB.
 set -euo pipefail
-check=$1 snap=$2
+progs=("$@")
 here=$(cd "$(dirname "$0")" && pwd)
 if [ -n "${FLEET_STORE_TMP-}" ]; then
 	work=$(mktemp -d "$FLEET_STORE_TMP/fleet-store.XXXXXX")
@@ -40,5 +41,6 @@ start_service 150 "swift-s3 endpoint=" /usr/bin/python3 "$here/swift_s3.py" "$wo
 	--port $((20000 + RANDOM % 20000))
 set -- $service_line
 endpoint=${2#endpoint=} access=${3#access=} secret=${4#secret=} region=${5#region=}
-"$check" "$endpoint" "$access" "$secret" "$region" "$work"
-"$snap" "$endpoint" "$access" "$secret" "$region" "$work"
+for prog in "${progs[@]}"; do
+	"$prog" "$endpoint" "$access" "$secret" "$region" "$work"
+done

@@ -437,6 +437,51 @@ def push_pull(t, team_key, live):
     ctl("rm", "-f", "laptop2")
 
 
+def collect(t, key, live, workspace, via):
+    """`sandboxd gc` of the workspace's chunks (grace 0) through fh`via`: a capture of a
+    running box deleted first (its manifest leaves the store with its record, and with it the
+    chunks only it named); a dry run says what the run then deletes, a run again finds nothing;
+    every restore after (drains, moves, a lost host's boxes, checkpoints, another capture's)
+    is of what it kept."""
+    def gc(*extra):
+        argv, env = t.sandboxd(via, "gc", workspace, "--grace-s", "0", *extra,
+                               "--operator", "127.0.0.1:8381")
+        p = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=900)
+        try:
+            return p.returncode, json.loads(p.stdout.strip() or "{}")
+        except ValueError:
+            return p.returncode, {"raw": p.stdout[-300:]}
+
+    src = live[sorted(live)[-1]]
+    run(src, key, "head -c 4000000 /dev/urandom > /root/noise; echo ok")
+    st, snap = api(via, key, "POST", "/v2/sandboxes/boxes/%s/snapshot" % src["name"],
+                   {"name": "to-collect"})
+    deadline = time.time() + 300
+    while st == 200 and isinstance(snap, dict) and time.time() < deadline:
+        st, snap = api(via, key, "GET", "/v2/sandboxes/snapshots/%s" % snap["id"])
+        if st != 200 or snap.get("status") != "building":
+            break
+        time.sleep(1)
+    ready = st == 200 and isinstance(snap, dict) and snap.get("status") == "ready"
+    st_del = api(via, key, "DELETE", "/v2/sandboxes/snapshots/%s" % snap["id"])[0] \
+        if ready else 0
+    t0 = time.time()
+    rc_d, dry = gc("--dry-run")
+    rc, rep = gc()
+    secs = time.time() - t0
+    rc_again, again = gc()
+    check(ready and st_del in (200, 204) and rc_d == 0 and rc == 0 and rc_again == 0 and
+          dry.get("dry_run") is True and rep.get("manifests", 0) > 0 and
+          rep.get("deleted", 0) >= dry.get("deleted", 0) > 0 and again.get("deleted") == 0,
+          "sandboxd gc %s through fh%d (grace 0) after a capture's delete (%d): a dry run and "
+          "a run in %.1f s: %s manifests, %s chunks, %s deleted (%s bytes; the dry run said %s),"
+          " %s kept (%s bytes); again: %s deleted" % (
+              workspace, via, st_del, secs, rep.get("manifests"), rep.get("chunks"),
+              rep.get("deleted"), rep.get("deleted_bytes"), dry.get("deleted"),
+              rep.get("kept"), rep.get("kept_bytes"), again.get("deleted")))
+
+
 def drain(t, key, live):
     """`sandboxd drain` on one host: its boxes go into the store (seen stopped), and it takes
     no more creates."""

@@ -48,13 +48,14 @@ static void check_route(enum http_method m, const char *path, bool op)
 	enum route_kind k = route_parse(m, path, op, &r);
 
 	fuzz_check(k == r.kind || k == R_NONE);
-	fuzz_check((unsigned)k <= R_DRAIN);
+	fuzz_check((unsigned)k <= R_GC);
 	if (k == R_NONE)
 		fuzz_check(!r.method_ok);
 	if (op)
-		fuzz_check(k == R_NONE || k == R_HEALTHZ || k == R_METRICS || k == R_DRAIN);
+		fuzz_check(k == R_NONE || k == R_HEALTHZ || k == R_METRICS || k == R_DRAIN ||
+			   k == R_GC);
 	else
-		fuzz_check(k != R_HEALTHZ && k != R_METRICS && k != R_DRAIN);
+		fuzz_check(k != R_HEALTHZ && k != R_METRICS && k != R_DRAIN && k != R_GC);
 	fuzz_check(memchr(r.arg, 0, sizeof(r.arg)) != NULL);
 	fuzz_check(memchr(r.rest, 0, sizeof(r.rest)) != NULL);
 	if (k != R_NONE && (one_segment(k) || k == R_SNAPSHOT_BY_NAME)) {
