@@ -157,7 +157,7 @@ struct call_job {
 	char *released; /* forward: a released box's get, answered from its record (its text) */
 	char *lost;	/* forward: a lost host's box's get, answered from its record (its text) */
 	uint64_t lost_ago_ms;
-	char (*alive)[FLEET_ID_MAX + 1]; /* list: the hosts the bucket has */
+	char (*alive)[FLEET_ID_MAX + 1]; /* list: the hosts that answered */
 	unsigned nalive;
 	int status; /* 0: relay answer; else an error of ours */
 	const char *etype;
@@ -457,11 +457,11 @@ static void create_run(struct call_job *c)
 static void list_run(struct call_job *c)
 {
 	char(*hs)[FLEET_ID_MAX + 1] = calloc(LIST_HOSTS_MAX, FLEET_ID_MAX + 1);
-	unsigned n = hs ? fleetd_hosts_ask(hs, LIST_HOSTS_MAX) : 0;
+	unsigned n = hs ? fleetd_hosts_ask(hs, LIST_HOSTS_MAX) : 0, answered = 0;
 
-	c->alive = hs; /* (the loop's, after: a lost host's boxes are those of no host here) */
-	c->nalive = n;
-
+	/* (the loop's, after: the hosts that answered; a lost host's boxes are those of none of
+	 * them, shown failed from their records) */
+	c->alive = hs;
 	c->merged = json_array();
 	for (unsigned i = 0; i < n; i++) {
 		uint8_t *a = NULL;
@@ -474,14 +474,19 @@ static void list_run(struct call_job *c)
 		if (fleet_rpc_ask(hs[i], c->msg, c->len, RPC_LIST_MS, &a, &alen) == 0 &&
 		    fleet_rpc_split(a, alen, &head, &b, &blen) == 0 &&
 		    json_integer_value(json_object_get(head, "s")) == 200 &&
-		    (body = jsonx_parse((const char *)b, blen, &e)))
+		    (body = jsonx_parse((const char *)b, blen, &e))) {
 			json_array_extend(c->merged, json_object_get(body, "sandboxes"));
-		else /* a host that does not answer: its boxes are missing, said in the log */
+			if (answered != i)
+				memcpy(hs[answered], hs[i], FLEET_ID_MAX + 1);
+			answered++;
+		} else { /* a host that does not answer: its boxes are missing, said in the log */
 			sd_log("fleet: host %s did not answer a list", hs[i]);
+		}
 		json_decref(head);
 		json_decref(body);
 		free(a);
 	}
+	c->nalive = answered;
 }
 
 static void call_run(struct sd_job *j)

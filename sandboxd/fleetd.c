@@ -352,6 +352,9 @@ uint64_t fleetd_host_lapsed_ms(const char *host)
 	return now > seen ? now - seen : 0;
 }
 
+/* A list asks every host the copy saw beat this lately, whatever the bucket says. */
+#define LIST_RECENT_MS 60000
+
 static bool host_live(const struct host_rec *h, uint64_t now)
 {
 	return h->seen_ms && now - h->seen_ms < fleetd.conf.liveness_ttl_ms;
@@ -404,43 +407,41 @@ int fleetd_host_addr_ask(const char *host, char addr[FLEETD_ADDR_MAX])
 	return 0;
 }
 
+/* id into out[0..*n) unless there (at most max). */
+static void host_add(char (*out)[FLEET_ID_MAX + 1], unsigned *n, unsigned max, const char *id)
+{
+	for (unsigned i = 0; i < *n; i++)
+		if (strcmp(out[i], id) == 0)
+			return;
+	if (*n < max)
+		snprintf(out[(*n)++], FLEET_ID_MAX + 1, "%.63s", id);
+}
+
 unsigned fleetd_hosts_ask(char (*out)[FLEET_ID_MAX + 1], unsigned max)
 {
 	kvKeysList keys = {0};
 	unsigned n = 0;
-	bool self = false;
-
-	if (kvStore_Keys(&keys, (kvStore *)fleetd.hosts, NULL) == NATS_OK) {
-		for (int i = 0; i < keys.Count && n < max; i++)
-			if (fleet_id_ok(keys.Keys[i]))
-				snprintf(out[n++], FLEET_ID_MAX + 1, "%.63s", keys.Keys[i]);
-		kvKeysList_Destroy(&keys);
-	}
-	if (!n) { /* no word from the bucket (a loaded cluster): the copy, then */
-		n = fleetd_hosts(out, max);
-		if (!n)
-			sd_log("fleet: no host known alive (the bucket and its copy): this one "
-			       "only");
-	}
-	/* this host is alive whatever the bucket says (its beat may lag under load): its boxes
-	 * are never left out of what it answers */
-	for (unsigned i = 0; i < n && !self; i++)
-		self = fleetd_self(out[i]);
-	if (!self && n < max)
-		snprintf(out[n++], FLEET_ID_MAX + 1, "%s", fleetd_host_id());
-	return n;
-}
-
-unsigned fleetd_hosts(char (*out)[FLEET_ID_MAX + 1], unsigned max)
-{
-	unsigned n = 0;
 	uint64_t now = sd_now_ms();
 
+	if (kvStore_Keys(&keys, (kvStore *)fleetd.hosts, NULL) == NATS_OK) {
+		for (int i = 0; i < keys.Count; i++)
+			if (fleet_id_ok(keys.Keys[i]))
+				host_add(out, &n, max, keys.Keys[i]);
+		kvKeysList_Destroy(&keys);
+	}
+	/* and every host this copy saw beat in the last minute, whatever the bucket says now: a
+	 * loaded host's beat lapses its 5 s now and then, and its boxes must not drop out of a
+	 * list (a suite's runs had lists empty of every other host's boxes); a host really gone
+	 * does not answer, and its part is missing after the list's wait, as it would be */
 	pthread_mutex_lock(&map_lock);
-	for (unsigned i = 0; i < nhosts && n < max; i++)
-		if (host_live(&hosts[i], now))
-			memcpy(out[n++], hosts[i].id, FLEET_ID_MAX + 1);
+	for (unsigned i = 0; i < nhosts; i++)
+		if (hosts[i].seen_ms && now - hosts[i].seen_ms < LIST_RECENT_MS)
+			host_add(out, &n, max, hosts[i].id);
 	pthread_mutex_unlock(&map_lock);
+	/* this host, whatever either says (its own beat may lag): its boxes are always in */
+	host_add(out, &n, max, fleetd_host_id());
+	if (n == 1)
+		sd_log("fleet: no other host known alive in the last minute: a list of this one");
 	return n;
 }
 

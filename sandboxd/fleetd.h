@@ -63,11 +63,11 @@ int fleetd_owner_fresh(const char *id, char host[FLEET_ID_MAX + 1], unsigned pau
 #define FLEETD_MOVE_PAUSE_MS 300
 /* A live host's advertised HOST:PORT: 0 or -ENOENT. */
 int fleetd_host_addr(const char *host, char addr[FLEETD_ADDR_MAX]);
-/* Live hosts' ids into out (at most max): how many. */
-unsigned fleetd_hosts(char (*out)[FLEET_ID_MAX + 1], unsigned max);
 /* On a worker: the same from the hosts bucket itself when the copy does not have it (a
  * watcher's copy lags while its connection moves to another node). */
 int fleetd_host_addr_ask(const char *host, char addr[FLEETD_ADDR_MAX]);
+/* On a worker: the hosts a list asks: the bucket's live ones, every host the copy saw beat in
+ * the last minute, and this one. */
 unsigned fleetd_hosts_ask(char (*out)[FLEET_ID_MAX + 1], unsigned max);
 bool fleetd_self(const char *host);
 /* Whether host is live and had a slot free at its last beat (this host: now), not draining. */
@@ -203,6 +203,11 @@ int fleetd_lost_delete(const char *workspace, const char *id);
 
 /* ---- fleet_xfer.c: a sandbox pushed and pulled through the API (fleet_hooks->xfer) ---- */
 void fleetd_xfer(struct sd_req *q);
+
+/* fleet_store.c, on a worker: deleted box id's state in the store (its manifest) deleted,
+ * once no host holds the box (its ownership deleted on the revision that named this host, or
+ * the fleet as released). None there, or no store: 0. */
+int fleetd_forget_box_state(const char *workspace, const char *id, char *err, size_t len);
 
 /* ---- fleet_gc.c: the store's collector in a fleet (fstore_lease: fstore.h) ---- */
 int fleet_gc_start(void) __must_check;
