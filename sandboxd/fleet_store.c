@@ -172,18 +172,14 @@ static int push(const char *workspace, const char *store_name, const char *manif
 	bool box = strncmp(manifest, "box-", 4) == 0;
 	struct manifest old;
 
-	/* A box's state goes into the store only from its owner, and only newer than what is
-	 * there: a host the fleet took for lost and whose box woke elsewhere never overwrites
-	 * it with its stale copy. */
-	if (box && fleetd_owner_fresh(manifest + 4, owner, 0) == 0 && !fleetd_self(owner)) {
-		snprintf(err, len, "the fleet gave it to %s: this host's copy is stale", owner);
-		return -ESTALE;
-	}
 	int r = fstore_open(&h, workspace, err, len);
 
 	if (r < 0)
 		return r;
-	/* the lease first (it may wait for a collection): what is checked below holds after */
+	/* the lease first (it may wait for a collection): what is checked below holds after.
+	 * A box's state goes into the store only from its owner, and only newer than what is
+	 * there: a host the fleet took for lost and whose box woke elsewhere never overwrites
+	 * it with its stale copy. */
 	if ((r = fstore_lease(&h, workspace, false, err, len)) < 0) {
 		fstore_close(&h);
 		return r;
