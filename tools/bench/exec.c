@@ -36,6 +36,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "agent_exec.h"
 #include "bench.h"
 #include "client.h"
 #include "proto.h"
@@ -43,10 +44,7 @@
 #define EXEC_RUNS_DEFAULT   50
 #define EXEC_WARMUP_DEFAULT 5
 #define EXEC_RUNS_MAX	    10000
-#define EXEC_TIMEOUT_MS	    10000 /* one call's answer, or the CONNECT reply */
-
-/* `true` as `sandboxctl exec ID -- true` sends it: cwd "/", argv, a PATH for the lookup. */
-static const char exec_true_strings[] = "\0true\0PATH=/usr/sbin:/usr/bin:/sbin:/bin";
+#define EXEC_TIMEOUT_MS	    BENCH_AGENT_TIMEOUT_MS
 
 /* `sh -c true`: what an execute of `true` asks the guest (the API runs a command under a shell;
  * /bin/sh where there is no bash). */
@@ -61,49 +59,6 @@ static const char exec_sh_true_strings[] =
 static const char exec_loop_strings[] =
 	"\0sh\0-c\0for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; "
 	"do /bin/true; done\0PATH=/usr/sbin:/usr/bin:/sbin:/bin";
-
-/*
- * The EXEC payload for strings (cwd, argc argv strings, one env string; len bytes with their
- * NULs). Returns its length, or 0 if it does not fit in cap.
- */
-static uint32_t exec_build(uint8_t *buf, size_t cap, const char *strings, size_t len, uint16_t argc)
-{
-	uint8_t *h = buf;
-
-	if (cap < sizeof(struct proto_exec) + len)
-		return 0;
-	memset(h, 0, sizeof(struct proto_exec));
-	proto_put_le32(h + offsetof(struct proto_exec, uid), PROTO_ID_KEEP);
-	proto_put_le32(h + offsetof(struct proto_exec, gid), PROTO_ID_KEEP);
-	proto_put_le16(h + offsetof(struct proto_exec, argc), argc);
-	proto_put_le16(h + offsetof(struct proto_exec, envc), 1);
-	memcpy(buf + sizeof(struct proto_exec), strings, len);
-	return (uint32_t)(sizeof(struct proto_exec) + len);
-}
-
-/* One EXEC of strings (see exec_build) on c, until its EXIT (which must say 0). */
-static int exec_call(struct agent_conn *c, const char *strings, size_t len, uint16_t argc)
-{
-	uint8_t payload[256];
-	uint32_t plen = exec_build(payload, sizeof(payload), strings, len, argc);
-	struct proto_frame f;
-	int err;
-
-	if (!plen)
-		return -E2BIG;
-	if ((err = agent_call(c, PROTO_MSG_EXEC, payload, plen, EXEC_TIMEOUT_MS, NULL, NULL, &f)) <
-	    0)
-		return err;
-	if (f.hdr.type == PROTO_MSG_EXIT)
-		return proto_get_le32(f.payload + offsetof(struct proto_exit, code)) ? -ECHILD : 0;
-	return f.hdr.type == PROTO_MSG_ERROR ? -(int)proto_get_le32(f.payload) : -EPROTO;
-}
-
-/* One EXEC of `true` on c, until its EXIT. */
-static int exec_call_true(struct agent_conn *c)
-{
-	return exec_call(c, exec_true_strings, sizeof(exec_true_strings), 1);
-}
 
 /* One SESSION_EXEC of `true` under id "bench-session-PID-N" on c, until its EXIT (which must say
  * 0); the session is forgotten at once (ttl 0). */
@@ -221,7 +176,7 @@ static int exec_run_conn(void *ctx, int i)
 	struct exec_bench *b = ctx;
 
 	(void)i;
-	return exec_call_true(&b->conn);
+	return bench_agent_exec_true(&b->conn);
 }
 
 static int exec_run_conn_sh(void *ctx, int i)
@@ -229,7 +184,7 @@ static int exec_run_conn_sh(void *ctx, int i)
 	struct exec_bench *b = ctx;
 
 	(void)i;
-	return exec_call(&b->conn, exec_sh_true_strings, sizeof(exec_sh_true_strings), 3);
+	return bench_agent_exec(&b->conn, exec_sh_true_strings, sizeof(exec_sh_true_strings), 3);
 }
 
 static int exec_run_session(void *ctx, int i)
@@ -252,7 +207,7 @@ static int exec_run_loop(void *ctx, int i)
 	struct exec_bench *b = ctx;
 
 	(void)i;
-	return exec_call(&b->conn, exec_loop_strings, sizeof(exec_loop_strings), 3);
+	return bench_agent_exec(&b->conn, exec_loop_strings, sizeof(exec_loop_strings), 3);
 }
 
 static int exec_run_fresh(void *ctx, int i)
@@ -264,7 +219,7 @@ static int exec_run_fresh(void *ctx, int i)
 	(void)i;
 	if ((err = agent_connect_path(b->sock_path, EXEC_TIMEOUT_MS, &c)) < 0)
 		return err;
-	err = exec_call_true(&c);
+	err = bench_agent_exec_true(&c);
 	agent_close(&c);
 	return err;
 }

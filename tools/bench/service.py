@@ -12,8 +12,8 @@ the emulated host); without it they come from PATH. Figures, each beside its anc
 
   exec_ws_ms / conn_ms      execute of `true` to its exit on an already-open WebSocket
                             (service-ws, C) / bench-exec's `conn`, the raw agent call on an
-                            open connection, to the same box: ROUNDS interleaved rounds,
-                            medians of the rounds' medians
+                            open connection, to the same box, each WebSocket run paired with
+                            one (in turn): ROUNDS rounds, medians of the rounds' medians
   claim_ms / qemu_boot_ms   a create claimed from a warm pool (sandboxd --pool
                             busybox:1:512=1) to its first answered exec / QEMU microvm booting
                             the same kernel, initramfs and root disk to sandbox-init's ready
@@ -194,24 +194,31 @@ def sandbox_dir_of(a, box):
 
 
 def exec_series(a, sd, box, rounds):
-    """exec_ws against conn, interleaved; medians of the rounds' medians."""
+    """exec_ws against conn, run by run in turn; medians of the rounds' medians."""
     vsock = os.path.join(sandbox_dir_of(a, box), "vsock.sock")
-    ws, ws_sh, ws_true, conn, session, conn_sh = [], [], [], [], [], []
+    ws, ws_sh, ws_true, conn, conn_series, session, conn_sh = [], [], [], [], [], [], []
     started = {"/bin/bash": [], "/bin/sh": [], "/bin/true": []}
     for _ in range(rounds):
         # /bin/true as the "shell" runs what conn runs, `true` and no shell (it ignores "-c
         # true"): the service path's own cost, apart from a shell's start
+        # the headline's runs each paired with the anchor's (conn: the same EXEC as
+        # bench-exec's, on an agent connection of the same box), taken in turn
         for shell, out in (("/bin/bash", ws), ("/bin/sh", ws_sh), ("/bin/true", ws_true)):
-            p = run([a.service_ws, "exec", "--url", box["dataplane_url"], "--key", sd.key,
-                     "--runs", "20", "--warmup", "3", "--shell", shell])
+            argv = [a.service_ws, "exec", "--url", box["dataplane_url"], "--key", sd.key,
+                    "--runs", "20", "--warmup", "3", "--shell", shell]
+            if shell == "/bin/bash":
+                argv += ["--conn", vsock]
+            p = run(argv)
             out.append(float(re.search(r"median_ms=([0-9.]+)", p.stdout.decode()).group(1)))
+            if shell == "/bin/bash":
+                conn.append(float(re.search(r"conn_ms=([0-9.]+)", p.stdout.decode()).group(1)))
             m = re.search(r"execute to started: .* median ([0-9.]+) ", p.stderr.decode())
             started[shell].append(float(m.group(1)) if m else float("nan"))
         p = run([a.bench_exec, "--runs", "20", "--warmup", "3", "--socket", vsock])
         m = re.search(r"bench: conn:.* median ([0-9.]+) ", p.stderr.decode())
         if not m:
             fail("bench-exec printed no conn median")
-        conn.append(float(m.group(1)))
+        conn_series.append(float(m.group(1)))
         m = re.search(r"bench: session:.* median ([0-9.]+) ", p.stderr.decode())
         session.append(float(m.group(1)) if m else float("nan"))
         m = re.search(r"bench: conn-sh:.* median ([0-9.]+) ", p.stderr.decode())
@@ -222,7 +229,10 @@ def exec_series(a, sd, box, rounds):
         " ".join("%.3f" % x for x in ws_sh))
     log("exec_ws with shell /bin/true (no shell: the program conn runs) round medians: %s ms" %
         " ".join("%.3f" % x for x in ws_true))
-    log("conn (bench-exec) round medians: %s ms" % " ".join("%.3f" % x for x in conn))
+    log("conn (the same EXEC as bench-exec's, each run paired with an exec_ws run) round "
+        "medians: %s ms" % " ".join("%.3f" % x for x in conn))
+    log("conn (bench-exec, a series of its own) round medians: %s ms" %
+        " ".join("%.3f" % x for x in conn_series))
     log("session (bench-exec: SESSION_EXEC of true to EXIT, no sandboxd) round medians: %s ms" %
         " ".join("%.3f" % x for x in session))
     log("conn-sh (bench-exec: EXEC of /bin/sh -c true, the guest work of an execute of true) "

@@ -4,6 +4,7 @@
  * tools/dev bench service; docs/benchmarks.md "The service").
  *
  *   service-ws exec --url D --key KEY [--runs N] [--warmup N] [--shell SH] [--command CMD]
+ *                   [--conn VSOCK_SOCK]
  *   service-ws hold --key KEY --commands N --sockets M --url D [--url D...]
  *
  * D is a box's dataplane_url (http://HOST:PORT/dp/<id>); the socket is D/execute/ws.
@@ -14,6 +15,11 @@
  * arrival of its exit frame (its `started` must come first, its exit code must be 0). Per-run
  * figures on stderr, then on stdout:
  *   exec_ws median_ms=<median>
+ * With --conn (the box's vsock.sock), each run is paired with the anchor, bench-exec's `conn`:
+ * one EXEC of `true` on an agent connection open for the whole series, send to EXIT, the two
+ * taken in turn on the open WebSocket (the execute first in even runs, the anchor first in odd
+ * ones, each after a 3 ms pause), so that both see the same moment of a noisy machine; the
+ * line then ends ` conn_ms=<its median>`. Every run pauses so (pairs or not).
  *
  * hold: the idle WebSockets of the memory figure. First N commands `sleep 3600` in each box
  * (no timeout, no idle timeout, kept: they stay silent and running), each started on a
@@ -33,6 +39,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "agent_exec.h"
 #include "bench.h"
 #include "service_wsconn.h"
 
@@ -49,7 +56,7 @@
 struct sws_opts {
 	struct wsc_url urls[SWS_URLS_MAX];
 	unsigned nurls;
-	const char *key, *shell, *command;
+	const char *key, *shell, *command, *conn;
 	int runs, warmup, commands, sockets;
 };
 
@@ -89,17 +96,14 @@ static int sws_next(int fd, const char *what)
 
 /* One run: upgrade (not timed), then execute to exit in *ms, execute to started in
  * *started_ms. */
-static int sws_exec_once(const struct sws_opts *o, unsigned n, double *ms, double *started_ms)
+/* The execute of run n on fd, an open WebSocket: its times to started and to exit. */
+static int sws_exec_on(const struct sws_opts *o, int fd, unsigned n, double *ms, double *started_ms)
 {
 	char frame[1024];
-	int fd, err, len;
+	int err, len;
 	int64_t t0;
 	const char *code;
 
-	if ((err = wsc_open(&o->urls[0], "/execute/ws", o->key, SWS_TIMEOUT_MS, &fd)) < 0) {
-		fprintf(stderr, "service-ws: upgrade: %s\n", strerror(-err));
-		return err;
-	}
 	len = snprintf(
 		frame, sizeof(frame),
 		"{\"type\":\"execute\",\"command\":\"%s\",\"timeout_seconds\":30,\"shell\":\"%s\","
@@ -108,27 +112,64 @@ static int sws_exec_once(const struct sws_opts *o, unsigned n, double *ms, doubl
 		o->command, o->shell, (int)getpid(), n);
 	t0 = bench_clock_ns();
 	if ((err = wsc_send(fd, WSC_OP_TEXT, frame, (size_t)len)) < 0)
-		goto out;
+		return err;
 	if ((err = sws_next(fd, "exec")) < 0)
-		goto out;
+		return err;
 	*started_ms = bench_since_ms(t0);
 	if (!sws_is(sws_msg, "started")) {
 		fprintf(stderr, "service-ws: exec: the first frame is not started: %.200s\n",
 			sws_msg);
-		err = -EPROTO;
-		goto out;
+		return -EPROTO;
 	}
 	do {
 		if ((err = sws_next(fd, "exec")) < 0)
-			goto out;
+			return err;
 	} while (!sws_is(sws_msg, "exit") && !sws_is(sws_msg, "error"));
 	*ms = bench_since_ms(t0);
 	code = strstr(sws_msg, "\"exit_code\":");
 	if (!code || strtol(code + 12, NULL, 10) != 0) {
 		fprintf(stderr, "service-ws: exec: not an exit 0: %.200s\n", sws_msg);
-		err = -ECHILD;
+		return -ECHILD;
 	}
-out:
+	return 0;
+}
+
+/* The anchor's call on c: its time, send to EXIT. */
+static int sws_conn_once(struct agent_conn *c, double *ms)
+{
+	int64_t t0 = bench_clock_ns();
+	int err = bench_agent_exec_true(c);
+
+	*ms = bench_since_ms(t0);
+	if (err < 0)
+		fprintf(stderr, "service-ws: conn: EXEC of true: %s\n", strerror(-err));
+	return err;
+}
+
+/* What a call before the next leaves running (a close's frames, a session's end in the
+ * agent) is let finish first, so that neither of a pair pays for the other. */
+#define SWS_SETTLE_US 3000
+
+/*
+ * Run n: a WebSocket opened (its upgrade unclocked), then its execute and, with c, the
+ * anchor's call, in turn (ws_first: the execute first), the socket closed after both.
+ */
+static int sws_run(const struct sws_opts *o, struct agent_conn *c, bool ws_first, unsigned n,
+		   double *ms, double *started_ms, double *conn_ms)
+{
+	int fd, err = 0;
+
+	if ((err = wsc_open(&o->urls[0], "/execute/ws", o->key, SWS_TIMEOUT_MS, &fd)) < 0) {
+		fprintf(stderr, "service-ws: upgrade: %s\n", strerror(-err));
+		return err;
+	}
+	for (int turn = 0; turn < 2 && err == 0; turn++) {
+		usleep(SWS_SETTLE_US);
+		if (ws_first == (turn == 0))
+			err = sws_exec_on(o, fd, n, ms, started_ms);
+		else if (c)
+			err = sws_conn_once(c, conn_ms);
+	}
 	wsc_close(fd);
 	return err < 0 ? err : 0;
 }
@@ -137,27 +178,44 @@ static int sws_exec(const struct sws_opts *o)
 {
 	double *v = calloc((size_t)o->runs, sizeof(double));
 	double *started = calloc((size_t)o->runs, sizeof(double));
-	int rc = 1;
+	double *conn = calloc((size_t)o->runs, sizeof(double));
+	struct agent_conn c = {.fd = -1};
+	int rc = 1, err;
 
-	if (!v || !started)
+	if (!v || !started || !conn)
 		goto out;
+	if (o->conn && (err = agent_connect_path(o->conn, BENCH_AGENT_TIMEOUT_MS, &c)) < 0) {
+		fprintf(stderr, "service-ws: %s: %s\n", o->conn, strerror(-err));
+		goto out;
+	}
 	for (int i = -o->warmup; i < o->runs; i++) {
-		double ms = 0, sms = 0;
+		double ms = 0, sms = 0, cms = 0;
 
-		if (sws_exec_once(o, (unsigned)(i + o->warmup), &ms, &sms) < 0)
+		if (sws_run(o, o->conn ? &c : NULL, (i & 1) == 0, (unsigned)(i + o->warmup), &ms,
+			    &sms, &cms) < 0)
 			goto out;
 		if (i >= 0) {
 			v[i] = ms;
 			started[i] = sms;
+			conn[i] = cms;
 		}
 	}
 	bench_report("exec_ws: execute to started", started, o->runs);
-	printf("exec_ws median_ms=%.3f\n",
+	printf("exec_ws median_ms=%.3f",
 	       bench_report("exec_ws: execute to exit on an open WebSocket", v, o->runs));
+	if (o->conn)
+		printf(" conn_ms=%.3f",
+		       bench_report("conn: EXEC of true to EXIT on an open agent connection, "
+				    "interleaved",
+				    conn, o->runs));
+	printf("\n");
 	rc = 0;
 out:
+	if (c.fd >= 0)
+		agent_close(&c);
 	free(v);
 	free(started);
+	free(conn);
 	return rc;
 }
 
@@ -338,7 +396,7 @@ static void sws_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: service-ws exec --url D --key KEY [--runs N] [--warmup N] [--shell SH]\n"
-		"                  [--command CMD]\n"
+		"                  [--command CMD] [--conn VSOCK_SOCK]\n"
 		"       service-ws hold --key KEY --commands N --sockets M --url D [--url D...]\n"
 		"D: a box's dataplane_url (http://HOST:PORT/dp/ID)\n");
 }
@@ -378,6 +436,8 @@ int main(int argc, char **argv)
 			o.shell = val;
 		} else if (!strcmp(opt, "--command")) {
 			o.command = val;
+		} else if (!strcmp(opt, "--conn")) {
+			o.conn = val;
 		} else if (!strcmp(opt, "--runs")) {
 			err = bench_parse_count(val, 1, SWS_RUNS_MAX, &o.runs);
 		} else if (!strcmp(opt, "--warmup")) {
