@@ -193,9 +193,15 @@ int fleetd_released_delete(const char *workspace, const char *id)
 	/* its ownership, while the fleet holds it (not a host that woke it meanwhile) */
 	snprintf(key, sizeof(key), "box.%s", id);
 	if (fleet_owner(&fleetd, id, holder, &rev) == 0 &&
-	    strncmp(holder, FLEET_RELEASED, strlen(FLEET_RELEASED)) == 0 &&
-	    fleet_kv_delete_rev(&fleetd, fleetd.owners, key, rev) < 0)
-		sd_log("fleet: the ownership of deleted box %s stays: %s", id, fleetd.err);
+	    strncmp(holder, FLEET_RELEASED, strlen(FLEET_RELEASED)) == 0) {
+		char why[512];
+
+		if (fleet_kv_delete_rev(&fleetd, fleetd.owners, key, rev) < 0)
+			sd_log("fleet: the ownership of deleted box %s stays: %s", id, fleetd.err);
+		/* no host holds it (a wake that took it meanwhile keeps its state: not here) */
+		else if (fleetd_forget_box_state(workspace, id, why, sizeof(why)) < 0)
+			sd_log("box %s: its state stays in the store: %s", id, why);
+	}
 	return 0;
 }
 

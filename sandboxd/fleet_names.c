@@ -30,6 +30,26 @@ struct name_job {
 	enum { N_FORGET, N_DELETE, N_RENAME } kind;
 };
 
+/* Box n->id's ownership deleted while it names this host, on the revision read (a box the
+ * fleet gave another host, or a create cancelled for good, keeps its record); then its state
+ * in the store (its manifest box-<id>, from its earlier stops and checkpoints) goes too: no
+ * host holds the box any more, and its chunks are a collection's. */
+static void unown(struct name_job *n, const char *okey)
+{
+	char owner[FLEET_ID_MAX + 1], why[512];
+	uint64_t rev = 0;
+	int e = fleet_owner(&fleetd, n->id, owner, &rev);
+
+	if (e == -ENOENT || (e == 0 && !fleetd_self(owner)))
+		return;
+	if (e < 0 || fleet_kv_delete_rev(&fleetd, fleetd.owners, okey, rev) < 0) {
+		sd_log("fleet: the ownership of box %s stays: %s", n->id, fleetd.err);
+		return;
+	}
+	if (n->workspace[0] && fleetd_forget_box_state(n->workspace, n->id, why, sizeof(why)) < 0)
+		sd_log("box %s: its state stays in the store: %s", n->id, why);
+}
+
 static void name_run(struct sd_job *j)
 {
 	struct name_job *n = (struct name_job *)j;
@@ -50,8 +70,8 @@ static void name_run(struct sd_job *j)
 	    fleet_kv_delete_rev(&fleetd, fleetd_names.kv, n->release, rev) == -EIO)
 		sd_log("fleet: a name of box %s stays claimed: %s", n->id, fleetd.err);
 	snprintf(okey, sizeof(okey), "box.%s", n->id);
-	if (n->unown && fleet_kv_delete(&fleetd, fleetd.owners, okey) < 0)
-		sd_log("fleet: the ownership of box %s stays: %s", n->id, fleetd.err);
+	if (n->unown)
+		unown(n, okey);
 	if (n->unshare)
 		fleetd_quota_release_box(n->workspace, n->vcpus, n->mem_bytes, n->fs_bytes);
 }

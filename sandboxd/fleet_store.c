@@ -226,6 +226,14 @@ int fstore_forget(const char *workspace, const char *manifest, char *err, size_t
 	return r;
 }
 
+int fleetd_forget_box_state(const char *workspace, const char *id, char *err, size_t len)
+{
+	char manifest[48];
+
+	snprintf(manifest, sizeof(manifest), "box-%s", id); /* (box_move.c names it so) */
+	return fstore_forget(workspace, manifest, err, len);
+}
+
 bool fstore_held(const char *store_name)
 {
 	char dir[4200];

@@ -18,11 +18,10 @@ from topology import (
     owner_of, run, say, sh, wait_up)
 
 
-def corrupt_chunks(swift_dir, prefix):
-    """Every stored chunk object under prefix with bytes flipped in place, on Swift's disk (its
-    objects' names are in their metadata xattrs, pickled by Swift: our own test's files)."""
+def swift_objects(swift_dir, prefix):
+    """(path, name) of every object stored under prefix, read from Swift's disk (its objects'
+    names are in their metadata xattrs, pickled by Swift: our own test's files)."""
     import pickle
-    n = 0
     for root, _, files in os.walk(os.path.join(swift_dir, "swift", "srv")):
         for f in files:
             if not f.endswith(".data"):
@@ -41,15 +40,21 @@ def corrupt_chunks(swift_dir, prefix):
                 name = name.decode() if isinstance(name, bytes) else name
             except Exception:
                 continue
-            if "/%s/%s" % (BUCKET, prefix) not in name:
-                continue
-            with open(path, "r+b") as fh:
-                size = os.fstat(fh.fileno()).st_size
-                fh.seek(size // 2)
-                b = fh.read(16)
-                fh.seek(size // 2)
-                fh.write(bytes(x ^ 0xff for x in b))
-            n += 1
+            if "/%s/%s" % (BUCKET, prefix) in name:
+                yield path, name
+
+
+def corrupt_chunks(swift_dir, prefix):
+    """Every stored chunk object under prefix with bytes flipped in place, on Swift's disk."""
+    n = 0
+    for path, _ in swift_objects(swift_dir, prefix):
+        with open(path, "r+b") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            fh.seek(size // 2)
+            b = fh.read(16)
+            fh.seek(size // 2)
+            fh.write(bytes(x ^ 0xff for x in b))
+        n += 1
     return n
 
 
@@ -314,12 +319,19 @@ def stop_delete(t, key, live):
                       {"name": name, "mem_bytes": MEM, "timeout": 120})
     woken = [i for i in range(1, HOSTS + 1)
              if "box %s: woken here from the store" % box["id"] in said(i)]
+    # its state (the manifest the stop pushed) leaves the store once no host holds it
+    state = "w/team/m/box-%s" % box["id"]
+    deadline = time.time() + 30
+    while any(True for _ in swift_objects(t.a.swift_dir, state)) and time.time() < deadline:
+        time.sleep(1)
+    kept = any(True for _ in swift_objects(t.a.swift_dir, state))
     check(st_stop == 204 and st_del == 204 and done and gets == [404] * HOSTS and not listed and
-          not woken and st_new == 200 and new.get("id") != box["id"],
+          not woken and st_new == 200 and new.get("id") != box["id"] and not kept,
           "a delete through fh%d during a stop into the store on fh%d: %d in %.1f s (the stop "
-          "%d); once the stop was over (%s) the box gone: gets %s, listed %s, woken on %s; its "
-          "name taken again by a new box: %d" % (via, x, st_del, del_s, st_stop, how, gets,
-                                                  listed, woken, st_new))
+          "%d); once the stop was over (%s) the box gone: gets %s, listed %s, woken on %s, its "
+          "state in the store %s; its name taken again by a new box: %d" % (
+              via, x, st_del, del_s, st_stop, how, gets, listed, woken,
+              "kept" if kept else "deleted", st_new))
     if st_new == 200:
         live[name] = new
 
