@@ -204,6 +204,11 @@ int fleetd_lost_delete(const char *workspace, const char *id);
 /* ---- fleet_xfer.c: a sandbox pushed and pulled through the API (fleet_hooks->xfer) ---- */
 void fleetd_xfer(struct sd_req *q);
 
+/* fleet_store.c, on a worker: deleted box id's state in the store (its manifest) deleted,
+ * once no host holds the box (its ownership deleted on the revision that named this host, or
+ * the fleet as released). None there, or no store: 0. */
+int fleetd_forget_box_state(const char *workspace, const char *id, char *err, size_t len);
+
 /* ---- fleet_gc.c: the store's collector in a fleet (fstore_lease: fstore.h) ---- */
 int fleet_gc_start(void) __must_check;
 void fleet_gc_stop(void);
