@@ -83,7 +83,7 @@ int box_push_run(const struct box_push *p, struct sandbox *sb, struct lc_report 
 		err = sandbox_snapshot(sb, &t, r);
 	pthread_mutex_unlock(&lifecycle_lock);
 	if (err == 0)
-		err = snap_store_hooks->push(p->workspace, p->snap_name, p->manifest, p->gen,
+		err = snap_store_hooks->push(p->workspace, p->snap_name, p->manifest, p->gen, NULL,
 					     r->error, sizeof(r->error));
 	return err;
 }

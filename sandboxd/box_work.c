@@ -36,6 +36,7 @@ struct box_job {
 	struct box_create_args create;
 	char snap_name[64]; /* J_SNAPSHOT: the lifecycle's snapshot name to make */
 	char snap_id[SD_ID_LEN + 1];
+	char parent[SD_ID_LEN + 8]; /* J_SNAPSHOT: the box's snapshot in the store before it */
 	char workspace[SD_WORKSPACE_MAX + 1];
 	int err;
 	char msg[LC_ERROR_MAX];
@@ -224,7 +225,8 @@ out:
 	j->lazy = NULL;
 	/* a capture in a fleet is ready once it is in the store: any host restores it */
 	if (j->kind == J_SNAPSHOT && j->err == 0 && snap_store_hooks)
-		j->err = snap_store_hooks->push(j->workspace, j->snap_name, j->snap_id, 1, r.error,
+		j->err = snap_store_hooks->push(j->workspace, j->snap_name, j->snap_id, 1,
+						j->parent[0] ? j->parent : NULL, r.error,
 						sizeof(r.error));
 unlocked:
 	if (j->err < 0)
@@ -351,6 +353,8 @@ static void job_done(struct sd_job *sj)
 		}
 		break;
 	case J_SNAPSHOT:
+		if (j->err == 0) /* the next capture's parent */
+			snprintf(b->store_last, sizeof(b->store_last), "%s", j->snap_id);
 		snap_capture_done(j->snap_id, j->err, j->msg);
 		break;
 	case J_DELETE:
@@ -485,6 +489,12 @@ int box_snapshot_job(struct box *b, const char *store_name, const char *snap_id)
 	j->kind = J_SNAPSHOT;
 	snprintf(j->snap_name, sizeof(j->snap_name), "%s", store_name);
 	snprintf(j->snap_id, sizeof(j->snap_id), "%s", snap_id);
+	/* its state in the store when it has been there (its own chunks, cached where it woke),
+	 * else its last capture here */
+	if (b->fleet_gen || b->ckpt_gen)
+		snprintf(j->parent, sizeof(j->parent), "box-%s", b->id);
+	else
+		snprintf(j->parent, sizeof(j->parent), "%s", b->store_last);
 	box_job_queue(b, j);
 	return 0;
 }

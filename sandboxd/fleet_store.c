@@ -164,13 +164,14 @@ void fstore_close(struct fstore *h)
 }
 
 static int push(const char *workspace, const char *store_name, const char *manifest, uint64_t gen,
-		char *err, size_t len)
+		const char *parent, char *err, size_t len)
 {
 	struct fstore h;
 	uint64_t t0 = sd_now_ms();
 	char owner[FLEET_ID_MAX + 1];
 	bool box = strncmp(manifest, "box-", 4) == 0;
 	struct manifest old;
+	bool have_old = false;
 
 	int r = fstore_open(&h, workspace, err, len);
 
@@ -189,7 +190,12 @@ static int push(const char *workspace, const char *store_name, const char *manif
 		fstore_close(&h);
 		return -ESTALE;
 	}
-	if (box && (r = manifest_get(&old, &h.cs, manifest, gen)) == 0) {
+	/* the snapshot before it (a box's own last state, or the caller's parent): what changed
+	 * since may go up as patches of its chunks (store/chunk_patch.c); none readable, none */
+	if (box || parent)
+		have_old = manifest_get(&old, &h.cs, box ? manifest : parent, 0) == 0;
+	h.cs.err[0] = 0;
+	if (box && have_old && old.generation >= gen) {
 		snprintf(
 			err, len,
 			"the store holds generation %llu of it, not under %llu: this copy is stale",
@@ -198,13 +204,17 @@ static int push(const char *workspace, const char *store_name, const char *manif
 		fstore_close(&h);
 		return -ESTALE;
 	}
-	r = snap_push(store_name, &h.cs, manifest, gen, chunk_size, err, len);
+	r = snap_push(store_name, &h.cs, manifest, gen, have_old ? &old : NULL, chunk_size, err,
+		      len);
 	if (r == 0)
 		sd_log("snapshot %s: in the store in %llu ms: %llu chunks up (%llu bytes), %llu "
-		       "there already",
+		       "there already; %llu patched of %s",
 		       manifest, (unsigned long long)(sd_now_ms() - t0),
 		       (unsigned long long)h.cs.put_chunks, (unsigned long long)h.cs.put_bytes,
-		       (unsigned long long)h.cs.skip_chunks);
+		       (unsigned long long)h.cs.skip_chunks, (unsigned long long)h.cs.patched,
+		       have_old ? (box ? "its last state" : parent) : "none");
+	if (have_old)
+		manifest_free(&old);
 	fstore_close(&h);
 	return r;
 }
@@ -355,6 +365,7 @@ static int pull_lazy(const char *workspace, const char *manifest, uint64_t min_g
 		return r;
 	}
 	ls->mem = manifest_find(&ls->mf, "memory");
+	chunk_store_recipes(&ls->h.cs, &ls->mf); /* its patched chunks made as they come */
 	ls->ahead = chunk_ahead_start(&ls->h.cs, (const uint8_t(*)[CHUNK_HASH_LEN])ls->mem->hash,
 				      ls->mem->nchunks, ls->mf.chunk_size, (unsigned)transfers);
 	out->src = (struct pager_src){.get = lazy_get,

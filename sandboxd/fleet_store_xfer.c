@@ -47,29 +47,6 @@ static int open_parsed(struct fstore *h, const char *workspace, const char *text
 	return r;
 }
 
-/* mf's chunks but zeros, each once (sorted; malloc'd, *n of them), or NULL. */
-static uint8_t (*unique_hashes(const struct manifest *mf, size_t *n))[CHUNK_HASH_LEN]
-{
-	static const uint8_t zero[CHUNK_HASH_LEN];
-	uint8_t(*u)[CHUNK_HASH_LEN];
-	size_t total = 0, k = 0;
-
-	for (unsigned i = 0; i < mf->nfiles; i++)
-		total += mf->file[i].nchunks;
-	if (!(u = malloc((total ? total : 1) * CHUNK_HASH_LEN)))
-		return NULL;
-	for (unsigned i = 0; i < mf->nfiles; i++)
-		for (uint64_t c = 0; c < mf->file[i].nchunks; c++)
-			if (memcmp(mf->file[i].hash[c], zero, sizeof(zero)) != 0)
-				memcpy(u[k++], mf->file[i].hash[c], CHUNK_HASH_LEN);
-	qsort(u, k, CHUNK_HASH_LEN, chunk_hash_cmp);
-	*n = 0;
-	for (size_t i = 0; i < k; i++)
-		if (!*n || memcmp(u[*n - 1], u[i], CHUNK_HASH_LEN) != 0)
-			memmove(u[(*n)++], u[i], CHUNK_HASH_LEN);
-	return u;
-}
-
 /* The chunks of mf the store lacks, each once, appended to out as hex; out NULL: the first
  * one is an error (-ENOENT) naming it. Past LACKING_ASKS_MAX questions to the store (a store
  * too large to list whole), the rest are said to be missing without asking: the client
@@ -77,7 +54,7 @@ static uint8_t (*unique_hashes(const struct manifest *mf, size_t *n))[CHUNK_HASH
 static int lacking(struct fstore *h, const struct manifest *mf, json_t *out, char *err, size_t elen)
 {
 	size_t n = 0;
-	uint8_t(*u)[CHUNK_HASH_LEN] = unique_hashes(mf, &n);
+	uint8_t(*u)[CHUNK_HASH_LEN] = manifest_stored_hashes(mf, &n);
 	unsigned asked0 = h->s3.requests;
 	int r = 0;
 
@@ -197,7 +174,7 @@ static struct {
 static void export_remember(const char *workspace, const struct manifest *mf)
 {
 	size_t n = 0, total = 0;
-	uint8_t(*h)[CHUNK_HASH_LEN] = unique_hashes(mf, &n);
+	uint8_t(*h)[CHUNK_HASH_LEN] = manifest_stored_hashes(mf, &n);
 	unsigned oldest = 0;
 
 	if (!h)

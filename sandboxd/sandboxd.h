@@ -148,6 +148,8 @@ struct box {
 	struct image_conf *conf;	/* its image's exec.conf, read at its first command */
 	bool conf_read;			/* conf is read (NULL: the image has none) */
 	uint64_t fleet_gen;		/* saved: how many times it went into the fleet's store */
+	char store_last[SD_ID_LEN + 1]; /* its last capture into the store here: the next one's
+					   parent (store/chunk_patch.c); "" none */
 	uint64_t ckpt_gen, ckpt_ms;	/* saved: its last checkpoint there (box_checkpoint.c), 0 */
 	uint64_t wake_min_gen; /* saved: a released box's oldest generation its wake takes (a
 				  lost host's: its checkpoint's), 0: fleet_gen */
@@ -441,9 +443,11 @@ int box_snapshot_job(struct box *b, const char *store_name, const char *snap_id)
 struct lazy_pull; /* box_lazy.h */
 struct snap_store_hooks {
 	/* the lifecycle's snapshot store_name as the store's manifest `manifest` at generation
-	 * gen (an API snapshot: its id, 1; a box moved: "box-<id>", one more each time) */
+	 * gen (an API snapshot: its id, 1; a box moved: "box-<id>", one more each time). parent
+	 * (NULL: none; a box's own "box-<id>" needs none): the snapshot of the same box before
+	 * it, whose chunks the changed ones may go up as patches of */
 	int (*push)(const char *workspace, const char *store_name, const char *manifest,
-		    uint64_t gen, char *err, size_t len);
+		    uint64_t gen, const char *parent, char *err, size_t len);
 	int (*pull)(const char *workspace, const char *manifest, uint64_t min_gen,
 		    const char *store_name, char *err, size_t len);
 	/* a lazy restore's pull: every file but the memory (box_lazy.c), and the pager's

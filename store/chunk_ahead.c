@@ -153,6 +153,8 @@ struct chunk_ahead *chunk_ahead_start(struct chunk_store *cs, const uint8_t (*ha
 		memcpy(a->wcs[w].prefix, cs->prefix, sizeof(cs->prefix));
 		a->wcs[w].keys = cs->keys;
 		a->wcs[w].cache = cs->cache;
+		a->wcs[w].recipe = cs->recipe; /* (the caller's manifest outlives it) */
+		a->wcs[w].nrecipes = cs->nrecipes;
 		if (pthread_create(&a->thread[w], NULL, ahead_main, aw) != 0) {
 			free(aw);
 			chunk_store_close(&a->wcs[w]);

@@ -24,7 +24,8 @@ struct par_job {
 	bool get;
 	uint8_t hash[CHUNK_HASH_LEN], oid[CHUNK_HASH_LEN];
 	char key[S3_KEY_MAX + 1];
-	uint8_t *data; /* a put's plaintext (a copy), a get's result */
+	const struct chunk_recipe *recipe; /* a get of a patched chunk: its base and patch */
+	uint8_t *data;			   /* a put's plaintext (a copy), a get's result */
 	size_t len, cap;
 	uint64_t tag;
 	/* the worker's answer */
@@ -49,6 +50,36 @@ struct chunk_par {
 	struct par_job job[CHUNK_PAR_MAX];
 };
 
+/* A recipe's part on a worker's connection (chunk_part_fn). */
+struct par_part {
+	struct chunk_par *p;
+	unsigned i;
+	struct s3 *s;
+	uint64_t wire;
+};
+
+static int par_part(void *arg, const uint8_t hash[CHUNK_HASH_LEN], uint8_t *out, size_t cap,
+		    size_t *len, char *msg, size_t msg_len)
+{
+	struct par_part *x = arg;
+	struct chunk_store *cs = x->p->cs;
+	char key[S3_KEY_MAX + 1];
+	uint8_t oid[CHUNK_HASH_LEN];
+	uint64_t wire = 0;
+	int r;
+
+	if (!cs->s3) {
+		r = chunk_xfer_fetch(cs->fetch, cs->fetch_args[x->i], hash, out, cap, len, msg,
+				     msg_len);
+		wire = r < 0 ? 0 : *len;
+	} else {
+		chunk_store_key(cs, hash, key, oid); /* (reads the handle's keys only) */
+		r = chunk_xfer_get(x->s, &cs->keys, key, hash, out, cap, len, &wire, msg, msg_len);
+	}
+	x->wire += wire;
+	return r;
+}
+
 /* j's transfer on worker i's connection s (its fetch arg, for a handle of no store): its
  * answer in j. */
 static void par_run(struct chunk_par *p, unsigned i, struct s3 *s, struct par_job *j)
@@ -56,7 +87,13 @@ static void par_run(struct chunk_par *p, unsigned i, struct s3 *s, struct par_jo
 	struct chunk_store *cs = p->cs;
 	int r;
 
-	if (j->get && !cs->s3) {
+	if (j->get && j->recipe) {
+		struct par_part x = {.p = p, .i = i, .s = s};
+
+		r = chunk_rebuild(j->recipe, par_part, &x, j->data, p->get_cap, &j->len, j->msg,
+				  sizeof(j->msg));
+		j->wire = x.wire;
+	} else if (j->get && !cs->s3) {
 		r = chunk_xfer_fetch(cs->fetch, cs->fetch_args[i], j->hash, j->data, p->get_cap,
 				     &j->len, j->msg, sizeof(j->msg));
 		j->wire = r < 0 ? 0 : j->len;
@@ -168,7 +205,8 @@ static void par_finish(struct chunk_par *p, struct par_job *j)
 		}
 		return;
 	}
-	chunk_store_learned(cs, j->oid);
+	if (!j->recipe) /* (a patched chunk is not itself stored: a push must not skip it) */
+		chunk_store_learned(cs, j->oid);
 	if (cs->cache) /* a cache that cannot keep it: a later miss */
 		(void)chunk_cache_put(cs->cache, j->oid, j->data, j->len);
 	if (!j->get) {
@@ -248,6 +286,7 @@ static void par_fill(struct par_job *j, bool get, const uint8_t hash[CHUNK_HASH_
 		     const uint8_t oid[CHUNK_HASH_LEN], const char *key, uint64_t tag)
 {
 	j->get = get;
+	j->recipe = NULL;
 	memcpy(j->hash, hash, CHUNK_HASH_LEN);
 	memcpy(j->oid, oid, CHUNK_HASH_LEN);
 	snprintf(j->key, sizeof(j->key), "%s", key);
@@ -339,6 +378,7 @@ int chunk_par_get(struct chunk_par *p, const uint8_t hash[CHUNK_HASH_LEN], uint6
 		return 0;
 	}
 	par_fill(j, true, hash, oid, key, tag);
+	j->recipe = chunk_recipe_find(cs->recipe, cs->nrecipes, hash);
 	par_queue(p, j);
 	return 0;
 }

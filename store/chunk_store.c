@@ -259,8 +259,9 @@ static int put_hashed(struct chunk_store *cs, const void *data, size_t len,
 	return 0;
 }
 
-int chunk_get(struct chunk_store *cs, const uint8_t hash[CHUNK_HASH_LEN], uint8_t *out, size_t cap,
-	      size_t *len)
+/* A stored chunk (not a recipe's): the cache, else the store or the handle's fetch. */
+static int get_stored(struct chunk_store *cs, const uint8_t hash[CHUNK_HASH_LEN], uint8_t *out,
+		      size_t cap, size_t *len)
 {
 	char key[S3_KEY_MAX + 1];
 	uint8_t oid[CHUNK_HASH_LEN];
@@ -293,4 +294,45 @@ int chunk_get(struct chunk_store *cs, const uint8_t hash[CHUNK_HASH_LEN], uint8_
 	if (cs->cache)
 		(void)chunk_cache_put(cs->cache, oid, out, *len); /* a cache that cannot: a miss */
 	return 0;
+}
+
+/* A recipe's part (chunk_part_fn): a stored chunk, its message copied out. */
+static int get_part(void *arg, const uint8_t hash[CHUNK_HASH_LEN], uint8_t *out, size_t cap,
+		    size_t *len, char *msg, size_t msg_len)
+{
+	struct chunk_store *cs = arg;
+	int err = get_stored(cs, hash, out, cap, len);
+
+	if (err < 0)
+		snprintf(msg, msg_len, "%s", cs->err);
+	return err;
+}
+
+int chunk_get(struct chunk_store *cs, const uint8_t hash[CHUNK_HASH_LEN], uint8_t *out, size_t cap,
+	      size_t *len)
+{
+	const struct chunk_recipe *r = chunk_recipe_find(cs->recipe, cs->nrecipes, hash);
+	char key[S3_KEY_MAX + 1], msg[STORE_ERR_MAX];
+	uint8_t oid[CHUNK_HASH_LEN];
+	int err;
+
+	if (!r)
+		return get_stored(cs, hash, out, cap, len);
+	/* made before and kept as itself; never learned as stored (a push would skip it) */
+	chunk_store_key(cs, hash, key, oid);
+	if (cs->s3 && cs->cache && chunk_cache_get(cs->cache, oid, hash, out, cap, len) == 1) {
+		cs->cache_hits++;
+		return 0;
+	}
+	if ((err = chunk_rebuild(r, get_part, cs, out, cap, len, msg, sizeof(msg))) < 0)
+		return chunk_store_fail(cs, err, "%s", msg);
+	if (cs->s3 && cs->cache)
+		(void)chunk_cache_put(cs->cache, oid, out, *len);
+	return 0;
+}
+
+void chunk_store_recipes(struct chunk_store *cs, const struct manifest *m)
+{
+	cs->recipe = m ? m->recipe : NULL;
+	cs->nrecipes = m ? m->nrecipes : 0;
 }

@@ -135,6 +135,10 @@ static int mark(struct mark *m, struct store_gc_report *rep)
 			for (uint64_t c = 0; c < mf.file[f].nchunks && r >= 0; c++)
 				if (memcmp(mf.file[f].hash[c], zero, CHUNK_HASH_LEN))
 					r = live_add(m, mf.file[f].hash[c]);
+		/* a patched chunk is its base and its patch (chunk_patch.c) */
+		for (uint64_t k = 0; k < mf.nrecipes && r >= 0; k++)
+			if ((r = live_add(m, mf.recipe[k].base)) >= 0)
+				r = live_add(m, mf.recipe[k].patch);
 		manifest_free(&mf);
 	}
 	if (r >= 0)

@@ -15,6 +15,8 @@
  *   OFFSET LENGTH                                                  (NEXTENTS lines: its data)
  *   <64 hex digits: a chunk's SHA-256, or 0: a chunk of zeros>   (NCHUNKS lines)
  *   ...                                                           (more files)
+ *   recipe HASH BASE PATCH     (a chunk stored as a patch: chunk_patch.c; ascending by HASH,
+ *   ...                         each a chunk of a file above; BASE never one of these)
  *   end
  *
  * Parsed only after the tag checks, and strictly even then: every count is the one its size
@@ -72,6 +74,9 @@ void manifest_free(struct manifest *m)
 		free(m->file[i].extent);
 	}
 	m->nfiles = 0;
+	free(m->recipe);
+	m->recipe = NULL;
+	m->nrecipes = m->recipe_cap = 0;
 }
 
 uint64_t manifest_bytes(const struct manifest *m)
@@ -111,6 +116,50 @@ static bool mf_all_zero(const uint8_t *p, size_t n)
 /* Its bytes for a file of n chunks: the file line and one line a chunk at most. */
 #define MF_FILE_TEXT(n) (128u + (n) * (2u * CHUNK_HASH_LEN + 1u))
 #define MF_EXTENT_TEXT	42u /* "OFF LEN\n", both at most 20 digits */
+#define MF_RECIPE_TEXT	(7u + 3u * (2u * CHUNK_HASH_LEN + 1u)) /* "recipe H B P\n" */
+
+static bool mf_zero(const uint8_t h[CHUNK_HASH_LEN])
+{
+	return memcmp(h, zero_hash, CHUNK_HASH_LEN) == 0;
+}
+
+/* The recipe h = b + p appended to m (sorted later: mf_recipes_sort): 0, or -errno. */
+static int mf_recipe_add(struct manifest *m, struct chunk_store *cs,
+			 const uint8_t h[CHUNK_HASH_LEN], const uint8_t b[CHUNK_HASH_LEN],
+			 const uint8_t p[CHUNK_HASH_LEN])
+{
+	if (m->text_bytes + MF_RECIPE_TEXT > MF_TEXT_MAX)
+		return chunk_store_fail(cs, -E2BIG, "manifest: too many patched chunks");
+	if (m->nrecipes == m->recipe_cap) {
+		uint64_t cap = m->recipe_cap ? m->recipe_cap * 2 : 64;
+		struct chunk_recipe *n = realloc(m->recipe, cap * sizeof(*n));
+
+		if (!n)
+			return chunk_store_fail(cs, -ENOMEM, "manifest: out of memory");
+		m->recipe = n;
+		m->recipe_cap = cap;
+	}
+	memcpy(m->recipe[m->nrecipes].hash, h, CHUNK_HASH_LEN);
+	memcpy(m->recipe[m->nrecipes].base, b, CHUNK_HASH_LEN);
+	memcpy(m->recipe[m->nrecipes].patch, p, CHUNK_HASH_LEN);
+	m->nrecipes++;
+	m->text_bytes += MF_RECIPE_TEXT;
+	return 0;
+}
+
+/* m's recipes ascending by hash, each hash once (two for the same bytes: either makes them). */
+static void mf_recipes_sort(struct manifest *m)
+{
+	uint64_t n = 0;
+
+	qsort(m->recipe, m->nrecipes, sizeof(*m->recipe), chunk_hash_cmp);
+	for (uint64_t i = 0; i < m->nrecipes; i++)
+		if (!n || memcmp(m->recipe[n - 1].hash, m->recipe[i].hash, CHUNK_HASH_LEN) != 0)
+			m->recipe[n++] = m->recipe[i];
+		else
+			m->text_bytes -= MF_RECIPE_TEXT;
+	m->nrecipes = n;
+}
 
 /* A new file entry of size bytes, its hash list allocated, in *out: 0, or -errno with cs->err.
  * Refused before anything is read or stored when the manifest could not hold it. */
@@ -198,9 +247,57 @@ static int mf_extents(struct manifest *m, struct manifest_file *f, int fd, struc
 	return 0;
 }
 
+/* Where a push makes patches: the parent's base chunk read from the cache, the patch built. */
+struct mf_patching {
+	const struct manifest_file *pf; /* the parent's file of that name */
+	uint8_t *base, *patch;		/* chunk_size bytes each */
+};
+
+/* Chunk i of a file (len bytes of buf, not all zeros) into the store, *hash its SHA-256: whole,
+ * or as a patch of the parent's chunk i when that is worth it (mf_patching). */
+static int mf_put_chunk(struct manifest *m, struct chunk_store *cs, struct chunk_par *par,
+			struct mf_patching *pt, uint64_t i, const uint8_t *buf, size_t len,
+			uint8_t hash[CHUNK_HASH_LEN])
+{
+	const struct manifest *pm = m->parent;
+	const struct chunk_recipe *r;
+	const uint8_t *base;
+	char key[S3_KEY_MAX + 1];
+	uint8_t oid[CHUNK_HASH_LEN], phash[CHUNK_HASH_LEN];
+	size_t blen = 0, plen;
+	int err;
+
+	if (!pt->base)
+		return chunk_par_put(par, buf, len, hash);
+	chunk_hash(buf, len, hash);
+	chunk_store_key(cs, hash, key, oid);
+	if (chunk_store_knows(cs, oid)) /* stored whole already: skipped */
+		return chunk_par_put(par, buf, len, hash);
+	if ((r = chunk_recipe_find(pm->recipe, pm->nrecipes, hash)))
+		return mf_recipe_add(m, cs, r->hash, r->base, r->patch); /* made as before */
+	if (!pt->pf || i >= pt->pf->nchunks || mf_zero(pt->pf->hash[i]) ||
+	    memcmp(pt->pf->hash[i], hash, CHUNK_HASH_LEN) == 0)
+		return chunk_par_put(par, buf, len, hash);
+	/* a patch of what the parent's chunk is made of (a base, never a recipe: one level) */
+	r = chunk_recipe_find(pm->recipe, pm->nrecipes, pt->pf->hash[i]);
+	base = r ? r->base : pt->pf->hash[i];
+	chunk_store_key(cs, base, key, oid);
+	if (memcmp(base, hash, CHUNK_HASH_LEN) == 0 || /* back to its base: stored whole */
+	    (cs->listed && !chunk_store_knows(cs, oid)) ||
+	    chunk_cache_get(cs->cache, oid, base, pt->base, m->chunk_size, &blen) != 1 ||
+	    !(plen = chunk_patch_make(pt->base, blen, buf, len, pt->patch, m->chunk_size)))
+		return chunk_par_put(par, buf, len, hash);
+	if ((err = chunk_par_put(par, pt->patch, plen, phash)) < 0)
+		return err;
+	cs->patched++;
+	return mf_recipe_add(m, cs, hash, base, phash);
+}
+
 int manifest_add_file(struct manifest *m, struct chunk_store *cs, const char *name,
 		      const char *path)
 {
+	struct mf_patching pt = {0};
+	uint64_t nrec0 = m->nrecipes;
 	struct manifest_file *f;
 	struct stat st, after;
 	struct chunk_par *par = NULL;
@@ -230,6 +327,17 @@ int manifest_add_file(struct manifest *m, struct chunk_store *cs, const char *na
 		       : err ? err
 			     : -ENOMEM;
 	}
+	/* patches only against a store's chunks this host's cache holds */
+	if (m->parent && cs->s3 && cs->cache && m->parent->chunk_size == m->chunk_size) {
+		pt.pf = manifest_find(m->parent, name);
+		pt.base = malloc(m->chunk_size);
+		pt.patch = malloc(m->chunk_size);
+		if (!pt.base || !pt.patch) { /* none: whole chunks */
+			free(pt.base);
+			free(pt.patch);
+			pt.base = pt.patch = NULL;
+		}
+	}
 	for (uint64_t i = 0; i < f->nchunks && err == 0; i++) {
 		uint64_t off = i * m->chunk_size;
 		size_t want =
@@ -249,12 +357,14 @@ int manifest_add_file(struct manifest *m, struct chunk_store *cs, const char *na
 			got += (size_t)n;
 		}
 		if (err == 0 && !mf_all_zero(buf, want))
-			err = chunk_par_put(par, buf, want, f->hash[i]);
+			err = mf_put_chunk(m, cs, par, &pt, i, buf, want, f->hash[i]);
 	}
 	if (err == 0)
 		err = chunk_par_wait(par); /* every chunk up before the file counts */
 	chunk_par_close(par);
 	free(buf);
+	free(pt.base);
+	free(pt.patch);
 	/* the caller froze it (a snapshot's files are written once): a file that changed while
 	 * it was read would be stored torn */
 	if (err == 0 && (fstat(fd, &after) < 0 || after.st_size != st.st_size ||
@@ -264,11 +374,14 @@ int manifest_add_file(struct manifest *m, struct chunk_store *cs, const char *na
 			 after.st_ctim.tv_nsec != st.st_ctim.tv_nsec))
 		err = chunk_store_fail(cs, -EAGAIN, "%s changed while it was read", path);
 	close(fd);
-	if (err < 0) {
+	if (err < 0) { /* its recipes go with it (appended after the others: not yet sorted) */
+		m->text_bytes -= (m->nrecipes - nrec0) * MF_RECIPE_TEXT;
+		m->nrecipes = nrec0;
 		free(f->hash);
 		free(f->extent);
 		return err;
 	}
+	mf_recipes_sort(m);
 	mf_commit_file(m, f);
 	return 0;
 }
@@ -350,6 +463,10 @@ int manifest_fetch_file(const struct manifest *m, struct chunk_store *cs, const 
 		return chunk_store_fail(cs, -errno, "%s: %s", tmp, strerror(errno));
 
 	struct mf_fetch x = {.m = m, .f = f, .cs = cs, .name = name, .tmp = tmp, .fd = fd};
+	const struct chunk_recipe *recipe0 = cs->recipe;
+	uint64_t nrecipes0 = cs->nrecipes;
+
+	chunk_store_recipes(cs, m); /* its patched chunks made as they come */
 
 	if (ftruncate(fd, (off_t)f->size) < 0)
 		err = chunk_store_fail(cs, -errno, "%s: %s", tmp, strerror(errno));
@@ -384,6 +501,8 @@ int manifest_fetch_file(const struct manifest *m, struct chunk_store *cs, const 
 	if (err == 0)
 		err = chunk_par_wait(par);
 	chunk_par_close(par);
+	cs->recipe = recipe0;
+	cs->nrecipes = nrecipes0;
 	free(zeros);
 	if (err == 0 && fsync(fd) < 0)
 		err = chunk_store_fail(cs, -errno, "%s: %s", tmp, strerror(errno));
@@ -416,6 +535,7 @@ char *manifest_encode(const struct manifest *m, size_t *len)
 
 	for (unsigned i = 0; i < m->nfiles; i++)
 		cap += MF_FILE_TEXT(m->file[i].nchunks) + m->file[i].nextents * MF_EXTENT_TEXT;
+	cap += m->nrecipes * MF_RECIPE_TEXT;
 	if (cap > S3_OBJECT_MAX - MF_HEAD - MF_NONCE - MF_TAG || !(out = malloc(cap)))
 		return NULL;
 	n += (size_t)snprintf(out + n, cap - n,
@@ -441,6 +561,19 @@ char *manifest_encode(const struct manifest *m, size_t *len)
 				out[n++] = '\n';
 			}
 		}
+	}
+	for (uint64_t r = 0; r < m->nrecipes; r++) {
+		memcpy(out + n, "recipe ", 7);
+		n += 7;
+		chunk_hex(m->recipe[r].hash, out + n);
+		n += 2 * CHUNK_HASH_LEN;
+		out[n++] = ' ';
+		chunk_hex(m->recipe[r].base, out + n);
+		n += 2 * CHUNK_HASH_LEN;
+		out[n++] = ' ';
+		chunk_hex(m->recipe[r].patch, out + n);
+		n += 2 * CHUNK_HASH_LEN;
+		out[n++] = '\n';
 	}
 	n += (size_t)snprintf(out + n, cap - n, "end\n");
 	*len = n;
@@ -543,6 +676,72 @@ static int mf_number(const char **p, const char *end, char stop, uint64_t *out)
 	return 0;
 }
 
+/* One hash of 64 hex digits, not zeros, then stop. */
+static int mf_hash(const char **p, const char *end, char stop, uint8_t out[CHUNK_HASH_LEN])
+{
+	if (end - *p < 2 * CHUNK_HASH_LEN + 1 || (*p)[2 * CHUNK_HASH_LEN] != stop ||
+	    chunk_unhex(*p, out) < 0 || mf_zero(out))
+		return -EBADMSG;
+	*p += 2 * CHUNK_HASH_LEN + 1;
+	return 0;
+}
+
+/* The recipe lines (none or more) into m: strictly ascending, at most one a chunk, each of a
+ * chunk a file lists, its base and patch other chunks and its base not one of them. */
+static int mf_parse_recipes(const char **pp, const char *end, struct manifest *m)
+{
+	const char *p = *pp;
+	uint64_t total = 0, k = 0;
+	uint8_t(*named)[CHUNK_HASH_LEN];
+	int err = 0;
+
+	if (end - p < 7 || memcmp(p, "recipe ", 7) != 0)
+		return 0;
+	for (unsigned i = 0; i < m->nfiles; i++)
+		total += m->file[i].nchunks;
+	if (!(named = malloc((total ? total : 1) * CHUNK_HASH_LEN)))
+		return -ENOMEM;
+	for (unsigned i = 0; i < m->nfiles; i++)
+		for (uint64_t c = 0; c < m->file[i].nchunks; c++)
+			if (!mf_zero(m->file[i].hash[c]))
+				memcpy(named[k++], m->file[i].hash[c], CHUNK_HASH_LEN);
+	qsort(named, k, CHUNK_HASH_LEN, chunk_hash_cmp);
+	while (err == 0 && end - p >= 7 && memcmp(p, "recipe ", 7) == 0) {
+		struct chunk_recipe r;
+
+		p += 7;
+		if (m->nrecipes >= k || mf_hash(&p, end, ' ', r.hash) < 0 ||
+		    mf_hash(&p, end, ' ', r.base) < 0 || mf_hash(&p, end, '\n', r.patch) < 0 ||
+		    !bsearch(r.hash, named, k, CHUNK_HASH_LEN, chunk_hash_cmp) ||
+		    !memcmp(r.base, r.hash, CHUNK_HASH_LEN) ||
+		    !memcmp(r.patch, r.hash, CHUNK_HASH_LEN) ||
+		    (m->nrecipes &&
+		     memcmp(m->recipe[m->nrecipes - 1].hash, r.hash, CHUNK_HASH_LEN) >= 0)) {
+			err = -EBADMSG;
+			break;
+		}
+		if (m->nrecipes == m->recipe_cap) {
+			uint64_t cap = m->recipe_cap ? m->recipe_cap * 2 : 64;
+			struct chunk_recipe *n = realloc(m->recipe, cap * sizeof(*n));
+
+			if (!n) {
+				err = -ENOMEM;
+				break;
+			}
+			m->recipe = n;
+			m->recipe_cap = cap;
+		}
+		m->recipe[m->nrecipes++] = r;
+		m->text_bytes += MF_RECIPE_TEXT;
+	}
+	for (uint64_t i = 0; i < m->nrecipes && err == 0; i++) /* one level: a base is stored */
+		if (chunk_recipe_find(m->recipe, m->nrecipes, m->recipe[i].base))
+			err = -EBADMSG;
+	free(named);
+	*pp = p;
+	return err;
+}
+
 /* Parse text (len bytes) into m; -EBADMSG for anything that is not exactly the format. */
 static int mf_parse(const char *text, size_t len, struct manifest *m, struct chunk_store *cs)
 {
@@ -614,9 +813,42 @@ static int mf_parse(const char *text, size_t len, struct manifest *m, struct chu
 			p += 2 * CHUNK_HASH_LEN + 1;
 		}
 	}
+	if (mf_parse_recipes(&p, end, m) < 0)
+		return -EBADMSG;
 	if (end - p != 4 || memcmp(p, "end\n", 4) != 0)
 		return -EBADMSG;
 	return 0;
+}
+
+uint8_t (*manifest_stored_hashes(const struct manifest *m, size_t *n))[CHUNK_HASH_LEN]
+{
+	uint8_t(*u)[CHUNK_HASH_LEN];
+	size_t total = 0, k = 0;
+
+	for (unsigned i = 0; i < m->nfiles; i++)
+		total += m->file[i].nchunks;
+	if (!(u = malloc((2 * total + 1) * CHUNK_HASH_LEN))) /* a patched chunk gives two */
+		return NULL;
+	for (unsigned i = 0; i < m->nfiles; i++)
+		for (uint64_t c = 0; c < m->file[i].nchunks; c++) {
+			const uint8_t *h = m->file[i].hash[c];
+			const struct chunk_recipe *r;
+
+			if (mf_zero(h))
+				continue;
+			if (!(r = chunk_recipe_find(m->recipe, m->nrecipes, h))) {
+				memcpy(u[k++], h, CHUNK_HASH_LEN);
+				continue;
+			}
+			memcpy(u[k++], r->base, CHUNK_HASH_LEN);
+			memcpy(u[k++], r->patch, CHUNK_HASH_LEN);
+		}
+	qsort(u, k, CHUNK_HASH_LEN, chunk_hash_cmp);
+	*n = 0;
+	for (size_t i = 0; i < k; i++)
+		if (!*n || memcmp(u[*n - 1], u[i], CHUNK_HASH_LEN) != 0)
+			memmove(u[(*n)++], u[i], CHUNK_HASH_LEN);
+	return u;
 }
 
 int manifest_delete(struct chunk_store *cs, const char *id)

@@ -33,7 +33,7 @@ static bool snap_file_pushed(const char *n)
 }
 
 int snap_push(const char *name, struct chunk_store *cs, const char *id, uint64_t generation,
-	      uint32_t chunk_size, char *err, size_t err_len)
+	      const struct manifest *parent, uint32_t chunk_size, char *err, size_t err_len)
 {
 	char dir[4200], path[4600];
 	struct snap_meta m;
@@ -60,6 +60,7 @@ int snap_push(const char *name, struct chunk_store *cs, const char *id, uint64_t
 		return r;
 	}
 	mf.generation = generation;
+	mf.parent = parent;
 	/* what the store holds, by listing (a HEAD a chunk is the slow way: S3 answers either
 	 * in one round trip); one that cannot list leaves the HEADs */
 	if (chunk_store_learn(cs, SNAP_PUSH_LIST_PAGES) < 0)

@@ -13,9 +13,11 @@
 
 /* Upload $SANDBOX_HOME/snapshots/<name>, authenticated here first (snap_open), as manifest id
  * of cs at that generation, in chunks of chunk_size: the chunks the store lacks only. A
- * snapshot with extra disks (this host's paths) is refused (-EXDEV). */
+ * snapshot with extra disks (this host's paths) is refused (-EXDEV). parent (NULL: none): the
+ * sandbox's snapshot before it, whose chunks its changed ones may go up as patches of. */
 int snap_push(const char *name, struct chunk_store *cs, const char *id, uint64_t generation,
-	      uint32_t chunk_size, char *err, size_t err_len) __attribute__((warn_unused_result));
+	      const struct manifest *parent, uint32_t chunk_size, char *err, size_t err_len)
+	__attribute__((warn_unused_result));
 /* Fetch manifest id (its generation at least min_generation) as snapshots/<name>, which must
  * not exist (-EEXIST): every chunk checked, the snapshot made this host's (snap_adopt) and
  * checked as any (snap_open) in a hidden directory, then renamed into place; on any failure

@@ -124,6 +124,35 @@ int chunk_open(const struct chunk_keys *k, const uint8_t hash[CHUNK_HASH_LEN], c
 	       size_t in_len, uint8_t *out, size_t cap, size_t *len)
 	__attribute__((warn_unused_result));
 
+/* ---- chunk_patch.c: a chunk stored as a patch of another ---- */
+
+#define CHUNK_PATCH_PAGE 4096 /* a patch's unit: the guest's page */
+
+/* Chunk `hash` is not stored: it is chunk `base` (a stored one) with chunk `patch` (its
+ * changed pages) applied. A manifest lists its recipes; a restore checks what they make. */
+struct chunk_recipe {
+	uint8_t hash[CHUNK_HASH_LEN], base[CHUNK_HASH_LEN], patch[CHUNK_HASH_LEN];
+};
+/* The patch making cur (clen bytes) of base (blen bytes) into out (cap bytes): its length, or
+ * 0 when it would not be under half of clen (or fit): the chunk then goes up whole. */
+size_t chunk_patch_make(const uint8_t *base, size_t blen, const uint8_t *cur, size_t clen,
+			uint8_t *out, size_t cap);
+/* Apply a patch (plen bytes, from the store: checked whole before buf changes) to the base in
+ * buf (blen bytes, cap the buffer's): *len the chunk's length. -EBADMSG for a malformed one. */
+int chunk_patch_apply(uint8_t *buf, size_t blen, size_t cap, const uint8_t *patch, size_t plen,
+		      size_t *len) __attribute__((warn_unused_result));
+/* The recipe of hash among r[0..n) (ascending by hash), or NULL. */
+const struct chunk_recipe *chunk_recipe_find(const struct chunk_recipe *r, uint64_t n,
+					     const uint8_t hash[CHUNK_HASH_LEN]);
+/* One stored chunk of hash into out (cap bytes), checked: *len; -errno with msg naming it. */
+typedef int (*chunk_part_fn)(void *arg, const uint8_t hash[CHUNK_HASH_LEN], uint8_t *out,
+			     size_t cap, size_t *len, char *msg, size_t msg_len);
+/* Chunk r->hash made from its base and patch (each fetched by get) into out (cap bytes) and
+ * checked against its hash: 0 (*len), or -errno with msg naming the chunk. */
+int chunk_rebuild(const struct chunk_recipe *r, chunk_part_fn get, void *arg, uint8_t *out,
+		  size_t cap, size_t *len, char *msg, size_t msg_len)
+	__attribute__((warn_unused_result));
+
 /* ---- chunk_cache.c: a host's cache of checked chunks, bounded ---- */
 
 struct chunk_cache;
@@ -163,6 +192,7 @@ struct chunk_store {
 	uint64_t skip_chunks, skip_bytes; /* already in the store: not uploaded */
 	uint64_t got_chunks, got_bytes;	  /* downloaded (sealed bytes) */
 	uint64_t cache_hits;		  /* gets the cache answered */
+	uint64_t patched;		  /* chunks sent as patches of a parent's (chunk_patch.c) */
 	/* A handle of no store (chunk_store_local): where its gets come from, e.g. a client
 	 * fetching chunks through the API (-errno with *err set, else *len bytes in out); what
 	 * it gives is checked against the hash asked for, as the store's is. */
@@ -176,6 +206,10 @@ struct chunk_store {
 	 * lease against the collector is still held (fleet_lease_fresh). */
 	bool (*may_publish)(void *arg);
 	void *may_publish_arg;
+	/* A manifest's recipes (chunk_store_recipes, borrowed): a get of a chunk listed there
+	 * fetches its base and patch (chunk_get, chunk_par_get) */
+	const struct chunk_recipe *recipe;
+	uint64_t nrecipes;
 	char err[STORE_ERR_MAX];
 };
 /* Say why in cs->err (printf), and return ret: the errors of this store's calls. */
@@ -207,7 +241,8 @@ int chunk_store_learn(struct chunk_store *cs, unsigned max_pages)
 int chunk_put(struct chunk_store *cs, const void *data, size_t len, uint8_t hash[CHUNK_HASH_LEN])
 	__attribute__((warn_unused_result));
 /* Fetch the chunk of hash into out (cap bytes), checked: *len its length. A chunk that is
- * missing (-ENOENT) or not what its name says (-EBADMSG) is named in cs->err. */
+ * missing (-ENOENT) or not what its name says (-EBADMSG) is named in cs->err. One of the
+ * handle's recipes is made from its base and patch (and kept in the cache as itself). */
 int chunk_get(struct chunk_store *cs, const uint8_t hash[CHUNK_HASH_LEN], uint8_t *out, size_t cap,
 	      size_t *len) __attribute__((warn_unused_result));
 
@@ -306,6 +341,14 @@ struct manifest_file {
 
 struct manifest {
 	uint32_t chunk_size; /* a power of two, MANIFEST_CHUNK_MIN to CHUNK_SIZE_MAX */
+	/* Its chunks stored as patches (chunk_patch.c), ascending by hash, each hash once; a
+	 * base is always a stored chunk (never one of these) */
+	struct chunk_recipe *recipe;
+	uint64_t nrecipes, recipe_cap;
+	/* Set by the caller before adding files (borrowed, NULL: none): the snapshot before this
+	 * one of the same sandbox. A chunk that changed since goes up as a patch of its chunk
+	 * there when that is in the host's cache and the patch is under half of it. */
+	const struct manifest *parent;
 	uint64_t generation; /* set by the caller before a put: one more than the last of that
 				id, kept where the store cannot change it (JetStream KV) */
 	size_t text_bytes;   /* the plaintext it would take at most (bounded at add) */
@@ -323,7 +366,8 @@ uint64_t manifest_bytes(const struct manifest *m);
 uint64_t manifest_data_bytes(const struct manifest *m);
 /* The file of that name, or NULL. */
 const struct manifest_file *manifest_find(const struct manifest *m, const char *name);
-/* Add path's bytes as file `name`: the chunks the store lacks are uploaded, zeros are not. */
+/* Add path's bytes as file `name`: the chunks the store lacks are uploaded, zeros are not,
+ * and a chunk m->parent's same file had otherwise may go up as a patch of it (a recipe). */
 int manifest_add_file(struct manifest *m, struct chunk_store *cs, const char *name,
 		      const char *path) __attribute__((warn_unused_result));
 /* Write file `name` to path, every chunk checked. It is written to PATH.part-<random>,
@@ -342,6 +386,11 @@ char *manifest_encode(const struct manifest *m, size_t *len);
  * the message only. */
 int manifest_parse(const char *text, size_t len, struct manifest *m, struct chunk_store *cs)
 	__attribute__((warn_unused_result));
+/* The chunks m needs from the store, each once, ascending (malloc'd, *n; NULL when out of
+ * memory): its chunks but zeros, a patched one's base and patch in its stead. */
+uint8_t (*manifest_stored_hashes(const struct manifest *m, size_t *n))[CHUNK_HASH_LEN];
+/* Gets through cs make m's patched chunks (NULL: none); m must outlive their use. */
+void chunk_store_recipes(struct chunk_store *cs, const struct manifest *m);
 /* Remove PREFIX/m/<id> (one that is not there is not an error). */
 int manifest_delete(struct chunk_store *cs, const char *id) __attribute__((warn_unused_result));
 /* Load PREFIX/m/<id> into m (manifest_free it; m is overwritten: free a loaded one first),

@@ -97,7 +97,7 @@ static int host_a(char **argv)
 	m.nlayers = 1;
 	r = snap_seal(dir, &m, err, sizeof(err));
 	check(r == 0 && snap_open(dir, &m, err, sizeof(err)) == 0, "a-sealed", "%d %s", r, err);
-	r = snap_push("s1", &cs, "snap-s1", 1, CHUNK_SIZE, err, sizeof(err));
+	r = snap_push("s1", &cs, "snap-s1", 1, NULL, CHUNK_SIZE, err, sizeof(err));
 	check(r == 0, "a-pushed", "%d %s", r, err);
 	printf("pushed: %llu chunks (%llu bytes) up, zero chunks not stored\n",
 	       (unsigned long long)cs.put_chunks, (unsigned long long)cs.put_bytes);
@@ -107,7 +107,7 @@ static int host_a(char **argv)
 	struct manifest mf;
 	const char *names[] = {"state.fdt", "memory", "root.layer", "meta.yaml"};
 
-	check(snap_push("../escaped", &cs, "x", 1, CHUNK_SIZE, err, sizeof(err)) == -EINVAL,
+	check(snap_push("../escaped", &cs, "x", 1, NULL, CHUNK_SIZE, err, sizeof(err)) == -EINVAL,
 	      "a-path-name-refused", "%s", err);
 	check(manifest_init(&mf, CHUNK_SIZE) == 0, "a-mf", "-");
 	mf.generation = 1;
@@ -131,7 +131,7 @@ static int host_a(char **argv)
 	}
 	check(manifest_put(&mf, &cs, "snap-disk") == 0, "a-mf2-put", "%s", cs.err);
 	manifest_free(&mf);
-	r = snap_push("s1", &cs, "snap-disk-2", 1, CHUNK_SIZE, err, sizeof(err));
+	r = snap_push("s1", &cs, "snap-disk-2", 1, NULL, CHUNK_SIZE, err, sizeof(err));
 	check(r == -EXDEV, "a-disk-push-refused", "%d %s", r, err);
 	m.ndisks = 0;
 	check(snap_seal(dir, &m, err, sizeof(err)) == 0, "a-resealed", "%s", err);
@@ -146,7 +146,7 @@ static int host_a(char **argv)
 	check(system(cmd) == 0, "a-layer-kept", "-");
 	fd = open(path, O_WRONLY);
 	check(fd >= 0 && pwrite(fd, "x", 1, 100000) == 1 && close(fd) == 0, "a-layer-changed", "-");
-	r = snap_push("s1", &cs, "snap-s1-bad", 1, CHUNK_SIZE, err, sizeof(err));
+	r = snap_push("s1", &cs, "snap-s1-bad", 1, NULL, CHUNK_SIZE, err, sizeof(err));
 	check(r < 0, "a-changed-refused", "%d", r);
 	printf("changed snapshot refused: %s\n", err);
 	chunk_store_close(&cs);

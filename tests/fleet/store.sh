@@ -3,7 +3,7 @@
 # stopped after: tests/fleet/store_check.c's checks (S3 calls, chunks, manifests, a second
 # snapshot's upload, corrupt and swapped chunks named, another workspace refused, the cache).
 #
-#   store.sh CHECK...     (fleet-store: STORE_CHECK SNAP_CHECK)
+#   store.sh CHECK...     (fleet-store: STORE_CHECK PATCH_CHECK SNAP_CHECK)
 #
 # then snap_check.c's: a snapshot pushed by one host and pulled by another (their own
 # SANDBOX_HOMEs and keys), its refusals. Each CHECK runs in turn with Swift's address, its

@@ -22,53 +22,11 @@
 #include <unistd.h>
 
 #include "fleet_check.h"
+#include "fleet_files.h"
 #include "store.h"
 
 #define FILE_MIB   32
 #define CHUNK_SIZE (256u << 10)
-
-static void fill_random(uint8_t *p, size_t n)
-{
-	while (n) {
-		ssize_t got = getrandom(p, n > 65536 ? 65536 : n, 0);
-
-		if (got <= 0)
-			exit(2);
-		p += got;
-		n -= (size_t)got;
-	}
-}
-
-static void write_file(const char *path, const uint8_t *p, size_t n)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-
-	if (fd < 0 || write(fd, p, n) != (ssize_t)n || close(fd) < 0) {
-		perror(path);
-		exit(2);
-	}
-}
-
-static uint8_t *read_all(const char *path, size_t *n)
-{
-	FILE *f = fopen(path, "rb");
-	uint8_t *p;
-	long len;
-
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	len = ftell(f);
-	rewind(f);
-	p = malloc((size_t)len + 1);
-	if (p && fread(p, 1, (size_t)len, f) != (size_t)len) {
-		free(p);
-		p = NULL;
-	}
-	fclose(f);
-	*n = (size_t)len;
-	return p;
-}
 
 /* Whether a .part file of a restore is left in dir. */
 static bool part_left(const char *dir)
