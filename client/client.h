@@ -722,7 +722,13 @@ struct boot_src {
 	/* > 0: a lazy restore: no memory fd, the RAM filled by a pager on the other end of
 	 * this unix socket (the VMM's --restore-memory-pager-fd; fd 0 is never one) */
 	int pager_fd;
+	/* NULL, or a lazy restore's progress: a count that grows while its memory comes in. The
+	 * wait for its agent then counts from the count's last growth (a slow store that goes on
+	 * is waited for), up to RESTORE_PROGRESS_MAX_S in all. */
+	uint64_t (*progress)(void *arg);
+	void *progress_arg;
 };
+#define RESTORE_PROGRESS_MAX_S 600
 /* Start the VMM of `sb` (its directory, config and top layer exist): its cgroup, network and
  * proxy, the detached sandbox-vmm (booting, or restoring `src` when it is not NULL), its pid
  * file; unless `no_wait`, wait up to `timeout_s` for its agent (a restored one reseeded and

@@ -333,14 +333,34 @@ static void ready_close(int fd, const char *path)
  * drops the connections of before its restore, and on that connection give it new entropy
  * and the host's time before anyone else talks to it (agent_refresh).
  */
-static int wait_restored(struct sandbox *sb, pid_t pid, unsigned timeout_s, const char *console,
-			 struct lc_report *r)
+static int wait_restored(struct sandbox *sb, pid_t pid, unsigned timeout_s,
+			 const struct boot_src *src, const char *console, struct lc_report *r)
 {
-	uint64_t deadline = now_ms() + timeout_s * 1000ull;
+	uint64_t t0 = now_ms(), deadline = t0 + timeout_s * 1000ull, seen = 0;
+	uint64_t cap =
+		t0 +
+		(timeout_s > RESTORE_PROGRESS_MAX_S ? timeout_s : RESTORE_PROGRESS_MAX_S) * 1000ull;
+	bool lazy = src && src->progress;
 	struct agent_conn c;
 	int err = -ETIMEDOUT, status;
 
-	while (now_ms() < deadline) {
+	if (lazy)
+		seen = src->progress(src->progress_arg);
+	for (;;) {
+		uint64_t now = now_ms();
+
+		if (lazy && now < cap) { /* its memory still coming: timeout_s from the last */
+			uint64_t v = src->progress(src->progress_arg);
+
+			if (v != seen) {
+				seen = v;
+				deadline = now + timeout_s * 1000ull < cap
+						   ? now + timeout_s * 1000ull
+						   : cap;
+			}
+		}
+		if (now >= deadline)
+			break;
 		if (lc_interrupted(r))
 			return lc_fail(
 				r, -ESRCH,
@@ -367,6 +387,12 @@ static int wait_restored(struct sandbox *sb, pid_t pid, unsigned timeout_s, cons
 		usleep(5000);
 	}
 	lc_log(r, console, 15);
+	if (lazy)
+		return lc_fail(r, -ESRCH,
+			       "%s: the restored guest's agent did not answer within %u s of its "
+			       "memory's last page from the store (%llu s in all; last error: %s)",
+			       sb->id, timeout_s, (unsigned long long)((now_ms() - t0) / 1000),
+			       strerror(-err));
 	return lc_fail(r, -ESRCH,
 		       "%s: the restored guest's agent did not answer within %u s (last error: %s)",
 		       sb->id, timeout_s, strerror(-err));
@@ -378,7 +404,7 @@ int sandbox_wait_restored(struct sandbox *sb, unsigned timeout_s, struct lc_repo
 
 	if (sandbox_path(sb, "console.log", console, sizeof(console)) < 0)
 		console[0] = '\0';
-	return wait_restored(sb, sb->pid, timeout_s, console, r);
+	return wait_restored(sb, sb->pid, timeout_s, NULL, console, r);
 }
 
 /* The namespace and the proxy of a networked sandbox, before its VMM. */
@@ -516,7 +542,7 @@ int sandbox_start_vmm(struct sandbox *sb, const char *console_opt, const struct 
 	if (no_wait)
 		err = 0;
 	else if (src)
-		err = wait_restored(sb, pid, timeout_s, console, r);
+		err = wait_restored(sb, pid, timeout_s, src, console, r);
 	else
 		err = wait_agent(sb, pid, timeout_s, console, ready_fd, r);
 	ready_close(ready_fd, ready_path);

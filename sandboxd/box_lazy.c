@@ -176,6 +176,15 @@ int box_lazy_pull(const char *workspace, const char *manifest, uint64_t min_gen,
 	return 0;
 }
 
+/* What came in of its memory so far (boot_src.progress): the pager's and the read-ahead's. */
+static uint64_t lazy_progress(void *arg)
+{
+	struct lazy_restore *l = arg;
+
+	return __atomic_load_n(&l->pg.bytes, __ATOMIC_RELAXED) +
+	       (l->lp.src.unused_bytes ? l->lp.src.unused_bytes(l->lp.src.arg) : 0);
+}
+
 int box_lazy_restore(struct lazy_restore *l, const struct create_opts *o, struct sandbox *sb,
 		     struct lc_report *r)
 {
@@ -211,6 +220,8 @@ int box_lazy_restore(struct lazy_restore *l, const struct create_opts *o, struct
 		return lc_fail(r, -err, "a thread for the pager: %s", strerror(err));
 	}
 	src.pager_fd = sv[0];
+	src.progress = lazy_progress; /* a slow store that goes on is waited for */
+	src.progress_arg = l;
 	err = sandbox_restore_create(l->lp.dir, &l->lp.m, o, &src, sb, r);
 	close(sv[0]); /* (the VMM has its own; a VMM that never came: the pager sees the end) */
 	res = __atomic_load_n(&l->result, __ATOMIC_ACQUIRE);
