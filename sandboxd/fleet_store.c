@@ -204,7 +204,10 @@ static int push(const char *workspace, const char *store_name, const char *manif
 		fstore_close(&h);
 		return -ESTALE;
 	}
-	r = snap_push(store_name, &h.cs, manifest, gen, have_old ? &old : NULL, chunk_size, err,
+	/* a box's parent only its generation just before (a lagging copy's chunks may be gone) */
+	bool parent_ok = have_old && (!box || old.generation + 1 == gen);
+
+	r = snap_push(store_name, &h.cs, manifest, gen, parent_ok ? &old : NULL, chunk_size, err,
 		      len);
 	if (r == 0)
 		sd_log("snapshot %s: in the store in %llu ms: %llu chunks up (%llu bytes), %llu "
@@ -212,7 +215,7 @@ static int push(const char *workspace, const char *store_name, const char *manif
 		       manifest, (unsigned long long)(sd_now_ms() - t0),
 		       (unsigned long long)h.cs.put_chunks, (unsigned long long)h.cs.put_bytes,
 		       (unsigned long long)h.cs.skip_chunks, (unsigned long long)h.cs.patched,
-		       have_old ? (box ? "its last state" : parent) : "none");
+		       parent_ok ? (box ? "its last state" : parent) : "none");
 	if (have_old)
 		manifest_free(&old);
 	fstore_close(&h);

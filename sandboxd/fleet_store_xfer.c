@@ -43,6 +43,14 @@ static int open_parsed(struct fstore *h, const char *workspace, const char *text
 	if ((r = manifest_parse(text, len, mf, &h->cs)) < 0) {
 		snprintf(err, elen, "%s", h->cs.err);
 		fstore_close(h);
+	} else if (mf->nrecipes) {
+		/* a client's chunks are whole: a recipe of its making could rebuild, from a chunk
+		 * of the workspace it may not read, bytes it then learns of */
+		snprintf(err, elen,
+			 "the manifest lists recipes: a pushed sandbox's chunks are whole");
+		manifest_free(mf);
+		fstore_close(h);
+		r = -EINVAL;
 	}
 	return r;
 }
@@ -350,6 +358,20 @@ int fstore_export(const char *workspace, const char *id, uint64_t gen, char **te
 		mf.file[keep++] = mf.file[i];
 	}
 	mf.nfiles = keep;
+	/* and the recipes of their chunks only (a kept file's may lean on nothing else) */
+	uint64_t nr = 0;
+
+	for (uint64_t i = 0; i < mf.nrecipes; i++) {
+		bool kept = false;
+
+		for (unsigned f = 0; f < mf.nfiles && !kept; f++)
+			for (uint64_t c = 0; c < mf.file[f].nchunks && !kept; c++)
+				kept = memcmp(mf.file[f].hash[c], mf.recipe[i].hash,
+					      CHUNK_HASH_LEN) == 0;
+		if (kept)
+			mf.recipe[nr++] = mf.recipe[i];
+	}
+	mf.nrecipes = nr;
 	if (!(*text = manifest_encode(&mf, len))) {
 		snprintf(err, elen, "the manifest is too large");
 		r = -E2BIG;

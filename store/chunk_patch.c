@@ -13,8 +13,8 @@
  * A patch's bytes (little-endian):
  *   "SBPT" | u32 the chunk's length | u32 N pages | N x u32 page index, ascending | N pages
  * Pages are CHUNK_PATCH_PAGE bytes; the chunk's last page may be shorter (its length says).
- * The base's bytes past the chunk's length are cut; the chunk's past the base's are zeros
- * unless a page says otherwise.
+ * A chunk and its base are of one length: a patch never cuts or grows its base (one that did
+ * could be made to tell a prefix of a chunk one may not read).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -46,22 +46,12 @@ static size_t page_len(size_t len, size_t i)
 	return len - off < CHUNK_PATCH_PAGE ? len - off : CHUNK_PATCH_PAGE;
 }
 
-/* Whether page i of cur (clen bytes) differs from the base (blen bytes, zeros past them). */
-static bool page_differs(const uint8_t *base, size_t blen, const uint8_t *cur, size_t clen,
-			 size_t i)
+/* Whether page i of cur differs from the base's (both len bytes). */
+static bool page_differs(const uint8_t *base, const uint8_t *cur, size_t len, size_t i)
 {
-	size_t off = i * CHUNK_PATCH_PAGE, n = page_len(clen, i), same;
+	size_t off = i * CHUNK_PATCH_PAGE;
 
-	if (off >= blen)
-		same = 0;
-	else
-		same = blen - off < n ? blen - off : n;
-	if (same && memcmp(base + off, cur + off, same) != 0)
-		return true;
-	for (size_t k = same; k < n; k++)
-		if (cur[off + k])
-			return true;
-	return false;
+	return memcmp(base + off, cur + off, page_len(len, i)) != 0;
 }
 
 size_t chunk_patch_make(const uint8_t *base, size_t blen, const uint8_t *cur, size_t clen,
@@ -69,10 +59,12 @@ size_t chunk_patch_make(const uint8_t *base, size_t blen, const uint8_t *cur, si
 {
 	size_t pages = (clen + CHUNK_PATCH_PAGE - 1) / CHUNK_PATCH_PAGE, n = 0, body = 0, at;
 
-	if (clen == 0 || clen > CHUNK_SIZE_MAX || blen > CHUNK_SIZE_MAX)
+	/* a chunk and its base of one length (a file's chunk but its last): a patch never cuts or
+	 * grows its base, so it can only ever tell what the chunk's own pages are */
+	if (clen == 0 || clen > CHUNK_SIZE_MAX || blen != clen)
 		return 0;
 	for (size_t i = 0; i < pages; i++)
-		if (page_differs(base, blen, cur, clen, i)) {
+		if (page_differs(base, cur, clen, i)) {
 			n++;
 			body += page_len(clen, i);
 		}
@@ -84,7 +76,7 @@ size_t chunk_patch_make(const uint8_t *base, size_t blen, const uint8_t *cur, si
 	put32(out + 4, (uint32_t)clen);
 	put32(out + 8, (uint32_t)n);
 	for (size_t i = 0, k = 0; i < pages; i++) {
-		if (!page_differs(base, blen, cur, clen, i))
+		if (!page_differs(base, cur, clen, i))
 			continue;
 		put32(out + PATCH_HEAD + 4 * k++, (uint32_t)i);
 		memcpy(out + at, cur + i * CHUNK_PATCH_PAGE, page_len(clen, i));
@@ -104,7 +96,7 @@ int chunk_patch_apply(uint8_t *buf, size_t blen, size_t cap, const uint8_t *patc
 	clen = get32(patch + 4);
 	n = get32(patch + 8);
 	pages = ((size_t)clen + CHUNK_PATCH_PAGE - 1) / CHUNK_PATCH_PAGE;
-	if (clen == 0 || clen > CHUNK_SIZE_MAX || clen > cap || n > pages ||
+	if (clen == 0 || clen > CHUNK_SIZE_MAX || clen > cap || clen != blen || n > pages ||
 	    (plen - PATCH_HEAD) / 4 < n)
 		return -EBADMSG;
 	at = PATCH_HEAD + 4 * (size_t)n;
@@ -121,8 +113,6 @@ int chunk_patch_apply(uint8_t *buf, size_t blen, size_t cap, const uint8_t *patc
 	}
 	if (at != plen)
 		return -EBADMSG;
-	if (blen < clen)
-		memset(buf + blen, 0, clen - blen);
 	at = PATCH_HEAD + 4 * (size_t)n;
 	for (uint32_t k = 0; k < n; k++) {
 		uint32_t i = get32(patch + PATCH_HEAD + 4 * k);
@@ -157,7 +147,7 @@ int chunk_rebuild(const struct chunk_recipe *r, chunk_part_fn get, void *arg, ui
 		  size_t cap, size_t *len, char *msg, size_t msg_len)
 {
 	char h[2 * CHUNK_HASH_LEN + 1], b[2 * CHUNK_HASH_LEN + 1], p[2 * CHUNK_HASH_LEN + 1];
-	uint8_t check[CHUNK_HASH_LEN], *patch = malloc(CHUNK_SIZE_MAX);
+	uint8_t check[CHUNK_HASH_LEN], *patch = malloc(cap); /* (a patch is under its chunk) */
 	size_t blen = 0, plen = 0;
 	int err;
 
@@ -168,7 +158,7 @@ int chunk_rebuild(const struct chunk_recipe *r, chunk_part_fn get, void *arg, ui
 	}
 	/* each part is a chunk, checked against its own name by get (its message names it) */
 	if ((err = get(arg, r->base, out, cap, &blen, msg, msg_len)) < 0 ||
-	    (err = get(arg, r->patch, patch, CHUNK_SIZE_MAX, &plen, msg, msg_len)) < 0) {
+	    (err = get(arg, r->patch, patch, cap, &plen, msg, msg_len)) < 0) {
 		char part[STORE_ERR_MAX];
 
 		free(patch);

@@ -250,11 +250,35 @@ static int mf_extents(struct manifest *m, struct manifest_file *f, int fd, struc
 /* Where a push makes patches: the parent's base chunk read from the cache, the patch built. */
 struct mf_patching {
 	const struct manifest_file *pf; /* the parent's file of that name */
+	size_t file_text;		/* the manifest text of the file being added */
 	uint8_t *base, *patch;		/* chunk_size bytes each */
 };
 
-/* Chunk i of a file (len bytes of buf, not all zeros) into the store, *hash its SHA-256: whole,
- * or as a patch of the parent's chunk i when that is worth it (mf_patching). */
+/* Whether the store holds the chunk of hash whole: the handle's known set, else (a listing not
+ * whole) a HEAD. 1, or 0 (not there, or not known: either way no recipe leans on it). */
+static int mf_stored(struct chunk_store *cs, const uint8_t hash[CHUNK_HASH_LEN])
+{
+	char key[S3_KEY_MAX + 1];
+	uint8_t oid[CHUNK_HASH_LEN];
+	int r;
+
+	chunk_store_key(cs, hash, key, oid);
+	if (chunk_store_knows(cs, oid))
+		return 1;
+	if (cs->listed)
+		return 0;
+	r = chunk_has(cs, hash);
+	cs->err[0] = 0; /* (a store that does not answer: the chunk goes up whole, and says) */
+	return r == 1;
+}
+
+/*
+ * Chunk i of a file (len bytes of buf, not all zeros) into the store, *hash its SHA-256: whole,
+ * or as a patch of the parent's chunk i when that is worth it (mf_patching). What keeps every
+ * manifest readable (mf_parse_recipes): a chunk becomes a recipe only when the store does not
+ * hold it whole, and a recipe's base and patch are chunks it does hold, so no base is ever a
+ * recipe's chunk. manifest_put parses what it writes once more before it writes it.
+ */
 static int mf_put_chunk(struct manifest *m, struct chunk_store *cs, struct chunk_par *par,
 			struct mf_patching *pt, uint64_t i, const uint8_t *buf, size_t len,
 			uint8_t hash[CHUNK_HASH_LEN])
@@ -267,14 +291,17 @@ static int mf_put_chunk(struct manifest *m, struct chunk_store *cs, struct chunk
 	size_t blen = 0, plen;
 	int err;
 
-	if (!pt->base)
+	/* no parent, or no room left in the manifest for one more recipe: whole */
+	if (!pt->base || m->text_bytes + pt->file_text + MF_RECIPE_TEXT > MF_TEXT_MAX)
 		return chunk_par_put(par, buf, len, hash);
 	chunk_hash(buf, len, hash);
-	chunk_store_key(cs, hash, key, oid);
-	if (chunk_store_knows(cs, oid)) /* stored whole already: skipped */
+	if (mf_stored(cs, hash)) /* stored whole already: skipped */
 		return chunk_par_put(par, buf, len, hash);
-	if ((r = chunk_recipe_find(pm->recipe, pm->nrecipes, hash)))
-		return mf_recipe_add(m, cs, r->hash, r->base, r->patch); /* made as before */
+	if ((r = chunk_recipe_find(pm->recipe, pm->nrecipes, hash))) { /* made as before */
+		if (mf_stored(cs, r->base) && mf_stored(cs, r->patch))
+			return mf_recipe_add(m, cs, r->hash, r->base, r->patch);
+		return chunk_par_put(par, buf, len, hash);
+	}
 	if (!pt->pf || i >= pt->pf->nchunks || mf_zero(pt->pf->hash[i]) ||
 	    memcmp(pt->pf->hash[i], hash, CHUNK_HASH_LEN) == 0)
 		return chunk_par_put(par, buf, len, hash);
@@ -282,8 +309,7 @@ static int mf_put_chunk(struct manifest *m, struct chunk_store *cs, struct chunk
 	r = chunk_recipe_find(pm->recipe, pm->nrecipes, pt->pf->hash[i]);
 	base = r ? r->base : pt->pf->hash[i];
 	chunk_store_key(cs, base, key, oid);
-	if (memcmp(base, hash, CHUNK_HASH_LEN) == 0 || /* back to its base: stored whole */
-	    (cs->listed && !chunk_store_knows(cs, oid)) ||
+	if (memcmp(base, hash, CHUNK_HASH_LEN) == 0 || !mf_stored(cs, base) ||
 	    chunk_cache_get(cs->cache, oid, base, pt->base, m->chunk_size, &blen) != 1 ||
 	    !(plen = chunk_patch_make(pt->base, blen, buf, len, pt->patch, m->chunk_size)))
 		return chunk_par_put(par, buf, len, hash);
@@ -330,6 +356,7 @@ int manifest_add_file(struct manifest *m, struct chunk_store *cs, const char *na
 	/* patches only against a store's chunks this host's cache holds */
 	if (m->parent && cs->s3 && cs->cache && m->parent->chunk_size == m->chunk_size) {
 		pt.pf = manifest_find(m->parent, name);
+		pt.file_text = MF_FILE_TEXT(f->nchunks) + f->nextents * MF_EXTENT_TEXT;
 		pt.base = malloc(m->chunk_size);
 		pt.patch = malloc(m->chunk_size);
 		if (!pt.base || !pt.patch) { /* none: whole chunks */
@@ -621,6 +648,17 @@ int manifest_put(const struct manifest *m, struct chunk_store *cs, const char *i
 		return chunk_store_fail(cs, -EINVAL, "not a snapshot id: %.80s", id);
 	if (!(text = manifest_encode(m, &len)))
 		return chunk_store_fail(cs, -E2BIG, "the manifest is too large");
+	/* what a reader will parse, parsed here first: never a manifest no host can open */
+	struct manifest check;
+
+	if (manifest_parse(text, len, &check, cs) < 0) {
+		OPENSSL_cleanse(text, len);
+		free(text);
+		return chunk_store_fail(
+			cs, -EBADMSG, "manifest %s not written: it would not parse (its recipes?)",
+			id);
+	}
+	manifest_free(&check);
 	obj = malloc(MF_HEAD + MF_NONCE + len + MF_TAG);
 	if (!obj) {
 		free(text);
@@ -710,11 +748,13 @@ static int mf_parse_recipes(const char **pp, const char *end, struct manifest *m
 		struct chunk_recipe r;
 
 		p += 7;
-		if (m->nrecipes >= k || mf_hash(&p, end, ' ', r.hash) < 0 ||
-		    mf_hash(&p, end, ' ', r.base) < 0 || mf_hash(&p, end, '\n', r.patch) < 0 ||
+		if (m->nrecipes >= k || m->text_bytes + MF_RECIPE_TEXT > MF_TEXT_MAX ||
+		    mf_hash(&p, end, ' ', r.hash) < 0 || mf_hash(&p, end, ' ', r.base) < 0 ||
+		    mf_hash(&p, end, '\n', r.patch) < 0 ||
 		    !bsearch(r.hash, named, k, CHUNK_HASH_LEN, chunk_hash_cmp) ||
 		    !memcmp(r.base, r.hash, CHUNK_HASH_LEN) ||
 		    !memcmp(r.patch, r.hash, CHUNK_HASH_LEN) ||
+		    !memcmp(r.patch, r.base, CHUNK_HASH_LEN) ||
 		    (m->nrecipes &&
 		     memcmp(m->recipe[m->nrecipes - 1].hash, r.hash, CHUNK_HASH_LEN) >= 0)) {
 			err = -EBADMSG;
@@ -734,8 +774,9 @@ static int mf_parse_recipes(const char **pp, const char *end, struct manifest *m
 		m->recipe[m->nrecipes++] = r;
 		m->text_bytes += MF_RECIPE_TEXT;
 	}
-	for (uint64_t i = 0; i < m->nrecipes && err == 0; i++) /* one level: a base is stored */
-		if (chunk_recipe_find(m->recipe, m->nrecipes, m->recipe[i].base))
+	for (uint64_t i = 0; i < m->nrecipes && err == 0; i++) /* one level: both parts stored */
+		if (chunk_recipe_find(m->recipe, m->nrecipes, m->recipe[i].base) ||
+		    chunk_recipe_find(m->recipe, m->nrecipes, m->recipe[i].patch))
 			err = -EBADMSG;
 	free(named);
 	*pp = p;

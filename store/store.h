@@ -134,11 +134,13 @@ struct chunk_recipe {
 	uint8_t hash[CHUNK_HASH_LEN], base[CHUNK_HASH_LEN], patch[CHUNK_HASH_LEN];
 };
 /* The patch making cur (clen bytes) of base (blen bytes) into out (cap bytes): its length, or
- * 0 when it would not be under half of clen (or fit): the chunk then goes up whole. */
+ * 0 when it would not be under half of clen (or fit), or the lengths differ: the chunk then
+ * goes up whole. */
 size_t chunk_patch_make(const uint8_t *base, size_t blen, const uint8_t *cur, size_t clen,
 			uint8_t *out, size_t cap);
 /* Apply a patch (plen bytes, from the store: checked whole before buf changes) to the base in
- * buf (blen bytes, cap the buffer's): *len the chunk's length. -EBADMSG for a malformed one. */
+ * buf (blen bytes, cap the buffer's): *len the chunk's length, always blen. -EBADMSG for a
+ * malformed one, or one of another length. */
 int chunk_patch_apply(uint8_t *buf, size_t blen, size_t cap, const uint8_t *patch, size_t plen,
 		      size_t *len) __attribute__((warn_unused_result));
 /* The recipe of hash among r[0..n) (ascending by hash), or NULL. */

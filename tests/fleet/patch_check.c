@@ -225,28 +225,43 @@ int main(int argc, char **argv)
 
 	check(img2 != NULL, "patch-copy", "-");
 	memcpy(img2, img, FILE_LEN);
-	/* the third: chunk 2 changed again and patched against the first's chunk (one level);
-	 * the other patched chunks are made as before, nothing sent for them */
+	/* the third, through a handle that knows nothing yet (each "is it stored" a HEAD): chunk
+	 * 2 changed again (patched against the first's chunk: one level), chunk 3 changed (a
+	 * patch of the first's chunk 3) and chunk 5 made chunk 3's first bytes exactly (stored:
+	 * skipped, never a recipe, so no base is one); the 23 other patched chunks made as
+	 * before, nothing sent for them */
 	fill_random(img + 2 * CHUNK_SIZE + 5 * CHUNK_PATCH_PAGE, CHUNK_PATCH_PAGE);
+	memcpy(img + 5 * CHUNK_SIZE, img + 3 * CHUNK_SIZE, CHUNK_SIZE);
+	change_page(3);
 	write_file(path, img, FILE_LEN);
 	struct manifest p2;
+	struct chunk_store cs3;
 
-	check(manifest_get(&p2, &cs, "p-2", 0) == 0 && manifest_init(&m3, CHUNK_SIZE) == 0,
-	      "patch-parent-from-store", "%s", cs.err);
+	check(chunk_store_open(&cs3, &s3, PREFIX, secret) == 0 &&
+		      manifest_get(&p2, &cs3, "p-2", 0) == 0 && manifest_init(&m3, CHUNK_SIZE) == 0,
+	      "patch-parent-from-store", "%s", cs3.err);
+	cs3.cache = cache;
+	cs3.transfers = 4;
 	m3.parent = &p2;
-	put0 = cs.put_chunks;
 	up0 = s3.bytes_up;
-	err = manifest_add_file(&m3, &cs, "memory", path);
-	const struct chunk_recipe *r3 =
+	err = manifest_add_file(&m3, &cs3, "memory", path);
+	const struct chunk_recipe *r2 =
 		chunk_recipe_find(m3.recipe, m3.nrecipes, m3.file[0].hash[2]);
+	const struct chunk_recipe *r3 =
+		chunk_recipe_find(m3.recipe, m3.nrecipes, m3.file[0].hash[3]);
 
-	check(err == 0 && m3.nrecipes == PATCHED && cs.put_chunks - put0 == 1 && r3 &&
-		      memcmp(r3->base, m1.file[0].hash[2], CHUNK_HASH_LEN) == 0 &&
-		      s3.bytes_up - up0 == 12 + 8 + 2 * CHUNK_PATCH_PAGE + CHUNK_SEAL_EXTRA,
-	      "patch-third-one-level", "%d %s: %llu recipes, %llu up (%llu bytes)", err, cs.err,
-	      (unsigned long long)m3.nrecipes, (unsigned long long)(cs.put_chunks - put0),
+	check(err == 0 && m3.nrecipes == PATCHED + 1 && cs3.put_chunks == 2 && r2 && r3 &&
+		      memcmp(r2->base, m1.file[0].hash[2], CHUNK_HASH_LEN) == 0 &&
+		      memcmp(r3->base, m1.file[0].hash[3], CHUNK_HASH_LEN) == 0 &&
+		      memcmp(m3.file[0].hash[5], m1.file[0].hash[3], CHUNK_HASH_LEN) == 0 &&
+		      !chunk_recipe_find(m3.recipe, m3.nrecipes, m3.file[0].hash[5]) &&
+		      s3.bytes_up - up0 == 12 + 8 + 2 * CHUNK_PATCH_PAGE + CHUNK_SEAL_EXTRA + 12 +
+						   4 + CHUNK_PATCH_PAGE + CHUNK_SEAL_EXTRA,
+	      "patch-third-one-level", "%d %s: %llu recipes, %llu up (%llu bytes)", err, cs3.err,
+	      (unsigned long long)m3.nrecipes, (unsigned long long)cs3.put_chunks,
 	      (unsigned long long)(s3.bytes_up - up0));
-	check(manifest_put(&m3, &cs, "p-3") == 0, "patch-put-3", "%s", cs.err);
+	check(manifest_put(&m3, &cs3, "p-3") == 0, "patch-put-3", "%s", cs3.err);
+	chunk_store_close(&cs3);
 	check(restores(&s3, secret, "p-3", img, why, sizeof(why)), "patch-third-restores", "%s",
 	      why);
 

@@ -351,7 +351,8 @@ def transfer_argv(t):
 
 def hostile_imports(t, key, via):
     """What a pushing client may not send: a manifest with a proxy file, one naming a chunk
-    never sent, a chunk whose bytes are not its name's."""
+    never sent, one with a recipe (a chunk made of others: store/chunk_patch.c), a chunk whose
+    bytes are not its name's."""
     import hashlib
     data = b"x" * 4096
     good = hashlib.sha256(data).hexdigest()
@@ -363,17 +364,20 @@ def hostile_imports(t, key, via):
     except urllib.error.HTTPError as e:
         st_wrong = e.code
 
-    def manifest(files):
+    def manifest(files, recipe=False):
         text = "sandbox-manifest 1\ngeneration 1\nchunk_size 4096\n"
         for name in files:
             text += "file %s 4096 1 1\n0 4096\n%s\n" % (name, good)
+        if recipe:
+            text += "recipe %s %s %s\n" % (good, "1" * 64, "2" * 64)
         return (text + "end\n").encode()
 
     results = []
-    for files in (["state.fdt", "memory", "meta.yaml", "net.credentials"],
-                  ["state.fdt", "memory", "meta.yaml"]):
+    for files, recipe in ((["state.fdt", "memory", "meta.yaml", "net.credentials"], False),
+                          (["state.fdt", "memory", "meta.yaml"], False),
+                          (["state.fdt", "memory", "meta.yaml"], True)):
         r = urllib.request.Request("http://%s.%d:%d/v2/sandboxes/imports?name=hostile" % (
-            NET, 10 + via, API_PORT), data=manifest(files), method="POST",
+            NET, 10 + via, API_PORT), data=manifest(files, recipe), method="POST",
             headers={"X-Api-Key": key, "Content-Type": "text/plain"})
         try:
             with urllib.request.urlopen(r, timeout=60) as resp:
@@ -382,11 +386,12 @@ def hostile_imports(t, key, via):
             results.append((e.code, e.read()[:200]))
     st_gone, _ = api(via, key, "GET", "/v2/sandboxes/boxes/hostile")
     check(st_wrong == 400 and results[0][0] == 400 and b"net.credentials" in results[0][1] and
-          results[1][0] == 400 and b"was not sent" in results[1][1] and st_gone == 404,
+          results[1][0] == 400 and b"was not sent" in results[1][1] and
+          results[2][0] == 400 and b"recipes" in results[2][1] and st_gone == 404,
           "hostile pushes refused: a chunk not of its name %d, a manifest with a proxy file "
-          "%d %r, one naming a chunk never sent %d %r; no box made (%d)" % (
-              st_wrong, results[0][0], results[0][1][:90], results[1][0], results[1][1][:90],
-              st_gone))
+          "%d %r, one naming a chunk never sent %d %r, one with a recipe %d %r; no box made "
+          "(%d)" % (st_wrong, results[0][0], results[0][1][:90], results[1][0],
+                    results[1][1][:90], results[2][0], results[2][1][:90], st_gone))
 
 
 def push_pull(t, team_key, live):

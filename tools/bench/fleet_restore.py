@@ -14,12 +14,16 @@ Swift with its S3 API), where Linux guests boot (tools/bench/fleet.sh routes it)
   lazy_fetched_ratio the memory's bytes fetched before the lazy restore's first answer over
                      all of its memory's (the host's log, median)
   second_snapshot_ratio  the bytes a second capture of a box uploads after 1 MiB written in
-                     it, over the first capture's (memory and disk, chunk size stated)
+                     it, over the first capture's (memory and disk, chunk size stated). The
+                     box (256 MiB) holds STATE_MIB of files in a tmpfs, written before its
+                     first capture: a sandbox with some state, not a near-empty one (the
+                     small box's first capture is ~18 MiB, of which the 1 MiB written, in its
+                     page cache and on its disk, would be 11% by itself)
 
     fleet_restore.py --images DIR --bin DIR --ctl SANDBOXCTL --swift-dir DIR -- SANDBOXD...
 
 Last line: fleet restore_local_ms= restore_eager_ms= restore_lazy_ms= lazy_fetched_ratio=
-second_snapshot_ratio= first_kib= second_kib= chunk_kib= rounds=
+second_snapshot_ratio= first_kib= second_kib= state_mib= chunk_kib= rounds=
 """
 import argparse
 import os
@@ -34,6 +38,7 @@ import topology as ac  # noqa: E402
 
 ROUNDS = 3
 CHUNK_KIB = 256
+STATE_MIB = 128
 
 
 def capture(t, key, box, name):
@@ -111,10 +116,27 @@ def main():
             raise RuntimeError("the source box: %s %s" % (st, src))
         here = ac.host_of(ac.owner_of(src))
         ac.run(src, key, "echo first > /root/f")
-        s1, first = capture(t, key, src, "bench-1")
-        ac.run(src, key, "dd if=/dev/urandom of=/root/blob bs=1024 count=1024 2>/dev/null; "
+        s1, small = capture(t, key, src, "bench-1")
+        # the second snapshot's figure: a box holding STATE_MIB of files, captured, 1 MiB
+        # written, captured again through the same host (its first capture the parent)
+        st, big = ac.api(1, key, "POST", "/v2/sandboxes/boxes",
+                         {"name": "state", "mem_bytes": 256 << 20, "timeout": 300})
+        if st != 200:
+            raise RuntimeError("the state box: %s %s" % (st, big))
+        out = ac.run(big, key, "mkdir -p /state && mount -t tmpfs -o size=%dm tmpfs /state && "
+                     "dd if=/dev/urandom of=/state/data bs=1M count=%d 2>/dev/null && "
+                     "echo ok" % (STATE_MIB + 16, STATE_MIB))
+        if out.strip() != "ok":
+            raise RuntimeError("the state box's files: %r" % out)
+        _, first = capture(t, key, big, "state-1")
+        ac.run(big, key, "dd if=/dev/urandom of=/root/blob bs=1024 count=1024 2>/dev/null; "
                "sync; echo ok")
-        s2, second = capture(t, key, src, "bench-2")
+        _, second = capture(t, key, big, "state-2")
+        ac.say("second snapshot: %d bytes after the first's %d (a box of %d MiB of files; the "
+               "small box's first capture: %d bytes)" % (second, first, STATE_MIB, small))
+        st, _ = ac.api(1, key, "DELETE", "/v2/sandboxes/boxes/state")
+        if st != 204:
+            raise RuntimeError("the state box's delete: %s" % st)
         # the two other hosts: one restores eagerly (its sandboxd started again so), one
         # lazily
         lazy_host = 1 + here % ac.HOSTS
@@ -151,10 +173,10 @@ def main():
             " ".join("%.0f" % x for x in lazy), " ".join("%.3f" % x for x in ratio)))
         print("fleet restore_local_ms=%.0f restore_eager_ms=%.0f restore_lazy_ms=%.0f "
               "lazy_fetched_ratio=%.3f second_snapshot_ratio=%.4f first_kib=%d second_kib=%d "
-              "chunk_kib=%d rounds=%d" % (
+              "state_mib=%d chunk_kib=%d rounds=%d" % (
                   statistics.median(local), statistics.median(eager), statistics.median(lazy),
                   statistics.median(ratio), second / first, first >> 10, second >> 10,
-                  CHUNK_KIB, ROUNDS), flush=True)
+                  STATE_MIB, CHUNK_KIB, ROUNDS), flush=True)
         return 0
     except Exception as e:
         ac.say("bench failed: %r" % e)
