@@ -110,8 +110,11 @@ def main():
         for i in range(1, ac.HOSTS + 1):
             t.serve(i)
         ac.wait_up(key)
+        # never stopped for idleness (0): the bench runs past the 10-minute default, and a
+        # box stopped meanwhile frees a slot the rounds did not choose
         st, src = ac.api(1, key, "POST", "/v2/sandboxes/boxes",
-                         {"name": "src", "mem_bytes": ac.MEM, "timeout": 300})
+                         {"name": "src", "mem_bytes": ac.MEM, "timeout": 300,
+                          "idle_ttl_seconds": 0})
         if st != 200:
             raise RuntimeError("the source box: %s %s" % (st, src))
         here = ac.host_of(ac.owner_of(src))
