@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The store checks' files (store_check.c, patch_check.c): random bytes, a file written whole
- * and read back whole. Any failure to write ends the program (exit 2: the check itself could
- * not run).
+ * What the store checks share (store_check.c, patch_check.c, gc_check.c): their store's
+ * address from the command line, random bytes, a file written whole and read back whole. Any
+ * failure to write ends the program (exit 2: the check itself could not run).
  */
 #ifndef SANDBOX_TESTS_FLEET_FILES_H
 #define SANDBOX_TESTS_FLEET_FILES_H
@@ -14,7 +14,22 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-static void fill_random(uint8_t *p, size_t n)
+#include "store.h"
+
+/* ENDPOINT ACCESS SECRET REGION (argv[1..4], as store.sh and gc.sh give them) into c, with
+ * its bucket and a request timeout of 20 s. */
+__attribute__((unused)) static void store_conf_from_args(struct s3_conf *c, char **argv,
+							 const char *bucket)
+{
+	snprintf(c->endpoint, sizeof(c->endpoint), "%s", argv[1]);
+	snprintf(c->access, sizeof(c->access), "%s", argv[2]);
+	snprintf(c->secret, sizeof(c->secret), "%s", argv[3]);
+	snprintf(c->region, sizeof(c->region), "%s", argv[4]);
+	snprintf(c->bucket, sizeof(c->bucket), "%s", bucket);
+	c->timeout_ms = 20000;
+}
+
+__attribute__((unused)) static void fill_random(uint8_t *p, size_t n)
 {
 	while (n) {
 		ssize_t got = getrandom(p, n > 65536 ? 65536 : n, 0);
@@ -26,7 +41,7 @@ static void fill_random(uint8_t *p, size_t n)
 	}
 }
 
-static void write_file(const char *path, const uint8_t *p, size_t n)
+__attribute__((unused)) static void write_file(const char *path, const uint8_t *p, size_t n)
 {
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 
@@ -36,7 +51,7 @@ static void write_file(const char *path, const uint8_t *p, size_t n)
 	}
 }
 
-static uint8_t *read_all(const char *path, size_t *n)
+__attribute__((unused)) static uint8_t *read_all(const char *path, size_t *n)
 {
 	FILE *f = fopen(path, "rb");
 	uint8_t *p;

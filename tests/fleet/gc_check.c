@@ -40,6 +40,7 @@
 
 #include "fleet.h"
 #include "fleet_check.h"
+#include "fleet_files.h"
 #include "store.h"
 
 /* A step of a check: silent when it holds (each check prints its own line with its figures). */
@@ -522,12 +523,7 @@ int main(int argc, char **argv)
 				"REGION DIR\n");
 		return 2;
 	}
-	snprintf(conf.endpoint, sizeof(conf.endpoint), "%s", argv[1]);
-	snprintf(conf.access, sizeof(conf.access), "%s", argv[2]);
-	snprintf(conf.secret, sizeof(conf.secret), "%s", argv[3]);
-	snprintf(conf.region, sizeof(conf.region), "%s", argv[4]);
-	snprintf(conf.bucket, sizeof(conf.bucket), "sandbox-gc-test");
-	conf.timeout_ms = 20000;
+	store_conf_from_args(&conf, argv, "sandbox-gc-test");
 	snprintf(dir, sizeof(dir), "%s", argv[5]);
 	need(getrandom(secret, sizeof(secret), 0) == sizeof(secret), "setup", "random");
 	need(s3_open(&s3, &conf) == 0 && s3_bucket_create(&s3) == 0, "setup", "%s", s3.err);

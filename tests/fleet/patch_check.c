@@ -138,11 +138,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: patch-check ENDPOINT ACCESS SECRET REGION WORKDIR\n");
 		return 2;
 	}
-	snprintf(conf.endpoint, sizeof(conf.endpoint), "%s", argv[1]);
-	snprintf(conf.access, sizeof(conf.access), "%s", argv[2]);
-	snprintf(conf.secret, sizeof(conf.secret), "%s", argv[3]);
-	snprintf(conf.region, sizeof(conf.region), "%s", argv[4]);
-	snprintf(conf.bucket, sizeof(conf.bucket), "patch-check");
+	store_conf_from_args(&conf, argv, "patch-check");
 	check(s3_open(&s3, &conf) == 0 && s3_bucket_create(&s3) == 0, "patch-s3", "%s", s3.err);
 	snprintf(dir, sizeof(dir), "%s/patch-cache", argv[5]);
 	snprintf(path, sizeof(path), "%s/patch-memory", argv[5]);

@@ -376,12 +376,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: store-check ENDPOINT ACCESS SECRET REGION WORKDIR\n");
 		return 2;
 	}
-	snprintf(conf.endpoint, sizeof(conf.endpoint), "%s", argv[1]);
-	snprintf(conf.access, sizeof(conf.access), "%s", argv[2]);
-	snprintf(conf.secret, sizeof(conf.secret), "%s", argv[3]);
-	snprintf(conf.region, sizeof(conf.region), "%s", argv[4]);
-	snprintf(conf.bucket, sizeof(conf.bucket), "sandbox-test");
-	conf.timeout_ms = 20000;
+	store_conf_from_args(&conf, argv, "sandbox-test");
 
 	/* the S3 layer */
 	check(s3_open(&s3, &conf) == 0, "s3-open", "%s", s3.err);
