@@ -359,20 +359,10 @@ int fstore_export(const char *workspace, const char *id, uint64_t gen, char **te
 	}
 	mf.nfiles = keep;
 	/* and the recipes of their chunks only (a kept file's may lean on nothing else) */
-	uint64_t nr = 0;
-
-	for (uint64_t i = 0; i < mf.nrecipes; i++) {
-		bool kept = false;
-
-		for (unsigned f = 0; f < mf.nfiles && !kept; f++)
-			for (uint64_t c = 0; c < mf.file[f].nchunks && !kept; c++)
-				kept = memcmp(mf.file[f].hash[c], mf.recipe[i].hash,
-					      CHUNK_HASH_LEN) == 0;
-		if (kept)
-			mf.recipe[nr++] = mf.recipe[i];
-	}
-	mf.nrecipes = nr;
-	if (!(*text = manifest_encode(&mf, len))) {
+	if (manifest_keep_listed_recipes(&mf) < 0) {
+		snprintf(err, elen, "out of memory");
+		r = -ENOMEM;
+	} else if (!(*text = manifest_encode(&mf, len))) {
 		snprintf(err, elen, "the manifest is too large");
 		r = -E2BIG;
 	} else {

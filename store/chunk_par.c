@@ -299,6 +299,18 @@ static void par_fill(struct par_job *j, bool get, const uint8_t hash[CHUNK_HASH_
 
 int chunk_par_put(struct chunk_par *p, const void *data, size_t len, uint8_t hash[CHUNK_HASH_LEN])
 {
+	if (p->err)
+		return p->err;
+	if (len > CHUNK_SIZE_MAX)
+		return p->err = chunk_store_fail(p->cs, -EFBIG, "a chunk of %zu bytes (at most %u)",
+						 len, CHUNK_SIZE_MAX);
+	chunk_hash(data, len, hash);
+	return chunk_par_put_hashed(p, data, len, hash);
+}
+
+int chunk_par_put_hashed(struct chunk_par *p, const void *data, size_t len,
+			 const uint8_t hash[CHUNK_HASH_LEN])
+{
 	struct chunk_store *cs = p->cs;
 	char key[S3_KEY_MAX + 1];
 	uint8_t oid[CHUNK_HASH_LEN];
@@ -306,15 +318,16 @@ int chunk_par_put(struct chunk_par *p, const void *data, size_t len, uint8_t has
 
 	if (p->err)
 		return p->err;
-	if (!p->started || !cs->s3) { /* (no store: a put only hashes) */
-		int err = chunk_put(cs, data, len, hash);
-
-		return err < 0 ? (p->err = err) : 0;
-	}
 	if (len > CHUNK_SIZE_MAX)
 		return p->err = chunk_store_fail(cs, -EFBIG, "a chunk of %zu bytes (at most %u)",
 						 len, CHUNK_SIZE_MAX);
-	chunk_hash(data, len, hash);
+	if (!cs->s3) /* no store: a put only hashes */
+		return 0;
+	if (!p->started) { /* one at a time, here */
+		int err = chunk_put_hashed(cs, data, len, hash);
+
+		return err < 0 ? (p->err = err) : 0;
+	}
 	chunk_store_key(cs, hash, key, oid);
 	/* known, or on its way up already (the same bytes twice in a push): nothing to send */
 	bool there = chunk_store_knows(cs, oid);

@@ -98,7 +98,6 @@ static int live_add(struct mark *m, const uint8_t hash[CHUNK_HASH_LEN])
 /* Every manifest's chunks into m->live, sorted. */
 static int mark(struct mark *m, struct store_gc_report *rep)
 {
-	static const uint8_t zero[CHUNK_HASH_LEN];
 	char prefix[S3_KEY_MAX + 1], marker[S3_KEY_MAX + 1] = "";
 	bool more = true;
 	int r = 0;
@@ -131,14 +130,15 @@ static int mark(struct mark *m, struct store_gc_report *rep)
 			break;
 		}
 		rep->manifests++;
-		for (unsigned f = 0; f < mf.nfiles && r >= 0; f++)
-			for (uint64_t c = 0; c < mf.file[f].nchunks && r >= 0; c++)
-				if (memcmp(mf.file[f].hash[c], zero, CHUNK_HASH_LEN))
-					r = live_add(m, mf.file[f].hash[c]);
-		/* a patched chunk is its base and its patch (chunk_patch.c) */
-		for (uint64_t k = 0; k < mf.nrecipes && r >= 0; k++)
-			if ((r = live_add(m, mf.recipe[k].base)) >= 0)
-				r = live_add(m, mf.recipe[k].patch);
+		/* what it needs stored: a patched chunk is its base and its patch, as for a pull */
+		size_t n = 0;
+		uint8_t(*need)[CHUNK_HASH_LEN] = manifest_stored_hashes(&mf, &n);
+
+		if (!need)
+			r = chunk_store_fail(m->cs, -ENOMEM, "out of memory");
+		for (size_t k = 0; k < n && r >= 0; k++)
+			r = live_add(m, need[k]);
+		free(need);
 		manifest_free(&mf);
 	}
 	if (r >= 0)

@@ -123,27 +123,74 @@ static bool mf_zero(const uint8_t h[CHUNK_HASH_LEN])
 	return memcmp(h, zero_hash, CHUNK_HASH_LEN) == 0;
 }
 
-/* The recipe h = b + p appended to m (sorted later: mf_recipes_sort): 0, or -errno. */
-static int mf_recipe_add(struct manifest *m, struct chunk_store *cs,
-			 const uint8_t h[CHUNK_HASH_LEN], const uint8_t b[CHUNK_HASH_LEN],
-			 const uint8_t p[CHUNK_HASH_LEN])
+/* r appended to m's recipes (a push's and a parse's): 0, or -ENOMEM. */
+static int mf_recipe_append(struct manifest *m, const struct chunk_recipe *r)
 {
-	if (m->text_bytes + MF_RECIPE_TEXT > MF_TEXT_MAX)
-		return chunk_store_fail(cs, -E2BIG, "manifest: too many patched chunks");
 	if (m->nrecipes == m->recipe_cap) {
 		uint64_t cap = m->recipe_cap ? m->recipe_cap * 2 : 64;
 		struct chunk_recipe *n = realloc(m->recipe, cap * sizeof(*n));
 
 		if (!n)
-			return chunk_store_fail(cs, -ENOMEM, "manifest: out of memory");
+			return -ENOMEM;
 		m->recipe = n;
 		m->recipe_cap = cap;
 	}
-	memcpy(m->recipe[m->nrecipes].hash, h, CHUNK_HASH_LEN);
-	memcpy(m->recipe[m->nrecipes].base, b, CHUNK_HASH_LEN);
-	memcpy(m->recipe[m->nrecipes].patch, p, CHUNK_HASH_LEN);
-	m->nrecipes++;
+	m->recipe[m->nrecipes++] = *r;
 	m->text_bytes += MF_RECIPE_TEXT;
+	return 0;
+}
+
+/* The recipe h = b + p appended to m (sorted later: mf_recipes_sort): 0, or -errno. */
+static int mf_recipe_add(struct manifest *m, struct chunk_store *cs,
+			 const uint8_t h[CHUNK_HASH_LEN], const uint8_t b[CHUNK_HASH_LEN],
+			 const uint8_t p[CHUNK_HASH_LEN])
+{
+	struct chunk_recipe r;
+
+	if (m->text_bytes + MF_RECIPE_TEXT > MF_TEXT_MAX)
+		return chunk_store_fail(cs, -E2BIG, "manifest: too many patched chunks");
+	memcpy(r.hash, h, CHUNK_HASH_LEN);
+	memcpy(r.base, b, CHUNK_HASH_LEN);
+	memcpy(r.patch, p, CHUNK_HASH_LEN);
+	if (mf_recipe_append(m, &r) < 0)
+		return chunk_store_fail(cs, -ENOMEM, "manifest: out of memory");
+	return 0;
+}
+
+/* m's files' chunks but zeros, ascending (a repeat kept), malloc'd: *k of them; NULL when out
+ * of memory. What a recipe's chunk must be one of. */
+static uint8_t (*mf_named(const struct manifest *m, uint64_t *k))[CHUNK_HASH_LEN]
+{
+	uint64_t total = 0;
+	uint8_t(*named)[CHUNK_HASH_LEN];
+
+	for (unsigned i = 0; i < m->nfiles; i++)
+		total += m->file[i].nchunks;
+	if (!(named = malloc((total ? total : 1) * CHUNK_HASH_LEN)))
+		return NULL;
+	*k = 0;
+	for (unsigned i = 0; i < m->nfiles; i++)
+		for (uint64_t c = 0; c < m->file[i].nchunks; c++)
+			if (!mf_zero(m->file[i].hash[c]))
+				memcpy(named[(*k)++], m->file[i].hash[c], CHUNK_HASH_LEN);
+	qsort(named, *k, CHUNK_HASH_LEN, chunk_hash_cmp);
+	return named;
+}
+
+int manifest_keep_listed_recipes(struct manifest *m)
+{
+	uint64_t k = 0, n = 0;
+	uint8_t(*named)[CHUNK_HASH_LEN] = mf_named(m, &k);
+
+	if (!named)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < m->nrecipes; i++)
+		if (bsearch(m->recipe[i].hash, named, k, CHUNK_HASH_LEN, chunk_hash_cmp))
+			m->recipe[n++] = m->recipe[i];
+		else
+			m->text_bytes -= MF_RECIPE_TEXT;
+	m->nrecipes = n;
+	free(named);
 	return 0;
 }
 
@@ -294,17 +341,17 @@ static int mf_put_chunk(struct manifest *m, struct chunk_store *cs, struct chunk
 	/* no parent, or no room left in the manifest for one more recipe: whole */
 	if (!pt->base || m->text_bytes + pt->file_text + MF_RECIPE_TEXT > MF_TEXT_MAX)
 		return chunk_par_put(par, buf, len, hash);
-	chunk_hash(buf, len, hash);
-	if (mf_stored(cs, hash)) /* stored whole already: skipped */
-		return chunk_par_put(par, buf, len, hash);
+	chunk_hash(buf, len, hash); /* (once: the puts below are given it) */
+	if (mf_stored(cs, hash))    /* stored whole already: skipped */
+		return chunk_par_put_hashed(par, buf, len, hash);
 	if ((r = chunk_recipe_find(pm->recipe, pm->nrecipes, hash))) { /* made as before */
 		if (mf_stored(cs, r->base) && mf_stored(cs, r->patch))
 			return mf_recipe_add(m, cs, r->hash, r->base, r->patch);
-		return chunk_par_put(par, buf, len, hash);
+		return chunk_par_put_hashed(par, buf, len, hash);
 	}
 	if (!pt->pf || i >= pt->pf->nchunks || mf_zero(pt->pf->hash[i]) ||
 	    memcmp(pt->pf->hash[i], hash, CHUNK_HASH_LEN) == 0)
-		return chunk_par_put(par, buf, len, hash);
+		return chunk_par_put_hashed(par, buf, len, hash);
 	/* a patch of what the parent's chunk is made of (a base, never a recipe: one level) */
 	r = chunk_recipe_find(pm->recipe, pm->nrecipes, pt->pf->hash[i]);
 	base = r ? r->base : pt->pf->hash[i];
@@ -312,7 +359,7 @@ static int mf_put_chunk(struct manifest *m, struct chunk_store *cs, struct chunk
 	if (memcmp(base, hash, CHUNK_HASH_LEN) == 0 || !mf_stored(cs, base) ||
 	    chunk_cache_get(cs->cache, oid, base, pt->base, m->chunk_size, &blen) != 1 ||
 	    !(plen = chunk_patch_make(pt->base, blen, buf, len, pt->patch, m->chunk_size)))
-		return chunk_par_put(par, buf, len, hash);
+		return chunk_par_put_hashed(par, buf, len, hash);
 	if ((err = chunk_par_put(par, pt->patch, plen, phash)) < 0)
 		return err;
 	cs->patched++;
@@ -729,21 +776,14 @@ static int mf_hash(const char **p, const char *end, char stop, uint8_t out[CHUNK
 static int mf_parse_recipes(const char **pp, const char *end, struct manifest *m)
 {
 	const char *p = *pp;
-	uint64_t total = 0, k = 0;
+	uint64_t k = 0;
 	uint8_t(*named)[CHUNK_HASH_LEN];
 	int err = 0;
 
 	if (end - p < 7 || memcmp(p, "recipe ", 7) != 0)
 		return 0;
-	for (unsigned i = 0; i < m->nfiles; i++)
-		total += m->file[i].nchunks;
-	if (!(named = malloc((total ? total : 1) * CHUNK_HASH_LEN)))
+	if (!(named = mf_named(m, &k)))
 		return -ENOMEM;
-	for (unsigned i = 0; i < m->nfiles; i++)
-		for (uint64_t c = 0; c < m->file[i].nchunks; c++)
-			if (!mf_zero(m->file[i].hash[c]))
-				memcpy(named[k++], m->file[i].hash[c], CHUNK_HASH_LEN);
-	qsort(named, k, CHUNK_HASH_LEN, chunk_hash_cmp);
 	while (err == 0 && end - p >= 7 && memcmp(p, "recipe ", 7) == 0) {
 		struct chunk_recipe r;
 
@@ -760,19 +800,7 @@ static int mf_parse_recipes(const char **pp, const char *end, struct manifest *m
 			err = -EBADMSG;
 			break;
 		}
-		if (m->nrecipes == m->recipe_cap) {
-			uint64_t cap = m->recipe_cap ? m->recipe_cap * 2 : 64;
-			struct chunk_recipe *n = realloc(m->recipe, cap * sizeof(*n));
-
-			if (!n) {
-				err = -ENOMEM;
-				break;
-			}
-			m->recipe = n;
-			m->recipe_cap = cap;
-		}
-		m->recipe[m->nrecipes++] = r;
-		m->text_bytes += MF_RECIPE_TEXT;
+		err = mf_recipe_append(m, &r);
 	}
 	for (uint64_t i = 0; i < m->nrecipes && err == 0; i++) /* one level: both parts stored */
 		if (chunk_recipe_find(m->recipe, m->nrecipes, m->recipe[i].base) ||

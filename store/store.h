@@ -292,6 +292,9 @@ struct chunk_par *chunk_par_open(struct chunk_store *cs, unsigned width, size_t 
  * run's first failure (cs->err), if any, here and in every later call. */
 int chunk_par_put(struct chunk_par *p, const void *data, size_t len, uint8_t hash[CHUNK_HASH_LEN])
 	__attribute__((warn_unused_result));
+/* The same for bytes whose SHA-256 the caller has just computed (hash): not computed again. */
+int chunk_par_put_hashed(struct chunk_par *p, const void *data, size_t len,
+			 const uint8_t hash[CHUNK_HASH_LEN]) __attribute__((warn_unused_result));
 /* As chunk_get, the chunk given to got with tag once it came (here or in a later call). */
 int chunk_par_get(struct chunk_par *p, const uint8_t hash[CHUNK_HASH_LEN], uint64_t tag)
 	__attribute__((warn_unused_result));
@@ -391,6 +394,9 @@ int manifest_parse(const char *text, size_t len, struct manifest *m, struct chun
 /* The chunks m needs from the store, each once, ascending (malloc'd, *n; NULL when out of
  * memory): its chunks but zeros, a patched one's base and patch in its stead. */
 uint8_t (*manifest_stored_hashes(const struct manifest *m, size_t *n))[CHUNK_HASH_LEN];
+/* m's recipes of chunks its files still list, and no others (a manifest some files were
+ * taken from, an export's): 0, or -ENOMEM. */
+int manifest_keep_listed_recipes(struct manifest *m) __attribute__((warn_unused_result));
 /* Gets through cs make m's patched chunks (NULL: none); m must outlive their use. */
 void chunk_store_recipes(struct chunk_store *cs, const struct manifest *m);
 /* Remove PREFIX/m/<id> (one that is not there is not an error). */
