@@ -36,7 +36,7 @@ struct box_job {
 	struct box_create_args create;
 	char snap_name[64]; /* J_SNAPSHOT: the lifecycle's snapshot name to make */
 	char snap_id[SD_ID_LEN + 1];
-	char parent[SD_ID_LEN + 8]; /* J_SNAPSHOT: the box's snapshot in the store before it */
+	char parent[48]; /* J_SNAPSHOT: the box's snapshot in the store before it */
 	char workspace[SD_WORKSPACE_MAX + 1];
 	int err;
 	char msg[LC_ERROR_MAX];
@@ -491,8 +491,10 @@ int box_snapshot_job(struct box *b, const char *store_name, const char *snap_id)
 	snprintf(j->snap_id, sizeof(j->snap_id), "%s", snap_id);
 	/* its state in the store when it has been there (its own chunks, cached where it woke),
 	 * else its last capture here */
+	char move_snap[64];
+
 	if (b->fleet_gen || b->ckpt_gen)
-		snprintf(j->parent, sizeof(j->parent), "box-%s", b->id);
+		box_move_names(b->id, b->fleet_gen, move_snap, j->parent);
 	else
 		snprintf(j->parent, sizeof(j->parent), "%s", b->store_last);
 	box_job_queue(b, j);

@@ -241,9 +241,9 @@ int fstore_forget(const char *workspace, const char *manifest, char *err, size_t
 
 int fleetd_forget_box_state(const char *workspace, const char *id, char *err, size_t len)
 {
-	char manifest[48];
+	char snap_name[64], manifest[48];
 
-	snprintf(manifest, sizeof(manifest), "box-%s", id); /* (box_move.c names it so) */
+	box_move_names(id, 0, snap_name, manifest);
 	return fstore_forget(workspace, manifest, err, len);
 }
 
