@@ -108,10 +108,21 @@ pool)
 	[ "$n" = 2 ] || fail "$n boots for six commands and one death, expected 2"
 	echo "ok: an L1 that died is a 124, and the next command boots another (2 boots in all)"
 	# Two commands at once: each in a slot of its own, an L1 of one vCPU; the first holds its
-	# slot (5 s) while the second takes one.
+	# slot (15 s) while the second takes one. The second starts once the first holds a slot's
+	# lock (on a loaded host the first's start can lag the second's, which then ran in slot 0
+	# and left it free for the first: one slot, no concurrency shown). /proc/locks says so
+	# without taking the lock, which would send the first to the other slot.
 	DEVHOST_POOL_SLOTS=2 "$pool" exec --build "$b" -- sh -c \
-		'nproc; sleep 5' >"$tmp/o1" 2>"$tmp/e1" &
+		'nproc; sleep 15' >"$tmp/o1" 2>"$tmp/e1" &
 	p1=$!
+	i=0
+	until for l in "$b"/.devhost-pool/slot-*/lock; do
+		ino=$(stat -c %i "$l" 2>/dev/null) && grep -q ":$ino " /proc/locks && break
+	done; do
+		i=$((i + 1))
+		[ "$i" -lt 300 ] || fail "the first command never held a slot"
+		sleep 0.1
+	done
 	DEVHOST_POOL_SLOTS=2 "$pool" exec --build "$b" -- nproc >"$tmp/o2" 2>"$tmp/e2"
 	st=$?
 	wait "$p1"
