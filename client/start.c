@@ -442,6 +442,29 @@ int sandbox_install_ca(const struct sandbox *sb, struct lc_report *r)
 	return 0;
 }
 
+/* The CA put in a restored guest. In a lazy restore its memory may still be coming from the
+ * store, and a guest that faults on every page it touches can take longer than one call's
+ * bound over it: tried again (the install is idempotent) as long as its memory came in since
+ * the last try, up to RESTORE_PROGRESS_MAX_S, as wait_restored waits. */
+static int install_ca_restored(const struct sandbox *sb, const struct boot_src *src,
+			       struct lc_report *r)
+{
+	bool lazy = src->progress != NULL;
+	uint64_t cap = now_ms() + RESTORE_PROGRESS_MAX_S * 1000ull;
+	uint64_t seen = lazy ? src->progress(src->progress_arg) : 0;
+	int err;
+
+	while ((err = sandbox_install_ca(sb, r)) < 0 && lazy && now_ms() < cap &&
+	       !lc_interrupted(r)) {
+		uint64_t v = src->progress(src->progress_arg);
+
+		if (v == seen)
+			break; /* nothing came while it failed: not the store's slowness */
+		seen = v;
+	}
+	return err;
+}
+
 /* The sizes of the writable disks of `sb` that live on tmpfs (or ramfs): there every byte
  * the guest writes is memory charged to its VMM, so its memory limit must hold them. */
 static uint64_t tmpfs_disk_bytes(const struct sandbox *sb)
@@ -550,6 +573,6 @@ int sandbox_start_vmm(struct sandbox *sb, const char *console_opt, const struct 
 		return err;
 	/* A restored guest may come from a snapshot without this sandbox's CA (a ready one). */
 	if (src && !no_wait && sb->network)
-		return sandbox_install_ca(sb, r);
+		return install_ca_restored(sb, src, r);
 	return 0;
 }

@@ -469,18 +469,27 @@ static void list_run(struct call_job *c)
 		json_t *head = NULL, *body = NULL;
 		const uint8_t *b;
 		size_t blen;
-		json_error_t e;
+		json_error_t e = {.text = ""};
+		int err = fleet_rpc_ask(hs[i], c->msg, c->len, RPC_LIST_MS, &a, &alen);
+		json_int_t st = 0;
 
-		if (fleet_rpc_ask(hs[i], c->msg, c->len, RPC_LIST_MS, &a, &alen) == 0 &&
-		    fleet_rpc_split(a, alen, &head, &b, &blen) == 0 &&
-		    json_integer_value(json_object_get(head, "s")) == 200 &&
+		if (err == 0 && (err = fleet_rpc_split(a, alen, &head, &b, &blen)) == 0 &&
+		    (st = json_integer_value(json_object_get(head, "s"))) == 200 &&
 		    (body = jsonx_parse((const char *)b, blen, &e))) {
 			json_array_extend(c->merged, json_object_get(body, "sandboxes"));
 			if (answered != i)
 				memcpy(hs[answered], hs[i], FLEET_ID_MAX + 1);
 			answered++;
 		} else { /* a host that does not answer: its boxes are missing, said in the log */
-			sd_log("fleet: host %s did not answer a list", hs[i]);
+			char why[64];
+
+			if (err == 0 && st != 200)
+				snprintf(why, sizeof(why), "its answer's status %lld",
+					 (long long)st);
+			sd_log("fleet: host %s did not answer a list: %s", hs[i],
+			       err < 0	   ? strerror(-err)
+			       : st != 200 ? why
+					   : e.text);
 		}
 		json_decref(head);
 		json_decref(body);

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -24,6 +25,8 @@
 
 #include "hostutil.h"
 #include "sandboxd.h"
+
+#define KEYS_SETTLED_S 2
 
 static struct sd_key keys[SD_KEYS_MAX];
 static unsigned nkeys;
@@ -138,8 +141,12 @@ int keys_load(void)
 	d = opendir(path);
 	if (!d)
 		return -errno;
+	/* read whole into another set, then taken: a file that cannot be read now (a key
+	 * unknown, or a revoke not seen) leaves the set as it was, read again next time */
+	static struct sd_key loaded[SD_KEYS_MAX];
 	unsigned n = 0;
 	struct dirent *e;
+	int err = 0;
 
 	while ((e = readdir(d)) && n < SD_KEYS_MAX) {
 		if (strlen(e->d_name) != SD_KEY_ID_LEN || !is_hex(e->d_name, SD_KEY_ID_LEN))
@@ -148,15 +155,18 @@ int keys_load(void)
 		size_t len;
 
 		snprintf(file, sizeof(file), "%s/%s", path, e->d_name);
-		if (read_file(file, 4096, &text, &len) < 0)
-			continue;
-		if (key_parse(e->d_name, text, &keys[n]) == 0)
+		if ((err = read_file(file, 4096, &text, &len)) < 0)
+			break;
+		if (key_parse(e->d_name, text, &loaded[n]) == 0)
 			n++;
 		else
 			sd_log("%s: not a key file, ignored", file);
 		free(text);
 	}
 	closedir(d);
+	if (err < 0)
+		return err;
+	memcpy(keys, loaded, n * sizeof(keys[0]));
 	nkeys = n;
 	return 0;
 }
@@ -255,11 +265,12 @@ const struct sd_key *keys_check(const char *text)
 	return NULL;
 }
 
-bool keys_changed(void)
+bool keys_refresh(void)
 {
 	static struct timespec seen;
 	char path[4200];
 	struct stat st;
+	struct timespec now;
 
 	snprintf(path, sizeof(path), "%s/keys", sd_dir());
 	if (stat(path, &st) < 0)
@@ -267,7 +278,16 @@ bool keys_changed(void)
 	/* every create and revoke renames a file into the directory: its mtime moves */
 	if (st.st_mtim.tv_sec == seen.tv_sec && st.st_mtim.tv_nsec == seen.tv_nsec)
 		return false;
-	seen = st.st_mtim;
+	if (keys_load() < 0)
+		return false; /* (read again next time) */
+	/* A change this recent is read again at each call until it is KEYS_SETTLED_S old: a
+	 * rename sets the directory's time before its new name shows (tmpfs moves the name
+	 * after), and the kernel's clock for file times is coarse, so a rename read half done,
+	 * or a second one within the same tick, would leave a key (the fleet's watcher writes
+	 * them as they come) unknown here until the next change. */
+	clock_gettime(CLOCK_REALTIME, &now);
+	if (now.tv_sec - st.st_mtim.tv_sec > KEYS_SETTLED_S)
+		seen = st.st_mtim;
 	return true;
 }
 

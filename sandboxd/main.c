@@ -122,7 +122,7 @@ static void tick(lws_sorted_usec_list_t *sul)
 		return;
 	usage_tick(last ? now - last : 0);
 	last = now;
-	if (keys_changed() && keys_load() == 0)
+	if (keys_refresh())
 		ws_close_revoked();
 	idle_tick(now);
 	if (fleetd_on)

@@ -93,8 +93,9 @@ int keys_mirror(const char *id, const char *text) __must_check;
 int keys_text(const char *id, char *out, size_t len) __must_check;
 /* The live key `text` names (its secret checked in constant time), else NULL. */
 const struct sd_key *keys_check(const char *text);
-/* True once each time the keys' directory changed since the last call (the tick reloads). */
-bool keys_changed(void);
+/* The keys read again when their directory changed since the last call, and at each call
+ * while that change is under two seconds old (the tick's): true when they were. */
+bool keys_refresh(void);
 /* Call fn for every key (list). */
 void keys_foreach(void (*fn)(const struct sd_key *k, void *arg), void *arg);
 /* Reload a key's file (a revoke by `sandboxd keys revoke` while serving): keys_load again. */
