@@ -103,42 +103,60 @@ static int lock_held(void *arg)
 	return fleet_lease_sweep_ok(arg) == 0 ? 0 : 1;
 }
 
-static void gc_run(struct sd_job *sj)
+int fleet_gc_collect(const char *workspace, int64_t grace_s, bool dry_run,
+		     struct store_gc_report *rep, char *err, size_t len)
 {
-	struct gc_job *j = (struct gc_job *)sj;
 	struct fleet_lease *lock = NULL;
 	struct fstore h;
-	uint64_t t0 = sd_now_ms();
-	int r;
+	uint64_t t0 = sd_now_ms(), ms;
+	int r, status = 200;
 
-	j->status = 200;
-	if ((r = fleet_lease_collect(&fleetd, leases_kv.kv, j->workspace, GC_WAIT_MS, &lock, j->err,
-				     sizeof(j->err))) < 0) {
-		j->status = r == -EBUSY ? 503 : r == -EINVAL ? 422 : 502;
-		return;
-	}
-	if ((r = fstore_open(&h, j->workspace, j->err, sizeof(j->err))) == 0) {
-		r = store_gc(&h.cs, (int64_t)time(NULL) - j->grace_s, j->dry_run, &j->rep,
-			     lock_held, lock);
+	memset(rep, 0, sizeof(*rep));
+	if ((r = fleet_lease_collect(&fleetd, leases_kv.kv, workspace, GC_WAIT_MS, &lock, err,
+				     len)) < 0)
+		return r == -EBUSY ? 503 : r == -EINVAL ? 422 : 502;
+	if ((r = fstore_open(&h, workspace, err, len)) == 0) {
+		r = store_gc(&h.cs, (int64_t)time(NULL) - grace_s, dry_run, rep, lock_held, lock);
 		if (r < 0)
-			snprintf(j->err, sizeof(j->err), "%s", h.cs.err);
+			snprintf(err, len, "%s", h.cs.err);
 		fstore_close(&h);
 	}
 	fleet_lease_end(lock);
-	j->ms = sd_now_ms() - t0;
+	ms = sd_now_ms() - t0;
 	if (r < 0)
-		j->status = r == -EBADMSG ? 409 : r == -ECANCELED ? 503 : 502;
+		status = r == -EBADMSG ? 409 : r == -ECANCELED ? 503 : 502;
 	sd_log("gc %s: %s in %llu ms: %llu manifests, %llu chunks listed, %llu deleted (%llu "
 	       "bytes), %llu kept (%llu bytes, %llu young)%s%s",
-	       j->workspace,
-	       r < 0	    ? "stopped"
-	       : j->dry_run ? "dry run"
-			    : "done",
-	       (unsigned long long)j->ms, (unsigned long long)j->rep.manifests,
-	       (unsigned long long)j->rep.chunks, (unsigned long long)j->rep.deleted,
-	       (unsigned long long)j->rep.deleted_bytes, (unsigned long long)j->rep.kept,
-	       (unsigned long long)j->rep.kept_bytes, (unsigned long long)j->rep.young,
-	       r < 0 ? ": " : "", r < 0 ? j->err : "");
+	       workspace,
+	       r < 0	 ? "stopped"
+	       : dry_run ? "dry run"
+			 : "done",
+	       (unsigned long long)ms, (unsigned long long)rep->manifests,
+	       (unsigned long long)rep->chunks, (unsigned long long)rep->deleted,
+	       (unsigned long long)rep->deleted_bytes, (unsigned long long)rep->kept,
+	       (unsigned long long)rep->kept_bytes, (unsigned long long)rep->young,
+	       r < 0 ? ": " : "", r < 0 ? err : "");
+	return status;
+}
+
+bool fleet_gc_hold(void)
+{
+	return snap_store_hooks && atomic_load(&leases_open) && !atomic_exchange(&collecting, true);
+}
+
+void fleet_gc_unhold(void)
+{
+	atomic_store(&collecting, false);
+}
+
+static void gc_run(struct sd_job *sj)
+{
+	struct gc_job *j = (struct gc_job *)sj;
+	uint64_t t0 = sd_now_ms();
+
+	j->status = fleet_gc_collect(j->workspace, j->grace_s, j->dry_run, &j->rep, j->err,
+				     sizeof(j->err));
+	j->ms = sd_now_ms() - t0;
 }
 
 /* A collection's own thread (it may wait minutes for pushes: never a worker of the pool's,
@@ -157,7 +175,7 @@ static void gc_done(struct sd_job *sj)
 	struct gc_job *j = (struct gc_job *)sj;
 	struct sd_req *q = j->pending ? pending_take(j->pending) : NULL;
 
-	atomic_store(&collecting, false);
+	fleet_gc_unhold();
 	if (q && j->status != 200)
 		req_reply_error(q, j->status,
 				j->status == 503   ? "ServiceUnavailable"
@@ -211,13 +229,13 @@ void fleetd_gc(struct sd_req *q)
 		req_reply_invalid(q, "dry_run", "true or false");
 		return;
 	}
-	if (atomic_exchange(&collecting, true)) {
+	if (!fleet_gc_hold()) {
 		json_decref(o);
 		req_reply_error(q, 409, "Conflict", "a collection runs on this host");
 		return;
 	}
 	if (!(j = calloc(1, sizeof(*j)))) {
-		atomic_store(&collecting, false);
+		fleet_gc_unhold();
 		json_decref(o);
 		req_reply_error(q, 503, "ServiceUnavailable", "out of memory");
 		return;

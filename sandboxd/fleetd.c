@@ -132,6 +132,10 @@ int fleetd_option(const char *name, const char *val)
 
 int fleetd_check(const char *listen)
 {
+	if (!fleetd_on && fleet_gc_turn_asked()) {
+		fprintf(stderr, "sandboxd: --gc-every collects a fleet's store: give --fleet\n");
+		return -1;
+	}
 	if (!fleetd_on)
 		return 0;
 	if (!conf.host[0]) {
@@ -561,6 +565,7 @@ void fleetd_tick(void)
 	fleetd_lost_tick();
 	fence_tick();
 	box_checkpoint_tick(sd_now_ms());
+	fleet_gc_turn_tick();
 }
 
 /* ---- drain: a host emptied for maintenance ---- */
@@ -614,7 +619,8 @@ int fleetd_start(void)
 	    (err = fleet_watch_start(&fleetd, keys_kv.kv, on_key, NULL, &w_keys)) < 0 ||
 	    (err = fleet_snaps_start()) < 0 || (err = fleet_lost_start()) < 0 ||
 	    (err = fleet_moves_start()) < 0 || (err = fleet_quota_start()) < 0 ||
-	    (err = fleet_gc_start()) < 0 || (err = fleet_rpc_start()) < 0) {
+	    (err = fleet_gc_start()) < 0 || (err = fleet_gc_turn_start()) < 0 ||
+	    (err = fleet_rpc_start()) < 0) {
 		sd_log("fleet: %s", fleetd.err);
 		return err;
 	}

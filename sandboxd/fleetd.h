@@ -214,6 +214,22 @@ int fleet_gc_start(void) __must_check;
 void fleet_gc_stop(void);
 /* POST /gc on the operator's listener (fleet_hooks->gc). */
 void fleetd_gc(struct sd_req *q);
+struct store_gc_report;
+/* One collection of workspace, on the caller's thread (never a pool worker: it may wait
+ * minutes for pushes), said in the log: 200, or the HTTP status of its failure (err). */
+int fleet_gc_collect(const char *workspace, int64_t grace_s, bool dry_run,
+		     struct store_gc_report *rep, char *err, size_t len);
+/* The host's one collection at a time: false while one runs here (or with no store). */
+bool fleet_gc_hold(void);
+void fleet_gc_unhold(void);
+
+/* ---- fleet_gc_turn.c: collections on a schedule (--gc-every), one host each turn ---- */
+/* --gc-every SECONDS, --gc-grace-s SECONDS: 1 taken, 0 not these, -1 bad. */
+int fleet_gc_turn_option(const char *name, const char *val);
+bool fleet_gc_turn_asked(void);
+int fleet_gc_turn_start(void) __must_check;
+/* The loop's: a round of the workspaces due started on a thread of its own. */
+void fleet_gc_turn_tick(void);
 
 /* ---- fleet_quota.c: quotas across the fleet ---- */
 int fleet_quota_start(void) __must_check;

@@ -61,7 +61,7 @@ static int usage(void)
 		"F\n"
 		"                        --fleet-key F [--store-region R] [--chunk-kib N]\n"
 		"                        [--store-cache-mib N] [--restore-memory lazy|eager]\n"
-		"                        [--store-transfers N]]]\n"
+		"                        [--store-transfers N] [--gc-every S [--gc-grace-s S]]]]\n"
 		"       sandboxd keys create WORKSPACE | keys list | keys revoke ID  [--fleet "
 		"URLS]\n"
 		"       sandboxd secrets set WORKSPACE NAME   (value on stdin)\n"
@@ -158,6 +158,8 @@ static int serve(int argc, char **argv)
 		{"store-cache-mib", required_argument, NULL, 'F'},
 		{"restore-memory", required_argument, NULL, 'F'},
 		{"store-transfers", required_argument, NULL, 'F'},
+		{"gc-every", required_argument, NULL, 'F'},
+		{"gc-grace-s", required_argument, NULL, 'F'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *listen = "127.0.0.1:8380", *op = "127.0.0.1:8381", *cert = NULL, *key = NULL;
@@ -172,6 +174,8 @@ static int serve(int argc, char **argv)
 
 			if (r == 0)
 				r = fstore_option(opts[optidx].name, optarg);
+			if (r == 0)
+				r = fleet_gc_turn_option(opts[optidx].name, optarg);
 			if (r != 1)
 				return 2;
 			break;
