@@ -444,25 +444,36 @@ int sandbox_install_ca(const struct sandbox *sb, struct lc_report *r)
 
 /* The CA put in a restored guest. In a lazy restore its memory may still be coming from the
  * store, and a guest that faults on every page it touches can take longer than one call's
- * bound over it: tried again (the install is idempotent) as long as its memory came in since
- * the last try, up to RESTORE_PROGRESS_MAX_S, as wait_restored waits. */
+ * bound over it: a try that timed out is made again (the install is idempotent), 200 ms
+ * after, as long as its memory came in since the last try and until cap_ms, the bound
+ * wait_restored had (one bound for both). Any other failure is the guest's answer. */
 static int install_ca_restored(const struct sandbox *sb, const struct boot_src *src,
-			       struct lc_report *r)
+			       uint64_t cap_ms, struct lc_report *r)
 {
 	bool lazy = src->progress != NULL;
-	uint64_t cap = now_ms() + RESTORE_PROGRESS_MAX_S * 1000ull;
 	uint64_t seen = lazy ? src->progress(src->progress_arg) : 0;
 	int err;
 
-	while ((err = sandbox_install_ca(sb, r)) < 0 && lazy && now_ms() < cap &&
-	       !lc_interrupted(r)) {
+	for (;;) {
+		struct agent_conn c;
+
+		if ((err = agent_connect(sb, 30000, &c)) == 0) {
+			err = proxy_install_ca(sb, &c);
+			agent_close(&c);
+		}
+		if (err == 0)
+			return 0;
+		if (!lazy || err != -ETIMEDOUT || now_ms() >= cap_ms || lc_interrupted(r))
+			break;
 		uint64_t v = src->progress(src->progress_arg);
 
 		if (v == seen)
 			break; /* nothing came while it failed: not the store's slowness */
 		seen = v;
+		usleep(200 * 1000);
 	}
-	return err;
+	return lc_fail(r, -ESRCH, "%s: cannot put the proxy's CA certificate in the guest: %s",
+		       sb->id, strerror(-err));
 }
 
 /* The sizes of the writable disks of `sb` that live on tmpfs (or ramfs): there every byte
@@ -562,6 +573,11 @@ int sandbox_start_vmm(struct sandbox *sb, const char *console_opt, const struct 
 		snprintf(console, sizeof(console), "%s", console_opt);
 	else if (sandbox_path(sb, "console.log", console, sizeof(console)) < 0)
 		console[0] = '\0';
+	/* (the restore's bound, wait_restored's and then the CA's) */
+	uint64_t cap_ms =
+		now_ms() +
+		(timeout_s > RESTORE_PROGRESS_MAX_S ? timeout_s : RESTORE_PROGRESS_MAX_S) * 1000ull;
+
 	if (no_wait)
 		err = 0;
 	else if (src)
@@ -573,6 +589,6 @@ int sandbox_start_vmm(struct sandbox *sb, const char *console_opt, const struct 
 		return err;
 	/* A restored guest may come from a snapshot without this sandbox's CA (a ready one). */
 	if (src && !no_wait && sb->network)
-		return install_ca_restored(sb, src, r);
+		return install_ca_restored(sb, src, cap_ms, r);
 	return 0;
 }

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "fleetd.h"
 #include "fstore.h"
@@ -50,6 +51,10 @@ void fleet_gc_stop(void)
 	/* no lease from now on; those ended lately deleting their records; the bucket's handle
 	 * left to the process's end (a held lease's thread, a collection's, may still use it) */
 	atomic_store(&leases_open, false);
+	/* a collection under way (its own thread) stops at its next look at its lock: waited
+	 * for a bounded while, so none acts on the fleet's handles closed after this */
+	for (int i = 0; i < 50 && atomic_load(&collecting); i++)
+		usleep(100 * 1000);
 	if (!fleet_lease_quiesce(5000))
 		sd_log("gc: leases still held at the stop: they go stale in the fleet");
 }
@@ -103,7 +108,7 @@ static int lock_held(void *arg)
 	return fleet_lease_sweep_ok(arg) == 0 ? 0 : 1;
 }
 
-int fleet_gc_collect(const char *workspace, int64_t grace_s, bool dry_run,
+int fleet_gc_collect(const char *workspace, int64_t grace_s, bool dry_run, int wait_ms,
 		     struct store_gc_report *rep, char *err, size_t len)
 {
 	struct fleet_lease *lock = NULL;
@@ -112,8 +117,8 @@ int fleet_gc_collect(const char *workspace, int64_t grace_s, bool dry_run,
 	int r, status = 200;
 
 	memset(rep, 0, sizeof(*rep));
-	if ((r = fleet_lease_collect(&fleetd, leases_kv.kv, workspace, GC_WAIT_MS, &lock, err,
-				     len)) < 0)
+	if ((r = fleet_lease_collect(&fleetd, leases_kv.kv, workspace, wait_ms, &lock, err, len)) <
+	    0)
 		return r == -EBUSY ? 503 : r == -EINVAL ? 422 : 502;
 	if ((r = fstore_open(&h, workspace, err, len)) == 0) {
 		r = store_gc(&h.cs, (int64_t)time(NULL) - grace_s, dry_run, rep, lock_held, lock);
@@ -154,8 +159,8 @@ static void gc_run(struct sd_job *sj)
 	struct gc_job *j = (struct gc_job *)sj;
 	uint64_t t0 = sd_now_ms();
 
-	j->status = fleet_gc_collect(j->workspace, j->grace_s, j->dry_run, &j->rep, j->err,
-				     sizeof(j->err));
+	j->status = fleet_gc_collect(j->workspace, j->grace_s, j->dry_run, GC_WAIT_MS, &j->rep,
+				     j->err, sizeof(j->err));
 	j->ms = sd_now_ms() - t0;
 }
 

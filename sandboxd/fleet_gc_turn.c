@@ -8,7 +8,9 @@
  * turn that old takes it by a revision-conditioned update (the first look at a workspace
  * creates it, starting its clock: nothing is collected in a fleet's first period), so of the
  * hosts that look at once one collects. A collection that fails (pushes did not let it run,
- * the store did not answer) sets the turn so that it comes again in GC_RETRY_S.
+ * the store did not answer) sets the turn so that it comes again in GC_RETRY_S. A turn's
+ * collection waits a minute for the workspace's pushes (an operator's ten), and takes the
+ * host's hold only while it runs.
  *
  * The times are the hosts' wall clocks: a skew between hosts moves a turn by as much, which
  * a period of hours does not notice. Collections run one at a time on a host (fleet_gc_hold:
@@ -17,6 +19,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,11 +31,15 @@
 #define GC_EVERY_MAX (30 * 24 * 3600)
 #define GC_GRACE_MAX (30 * 24 * 3600)
 #define GC_RETRY_S   600
+#define GC_GRACE_MIN 60	   /* a client's chunks wait that long for its import at least */
+#define GC_PUSH_WAIT 60000 /* a turn's collection waits for pushes (an operator's: 10 min) */
 #define TURN_BUCKET  "store_gc_turns"
 #define TURN_VAL_MAX 128
 
 static uint64_t every_s; /* 0: no schedule */
 static int64_t grace_s = 3600;
+static bool grace_asked;
+static atomic_bool round_on; /* one round of looks at a time */
 static struct fleet_kv turns_kv;
 static bool turns_open;
 static uint64_t next_look_ms;
@@ -43,11 +50,14 @@ int fleet_gc_turn_option(const char *name, const char *val)
 
 	if (strcmp(name, "gc-every") != 0 && strcmp(name, "gc-grace-s") != 0)
 		return 0;
-	if (!parse_u64(val, 0, name[3] == 'e' ? GC_EVERY_MAX : GC_GRACE_MAX, &v)) {
-		fprintf(stderr, "sandboxd: --%s takes 0 to %d seconds\n", name,
+	if (!parse_u64(val, name[3] == 'e' ? 0 : GC_GRACE_MIN,
+		       name[3] == 'e' ? GC_EVERY_MAX : GC_GRACE_MAX, &v)) {
+		fprintf(stderr, "sandboxd: --%s takes %d to %d seconds\n", name,
+			name[3] == 'e' ? 0 : GC_GRACE_MIN,
 			name[3] == 'e' ? GC_EVERY_MAX : GC_GRACE_MAX);
 		return -1;
 	}
+	grace_asked |= name[3] == 'g';
 	if (name[3] == 'e')
 		every_s = v;
 	else
@@ -57,13 +67,17 @@ int fleet_gc_turn_option(const char *name, const char *val)
 
 bool fleet_gc_turn_asked(void)
 {
-	return every_s > 0;
+	return every_s > 0 || grace_asked;
 }
 
 int fleet_gc_turn_start(void)
 {
 	int err;
 
+	if (!every_s && grace_asked) {
+		snprintf(fleetd.err, sizeof(fleetd.err), "--gc-grace-s is --gc-every's: give both");
+		return -EINVAL;
+	}
 	if (!every_s)
 		return 0;
 	if (!snap_store_hooks) {
@@ -89,28 +103,51 @@ static void turn_key(const char *ws, char key[8 + 2 * SD_WORKSPACE_MAX + 1])
 	key[5 + 2 * n] = 0;
 }
 
-/* Whether this host takes ws's turn now (it is due, and the update was this host's). */
-static bool turn_take(const char *ws, const char *key, int64_t now)
+/* The time a turn's value gives, or -1 for one not of ours (not a time, out of range). */
+static int64_t turn_time(const char *val)
+{
+	char *end;
+	long long t;
+
+	errno = 0;
+	t = strtoll(val, &end, 10);
+	if (errno || end == val || *end != ' ' || t < 0)
+		return -1;
+	return (int64_t)t;
+}
+
+/* Whether this host takes ws's turn now (it is due, and the update was this host's): 1, 0
+ * (not due, or another's), -EIO (the cluster away: the round ends). */
+static int turn_take(const char *ws, const char *key, int64_t now)
 {
 	char val[TURN_VAL_MAX], mine[TURN_VAL_MAX];
 	uint64_t rev = 0;
-	long long t;
+	int64_t t;
 	int r = fleet_kv_get(&fleetd, turns_kv.kv, key, val, sizeof(val), &rev);
 
 	snprintf(mine, sizeof(mine), "%lld %s", (long long)now, fleetd_host_id());
 	if (r == -ENOENT) { /* its clock starts: the first turn a period from now */
-		if (fleet_kv_create(&fleetd, turns_kv.kv, key, mine, &rev) == 0)
+		if ((r = fleet_kv_create(&fleetd, turns_kv.kv, key, mine, &rev)) == 0)
 			sd_log("gc %s: its first collection in %" PRIu64 " s", ws, every_s);
-		return false;
+		return r == -EIO ? -EIO : 0;
 	}
 	if (r < 0 && r != -EMSGSIZE)
-		return false; /* the cluster away: the next look */
-	/* a value not of ours (too long, not a time, a time ahead by more than a period: a
-	 * clock far off) is due, and replaced */
-	if (r == 0 && sscanf(val, "%lld", &t) == 1 && now - t < (int64_t)every_s &&
-	    t - now < (int64_t)every_s)
-		return false;
-	return fleet_kv_update(&fleetd, turns_kv.kv, key, mine, rev) == 0;
+		return -EIO;
+	/* due: a period since the last began; a value not of ours (too long, not a time, a
+	 * time ahead by a period or more: a clock far off) is due too, and replaced */
+	t = r == 0 ? turn_time(val) : -1;
+	if (t >= 0 && t <= now + (int64_t)every_s && now - t < (int64_t)every_s)
+		return 0;
+	if ((r = fleet_kv_update(&fleetd, turns_kv.kv, key, mine, rev)) == -ESTALE) {
+		/* moved on, or ours landed and its answer was lost: the record tells */
+		uint64_t now_rev;
+
+		r = fleet_kv_get(&fleetd, turns_kv.kv, key, val, sizeof(val), &now_rev) == 0 &&
+				    strcmp(val, mine) == 0
+			    ? 0
+			    : -ESTALE;
+	}
+	return r == 0 ? 1 : r == -EIO ? -EIO : 0;
 }
 
 struct round {
@@ -118,6 +155,8 @@ struct round {
 	char (*ws)[SD_WORKSPACE_MAX + 1];
 };
 
+/* The round: each workspace due collected in turn, the host's hold taken for each (an
+ * operator's collection, or sandboxd stopping, ends the round: the next look goes on). */
 static void *round_thread(void *arg)
 {
 	struct round *rd = arg;
@@ -125,43 +164,50 @@ static void *round_thread(void *arg)
 	for (unsigned i = 0; i < rd->n; i++) {
 		char key[8 + 2 * SD_WORKSPACE_MAX + 1], err[512] = "";
 		struct store_gc_report rep;
-		int64_t now = (int64_t)time(NULL);
+		int took;
 
+		if (!fleet_gc_hold())
+			break;
 		turn_key(rd->ws[i], key);
-		if (!turn_take(rd->ws[i], key, now))
-			continue;
-		if (fleet_gc_collect(rd->ws[i], grace_s, false, &rep, err, sizeof(err)) == 200)
-			continue;
-		/* failed: due again in GC_RETRY_S (or its period, if shorter) */
-		char val[TURN_VAL_MAX];
-		int64_t retry = (int64_t)every_s < GC_RETRY_S ? (int64_t)every_s : GC_RETRY_S;
+		took = turn_take(rd->ws[i], key, (int64_t)time(NULL));
+		if (took == 1 && fleet_gc_collect(rd->ws[i], grace_s, false, GC_PUSH_WAIT, &rep,
+						  err, sizeof(err)) != 200) {
+			/* failed: due again GC_RETRY_S (or its period, if shorter) from now */
+			char val[TURN_VAL_MAX];
+			int64_t now = (int64_t)time(NULL), retry = (int64_t)every_s < GC_RETRY_S
+									   ? (int64_t)every_s
+									   : GC_RETRY_S;
+			int r;
 
-		snprintf(val, sizeof(val), "%lld %s", (long long)(now - (int64_t)every_s + retry),
-			 fleetd_host_id());
-		if (fleet_kv_put(&fleetd, turns_kv.kv, key, val) < 0)
-			sd_log("gc %s: its turn not set back for a retry: %s", rd->ws[i],
-			       fleetd.err);
+			snprintf(val, sizeof(val), "%lld %s",
+				 (long long)(now - (int64_t)every_s + retry), fleetd_host_id());
+			if ((r = fleet_kv_put(&fleetd, turns_kv.kv, key, val)) < 0)
+				sd_log("gc %s: its turn not set back for a retry: %s", rd->ws[i],
+				       strerror(-r));
+		}
+		fleet_gc_unhold();
+		if (took == -EIO) {
+			sd_log("gc: the turns' bucket did not answer: the round ends");
+			break;
+		}
 	}
 	free(rd->ws);
 	free(rd);
-	fleet_gc_unhold();
+	atomic_store(&round_on, false);
 	return NULL;
 }
 
-struct ws_set {
-	struct round *rd;
-	unsigned cap;
-};
-
 static void add_ws(const struct sd_key *k, void *arg)
 {
-	struct ws_set *s = arg;
+	struct round *rd = arg;
 
-	for (unsigned i = 0; i < s->rd->n; i++)
-		if (strcmp(s->rd->ws[i], k->workspace) == 0)
-			return;
-	if (s->rd->n < s->cap)
-		snprintf(s->rd->ws[s->rd->n++], SD_WORKSPACE_MAX + 1, "%s", k->workspace);
+	if (rd->n < SD_KEYS_MAX)
+		snprintf(rd->ws[rd->n++], SD_WORKSPACE_MAX + 1, "%s", k->workspace);
+}
+
+static int ws_cmp(const void *a, const void *b)
+{
+	return strcmp(a, b);
 }
 
 void fleet_gc_turn_tick(void)
@@ -170,28 +216,33 @@ void fleet_gc_turn_tick(void)
 
 	if (!turns_open || now < next_look_ms)
 		return;
-	/* each host looks four times a period (between 1 s and 5 minutes apart) */
+	/* each host looks four times a period, between 1 s and 5 minutes apart */
 	look = every_s * 1000 / 4;
 	next_look_ms = now + (look < 1000 ? 1000 : look > 300000 ? 300000 : look);
-	if (!fleet_gc_hold())
-		return; /* one runs here: the next look */
+	if (atomic_exchange(&round_on, true))
+		return; /* the last round goes on: the next look */
 	struct round *rd = calloc(1, sizeof(*rd));
-	struct ws_set set = {rd, SD_KEYS_MAX};
 	pthread_attr_t a;
 	pthread_t t;
+	unsigned n = 0;
 
 	if (!rd || !(rd->ws = calloc(SD_KEYS_MAX, sizeof(*rd->ws)))) {
 		free(rd);
-		fleet_gc_unhold();
+		atomic_store(&round_on, false);
 		return;
 	}
-	keys_foreach(add_ws, &set);
+	keys_foreach(add_ws, rd); /* (every key's workspace: sorted, each once) */
+	qsort(rd->ws, rd->n, sizeof(*rd->ws), ws_cmp);
+	for (unsigned i = 0; i < rd->n; i++)
+		if (n == 0 || strcmp(rd->ws[i], rd->ws[n - 1]) != 0)
+			memmove(rd->ws[n++], rd->ws[i], sizeof(*rd->ws));
+	rd->n = n;
 	pthread_attr_init(&a);
 	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
 	if (rd->n == 0 || pthread_create(&t, &a, round_thread, rd) != 0) {
 		free(rd->ws);
 		free(rd);
-		fleet_gc_unhold();
+		atomic_store(&round_on, false);
 	}
 	pthread_attr_destroy(&a);
 }

@@ -215,9 +215,10 @@ void fleet_gc_stop(void);
 /* POST /gc on the operator's listener (fleet_hooks->gc). */
 void fleetd_gc(struct sd_req *q);
 struct store_gc_report;
-/* One collection of workspace, on the caller's thread (never a pool worker: it may wait
- * minutes for pushes), said in the log: 200, or the HTTP status of its failure (err). */
-int fleet_gc_collect(const char *workspace, int64_t grace_s, bool dry_run,
+/* One collection of workspace, on the caller's thread (never a pool worker: it waits up to
+ * wait_ms for the workspace's pushes to end), said in the log: 200, or the HTTP status of its
+ * failure (err). */
+int fleet_gc_collect(const char *workspace, int64_t grace_s, bool dry_run, int wait_ms,
 		     struct store_gc_report *rep, char *err, size_t len);
 /* The host's one collection at a time: false while one runs here (or with no store). */
 bool fleet_gc_hold(void);

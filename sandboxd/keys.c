@@ -26,7 +26,7 @@
 #include "hostutil.h"
 #include "sandboxd.h"
 
-#define KEYS_SETTLED_S 2
+#define KEYS_SETTLED_MS 2000
 
 static struct sd_key keys[SD_KEYS_MAX];
 static unsigned nkeys;
@@ -141,22 +141,33 @@ int keys_load(void)
 	d = opendir(path);
 	if (!d)
 		return -errno;
-	/* read whole into another set, then taken: a file that cannot be read now (a key
-	 * unknown, or a revoke not seen) leaves the set as it was, read again next time */
+	/* read whole into another set, then taken. A file that cannot be read now (a key
+	 * unknown, or a revoke not seen) keeps what the last read had of that key; one gone
+	 * since the listing is gone. */
 	static struct sd_key loaded[SD_KEYS_MAX];
 	unsigned n = 0;
 	struct dirent *e;
-	int err = 0;
 
 	while ((e = readdir(d)) && n < SD_KEYS_MAX) {
 		if (strlen(e->d_name) != SD_KEY_ID_LEN || !is_hex(e->d_name, SD_KEY_ID_LEN))
 			continue;
 		char file[4300], *text = NULL;
 		size_t len;
+		int err;
 
 		snprintf(file, sizeof(file), "%s/%s", path, e->d_name);
-		if ((err = read_file(file, 4096, &text, &len)) < 0)
-			break;
+		if ((err = read_file(file, 4096, &text, &len)) < 0) {
+			unsigned i = 0;
+
+			while (i < nkeys && strcmp(keys[i].id, e->d_name) != 0)
+				i++;
+			if (i < nkeys)
+				loaded[n++] = keys[i];
+			if (err != -ENOENT)
+				sd_log("%s: cannot be read (%s): %s", file, strerror(-err),
+				       i < nkeys ? "kept as it was" : "not a key here");
+			continue;
+		}
 		if (key_parse(e->d_name, text, &loaded[n]) == 0)
 			n++;
 		else
@@ -164,8 +175,6 @@ int keys_load(void)
 		free(text);
 	}
 	closedir(d);
-	if (err < 0)
-		return err;
 	memcpy(keys, loaded, n * sizeof(keys[0]));
 	nkeys = n;
 	return 0;
@@ -267,10 +276,11 @@ const struct sd_key *keys_check(const char *text)
 
 bool keys_refresh(void)
 {
-	static struct timespec seen;
+	static struct timespec seen, pending;
+	static uint64_t pending_since_ms;
 	char path[4200];
 	struct stat st;
-	struct timespec now;
+	uint64_t now = now_ms();
 
 	snprintf(path, sizeof(path), "%s/keys", sd_dir());
 	if (stat(path, &st) < 0)
@@ -278,15 +288,19 @@ bool keys_refresh(void)
 	/* every create and revoke renames a file into the directory: its mtime moves */
 	if (st.st_mtim.tv_sec == seen.tv_sec && st.st_mtim.tv_nsec == seen.tv_nsec)
 		return false;
+	/* A change is read again at each call for KEYS_SETTLED_MS after this host first saw it
+	 * (its own clock's time, never the file's: one ahead would hold it for ever): a rename
+	 * sets the directory's time before its new name shows (tmpfs moves the name after), and
+	 * the kernel's clock for file times is coarse, so a rename read half done, or a second
+	 * one within the same tick, would leave a key (the fleet's watcher writes them as they
+	 * come) unknown here until the next change. */
+	if (st.st_mtim.tv_sec != pending.tv_sec || st.st_mtim.tv_nsec != pending.tv_nsec) {
+		pending = st.st_mtim;
+		pending_since_ms = now;
+	}
 	if (keys_load() < 0)
 		return false; /* (read again next time) */
-	/* A change this recent is read again at each call until it is KEYS_SETTLED_S old: a
-	 * rename sets the directory's time before its new name shows (tmpfs moves the name
-	 * after), and the kernel's clock for file times is coarse, so a rename read half done,
-	 * or a second one within the same tick, would leave a key (the fleet's watcher writes
-	 * them as they come) unknown here until the next change. */
-	clock_gettime(CLOCK_REALTIME, &now);
-	if (now.tv_sec - st.st_mtim.tv_sec > KEYS_SETTLED_S)
+	if (now - pending_since_ms >= KEYS_SETTLED_MS)
 		seen = st.st_mtim;
 	return true;
 }

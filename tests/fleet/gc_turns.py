@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Collections on a schedule (sandboxd/fleet_gc_turn.c), natively: two sandboxd hosts on
 loopback in one fleet (the NATS node gc.sh started: FLEET_NATS) with Swift's S3 API as their
-store (store.sh's arguments), each serving with --gc-every 2 --gc-grace-s 0. A workspace's
+store (store.sh's arguments), each serving with --gc-every 2 --gc-grace-s 60. A workspace's
 collections come without anyone asking, one host a turn: the first look starts its clock (one
 host says so), its chunks are listed by a collection a period later, and over a window the
 collections of both hosts together are one a period. (Its chunks are 3 a client sent and no
@@ -55,7 +55,7 @@ def main():
                  "--fleet", nats, "--host-id", "t%d" % i, "--fleet-replicas", "1",
                  "--store-endpoint", endpoint, "--store-bucket", "turns",
                  "--store-region", region, "--store-credentials", creds, "--fleet-key", fkey,
-                 "--gc-every", str(EVERY), "--gc-grace-s", "0"],
+                 "--gc-every", str(EVERY), "--gc-grace-s", "60"],
                 env=dict(os.environ, SANDBOX_HOME=home), stdout=open(log, "w"),
                 stderr=subprocess.STDOUT))
         key = subprocess.run([sandboxd, "keys", "create", "turns", "--fleet", nats],
