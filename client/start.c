@@ -327,6 +327,13 @@ static void ready_close(int fd, const char *path)
 	(void)unlink(path);
 }
 
+/* How long a restore may go on in all while its memory keeps coming (wait_restored's wait,
+ * then the CA's install): timeout_s, or RESTORE_PROGRESS_MAX_S if longer, in ms. */
+static uint64_t restore_bound_ms(unsigned timeout_s)
+{
+	return (timeout_s > RESTORE_PROGRESS_MAX_S ? timeout_s : RESTORE_PROGRESS_MAX_S) * 1000ull;
+}
+
 /*
  * A restored guest's agent is up already (it announced itself before the snapshot): connect
  * as soon as the VMM serves vsock.sock, retrying every few milliseconds while the guest
@@ -337,9 +344,7 @@ static int wait_restored(struct sandbox *sb, pid_t pid, unsigned timeout_s,
 			 const struct boot_src *src, const char *console, struct lc_report *r)
 {
 	uint64_t t0 = now_ms(), deadline = t0 + timeout_s * 1000ull, seen = 0;
-	uint64_t cap =
-		t0 +
-		(timeout_s > RESTORE_PROGRESS_MAX_S ? timeout_s : RESTORE_PROGRESS_MAX_S) * 1000ull;
+	uint64_t cap = t0 + restore_bound_ms(timeout_s);
 	bool lazy = src && src->progress;
 	struct agent_conn c;
 	int err = -ETIMEDOUT, status;
@@ -426,7 +431,8 @@ static int net_start(const struct sandbox *sb, struct lc_report *r)
 	return 0;
 }
 
-int sandbox_install_ca(const struct sandbox *sb, struct lc_report *r)
+/* One try of the CA's install, on a connection of its own: 0 or the error. */
+static int install_ca_once(const struct sandbox *sb)
 {
 	struct agent_conn c;
 	int err;
@@ -435,6 +441,13 @@ int sandbox_install_ca(const struct sandbox *sb, struct lc_report *r)
 		err = proxy_install_ca(sb, &c);
 		agent_close(&c);
 	}
+	return err;
+}
+
+int sandbox_install_ca(const struct sandbox *sb, struct lc_report *r)
+{
+	int err = install_ca_once(sb);
+
 	if (err < 0)
 		return lc_fail(r, -ESRCH,
 			       "%s: cannot put the proxy's CA certificate in the guest: %s", sb->id,
@@ -455,13 +468,7 @@ static int install_ca_restored(const struct sandbox *sb, const struct boot_src *
 	int err;
 
 	for (;;) {
-		struct agent_conn c;
-
-		if ((err = agent_connect(sb, 30000, &c)) == 0) {
-			err = proxy_install_ca(sb, &c);
-			agent_close(&c);
-		}
-		if (err == 0)
+		if ((err = install_ca_once(sb)) == 0)
 			return 0;
 		if (!lazy || err != -ETIMEDOUT || now_ms() >= cap_ms || lc_interrupted(r))
 			break;
@@ -574,9 +581,7 @@ int sandbox_start_vmm(struct sandbox *sb, const char *console_opt, const struct 
 	else if (sandbox_path(sb, "console.log", console, sizeof(console)) < 0)
 		console[0] = '\0';
 	/* (the restore's bound, wait_restored's and then the CA's) */
-	uint64_t cap_ms =
-		now_ms() +
-		(timeout_s > RESTORE_PROGRESS_MAX_S ? timeout_s : RESTORE_PROGRESS_MAX_S) * 1000ull;
+	uint64_t cap_ms = now_ms() + restore_bound_ms(timeout_s);
 
 	if (no_wait)
 		err = 0;

@@ -202,6 +202,11 @@ void fleet_watch_stop(struct fleet_watch *w);
  * timeout (60 s). */
 #define FLEET_LEASE_STALE_MS 120000
 struct fleet_lease;
+#define FLEET_WS_MAX 63 /* a workspace's name (sandboxd's SD_WORKSPACE_MAX) */
+/* A workspace's part of a record's key: its bytes in hex (a name may hold dots, which NATS
+ * reads as a key's token separators). 0, or -EINVAL for no workspace or one over FLEET_WS_MAX
+ * bytes. */
+int fleet_ws_hex(const char *ws, char out[2 * FLEET_WS_MAX + 1]);
 /* The bucket of leases and locks (store_leases; a deleted one's marker kept an hour). */
 int fleet_lease_bucket(struct fleet *f, struct fleet_kv *b) __attribute__((warn_unused_result));
 /* A push of workspace ws's chunks (or, reader, a restore reading them while its box runs):

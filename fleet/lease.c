@@ -48,7 +48,6 @@
 #define LEASE_RECHECK_MS  1000 /* a collection's listing of pushes, at least this often */
 #define LEASE_WATCH_MS	  5000
 #define LEASE_SEEN_MAX	  4096 /* pushes of one workspace a collection waits for at once */
-#define LEASE_WS_MAX	  63   /* a workspace's name (sandboxd's SD_WORKSPACE_MAX) */
 #define LEASE_VAL_MAX	  160
 #define LEASE_BUCKET_TTL  (3600ll * 1000) /* a deleted record's marker, kept this long */
 #define LEASE_BUCKET_NAME "store_leases"
@@ -98,13 +97,11 @@ static unsigned lease_stale(const struct fleet *f)
 	return f->conf.lease_stale_ms ? f->conf.lease_stale_ms : FLEET_LEASE_STALE_MS;
 }
 
-/* A workspace's part of a key: its bytes in hex (a name may hold dots, which NATS reads as a
- * key's token separators). 0, or -EINVAL for no workspace or one over LEASE_WS_MAX bytes. */
-static int ws_hex(const char *ws, char out[2 * LEASE_WS_MAX + 1])
+int fleet_ws_hex(const char *ws, char out[2 * FLEET_WS_MAX + 1])
 {
-	size_t n = strnlen(ws, LEASE_WS_MAX + 1);
+	size_t n = strnlen(ws, FLEET_WS_MAX + 1);
 
-	if (n == 0 || n > LEASE_WS_MAX)
+	if (n == 0 || n > FLEET_WS_MAX)
 		return -EINVAL;
 	for (size_t i = 0; i < n; i++)
 		sprintf(out + 2 * i, "%02x", (unsigned char)ws[i]);
@@ -353,14 +350,14 @@ int fleet_lease_push(struct fleet *f, void *kv, const char *ws, bool reader, int
 		     struct fleet_lease **out, char *err, size_t err_len)
 {
 	char key[FLEET_KEY_MAX + 1], lock[FLEET_KEY_MAX + 1], holder[LEASE_VAL_MAX] = "";
-	char wsx[2 * LEASE_WS_MAX + 1];
+	char wsx[2 * FLEET_WS_MAX + 1];
 	uint64_t until = lease_now() + (uint64_t)(wait_ms > 0 ? wait_ms : 0);
 	uint8_t nonce[8];
 	struct fleet_lease *l;
 	int e;
 
 	*out = NULL;
-	if (ws_hex(ws, wsx) < 0)
+	if (fleet_ws_hex(ws, wsx) < 0)
 		return lease_say(err, err_len, -EINVAL, "not a workspace's name: %.80s", ws);
 	if (getrandom(nonce, sizeof(nonce), 0) != sizeof(nonce))
 		return lease_say(err, err_len, -EIO, "no random bytes for a lease");
@@ -473,7 +470,7 @@ int fleet_lease_collect(struct fleet *f, void *kv, const char *ws, int wait_ms,
 			struct fleet_lease **out, char *err, size_t err_len)
 {
 	char lock[FLEET_KEY_MAX + 1], pattern[FLEET_KEY_MAX + 1], holder[LEASE_VAL_MAX] = "";
-	char wsx[2 * LEASE_WS_MAX + 1];
+	char wsx[2 * FLEET_WS_MAX + 1];
 	uint64_t until = lease_now() + (uint64_t)(wait_ms > 0 ? wait_ms : 0);
 	struct lease_seen *seen;
 	struct fleet_lease *l = NULL;
@@ -481,7 +478,7 @@ int fleet_lease_collect(struct fleet *f, void *kv, const char *ws, int wait_ms,
 	int e;
 
 	*out = NULL;
-	if (ws_hex(ws, wsx) < 0)
+	if (fleet_ws_hex(ws, wsx) < 0)
 		return lease_say(err, err_len, -EINVAL, "not a workspace's name: %.80s", ws);
 	snprintf(lock, sizeof(lock), "gc.%s", wsx);
 	snprintf(pattern, sizeof(pattern), "push.%s.*", wsx);

@@ -29,10 +29,8 @@
 
 /* A push waits this long for a collection's lock to go: a live collection stops within a
  * second and one store request (60 s at most) of its lease; a dead one's goes stale (120 s). */
-#define GC_PUSH_WAIT_MS	 (4 * 60 * 1000)
-#define GC_WAIT_MS	 (10 * 60 * 1000) /* a collection waits this long for pushes' ends */
-#define GC_GRACE_DEFAULT 3600
-#define GC_GRACE_MAX	 (30 * 24 * 3600)
+#define GC_PUSH_WAIT_MS (4 * 60 * 1000)
+#define GC_WAIT_MS	(10 * 60 * 1000) /* a collection waits this long for pushes' ends */
 
 static struct fleet_kv leases_kv;
 static atomic_bool leases_open;
@@ -224,9 +222,9 @@ void fleetd_gc(struct sd_req *q)
 		return;
 	}
 	if (grace && (!json_is_integer(grace) || json_integer_value(grace) < 0 ||
-		      json_integer_value(grace) > GC_GRACE_MAX)) {
+		      json_integer_value(grace) > FLEET_GC_GRACE_MAX)) {
 		json_decref(o);
-		req_reply_invalid(q, "grace_seconds", "0 to %d seconds", GC_GRACE_MAX);
+		req_reply_invalid(q, "grace_seconds", "0 to %d seconds", FLEET_GC_GRACE_MAX);
 		return;
 	}
 	if (dry && !json_is_boolean(dry)) {
@@ -246,7 +244,7 @@ void fleetd_gc(struct sd_req *q)
 		return;
 	}
 	snprintf(j->workspace, sizeof(j->workspace), "%s", json_string_value(ws));
-	j->grace_s = grace ? (int64_t)json_integer_value(grace) : GC_GRACE_DEFAULT;
+	j->grace_s = grace ? (int64_t)json_integer_value(grace) : FLEET_GC_GRACE_DEFAULT;
 	j->dry_run = dry && json_is_true(dry);
 	json_decref(o);
 	j->job.run = gc_run;

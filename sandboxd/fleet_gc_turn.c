@@ -29,7 +29,6 @@
 #include "fstore.h"
 
 #define GC_EVERY_MAX (30 * 24 * 3600)
-#define GC_GRACE_MAX (30 * 24 * 3600)
 #define GC_RETRY_S   600
 #define GC_GRACE_MIN 60	   /* a client's chunks wait that long for its import at least */
 #define GC_PUSH_WAIT 60000 /* a turn's collection waits for pushes (an operator's: 10 min) */
@@ -37,7 +36,7 @@
 #define TURN_VAL_MAX 128
 
 static uint64_t every_s; /* 0: no schedule */
-static int64_t grace_s = 3600;
+static int64_t grace_s = FLEET_GC_GRACE_DEFAULT;
 static bool grace_asked;
 static atomic_bool round_on; /* one round of looks at a time */
 static struct fleet_kv turns_kv;
@@ -46,22 +45,22 @@ static uint64_t next_look_ms;
 
 int fleet_gc_turn_option(const char *name, const char *val)
 {
-	uint64_t v;
+	bool every = strcmp(name, "gc-every") == 0;
+	uint64_t v, min = every ? 0 : GC_GRACE_MIN, max = every ? GC_EVERY_MAX : FLEET_GC_GRACE_MAX;
 
-	if (strcmp(name, "gc-every") != 0 && strcmp(name, "gc-grace-s") != 0)
+	if (!every && strcmp(name, "gc-grace-s") != 0)
 		return 0;
-	if (!parse_u64(val, name[3] == 'e' ? 0 : GC_GRACE_MIN,
-		       name[3] == 'e' ? GC_EVERY_MAX : GC_GRACE_MAX, &v)) {
-		fprintf(stderr, "sandboxd: --%s takes %d to %d seconds\n", name,
-			name[3] == 'e' ? 0 : GC_GRACE_MIN,
-			name[3] == 'e' ? GC_EVERY_MAX : GC_GRACE_MAX);
+	if (!parse_u64(val, min, max, &v)) {
+		fprintf(stderr, "sandboxd: --%s takes %llu to %llu seconds\n", name,
+			(unsigned long long)min, (unsigned long long)max);
 		return -1;
 	}
-	grace_asked |= name[3] == 'g';
-	if (name[3] == 'e')
+	if (every) {
 		every_s = v;
-	else
+	} else {
 		grace_s = (int64_t)v;
+		grace_asked = true;
+	}
 	return 1;
 }
 
@@ -93,14 +92,17 @@ int fleet_gc_turn_start(void)
 	return 0;
 }
 
-static void turn_key(const char *ws, char key[8 + 2 * SD_WORKSPACE_MAX + 1])
-{
-	size_t n = strnlen(ws, SD_WORKSPACE_MAX);
+#define TURN_KEY_MAX (5 + 2 * FLEET_WS_MAX + 1)
 
-	memcpy(key, "turn.", 5);
-	for (size_t i = 0; i < n; i++)
-		sprintf(key + 5 + 2 * i, "%02x", (unsigned char)ws[i]);
-	key[5 + 2 * n] = 0;
+/* turn.<ws in hex>: 0, or -EINVAL for a name that is not a workspace's */
+static int turn_key(const char *ws, char key[TURN_KEY_MAX])
+{
+	char wsx[2 * FLEET_WS_MAX + 1];
+
+	if (fleet_ws_hex(ws, wsx) < 0)
+		return -EINVAL;
+	snprintf(key, TURN_KEY_MAX, "turn.%s", wsx);
+	return 0;
 }
 
 /* The time a turn's value gives, or -1 for one not of ours (not a time, out of range). */
@@ -162,13 +164,14 @@ static void *round_thread(void *arg)
 	struct round *rd = arg;
 
 	for (unsigned i = 0; i < rd->n; i++) {
-		char key[8 + 2 * SD_WORKSPACE_MAX + 1], err[512] = "";
+		char key[TURN_KEY_MAX], err[512] = "";
 		struct store_gc_report rep;
 		int took;
 
+		if (turn_key(rd->ws[i], key) < 0)
+			continue;
 		if (!fleet_gc_hold())
 			break;
-		turn_key(rd->ws[i], key);
 		took = turn_take(rd->ws[i], key, (int64_t)time(NULL));
 		if (took == 1 && fleet_gc_collect(rd->ws[i], grace_s, false, GC_PUSH_WAIT, &rep,
 						  err, sizeof(err)) != 200) {

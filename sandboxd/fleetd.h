@@ -214,6 +214,8 @@ int fleet_gc_start(void) __must_check;
 void fleet_gc_stop(void);
 /* POST /gc on the operator's listener (fleet_hooks->gc). */
 void fleetd_gc(struct sd_req *q);
+#define FLEET_GC_GRACE_MAX     (30 * 24 * 3600) /* a collection's grace, at most */
+#define FLEET_GC_GRACE_DEFAULT 3600		/* unless said */
 struct store_gc_report;
 /* One collection of workspace, on the caller's thread (never a pool worker: it waits up to
  * wait_ms for the workspace's pushes to end), said in the log: 200, or the HTTP status of its

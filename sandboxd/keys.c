@@ -17,7 +17,6 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -30,6 +29,15 @@
 
 static struct sd_key keys[SD_KEYS_MAX];
 static unsigned nkeys;
+
+/* The key of that id, else NULL. */
+static struct sd_key *key_find(const char *id)
+{
+	for (unsigned i = 0; i < nkeys; i++)
+		if (strcmp(keys[i].id, id) == 0)
+			return &keys[i];
+	return NULL;
+}
 
 const char *sd_dir(void)
 {
@@ -157,15 +165,13 @@ int keys_load(void)
 
 		snprintf(file, sizeof(file), "%s/%s", path, e->d_name);
 		if ((err = read_file(file, 4096, &text, &len)) < 0) {
-			unsigned i = 0;
+			const struct sd_key *was = key_find(e->d_name);
 
-			while (i < nkeys && strcmp(keys[i].id, e->d_name) != 0)
-				i++;
-			if (i < nkeys)
-				loaded[n++] = keys[i];
+			if (was)
+				loaded[n++] = *was;
 			if (err != -ENOENT)
 				sd_log("%s: cannot be read (%s): %s", file, strerror(-err),
-				       i < nkeys ? "kept as it was" : "not a key here");
+				       was ? "kept as it was" : "not a key here");
 			continue;
 		}
 		if (key_parse(e->d_name, text, &loaded[n]) == 0)
@@ -233,27 +239,25 @@ int keys_mirror(const char *id, const char *text)
 
 int keys_text(const char *id, char *out, size_t len)
 {
-	for (unsigned i = 0; i < nkeys; i++)
-		if (strcmp(keys[i].id, id) == 0) {
-			char h[65];
+	const struct sd_key *k = key_find(id);
+	char h[65];
 
-			hex(keys[i].hash, 32, h);
-			snprintf(out, len,
-				 "workspace %s\nhash %s\ncreated %" PRIu64 "\nrevoked %d\n",
-				 keys[i].workspace, h, keys[i].created, keys[i].revoked);
-			return 0;
-		}
-	return -ENOENT;
+	if (!k)
+		return -ENOENT;
+	hex(k->hash, 32, h);
+	snprintf(out, len, "workspace %s\nhash %s\ncreated %" PRIu64 "\nrevoked %d\n", k->workspace,
+		 h, k->created, k->revoked);
+	return 0;
 }
 
 int keys_revoke(const char *id)
 {
-	for (unsigned i = 0; i < nkeys; i++)
-		if (strcmp(keys[i].id, id) == 0) {
-			keys[i].revoked = true;
-			return key_write(&keys[i]);
-		}
-	return -ENOENT;
+	struct sd_key *k = key_find(id);
+
+	if (!k)
+		return -ENOENT;
+	k->revoked = true;
+	return key_write(k);
 }
 
 const struct sd_key *keys_check(const char *text)
@@ -525,16 +529,14 @@ done:
 
 bool keys_live_in(const char *id, const char *workspace)
 {
-	for (unsigned i = 0; i < nkeys; i++)
-		if (strcmp(keys[i].id, id) == 0)
-			return !keys[i].revoked && strcmp(keys[i].workspace, workspace) == 0;
-	return false;
+	const struct sd_key *k = key_find(id);
+
+	return k && !k->revoked && strcmp(k->workspace, workspace) == 0;
 }
 
 bool keys_live(const char *id)
 {
-	for (unsigned i = 0; i < nkeys; i++)
-		if (strcmp(keys[i].id, id) == 0)
-			return !keys[i].revoked;
-	return false;
+	const struct sd_key *k = key_find(id);
+
+	return k && !k->revoked;
 }
