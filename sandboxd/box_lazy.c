@@ -244,6 +244,8 @@ int box_lazy_restore(struct lazy_restore *l, const struct create_opts *o, struct
 			filling_head = l;
 		}
 		pthread_mutex_unlock(&filling_lock);
+		if (l->lp.src.answered)
+			l->lp.src.answered(l->lp.src.arg);
 		pager_prefetch(&l->pg);
 	}
 	return err;

@@ -303,6 +303,32 @@ static uint64_t lazy_unused(void *arg)
 	return chunk_ahead_unused_bytes(((struct lazy_store *)arg)->ahead);
 }
 
+static void lazy_answered(void *arg)
+{
+	chunk_ahead_release(((struct lazy_store *)arg)->ahead);
+}
+
+/* The memory's chunks the snapshot's last run touched (a byte a chunk), read ahead first; NULL
+ * when its state does not say (an older VMM's, a VM that could not tell: in order, as before),
+ * and *nhot how many. */
+static uint8_t *lazy_hot(const struct lazy_store *ls, const char *dir, uint64_t *nhot)
+{
+	char path[4400], err[256];
+	uint8_t *hot;
+
+	*nhot = 0;
+	if (ls->mf.chunk_size == 0 ||
+	    (ls->mem->size + ls->mf.chunk_size - 1) / ls->mf.chunk_size != ls->mem->nchunks)
+		return NULL;
+	snprintf(path, sizeof(path), "%s/state.fdt", dir);
+	if (snap_touched_chunks(path, ls->mem->size, ls->mf.chunk_size, &hot, nhot, err,
+				sizeof(err)) < 0) {
+		sd_log("lazy restore: no pages its last run touched to read first: %s", err);
+		return NULL;
+	}
+	return hot;
+}
+
 static int lazy_get(void *arg, uint64_t i, uint8_t *buf, char *err, size_t len)
 {
 	static const uint8_t zero[CHUNK_HASH_LEN];
@@ -345,6 +371,8 @@ static int pull_lazy(const char *workspace, const char *manifest, uint64_t min_g
 		     struct lazy_pull *out, char *err, size_t len)
 {
 	struct lazy_store *ls = calloc(1, sizeof(*ls));
+	uint64_t nhot;
+	uint8_t *hot;
 	int r;
 
 	if (!ls)
@@ -369,18 +397,24 @@ static int pull_lazy(const char *workspace, const char *manifest, uint64_t min_g
 	}
 	ls->mem = manifest_find(&ls->mf, "memory");
 	chunk_store_recipes(&ls->h.cs, &ls->mf); /* its patched chunks made as they come */
-	ls->ahead = chunk_ahead_start(&ls->h.cs, (const uint8_t(*)[CHUNK_HASH_LEN])ls->mem->hash,
-				      ls->mem->nchunks, ls->mf.chunk_size, (unsigned)transfers);
+	hot = lazy_hot(ls, out->dir, &nhot);
+	ls->ahead =
+		chunk_ahead_start(&ls->h.cs, (const uint8_t(*)[CHUNK_HASH_LEN])ls->mem->hash,
+				  ls->mem->nchunks, ls->mf.chunk_size, (unsigned)transfers, hot);
+	free(hot);
 	out->src = (struct pager_src){.get = lazy_get,
 				      .arg = ls,
 				      .chunk_size = ls->mf.chunk_size,
-				      .unused_bytes = lazy_unused};
+				      .unused_bytes = lazy_unused,
+				      .answered = lazy_answered};
 	out->store = ls;
 	sd_log("snapshot %s: pulled but its memory in %llu ms: %llu chunks (%llu bytes), %llu "
-	       "from the cache; its memory (%llu MiB) to come lazily",
+	       "from the cache; its memory (%llu MiB) to come lazily, %llu of its %llu chunks "
+	       "(those its last run touched) read ahead first",
 	       manifest, (unsigned long long)(sd_now_ms() - ls->t0),
 	       (unsigned long long)ls->h.cs.got_chunks, (unsigned long long)ls->h.cs.got_bytes,
-	       (unsigned long long)ls->h.cs.cache_hits, (unsigned long long)(ls->mem->size >> 20));
+	       (unsigned long long)ls->h.cs.cache_hits, (unsigned long long)(ls->mem->size >> 20),
+	       (unsigned long long)nhot, (unsigned long long)ls->mem->nchunks);
 	return 0;
 }
 

@@ -8,6 +8,11 @@
  * chunk a worker is fetching is waited for, not fetched twice; one nobody took is the
  * pager's, and no worker takes it after.
  *
+ * Given the chunks the snapshot's last run touched (snap_touched.c), the workers fetch those
+ * first, in order, and nothing else until chunk_ahead_release (the box answered): what the
+ * guest will likely need before its first answer then comes from several connections at
+ * once, and no other fetch competes with it for the store.
+ *
  * The workers keep at most AHEAD_WINDOW bytes fetched and not yet taken (a cache evicts what
  * is over its bound: a memory larger than it must not push out what the pager is about to
  * take). A chunk a worker fails on is left to the pager, whose own fetch meets the failure
@@ -31,8 +36,11 @@ struct chunk_ahead {
 	const uint8_t (*hash)[CHUNK_HASH_LEN];
 	uint64_t n, cursor;
 	size_t cap;
-	uint8_t *state; /* AHEAD_*, a byte a chunk */
-	uint32_t *from; /* bytes a worker fetched of it from the store (0: none, or a hit) */
+	uint8_t *state;	   /* AHEAD_*, a byte a chunk */
+	uint8_t *hot;	   /* NULL, or a byte a chunk: 1 to fetch first */
+	uint64_t hot_next; /* the hot chunks before it were taken */
+	bool held;	   /* only hot chunks until chunk_ahead_release */
+	uint32_t *from;	   /* bytes a worker fetched of it from the store (0: none, or a hit) */
 	unsigned started, fails;
 	bool stop;
 	int abort;	      /* (__atomic) the workers' requests end */
@@ -49,9 +57,19 @@ struct chunk_ahead {
 
 static const uint8_t ahead_zero[CHUNK_HASH_LEN];
 
-/* The next chunk to fetch from the cursor on (wrapping), taken: its index, or n. Locked. */
+#define AHEAD_HELD UINT64_MAX
+
+/* The next chunk to fetch, taken: the next hot one, else (unless held: AHEAD_HELD) the next
+ * from the cursor on (wrapping); n when none is left. Locked. */
 static uint64_t ahead_pick(struct chunk_ahead *a)
 {
+	for (; a->hot && a->hot_next < a->n; a->hot_next++)
+		if (a->hot[a->hot_next] && a->state[a->hot_next] == AHEAD_NONE) {
+			a->state[a->hot_next] = AHEAD_BUSY;
+			return a->hot_next++;
+		}
+	if (a->held)
+		return AHEAD_HELD;
 	for (uint64_t k = 0; k < a->n; k++) {
 		uint64_t i = (a->cursor + k) % a->n;
 
@@ -86,7 +104,11 @@ static void *ahead_main(void *arg)
 			pthread_cond_wait(&a->changed, &a->mu);
 			continue;
 		}
-		if ((i = ahead_pick(a)) == a->n)
+		if ((i = ahead_pick(a)) == AHEAD_HELD) {
+			pthread_cond_wait(&a->changed, &a->mu);
+			continue;
+		}
+		if (i == a->n)
 			break;
 		a->window += a->cap;
 		pthread_mutex_unlock(&a->mu);
@@ -111,7 +133,7 @@ static void *ahead_main(void *arg)
 }
 
 struct chunk_ahead *chunk_ahead_start(struct chunk_store *cs, const uint8_t (*hash)[CHUNK_HASH_LEN],
-				      uint64_t n, size_t cap, unsigned width)
+				      uint64_t n, size_t cap, unsigned width, const uint8_t *hot)
 {
 	struct chunk_ahead *a;
 
@@ -120,9 +142,11 @@ struct chunk_ahead *chunk_ahead_start(struct chunk_store *cs, const uint8_t (*ha
 	if (width > CHUNK_PAR_MAX)
 		width = CHUNK_PAR_MAX;
 	if (!(a = calloc(1, sizeof(*a))) || !(a->state = calloc(n, 1)) ||
-	    !(a->from = calloc(n, sizeof(*a->from)))) {
-		if (a)
+	    !(a->from = calloc(n, sizeof(*a->from))) || (hot && !(a->hot = malloc(n)))) {
+		if (a) {
 			free(a->state);
+			free(a->from);
+		}
 		free(a);
 		return NULL;
 	}
@@ -130,6 +154,10 @@ struct chunk_ahead *chunk_ahead_start(struct chunk_store *cs, const uint8_t (*ha
 	a->hash = hash;
 	a->n = n;
 	a->cap = cap > CHUNK_SIZE_MAX ? CHUNK_SIZE_MAX : cap;
+	if (hot) {
+		memcpy(a->hot, hot, n);
+		a->held = true;
+	}
 	for (uint64_t i = 0; i < n; i++) /* zeros: nothing to fetch */
 		if (memcmp(hash[i], ahead_zero, CHUNK_HASH_LEN) == 0)
 			a->state[i] = AHEAD_MINE;
@@ -191,6 +219,16 @@ int chunk_ahead_claim(struct chunk_ahead *a, uint64_t i)
 	return r;
 }
 
+void chunk_ahead_release(struct chunk_ahead *a)
+{
+	if (!a)
+		return;
+	pthread_mutex_lock(&a->mu);
+	a->held = false;
+	pthread_cond_broadcast(&a->changed);
+	pthread_mutex_unlock(&a->mu);
+}
+
 uint64_t chunk_ahead_fetched(struct chunk_ahead *a)
 {
 	uint64_t n;
@@ -236,6 +274,7 @@ uint64_t chunk_ahead_stop(struct chunk_ahead *a)
 	pthread_cond_destroy(&a->changed);
 	free(a->state);
 	free(a->from);
+	free(a->hot);
 	free(a);
 	return fetched;
 }

@@ -30,6 +30,9 @@ struct pager_src {
 	 * cache) that get has not put in yet: what came from the store is these and what the
 	 * pager put in. Called from any thread. */
 	uint64_t (*unused_bytes)(void *arg);
+	/* NULL, or called (by the caller of pager_prefetch, from its thread) once the restored
+	 * guest answered: a read-ahead held to what it would touch first may go on. */
+	void (*answered)(void *arg);
 };
 
 struct pager {

@@ -42,4 +42,12 @@ int snap_pull_lazy(struct chunk_store *cs, const char *id, uint64_t min_generati
 	__attribute__((warn_unused_result));
 void snap_pull_lazy_done(const char *dir);
 
+/* snap_touched.c: the memory's chunks (chunk_size bytes each, the memory mem_bytes) that hold
+ * a page the snapshot's last run touched, from its state file (the VMM's "touched-pages"):
+ * *hot a byte a chunk (1: touched; the caller frees), *nhot how many. -ENOENT for a state
+ * without them, -EBADMSG for one that is not a state or whose bitmap is not the memory's. */
+int snap_touched_chunks(const char *state_path, uint64_t mem_bytes, uint32_t chunk_size,
+			uint8_t **hot, uint64_t *nhot, char *err, size_t err_len)
+	__attribute__((warn_unused_result));
+
 #endif /* SANDBOX_STORE_SNAP_REMOTE_H */

@@ -308,10 +308,13 @@ void chunk_par_close(struct chunk_par *p);
 struct chunk_ahead;
 /* width workers (each its own connection) fetching the n chunks of hash (each at most cap
  * bytes; all-zero hashes: none) into cs's cache, the next one after the last claimed first.
- * NULL when cs has no store or no cache, or nothing could start: no read-ahead. cs and hash
- * must outlive it. */
+ * With hot (NULL, or a byte a chunk, copied): the hot chunks first, in order, and no other
+ * until chunk_ahead_release. NULL when cs has no store or no cache, or nothing could start:
+ * no read-ahead. cs and hash must outlive it. */
 struct chunk_ahead *chunk_ahead_start(struct chunk_store *cs, const uint8_t (*hash)[CHUNK_HASH_LEN],
-				      uint64_t n, size_t cap, unsigned width);
+				      uint64_t n, size_t cap, unsigned width, const uint8_t *hot);
+/* The rest may come too (after the hot chunks): the restored box answered. */
+void chunk_ahead_release(struct chunk_ahead *a);
 /* Before the caller fetches chunk i itself (through the cache): waits while a worker fetches
  * it; 1 when a worker put it in the cache, else 0 (and no worker takes it after). */
 int chunk_ahead_claim(struct chunk_ahead *a, uint64_t i);

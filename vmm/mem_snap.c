@@ -17,6 +17,7 @@
 #include <linux/capability.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -378,6 +379,57 @@ static int mem_copy_changed(const struct guest_mem *mem, int fd, uint64_t *writt
 		*written += err ? 0 : run_len;
 	}
 	return err;
+}
+
+/*
+ * The pages the guest touched since its RAM was last mapped from memory files (a restore, a
+ * freeze): a bit a page of the RAM file, the lowest bit of byte 0 first, set where
+ * /proc/self/pagemap has the page in our private mapping (a guest's read or write through
+ * KVM maps it here) or swapped out. What a restore of this snapshot will likely touch first
+ * (store/snap_touched.c reads it ahead). Only over a private mapping: a fresh VM's memfd
+ * holds every page it ever touched, and a lazy restore's every page it was filled with
+ * (-ENOTSUP). *bits (*len bytes) is the caller's to free.
+ */
+int mem_touched_pages(const struct guest_mem *mem, uint8_t **bits, size_t *len)
+{
+	uint64_t *entries, npages = mem->ram_len / MEM_PAGE;
+	uint64_t first = (uintptr_t)mem->base / MEM_PAGE;
+	int err = 0;
+
+	*bits = NULL;
+	*len = 0;
+	if (!mem->private_file || mem->ram_len % MEM_PAGE)
+		return -ENOTSUP;
+	if ((err = mem_pagemap_open()) < 0)
+		return err;
+	entries = malloc(PAGEMAP_BATCH * sizeof(*entries));
+	*bits = calloc((size_t)((npages + 7) / 8), 1);
+	if (!entries || !*bits) {
+		free(entries);
+		free(*bits);
+		*bits = NULL;
+		return -ENOMEM;
+	}
+	for (uint64_t at = 0; at < npages; at += PAGEMAP_BATCH) {
+		uint64_t n = npages - at < PAGEMAP_BATCH ? npages - at : PAGEMAP_BATCH;
+		ssize_t got = pread(pagemap_fd, entries, n * 8, (off_t)((first + at) * 8));
+
+		if (got != (ssize_t)(n * 8)) {
+			err = got < 0 ? -errno : -EIO;
+			break;
+		}
+		for (uint64_t i = 0; i < n; i++)
+			if (entries[i] & (PM_PRESENT | PM_SWAPPED))
+				(*bits)[(at + i) / 8] |= (uint8_t)(1u << ((at + i) % 8));
+	}
+	free(entries);
+	if (err) {
+		free(*bits);
+		*bits = NULL;
+		return err;
+	}
+	*len = (size_t)((npages + 7) / 8);
+	return 0;
 }
 
 /* A frozen memory file never changes again: seal it, so that nobody (a child's VMM holding

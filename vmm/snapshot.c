@@ -75,6 +75,9 @@ static int snap_write_frozen(struct vm *vm, int dirfd, uint64_t *written, uint8_
 /* The root node's properties: what a restore needs before it can make the VM. */
 static void snap_save_machine(struct vm *vm, struct snap_writer *w)
 {
+	uint8_t *touched = NULL;
+	size_t len = 0;
+
 	snapw_u32(w, "format", SNAP_FORMAT_VERSION);
 	snapw_prop(w, "arch", SNAP_ARCH, sizeof(SNAP_ARCH));
 	snapw_u64(w, "ram-bytes", vm->mem.ram_len);
@@ -82,6 +85,12 @@ static void snap_save_machine(struct vm *vm, struct snap_writer *w)
 	snapw_u32(w, "cpuid-nonce", vm->cpuid_nonce);
 	snapw_prop(w, "cpuid", vm->cpuid->entries, vm->cpuid->nent * sizeof(vm->cpuid->entries[0]));
 	snapw_u32(w, "nvirtio", vm->nvirtio);
+	/* What a restore will likely touch first (docs/snapshots.md, "touched-pages"): taken
+	 * before the memory is written, whose reads would map every page. A hint only: a VM
+	 * that cannot tell (a fresh one, a lazy restore's) has none. */
+	if (mem_touched_pages(&vm->mem, &touched, &len) == 0)
+		snapw_prop(w, "touched-pages", touched, len);
+	free(touched);
 }
 
 /* Every device, then the VM's and the vCPUs' KVM state. The devices were quiesced, so

@@ -173,6 +173,10 @@ int mem_open_files(struct guest_mem *mem, const char *const *paths, unsigned npa
 		   uint64_t ram_len) __must_check;
 /* Open /proc/self/pagemap for the snapshot code, once (the jail has no /proc): 0 or -errno. */
 int mem_pagemap_open(void);
+/* The pages the guest touched since its RAM was mapped from memory files (a restore, a
+ * freeze): a bit a page, *len bytes of *bits (the caller frees), for the snapshot's state
+ * ("touched-pages"). -ENOTSUP for RAM that is no private mapping of files. */
+int mem_touched_pages(const struct guest_mem *mem, uint8_t **bits, size_t *len);
 /* Freeze RAM for a fork: from now on the guest writes to private copies of its pages, and
  * the VM's memory files (mem->fd, then mem->deltas, open until mem_destroy) hold RAM as it
  * was. RAM stays at the same host addresses. The first freeze of a fresh VM's memfd copies

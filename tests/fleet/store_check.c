@@ -286,7 +286,7 @@ static void ahead_check(const struct manifest *m, struct s3 *s3, const uint8_t s
 	      "ahead-open", "%s", h.err);
 	h.cache = cache;
 	a = chunk_ahead_start(&h, (const uint8_t(*)[CHUNK_HASH_LEN])f->hash, f->nchunks,
-			      m->chunk_size, 3);
+			      m->chunk_size, 3, NULL);
 	check(a != NULL, "ahead-started", "-");
 	for (uint64_t i = 0; i < f->nchunks; i++) {
 		if (memcmp(f->hash[i], zero, CHUNK_HASH_LEN) == 0)
@@ -312,6 +312,71 @@ static void ahead_check(const struct manifest *m, struct s3 *s3, const uint8_t s
 	       (unsigned long long)h.got_chunks);
 	chunk_store_close(&h);
 	chunk_cache_close(cache);
+	free(buf);
+	free(img);
+}
+
+/* The read-ahead given the chunks a snapshot's last run touched (chunk_ahead.c, snap_touched.c):
+ * the workers fetch those (every third chunk with data here) and nothing else until released;
+ * a claimed hot chunk comes from the cache; after the release the rest comes too, each chunk
+ * right and none fetched twice. */
+static void ahead_hot_check(const struct manifest *m, struct s3 *s3, const uint8_t secret[32],
+			    const char *path, const char *dir)
+{
+	const struct manifest_file *f = manifest_find(m, "disk");
+	static const uint8_t zero[CHUNK_HASH_LEN];
+	struct chunk_cache *cache;
+	struct chunk_store h;
+	struct chunk_ahead *a;
+	char cdir[4300];
+	uint8_t *img, *buf = malloc(m->chunk_size), *hot = calloc(f->nchunks, 1);
+	uint64_t nonzero = 0, nhot = 0, held, hits = 0, fetched;
+	size_t n, len;
+	bool same = true;
+
+	img = read_all(path, &n);
+	snprintf(cdir, sizeof(cdir), "%s/ahead-hot-cache", dir);
+	check(img && buf && hot && chunk_cache_open(cdir, 256u << 20, &cache) == 0 &&
+		      chunk_store_open(&h, s3, "ws/test-a", secret) == 0,
+	      "ahead-hot-open", "%s", h.err);
+	h.cache = cache;
+	for (uint64_t i = 0; i < f->nchunks; i++)
+		if (memcmp(f->hash[i], zero, CHUNK_HASH_LEN) != 0 && nonzero++ % 3 == 1) {
+			hot[i] = 1;
+			nhot++;
+		}
+	a = chunk_ahead_start(&h, (const uint8_t(*)[CHUNK_HASH_LEN])f->hash, f->nchunks,
+			      m->chunk_size, 3, hot);
+	check(a != NULL && nhot > 1 && nhot < nonzero, "ahead-hot-started", "%llu hot of %llu",
+	      (unsigned long long)nhot, (unsigned long long)nonzero);
+	for (unsigned ms = 0; ms < 60000 && chunk_ahead_fetched(a) < nhot; ms += 20)
+		usleep(20000);
+	usleep(500000); /* long enough for a worker that was not held to take another */
+	held = chunk_ahead_fetched(a);
+	check(held == nhot, "ahead-hot-first", "%llu fetched before the release, %llu hot",
+	      (unsigned long long)held, (unsigned long long)nhot);
+	chunk_ahead_release(a);
+	for (uint64_t i = 0; i < f->nchunks; i++) {
+		if (memcmp(f->hash[i], zero, CHUNK_HASH_LEN) == 0)
+			continue;
+		hits += chunk_ahead_claim(a, i) == 1;
+		if (chunk_get(&h, f->hash[i], buf, m->chunk_size, &len) < 0 ||
+		    len != m->chunk_size || memcmp(buf, img + i * m->chunk_size, len) != 0)
+			same = false;
+		usleep(2000);
+	}
+	fetched = chunk_ahead_stop(a);
+	check(same && hits >= nhot && fetched == hits && h.got_chunks + fetched == nonzero,
+	      "ahead-hot-then-rest",
+	      "same %d: %llu chunks, %llu hot, %llu read ahead (%llu taken), %llu by the caller",
+	      same, (unsigned long long)nonzero, (unsigned long long)nhot,
+	      (unsigned long long)fetched, (unsigned long long)hits,
+	      (unsigned long long)h.got_chunks);
+	printf("read-ahead of touched chunks: %llu hot first, then %llu of %llu chunks ahead\n",
+	       (unsigned long long)nhot, (unsigned long long)fetched, (unsigned long long)nonzero);
+	chunk_store_close(&h);
+	chunk_cache_close(cache);
+	free(hot);
 	free(buf);
 	free(img);
 }
@@ -460,6 +525,7 @@ int main(int argc, char **argv)
 	check(manifest_put(&m1, &cs, "snap-1") == 0, "manifest-put", "%s", cs.err);
 	par_check(&m1, &cs, &s3, path);
 	ahead_check(&m1, &s3, secret, path, argv[5]);
+	ahead_hot_check(&m1, &s3, secret, path, argv[5]);
 
 	/* 1 MiB of writes, then the second snapshot: only their chunks go up */
 	fill_random(img + (20u << 20) + 12345, 1u << 20);

@@ -4,6 +4,7 @@
 (tests/fleet/topology.py's: three hosts in network namespaces, a three-node NATS cluster,
 Swift with its S3 API), where Linux guests boot (tools/bench/fleet.sh routes it):
 
+  (the source box a warm create: every host made one box first, warm_hosts)
   restore_local_ms   a create from a snapshot on the host that captured it (its lifecycle
                      snapshot there), from the API's POST to the first answered execute
   restore_eager_ms   the same on a host that never saw it: every chunk pulled from the store
@@ -23,7 +24,7 @@ Swift with its S3 API), where Linux guests boot (tools/bench/fleet.sh routes it)
     fleet_restore.py --images DIR --bin DIR --ctl SANDBOXCTL --swift-dir DIR -- SANDBOXD...
 
 Last line: fleet restore_local_ms= restore_eager_ms= restore_lazy_ms= lazy_fetched_ratio=
-second_snapshot_ratio= first_kib= second_kib= state_mib= chunk_kib= rounds=
+second_snapshot_ratio= first_kib= second_kib= state_mib= chunk_kib= rounds= lazy_hot_chunks=N/M
 """
 import argparse
 import os
@@ -91,6 +92,37 @@ def lazy_ratio(t, box, host):
     raise RuntimeError("fh%d's log never said its lazy restore of %s ended" % (host, box["id"]))
 
 
+def warm_hosts(t, key):
+    """Every host made a box of the bench's options once (then deleted): a host's first create
+    boots the image and leaves its ready snapshot, every later one restores from it, as
+    almost every create in a running fleet does. The source box is then such a create, and
+    its snapshot says which pages it touched since (docs/snapshots.md, touched-pages)."""
+    made = {}
+    for n in range(ac.HOSTS * ac.SLOTS):
+        if len(set(made.values())) == ac.HOSTS:
+            break
+        st, b = ac.api(1, key, "POST", "/v2/sandboxes/boxes",
+                       {"name": "warm-%d" % n, "mem_bytes": ac.MEM, "timeout": 300})
+        if st != 200:
+            raise RuntimeError("warming: %s %s" % (st, b))
+        made[b["name"]] = ac.host_of(ac.owner_of(b))
+    if len(set(made.values())) != ac.HOSTS:
+        raise RuntimeError("warming: boxes made on %s only" % sorted(set(made.values())))
+    for name in made:
+        st, _ = ac.api(1, key, "DELETE", "/v2/sandboxes/boxes/%s" % name)
+        if st != 204:
+            raise RuntimeError("warming: the delete of %s: %s" % (name, st))
+    time.sleep(3)  # the slots counted free at the hosts' next beats
+
+
+def hot_chunks(t, snap_id, host):
+    """The lazy pull's word on snap_id at host: (chunks read ahead first as its last run's,
+    the memory's chunks), the last pull's."""
+    m = re.findall(r"snapshot %s: pulled but its memory .*, (\d+) of its (\d+) chunks \(those "
+                   r"its last run touched\)" % re.escape(snap_id), t.log(host))
+    return (int(m[-1][0]), int(m[-1][1])) if m else (0, 0)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--images", required=True)
@@ -110,6 +142,7 @@ def main():
         for i in range(1, ac.HOSTS + 1):
             t.serve(i)
         ac.wait_up(key)
+        warm_hosts(t, key)
         # never stopped for idleness (0): the bench runs past the 10-minute default, and a
         # box stopped meanwhile frees a slot the rounds did not choose
         st, src = ac.api(1, key, "POST", "/v2/sandboxes/boxes",
@@ -149,7 +182,7 @@ def main():
         ac.wait_up(key)
         live = {"src": src}
         ac.fill_all(key, live)  # every slot taken: a restore goes where one is freed
-        local, eager, lazy, ratio = [], [], [], []
+        local, eager, lazy, ratio, hot = [], [], [], [], []
         pulled = os.path.join(t.home(other), "snapshots", "api-" + s1.replace("-", ""))
         for r in range(ROUNDS):
             for want, out in ((here, local), (other, eager), (lazy_host, lazy)):
@@ -163,6 +196,7 @@ def main():
                 live[b["name"]] = b
                 if want == lazy_host:
                     ratio.append(lazy_ratio(t, b, lazy_host))
+                    hot.append(hot_chunks(t, s1, lazy_host))
             # the other hosts' pulled copy goes (the lazy one keeps none), and their chunk
             # caches: the next round there pulls afresh, as a host that never saw it would
             ac.sh("rm", "-rf", pulled)
@@ -174,12 +208,14 @@ def main():
         ac.say("restore_eager rounds (ms): %s" % " ".join("%.0f" % x for x in eager))
         ac.say("restore_lazy rounds (ms): %s; fetched before the first answer: %s" % (
             " ".join("%.0f" % x for x in lazy), " ".join("%.3f" % x for x in ratio)))
+        ac.say("chunks its last run touched, read ahead first: %s" % " ".join(
+            "%d of %d" % h for h in hot))
         print("fleet restore_local_ms=%.0f restore_eager_ms=%.0f restore_lazy_ms=%.0f "
               "lazy_fetched_ratio=%.3f second_snapshot_ratio=%.4f first_kib=%d second_kib=%d "
-              "state_mib=%d chunk_kib=%d rounds=%d" % (
+              "state_mib=%d chunk_kib=%d rounds=%d lazy_hot_chunks=%d/%d" % (
                   statistics.median(local), statistics.median(eager), statistics.median(lazy),
                   statistics.median(ratio), second / first, first >> 10, second >> 10,
-                  STATE_MIB, CHUNK_KIB, ROUNDS), flush=True)
+                  STATE_MIB, CHUNK_KIB, ROUNDS, hot[-1][0], hot[-1][1]), flush=True)
         return 0
     except Exception as e:
         ac.say("bench failed: %r" % e)
