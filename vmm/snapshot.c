@@ -73,7 +73,7 @@ static int snap_write_frozen(struct vm *vm, int dirfd, uint64_t *written, uint8_
 }
 
 /* The root node's properties: what a restore needs before it can make the VM. */
-static void snap_save_machine(struct vm *vm, struct snap_writer *w)
+static void snap_save_machine(struct vm *vm, struct snap_writer *w, bool touched_hint)
 {
 	uint8_t *touched = NULL;
 	size_t len = 0;
@@ -87,19 +87,20 @@ static void snap_save_machine(struct vm *vm, struct snap_writer *w)
 	snapw_u32(w, "nvirtio", vm->nvirtio);
 	/* What a restore will likely touch first (docs/snapshots.md, "touched-pages"): taken
 	 * before the memory is written, whose reads would map every page. A hint only: a VM
-	 * that cannot tell (a fresh one, a lazy restore's) has none. */
-	if (mem_touched_pages(&vm->mem, &touched, &len) == 0)
+	 * that cannot tell (a fresh one, a lazy restore's) has none, nor a fork's (it restores
+	 * on this host, and the scan would lengthen its pause). */
+	if (touched_hint && mem_touched_pages(&vm->mem, &touched, &len) == 0)
 		snapw_prop(w, "touched-pages", touched, len);
 	free(touched);
 }
 
 /* Every device, then the VM's and the vCPUs' KVM state. The devices were quiesced, so
  * nothing raises an interrupt between the irqchip's save and the vCPUs'. */
-static int snap_save_all(struct vm *vm, struct snap_writer *w)
+static int snap_save_all(struct vm *vm, struct snap_writer *w, bool touched_hint)
 {
 	int err;
 
-	snap_save_machine(vm, w);
+	snap_save_machine(vm, w, touched_hint);
 	serial_save(vm->serial, w);
 	for (unsigned i = 0; i < vm->nvirtio; i++)
 		virtio_mmio_save(vm->virtio[i], i, w);
@@ -194,7 +195,8 @@ int vm_snapshot(struct vm *vm, const struct snapshot_req *req, struct snapshot_s
 			goto out_resume;
 		}
 	}
-	if ((err = snap_save_all(vm, &w)) < 0 || (err = snapw_finish(&w, &state, &state_len)) < 0) {
+	if ((err = snap_save_all(vm, &w, !req->live)) < 0 ||
+	    (err = snapw_finish(&w, &state, &state_len)) < 0) {
 		snprintf(msg, msg_len, "cannot save the machine's state: %s", strerror(-err));
 		goto out_resume;
 	}
