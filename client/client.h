@@ -422,8 +422,9 @@ int snap_seal_bare(const char *dir, struct snap_meta *m, char *err, size_t err_l
  * -ENOENT no snapshot, -EBADMSG changed or another key, -EPROTONOSUPPORT another format. */
 int snap_open(const char *dir, struct snap_meta *m, char *err, size_t err_len) __must_check;
 /* The same for a lazy restore's snapshot (a pull's, store/snap_remote.c): its memory file may
- * be absent (m->has_memory false), its pages to come from a pager, each chunk checked there
- * against the sealed manifest. */
+ * be absent (m->has_memory false), its pages to come from a pager, and its layers hold only
+ * their headers and bitmaps yet (their digests not checked): each chunk of both is checked
+ * as it comes, against the sealed manifest. */
 int snap_open_lazy(const char *dir, struct snap_meta *m, char *err, size_t err_len) __must_check;
 /* Make `dir` this host's snapshot: its MAC under this host's key over its meta.yaml and
  * state. Only for files authenticated another way (a snapshot fetched from the fleet's object

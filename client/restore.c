@@ -126,7 +126,8 @@ static int restore_into(const char *dir, const struct snap_meta *m, const char *
 		}
 	}
 	/* (a fork's children stay cheap: they link, and go with their parent) */
-	bool flat = m->nlayers > RESTORE_FLATTEN_AT && !src->memory;
+	/* (nor a lazy restore's: its layers come as the VMM reads them) */
+	bool flat = m->nlayers > RESTORE_FLATTEN_AT && !src->memory && src->pager_fd <= 0;
 
 	if ((err = flat ? flatten_layers(dir, m, sb, below, &derr)
 			: link_layers(dir, m, sb, below)) < 0 ||

@@ -30,6 +30,8 @@ struct disk {
 	uint8_t *zero_buf;	   /* one cluster of zeros */
 	unsigned writes_in_flight; /* disk_write_begin without its disk_write_end */
 	int failed;		   /* -EIO once an asynchronous write failed: see disk_write_end */
+	disk_fetch_fn fetch;	   /* lazy lower layers (disk_set_fetch), or NULL */
+	void *fetch_arg;
 };
 
 uint64_t disk_size(const struct disk *d)
@@ -281,8 +283,43 @@ int disk_map(const struct disk *d, uint64_t offset, uint64_t len, struct disk_ex
 	return 0;
 }
 
-static int read_from(const struct disk *d, unsigned from, uint64_t offset, uint8_t *buf,
-		     uint64_t len)
+int disk_set_fetch(struct disk *d, disk_fetch_fn fetch, void *arg)
+{
+	for (unsigned i = 1; i < d->nlayers; i++) {
+		struct disk_layer *l = &d->layers[i];
+
+		if (l->raw || l->writable || l->fetched)
+			continue;
+		if (!(l->fetched = calloc((size_t)(l->nclusters + 7) / 8 + 1, 1)))
+			return -ENOMEM;
+	}
+	d->fetch = fetch;
+	d->fetch_arg = arg;
+	return 0;
+}
+
+int disk_fetch_extents(struct disk *d, const struct disk_extent *ext, unsigned n)
+{
+	if (!d->fetch)
+		return 0;
+	for (unsigned k = 0; k < n; k++) {
+		for (unsigned i = 1; ext[k].fd >= 0 && i < d->nlayers; i++) {
+			struct disk_layer *l = &d->layers[i];
+			int r;
+
+			if (l->fd != ext[k].fd || !l->fetched)
+				continue;
+			r = disk_layer_fetch(l, d->fetch, d->fetch_arg, ext[k].file_offset,
+					     ext[k].len);
+			if (r < 0)
+				return r;
+			break;
+		}
+	}
+	return 0;
+}
+
+static int read_from(struct disk *d, unsigned from, uint64_t offset, uint8_t *buf, uint64_t len)
 {
 	struct disk_extent ext[16];
 	unsigned n;
@@ -290,6 +327,8 @@ static int read_from(const struct disk *d, unsigned from, uint64_t offset, uint8
 
 	while (len) {
 		map_from(d, from, offset, len, ext, 16, &n);
+		if ((r = disk_fetch_extents(d, ext, n)) < 0)
+			return r;
 		for (unsigned i = 0; i < n; i++) {
 			if (ext[i].fd < 0) {
 				memset(buf, 0, ext[i].len);

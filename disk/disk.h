@@ -129,6 +129,21 @@ int disk_write(struct disk *d, uint64_t offset, const void *buf, uint64_t len) _
 /* Make the range read as zeros (serves write-zeroes and discard). Whole clusters become holes
  * in the top layer's file where the filesystem can punch them. */
 int disk_write_zeroes(struct disk *d, uint64_t offset, uint64_t len) __must_check;
+/*
+ * Lazy lower layers (docs/fleet.md, "Lazy restore"): a layer file pulled from the fleet's store
+ * holds its header and bitmap, and its clusters' bytes only once fetched. With a fetch
+ * function set, every read-only layer file below the top (not a raw image) is lazy: before
+ * the bytes of a cluster of one are read the first time (a guest's read, a copy-up), `fetch`
+ * is asked for them (the layer's id, the file range, whole clusters) and must return 0 only
+ * once they are in the file. Its failure fails that read (-EIO). disk_fetch_extents is the
+ * same for the extents disk_map gave, before the caller reads them itself.
+ */
+typedef int (*disk_fetch_fn)(void *arg, const uint8_t layer_id[DISK_ID_LEN], uint64_t file_offset,
+			     uint64_t len);
+int disk_set_fetch(struct disk *d, disk_fetch_fn fetch, void *arg) __must_check;
+struct disk_extent;
+int disk_fetch_extents(struct disk *d, const struct disk_extent *ext, unsigned n) __must_check;
+
 /* Make every completed write durable: the top's data, then its bitmap (see disk_layer.c).
  * -EBUSY while an asynchronous write is in flight; -EIO after one failed. */
 int disk_flush(struct disk *d) __must_check;
@@ -238,6 +253,7 @@ struct disk_layer {
 	uint8_t *bitmap;	/* hdr.bitmap_len bytes */
 	uint8_t *dirty;		/* one byte per DISK_BITMAP_ALIGN page of the bitmap */
 	uint8_t identity[DISK_HASH_LEN];
+	uint8_t *fetched; /* a lazy layer's (disk_set_fetch): a bit a cluster, its bytes in */
 };
 
 #define DISK_LAYER_WRITABLE 0x1u
@@ -273,6 +289,9 @@ int disk_layer_raw_identity_v2(struct disk_layer *l, uint8_t out[DISK_HASH_LEN])
 int disk_layer_raw_identity_v3(struct disk_layer *l, uint8_t out[DISK_HASH_LEN]) __must_check;
 /* Does the layer hold cluster `idx`? Set that it does (in memory until the next flush). */
 bool disk_layer_has(const struct disk_layer *l, uint64_t idx);
+/* disk_lazy.c: make [file_offset, + len) of lazy layer l's file fetched (whole clusters). */
+int disk_layer_fetch(struct disk_layer *l, disk_fetch_fn fetch, void *arg, uint64_t file_offset,
+		     uint64_t len) __must_check;
 void disk_layer_set(struct disk_layer *l, uint64_t idx);
 /* Durably bump the generation before the first write of this open, so children recorded
  * against the old contents are refused from then on. */

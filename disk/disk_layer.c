@@ -468,6 +468,7 @@ void disk_layer_close(struct disk_layer *l)
 	free(l->path);
 	free(l->bitmap);
 	free(l->dirty);
+	free(l->fetched);
 	memset(l, 0, sizeof(*l));
 	l->fd = -1;
 }

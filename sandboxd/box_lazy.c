@@ -97,14 +97,18 @@ static void lazy_done(struct sd_job *sj)
 	if (r == 0)
 		sd_log("box %s: its memory in from the store in %llu ms: %llu MiB (%llu chunks on "
 		       "faults, %llu ahead, %llu of zeros), %llu MiB of it before its first "
-		       "answer (at %llu ms)",
+		       "answer (at %llu ms); its disk layers: %llu reads waited for them (%llu "
+		       "before that answer), %llu chunks filled after",
 		       l->box_id, (unsigned long long)(sd_now_ms() - l->t0),
 		       (unsigned long long)(l->pg.bytes >> 20),
 		       (unsigned long long)l->pg.fault_chunks,
 		       (unsigned long long)l->pg.prefetch_chunks,
 		       (unsigned long long)l->pg.zero_chunks,
 		       (unsigned long long)(l->ready_bytes >> 20),
-		       (unsigned long long)(l->ready_ms - l->t0));
+		       (unsigned long long)(l->ready_ms - l->t0),
+		       (unsigned long long)l->pg.disk_wants,
+		       (unsigned long long)l->pg.disk_wants_at_prefetch,
+		       (unsigned long long)l->pg.disk_fills);
 	else if (l->restored && r != -ESRCH)
 		sd_log("box %s: its lazy restore failed after it answered: %s", l->box_id, l->err);
 	/* a failure after the box answered: its VM is stopped; the box says why (before, the

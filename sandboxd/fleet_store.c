@@ -295,8 +295,24 @@ struct lazy_store {
 	/* the memory's chunks read ahead into the host's cache by --store-transfers workers
 	 * (store/chunk_ahead.c; none without a cache), and how many of those the pager took */
 	struct chunk_ahead *ahead;
-	uint64_t ahead_used; /* (__atomic) */
+	uint64_t ahead_used;	 /* (__atomic) */
+	struct lazy_disks disks; /* its disk layers, as the VMM reads them (the pager's thread) */
 };
+
+static int lazy_disk_get(void *arg, const uint8_t id[16], uint64_t off, uint64_t len, char *err,
+			 size_t err_len)
+{
+	struct lazy_store *ls = arg;
+
+	return lazy_disks_get(&ls->disks, &ls->h.cs, id, off, len, err, err_len);
+}
+
+static int lazy_disk_next(void *arg, char *err, size_t err_len)
+{
+	struct lazy_store *ls = arg;
+
+	return lazy_disks_next(&ls->disks, &ls->h.cs, err, err_len);
+}
 
 static uint64_t lazy_unused(void *arg)
 {
@@ -396,6 +412,13 @@ static int pull_lazy(const char *workspace, const char *manifest, uint64_t min_g
 		return r;
 	}
 	ls->mem = manifest_find(&ls->mf, "memory");
+	if ((r = lazy_disks_open(&ls->disks, &ls->mf, out->dir, err, len)) < 0) {
+		snap_pull_lazy_done(out->dir);
+		manifest_free(&ls->mf);
+		fstore_close(&ls->h);
+		free(ls);
+		return r;
+	}
 	chunk_store_recipes(&ls->h.cs, &ls->mf); /* its patched chunks made as they come */
 	hot = lazy_hot(ls, out->dir, &nhot);
 	ls->ahead =
@@ -406,7 +429,9 @@ static int pull_lazy(const char *workspace, const char *manifest, uint64_t min_g
 				      .arg = ls,
 				      .chunk_size = ls->mf.chunk_size,
 				      .unused_bytes = lazy_unused,
-				      .answered = lazy_answered};
+				      .answered = lazy_answered,
+				      .disk_get = lazy_disk_get,
+				      .disk_next = lazy_disk_next};
 	out->store = ls;
 	sd_log("snapshot %s: pulled but its memory in %llu ms: %llu chunks (%llu bytes), %llu "
 	       "from the cache; its memory (%llu MiB) to come lazily, %llu of its %llu chunks "
@@ -433,6 +458,11 @@ static void lazy_close(struct lazy_pull *lp)
 		       (unsigned long long)ahead, (unsigned long long)ls->mem->nchunks,
 		       (unsigned long long)ls->ahead_used);
 	}
+	sd_log("lazy restore: %llu chunks of its disk layers fetched for the VMM's reads, %llu "
+	       "after",
+	       (unsigned long long)ls->disks.want_chunks,
+	       (unsigned long long)ls->disks.fill_chunks);
+	lazy_disks_close(&ls->disks);
 	manifest_free(&ls->mf);
 	fstore_close(&ls->h);
 	free(ls);

@@ -465,26 +465,23 @@ struct mf_fetch {
 	const struct manifest *m;
 	const struct manifest_file *f;
 	struct chunk_store *cs;
-	const char *name, *tmp;
+	const char *tmp;
 	int fd;
 };
 
-/* Chunk ci of the file came (len checked bytes): the parts of it in data extents to the file. */
-static int mf_fetch_got(void *arg, uint64_t ci, const uint8_t *data, size_t len)
+int manifest_write_chunk(const struct manifest *m, const struct manifest_file *f,
+			 struct chunk_store *cs, uint64_t ci, const uint8_t *data, size_t len,
+			 int fd, const char *path)
 {
-	struct mf_fetch *x = arg;
-	const struct manifest_file *f = x->f;
-	uint64_t coff = ci * x->m->chunk_size, lo = 0, hi = f->nextents;
-	size_t want =
-		f->size - coff < x->m->chunk_size ? (size_t)(f->size - coff) : x->m->chunk_size;
+	uint64_t coff = ci * m->chunk_size, lo = 0, hi = f->nextents;
+	size_t want = f->size - coff < m->chunk_size ? (size_t)(f->size - coff) : m->chunk_size;
 
 	if (len != want) {
 		char hex[2 * CHUNK_HASH_LEN + 1];
 
 		chunk_hex(f->hash[ci], hex);
-		return chunk_store_fail(x->cs, -EBADMSG,
-					"chunk %s has %zu bytes where %s wants %zu", hex, len,
-					x->name, want);
+		return chunk_store_fail(cs, -EBADMSG, "chunk %s has %zu bytes where %s wants %zu",
+					hex, len, f->name, want);
 	}
 	while (lo < hi) { /* the first extent that ends past the chunk's start */
 		uint64_t mid = lo + (hi - lo) / 2;
@@ -501,15 +498,23 @@ static int mf_fetch_got(void *arg, uint64_t ci, const uint8_t *data, size_t len)
 		if (upto > want)
 			upto = want;
 		while (from < upto) {
-			ssize_t n = pwrite(x->fd, data + from, upto - from, (off_t)(coff + from));
+			ssize_t n = pwrite(fd, data + from, upto - from, (off_t)(coff + from));
 
 			if (n < 0)
-				return chunk_store_fail(x->cs, -errno, "%s: %s", x->tmp,
+				return chunk_store_fail(cs, -errno, "%s: %s", path,
 							strerror(errno));
 			from += (uint64_t)n;
 		}
 	}
 	return 0;
+}
+
+/* Chunk ci of the file came (len checked bytes): the parts of it in data extents to the file. */
+static int mf_fetch_got(void *arg, uint64_t ci, const uint8_t *data, size_t len)
+{
+	struct mf_fetch *x = arg;
+
+	return manifest_write_chunk(x->m, x->f, x->cs, ci, data, len, x->fd, x->tmp);
 }
 
 int manifest_fetch_file(const struct manifest *m, struct chunk_store *cs, const char *name,
@@ -536,7 +541,7 @@ int manifest_fetch_file(const struct manifest *m, struct chunk_store *cs, const 
 	if (fd < 0)
 		return chunk_store_fail(cs, -errno, "%s: %s", tmp, strerror(errno));
 
-	struct mf_fetch x = {.m = m, .f = f, .cs = cs, .name = name, .tmp = tmp, .fd = fd};
+	struct mf_fetch x = {.m = m, .f = f, .cs = cs, .tmp = tmp, .fd = fd};
 	const struct chunk_recipe *recipe0 = cs->recipe;
 	uint64_t nrecipes0 = cs->nrecipes;
 

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A lazy restore's pager (pager.h). One thread a VM: poll the userfaultfd (faults first) and
- * the VMM's socket (its end: the VM is gone), put each fault's chunk in with UFFDIO_COPY (or
- * UFFDIO_ZEROPAGE for a chunk of zeros), and, once asked, the chunks no fault has asked for
- * yet, in order, while no fault waits.
+ * the VMM's socket (its wants of disk layers; its end: the VM is gone), put each fault's
+ * chunk in with UFFDIO_COPY (or UFFDIO_ZEROPAGE for a chunk of zeros), and, once asked, the
+ * chunks no fault has asked for yet, in order, while no fault waits; then the disk layers'.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +22,8 @@
 
 #include "pager.h"
 #include "pager_proto.h"
+
+_Static_assert(sizeof(struct pager_want) == 40, "a want is 40 bytes");
 
 #define PAGER_PAGE	4096u
 #define PAGER_RAM_MAX	(1ull << 40)
@@ -292,6 +294,36 @@ static void pager_arm(struct pager *p, unsigned ms)
 	timer_settime(p->timer, 0, &its, NULL);
 }
 
+/* The VMM's socket is readable: a want of a disk layer's range (served, then PAGER_HAVE), a
+ * part of one, or its end (the VM is gone). */
+static int pager_sock(struct pager *p)
+{
+	struct pager_want w;
+	const char have = PAGER_HAVE;
+	ssize_t n;
+	int r;
+
+	n = recv(p->sock, p->want + p->want_got, sizeof(p->want) - p->want_got, MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return 0;
+	if (n <= 0)
+		return pager_fail(p, -ESRCH, "the VM went away");
+	if ((p->want_got += (size_t)n) < sizeof(p->want))
+		return 0;
+	p->want_got = 0;
+	memcpy(&w, p->want, sizeof(w));
+	if (w.magic != PAGER_WANT || w.len > PAGER_WANT_MAX || w.offset > UINT64_MAX - w.len)
+		return pager_fail(p, -EPROTO, "the VMM sent no want of a disk layer");
+	p->disk_wants++;
+	if (p->src.disk_get && (r = p->src.disk_get(p->src.arg, w.layer_id, w.offset, w.len, p->err,
+						    sizeof(p->err))) < 0)
+		return r;
+	do
+		n = send(p->sock, &have, 1, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	return n == 1 ? 0 : pager_fail(p, -ESRCH, "the VM went away");
+}
+
 int pager_run(struct pager *p)
 {
 	uint64_t next = 0;
@@ -303,7 +335,8 @@ int pager_run(struct pager *p)
 	if ((r0 = pager_timer(p)) < 0)
 		return r0;
 
-	while (p->filled < p->nchunks) {
+	p->disks_whole = !p->src.disk_next;
+	while (p->filled < p->nchunks || !p->disks_whole) {
 		struct pollfd pf[2] = {{.fd = p->uffd, .events = POLLIN},
 				       {.fd = p->sock, .events = POLLIN}};
 		int r;
@@ -311,16 +344,14 @@ int pager_run(struct pager *p)
 		if (!prefetching && __atomic_load_n(&p->prefetch, __ATOMIC_ACQUIRE)) {
 			prefetching = true;
 			p->bytes_at_prefetch = p->bytes;
+			p->disk_wants_at_prefetch = p->disk_wants;
 		}
 		r = poll(pf, 2, prefetching ? 0 : PAGER_IDLE_MS);
 		if (r < 0 && errno != EINTR)
 			return pager_fail(p, -errno, "poll: %s", strerror(errno));
-		if (r > 0 && (pf[1].revents & (POLLIN | POLLHUP | POLLERR))) {
-			char b;
-
-			if (recv(p->sock, &b, 1, MSG_DONTWAIT) != -1 || errno != EAGAIN)
-				return pager_fail(p, -ESRCH, "the VM went away");
-		}
+		if (r > 0 && (pf[1].revents & (POLLIN | POLLHUP | POLLERR)) &&
+		    (r = pager_sock(p)) < 0)
+			return r;
 		if (r > 0 && (pf[0].revents & POLLIN)) {
 			if ((r = pager_faults(p)) < 0)
 				return r;
@@ -330,8 +361,18 @@ int pager_run(struct pager *p)
 			continue;
 		while (next < p->nchunks && p->done[next])
 			next++;
-		if (next < p->nchunks && (r = pager_fill(p, next, false, 0)) < 0)
-			return r;
+		if (next < p->nchunks) {
+			if ((r = pager_fill(p, next, false, 0)) < 0)
+				return r;
+			continue;
+		}
+		/* the memory whole: the disk layers, a chunk between two looks at the VMM */
+		if (!p->disks_whole) {
+			if ((r = p->src.disk_next(p->src.arg, p->err, sizeof(p->err))) < 0)
+				return r;
+			p->disks_whole = r == 0;
+			p->disk_fills += r == 1;
+		}
 	}
 	do
 		w = send(p->sock, &done, 1, MSG_NOSIGNAL);

@@ -33,6 +33,13 @@ struct pager_src {
 	/* NULL, or called (by the caller of pager_prefetch, from its thread) once the restored
 	 * guest answered: a read-ahead held to what it would touch first may go on. */
 	void (*answered)(void *arg);
+	/* NULL (no disk layers to fill), or the snapshot's disk layers: disk_get makes
+	 * [off, off + len) of the layer whose header's id is id present in its file (0; a
+	 * layer it does not know: 0 at once; or -errno with err naming the chunk), disk_next
+	 * puts one more chunk of them in (1), or says they are whole (0). The pager's thread. */
+	int (*disk_get)(void *arg, const uint8_t id[16], uint64_t off, uint64_t len, char *err,
+			size_t err_len);
+	int (*disk_next)(void *arg, char *err, size_t err_len);
 };
 
 struct pager {
@@ -45,12 +52,18 @@ struct pager {
 	bool has_timer;
 	int prefetch; /* (__atomic) set: fill the rest when no fault waits */
 	/* what it did */
-	uint64_t faults;	    /* page faults read */
-	uint64_t fault_chunks;	    /* chunks put in for a fault */
-	uint64_t prefetch_chunks;   /* and ahead of one */
-	uint64_t zero_chunks;	    /* of those, all zeros (nothing fetched) */
-	uint64_t bytes;		    /* bytes of the chunks fetched (not zeros) */
-	uint64_t bytes_at_prefetch; /* of those, fetched before pager_prefetch */
+	uint64_t faults;		 /* page faults read */
+	uint64_t fault_chunks;		 /* chunks put in for a fault */
+	uint64_t prefetch_chunks;	 /* and ahead of one */
+	uint64_t zero_chunks;		 /* of those, all zeros (nothing fetched) */
+	uint64_t bytes;			 /* bytes of the chunks fetched (not zeros) */
+	uint64_t bytes_at_prefetch;	 /* of those, fetched before pager_prefetch */
+	uint64_t disk_wants;		 /* the VMM's asks for disk layers' ranges */
+	uint64_t disk_wants_at_prefetch; /* of those, before pager_prefetch */
+	uint64_t disk_fills;		 /* disk chunks put in by the fill after */
+	bool disks_whole;
+	uint8_t want[40]; /* a struct pager_want coming in, want_got bytes of it */
+	size_t want_got;
 	char err[PAGER_ERR_MAX];
 };
 
@@ -60,7 +73,9 @@ struct pager {
 int pager_accept(struct pager *p, int sock, uint64_t ram_len, const struct pager_src *src,
 		 unsigned timeout_ms) __attribute__((warn_unused_result));
 /* Serve faults (and prefetch, once asked) until every chunk is in: then tell the VMM
- * (PAGER_DONE) and return 0. -ESRCH when the VMM went away first,
+ * (PAGER_DONE) and return 0. The VMM's wants of disk layers are served first of all, and
+ * once every page is in, the layers are filled too (src.disk_next) before PAGER_DONE.
+ * -ESRCH when the VMM went away first,
  * or the source's error (p->err names the chunk). */
 int pager_run(struct pager *p) __attribute__((warn_unused_result));
 /* From any thread: start filling what no fault asked for. */

@@ -42,6 +42,42 @@ int snap_pull_lazy(struct chunk_store *cs, const char *id, uint64_t min_generati
 	__attribute__((warn_unused_result));
 void snap_pull_lazy_done(const char *dir);
 
+/* snap_lazy_disk.c: a lazy restore's disk layers (docs/fleet.md, "Lazy restore"). The pull
+ * writes layer `name` of mf at path at its size, with only the chunks of its header and
+ * bitmap (checked); lazy_disks then serves the pager's wants (each layer by its id) and fills
+ * the rest. Used by one thread at a time. */
+int snap_lazy_disk_head(const struct manifest *mf, struct chunk_store *cs, const char *name,
+			const char *path, char *err, size_t err_len)
+	__attribute__((warn_unused_result));
+struct lazy_disk {
+	const struct manifest_file *f;
+	uint8_t id[16]; /* its header's layer_id */
+	int fd;
+	uint8_t *in;   /* a byte a chunk: in the file (the head, zeros, or fetched) */
+	uint64_t left; /* chunks not in yet */
+};
+struct lazy_disks {
+	const struct manifest *mf; /* the caller's, outliving this */
+	struct lazy_disk d[MANIFEST_FILES_MAX];
+	unsigned n, next; /* the fill's place: disk next, its chunk next_chunk */
+	uint64_t next_chunk;
+	uint8_t *buf;
+	uint64_t want_chunks, fill_chunks; /* fetched for a want of the VMM, and by the fill */
+};
+/* The layers of mf pulled lazily into dir (snap_pull_lazy): their files opened, their ids
+ * read. 0, or -errno with err. */
+int lazy_disks_open(struct lazy_disks *ld, const struct manifest *mf, const char *dir, char *err,
+		    size_t err_len) __attribute__((warn_unused_result));
+/* [off, off + len) of the layer whose id is id in its file (every chunk of it fetched that
+ * is not in yet): 0, or the chunk's failure in err. A layer not from the snapshot: 0. */
+int lazy_disks_get(struct lazy_disks *ld, struct chunk_store *cs, const uint8_t id[16],
+		   uint64_t off, uint64_t len, char *err, size_t err_len)
+	__attribute__((warn_unused_result));
+/* One more chunk of the layers in: 1, 0 when every layer is whole, or the failure. */
+int lazy_disks_next(struct lazy_disks *ld, struct chunk_store *cs, char *err, size_t err_len)
+	__attribute__((warn_unused_result));
+void lazy_disks_close(struct lazy_disks *ld);
+
 /* snap_touched.c: the memory's chunks (chunk_size bytes each, the memory mem_bytes) that hold
  * a page the snapshot's last run touched, from its state file (the VMM's "touched-pages"):
  * *hot a byte a chunk (1: touched; the caller frees), *nhot how many. -ENOENT for a state

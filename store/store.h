@@ -381,6 +381,12 @@ int manifest_add_file(struct manifest *m, struct chunk_store *cs, const char *na
 /* Write file `name` to path, every chunk checked. It is written to PATH.part-<random>,
  * synced and renamed to path (-EEXIST if path is there): a failure removes the part, and a
  * restore killed half-way leaves a .part file, never a path that looks whole. */
+/* Chunk ci of file f of m (len bytes, checked by the caller: chunk_get) into fd (at path, for
+ * messages), at its place: only its parts in f's data extents, the rest left holes. A length
+ * other than the chunk's is -EBADMSG naming the chunk. */
+int manifest_write_chunk(const struct manifest *m, const struct manifest_file *f,
+			 struct chunk_store *cs, uint64_t ci, const uint8_t *data, size_t len,
+			 int fd, const char *path) __attribute__((warn_unused_result));
 int manifest_fetch_file(const struct manifest *m, struct chunk_store *cs, const char *name,
 			const char *path) __attribute__((warn_unused_result));
 /* Store m as PREFIX/m/<id> (id: [A-Za-z0-9._-], 1 to 64), sealed under the workspace's keys

@@ -489,6 +489,9 @@ int main(int argc, char **argv)
 	if (o.restore_pager_fd >= 0) {
 		err = mem_pager_attach(&vm.mem, o.restore_pager_fd);
 		o.restore_pager_fd = -1; /* the VM's now (closed with it) */
+		/* the snapshot's disk layers come from the same pager, as they are read */
+		for (unsigned i = 0; i < o.ndisks && err == 0; i++)
+			err = disk_set_fetch(disks[i], mem_pager_fetch, &vm.mem);
 		if (err < 0) {
 			status = VM_EXIT_VMM_ERROR;
 			for (unsigned i = 0; i < o.ndisks; i++)

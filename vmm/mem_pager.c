@@ -8,10 +8,16 @@
  * on the socket's EOF) rather than be filled with zeros. While pages are missing the VM takes
  * no snapshot (vm_snapshot: -EAGAIN): a snapshot reads RAM through the memfd too, where a
  * missing page is a hole.
+ *
+ * The same pager fills the snapshot's disk layers (mem_pager_fetch, the disks' fetch
+ * function): a read of clusters not in yet sends a want and waits for the pager's word that
+ * they are (the pager's own bounds apply to its store; this wait is bounded too, a read that
+ * outlasts it fails with -EIO). The pager's PAGER_DONE says the disks are whole too.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <time.h>
 #include <linux/userfaultfd.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -23,7 +29,14 @@
 #include "pager_proto.h"
 #include "vmm.h"
 
+#define WANT_WAIT_S 600 /* a disk read waits this long for its clusters, at most */
+
 static int mem_pager_start(struct guest_mem *mem);
+
+/* One want outstanding (the VMM has one pager): its sender waits for the watcher's word. */
+static pthread_mutex_t want_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t want_cond = PTHREAD_COND_INITIALIZER;
+static bool want_have;
 
 int mem_pager_attach(struct guest_mem *mem, int sock)
 {
@@ -104,19 +117,70 @@ static void *mem_pager_watch(void *arg)
 	ssize_t n;
 	int uffd;
 
-	do
-		n = read(mem->pager_fd, &b, 1);
-	while (n < 0 && errno == EINTR);
-	if (n == 1 && b == PAGER_DONE) {
+	for (;;) {
+		do
+			n = read(mem->pager_fd, &b, 1);
+		while (n < 0 && errno == EINTR);
+		if (n == 1 && b == PAGER_HAVE) {
+			pthread_mutex_lock(&want_lock);
+			want_have = true;
+			pthread_cond_broadcast(&want_cond);
+			pthread_mutex_unlock(&want_lock);
+			continue;
+		}
+		if (n != 1 || b != PAGER_DONE)
+			break;
 		__atomic_store_n(&mem->filling, false, __ATOMIC_RELEASE);
 		uffd = __atomic_exchange_n(&mem->uffd, -1, __ATOMIC_ACQ_REL);
 		if (uffd >= 0)
 			close(uffd);
-		log_debug("the pager put in every page of guest RAM");
+		pthread_mutex_lock(&want_lock); /* a want under way: the disks are whole */
+		pthread_cond_broadcast(&want_cond);
+		pthread_mutex_unlock(&want_lock);
+		log_debug("the pager put in every page of guest RAM and every disk layer");
 		return NULL;
 	}
-	log_error("the memory pager went away with pages of guest RAM still missing: stopped");
+	log_error("the memory pager went away with pages of guest RAM or disk layers still "
+		  "missing: stopped");
 	_exit(VM_EXIT_VMM_ERROR);
+}
+
+int mem_pager_fetch(void *arg, const uint8_t layer_id[16], uint64_t offset, uint64_t len)
+{
+	struct guest_mem *mem = arg;
+	int err = 0;
+
+	pthread_mutex_lock(&want_lock);
+	while (len && !err && __atomic_load_n(&mem->filling, __ATOMIC_ACQUIRE)) {
+		struct pager_want w = {.magic = PAGER_WANT,
+				       .offset = offset,
+				       .len = len < PAGER_WANT_MAX ? len : PAGER_WANT_MAX};
+		struct timespec until;
+		ssize_t n;
+
+		memcpy(w.layer_id, layer_id, sizeof(w.layer_id));
+		want_have = false;
+		do
+			n = send(mem->pager_fd, &w, sizeof(w), MSG_NOSIGNAL);
+		while (n < 0 && errno == EINTR);
+		if (n != (ssize_t)sizeof(w)) {
+			/* the pager is gone: whole (its PAGER_DONE on the way), or the VMM ends */
+			err = __atomic_load_n(&mem->filling, __ATOMIC_ACQUIRE) ? -EIO : 0;
+			break;
+		}
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += WANT_WAIT_S;
+		while (!want_have && __atomic_load_n(&mem->filling, __ATOMIC_ACQUIRE) && !err)
+			if (pthread_cond_timedwait(&want_cond, &want_lock, &until) == ETIMEDOUT)
+				err = -ETIMEDOUT;
+		offset += w.len;
+		len -= w.len;
+	}
+	pthread_mutex_unlock(&want_lock);
+	if (err)
+		log_error("a disk layer's clusters did not come from the pager: %s",
+			  strerror(-err));
+	return err;
 }
 
 static int mem_pager_start(struct guest_mem *mem)

@@ -209,6 +209,9 @@ void mem_destroy(struct guest_mem *mem);
 int mem_pager_attach(struct guest_mem *mem, int sock) __must_check;
 /* Close the pager's socket and the userfaultfd (mem_destroy does). */
 void mem_pager_close(struct guest_mem *mem);
+/* The disks' fetch function (disk.h, disk_set_fetch) of a lazy restore: arg is the VM's
+ * guest_mem; [offset, + len) of the layer's file asked of the pager, waited for. */
+int mem_pager_fetch(void *arg, const uint8_t layer_id[16], uint64_t offset, uint64_t len);
 /* Host address of [gpa, gpa+len) if the whole range is RAM in one region, else NULL.
  * Every guest address goes through here: overflow and bounds are checked. */
 void *mem_gpa_to_hva(const struct guest_mem *mem, gpa_t gpa, uint64_t len);

@@ -455,6 +455,9 @@ static void blk_req_read(struct blk_dev *b, struct blk_req *r, uint64_t sector, 
 		unsigned n;
 		int err = disk_map(b->disk, disk_off + done, len - done, ext, 8, &n);
 
+		/* a lazy layer's clusters in first (a lazy restore's: its pager) */
+		if (err == 0)
+			err = disk_fetch_extents(b->disk, ext, n);
 		if (err < 0 || n == 0) {
 			r->err = err < 0 ? err : -EIO;
 			return;
