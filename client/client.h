@@ -362,6 +362,9 @@ int proxy_install_ca(const struct sandbox *sb, struct agent_conn *c) __must_chec
 #define SNAP_LAYERS_MAX	   64
 /* A restore of a snapshot with more frozen layers than this makes them one (restore.c). */
 #define RESTORE_FLATTEN_AT 8
+/* In a sandbox's directory while a lazy restore's pager still fills its disk layers (they hold
+ * holes): sandbox_start refuses it. Removed by the pager's owner once they are whole. */
+#define SANDBOX_LAZY_MARK  "layers.lazy"
 #define SNAP_NET_FILES_MAX 8 /* net.* files a snapshot may hold (snap_net.c has 5) */
 
 /* meta.yaml. */

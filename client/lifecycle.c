@@ -54,6 +54,12 @@ int sandbox_start(struct sandbox *sb, unsigned timeout_s, struct lc_report *r)
 	if (st == SB_DEAD && (err = sandbox_stop_vmm(sb, true, r)) < 0)
 		return lc_fail(r, err, "%s: cannot clean up after its dead VMM: %s", sb->id,
 			       strerror(-err));
+	if ((err = sandbox_path(sb, SANDBOX_LAZY_MARK, marker, sizeof(marker))) < 0 ||
+	    access(marker, F_OK) == 0)
+		return lc_fail(r, err < 0 ? err : -EUCLEAN,
+			       "%s: its disk layers did not all come from the store before its VMM "
+			       "ended (a lazy restore): it cannot start from them",
+			       sb->id);
 	if ((err = sandbox_path(sb, "stopped", marker, sizeof(marker))) < 0 ||
 	    (unlink(marker) < 0 && errno != ENOENT)) {
 		err = err < 0 ? err : -errno;

@@ -126,8 +126,9 @@ static int restore_into(const char *dir, const struct snap_meta *m, const char *
 		}
 	}
 	/* (a fork's children stay cheap: they link, and go with their parent) */
-	/* (nor a lazy restore's: its layers come as the VMM reads them) */
-	bool flat = m->nlayers > RESTORE_FLATTEN_AT && !src->memory && src->pager_fd <= 0;
+	/* (a lazy restore's layers past RESTORE_FLATTEN_AT were pulled whole for it:
+	 * snap_lazy_layers) */
+	bool flat = m->nlayers > RESTORE_FLATTEN_AT && !src->memory;
 
 	if ((err = flat ? flatten_layers(dir, m, sb, below, &derr)
 			: link_layers(dir, m, sb, below)) < 0 ||
@@ -150,7 +151,15 @@ static int restore_into(const char *dir, const struct snap_meta *m, const char *
 	}
 	checked = *src;
 	checked.fds = &fds;
-	err = sandbox_start_vmm(sb, console, &checked, RESTORE_TIMEOUT_S, no_wait, r);
+	/* a lazy restore's layers hold holes until its pager is done: marked so (its pager's
+	 * owner removes the mark then), so that a VMM that ends first is never followed by a
+	 * boot from them */
+	if (src->pager_fd > 0 &&
+	    (err = sandbox_path(sb, SANDBOX_LAZY_MARK, top, sizeof(top))) == 0 &&
+	    (err = write_file_atomic(top, "lazy\n", 5, 0600)) < 0)
+		lc_fail(r, err, "%s: cannot mark its layers as coming: %s", sb->id, strerror(-err));
+	if (err == 0)
+		err = sandbox_start_vmm(sb, console, &checked, RESTORE_TIMEOUT_S, no_wait, r);
 	snap_restore_close(&fds);
 	if (err < 0)
 		sandbox_discard(sb, r);

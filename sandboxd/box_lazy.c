@@ -50,6 +50,9 @@ struct lazy_restore {
 	bool restored; /* the box answered (the worker's, read once both let go) */
 	uint64_t t0, ready_ms, ready_bytes;
 	char err[PAGER_ERR_MAX];
+	/* the sandbox's SANDBOX_LAZY_MARK: set before the fill may end (pager_prefetch), removed
+	 * by the pager's thread once every layer is whole */
+	char marker[4300];
 	struct lazy_restore *filling_next;
 	bool filling; /* on the filling list (filling_lock) */
 };
@@ -142,6 +145,9 @@ static void *pager_main(void *arg)
 	l->sock = -1; /* (the pager's, closed by it) */
 	if (r == 0)
 		r = pager_run(&l->pg);
+	if (r == 0 && l->marker[0] && unlink(l->marker) < 0 && errno != ENOENT)
+		sd_log("box %s: its layers are whole, but their mark stays: %s", l->box_id,
+		       strerror(errno));
 	snprintf(l->err, sizeof(l->err), "%s", l->pg.err);
 	__atomic_store_n(&l->result, r, __ATOMIC_RELEASE);
 	filling_drop(l);
@@ -248,6 +254,8 @@ int box_lazy_restore(struct lazy_restore *l, const struct create_opts *o, struct
 			filling_head = l;
 		}
 		pthread_mutex_unlock(&filling_lock);
+		if (sandbox_path(sb, SANDBOX_LAZY_MARK, l->marker, sizeof(l->marker)) < 0)
+			l->marker[0] = 0;
 		if (l->lp.src.answered)
 			l->lp.src.answered(l->lp.src.arg);
 		pager_prefetch(&l->pg);

@@ -342,6 +342,10 @@ static uint8_t *lazy_hot(const struct lazy_store *ls, const char *dir, uint64_t 
 		sd_log("lazy restore: no pages its last run touched to read first: %s", err);
 		return NULL;
 	}
+	if (*nhot == 0) { /* none: nothing to hold the read-ahead for */
+		free(hot);
+		return NULL;
+	}
 	return hot;
 }
 

@@ -318,9 +318,13 @@ static int pager_sock(struct pager *p)
 	if (p->src.disk_get && (r = p->src.disk_get(p->src.arg, w.layer_id, w.offset, w.len, p->err,
 						    sizeof(p->err))) < 0)
 		return r;
+	/* never waits: a VMM has one want out, so room for its answer (one that sends more and
+	 * reads none is not a VMM to wait for) */
 	do
-		n = send(p->sock, &have, 1, MSG_NOSIGNAL);
+		n = send(p->sock, &have, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
 	while (n < 0 && errno == EINTR);
+	if (n < 0 && errno == EAGAIN)
+		return pager_fail(p, -EPROTO, "the VMM reads no answers to its wants");
 	return n == 1 ? 0 : pager_fail(p, -ESRCH, "the VM went away");
 }
 
@@ -349,9 +353,12 @@ int pager_run(struct pager *p)
 		r = poll(pf, 2, prefetching ? 0 : PAGER_IDLE_MS);
 		if (r < 0 && errno != EINTR)
 			return pager_fail(p, -errno, "poll: %s", strerror(errno));
-		if (r > 0 && (pf[1].revents & (POLLIN | POLLHUP | POLLERR)) &&
-		    (r = pager_sock(p)) < 0)
-			return r;
+		if (r > 0 && (pf[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+			int s = pager_sock(p);
+
+			if (s < 0)
+				return s;
+		}
 		if (r > 0 && (pf[0].revents & POLLIN)) {
 			if ((r = pager_faults(p)) < 0)
 				return r;

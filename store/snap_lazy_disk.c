@@ -62,12 +62,22 @@ static int put_chunk(const struct manifest *mf, const struct manifest_file *f, i
 	return r;
 }
 
+bool snap_lazy_layers(const struct manifest *mf)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < mf->nfiles; i++)
+		n += snap_valid_layer_name(mf->file[i].name);
+	return n <= RESTORE_FLATTEN_AT;
+}
+
 int snap_lazy_disk_head(const struct manifest *mf, struct chunk_store *cs, const char *name,
 			const char *path, char *err, size_t err_len)
 {
 	const struct manifest_file *f = manifest_find(mf, name);
 	uint8_t *buf = malloc(mf->chunk_size);
-	uint64_t len = 0;
+	const struct chunk_recipe *recipe0 = cs->recipe;
+	uint64_t len = 0, nrecipes0 = cs->nrecipes;
 	int fd, r = 0;
 
 	if (!f || !buf) {
@@ -75,6 +85,7 @@ int snap_lazy_disk_head(const struct manifest *mf, struct chunk_store *cs, const
 		snprintf(err, err_len, "the snapshot has no file %.80s", name);
 		return f ? -ENOMEM : -ENOENT;
 	}
+	chunk_store_recipes(cs, mf); /* its patched chunks made as they come */
 	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0 || ftruncate(fd, (off_t)f->size) < 0) {
 		r = -errno;
@@ -90,6 +101,8 @@ int snap_lazy_disk_head(const struct manifest *mf, struct chunk_store *cs, const
 	for (uint64_t ci = 1; ci * mf->chunk_size < len && r == 0; ci++)
 		r = put_chunk(mf, f, fd, cs, ci, buf, err, err_len);
 out:
+	cs->recipe = recipe0;
+	cs->nrecipes = nrecipes0;
 	if (fd >= 0)
 		close(fd);
 	free(buf);
@@ -103,7 +116,7 @@ int lazy_disks_open(struct lazy_disks *ld, const struct manifest *mf, const char
 	ld->mf = mf;
 	if (!(ld->buf = malloc(mf->chunk_size)))
 		return -ENOMEM;
-	for (unsigned i = 0; i < mf->nfiles; i++) {
+	for (unsigned i = 0; i < mf->nfiles && snap_lazy_layers(mf); i++) {
 		const struct manifest_file *f = &mf->file[i];
 		struct lazy_disk *d = &ld->d[ld->n];
 		struct disk_header h;
@@ -186,6 +199,14 @@ int lazy_disks_next(struct lazy_disks *ld, struct chunk_store *cs, char *err, si
 			return 1;
 		}
 	}
+	/* whole: on the disk before the caller says so (its mark goes then) */
+	for (unsigned i = 0; i < ld->n && !ld->synced; i++)
+		if (fsync(ld->d[i].fd) < 0) {
+			snprintf(err, err_len, "disk layer %s: %s", ld->d[i].f->name,
+				 strerror(errno));
+			return -errno;
+		}
+	ld->synced = true;
 	return 0;
 }
 

@@ -208,7 +208,7 @@ static int snap_pull_tmp(struct chunk_store *cs, const char *id, uint64_t min_ge
 			continue; /* its pages come from the pager, each chunk checked there */
 		snprintf(path, sizeof(path), "%s/%s", tmp, mf->file[i].name);
 		/* a lazy restore's layers: their heads now, the rest as the VMM reads them */
-		if (lazy && snap_valid_layer_name(mf->file[i].name))
+		if (lazy && snap_valid_layer_name(mf->file[i].name) && snap_lazy_layers(mf))
 			r = snap_lazy_disk_head(mf, cs, mf->file[i].name, path, err, err_len);
 		else if ((r = manifest_fetch_file(mf, cs, mf->file[i].name, path)) < 0)
 			snprintf(err, err_len, "%s", cs->err);

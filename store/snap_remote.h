@@ -63,7 +63,11 @@ struct lazy_disks {
 	uint64_t next_chunk;
 	uint8_t *buf;
 	uint64_t want_chunks, fill_chunks; /* fetched for a want of the VMM, and by the fill */
+	bool synced;
 };
+/* Whether a lazy pull of mf pulls its layers lazily: not past RESTORE_FLATTEN_AT of them (the
+ * restore then makes them one, reading them all: they are pulled whole). */
+bool snap_lazy_layers(const struct manifest *mf);
 /* The layers of mf pulled lazily into dir (snap_pull_lazy): their files opened, their ids
  * read. 0, or -errno with err. */
 int lazy_disks_open(struct lazy_disks *ld, const struct manifest *mf, const char *dir, char *err,
@@ -73,7 +77,8 @@ int lazy_disks_open(struct lazy_disks *ld, const struct manifest *mf, const char
 int lazy_disks_get(struct lazy_disks *ld, struct chunk_store *cs, const uint8_t id[16],
 		   uint64_t off, uint64_t len, char *err, size_t err_len)
 	__attribute__((warn_unused_result));
-/* One more chunk of the layers in: 1, 0 when every layer is whole, or the failure. */
+/* One more chunk of the layers in: 1, 0 when every layer is whole (and synced), or the
+ * failure. */
 int lazy_disks_next(struct lazy_disks *ld, struct chunk_store *cs, char *err, size_t err_len)
 	__attribute__((warn_unused_result));
 void lazy_disks_close(struct lazy_disks *ld);

@@ -226,6 +226,8 @@ static int api_handle(struct api_conn *c, const struct api_hdr *h, const uint8_t
 		err = api_reply(c, h, 0, NULL, 0);
 		vm_request_stop(vm, VM_EXIT_SHUTDOWN, "shut down through the API");
 		return err;
+	case API_TOUCH_MARK:
+		return api_reply(c, h, mem_touched_mark(&vm->mem), NULL, 0);
 	case API_SNAPSHOT:
 		return api_snapshot(c, h, payload);
 	default:

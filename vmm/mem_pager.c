@@ -11,8 +11,8 @@
  *
  * The same pager fills the snapshot's disk layers (mem_pager_fetch, the disks' fetch
  * function): a read of clusters not in yet sends a want and waits for the pager's word that
- * they are (the pager's own bounds apply to its store; this wait is bounded too, a read that
- * outlasts it fails with -EIO). The pager's PAGER_DONE says the disks are whole too.
+ * they are (the pager's own bounds apply to its store; this wait is bounded too: past it the
+ * VM stops, as when the pager goes away). The pager's PAGER_DONE says the disks are whole too.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -130,10 +130,14 @@ static void *mem_pager_watch(void *arg)
 		}
 		if (n != 1 || b != PAGER_DONE)
 			break;
-		__atomic_store_n(&mem->filling, false, __ATOMIC_RELEASE);
 		uffd = __atomic_exchange_n(&mem->uffd, -1, __ATOMIC_ACQ_REL);
 		if (uffd >= 0)
 			close(uffd);
+		/* the next snapshot's touched-pages: what the guest touches from here (every page
+		 * is in the memfd now; dropping the mappings loses none) */
+		if (madvise(mem->base, mem->ram_len, MADV_DONTNEED) == 0)
+			__atomic_store_n(&mem->touched_marked, true, __ATOMIC_RELEASE);
+		__atomic_store_n(&mem->filling, false, __ATOMIC_RELEASE);
 		pthread_mutex_lock(&want_lock); /* a want under way: the disks are whole */
 		pthread_cond_broadcast(&want_cond);
 		pthread_mutex_unlock(&want_lock);
@@ -148,10 +152,9 @@ static void *mem_pager_watch(void *arg)
 int mem_pager_fetch(void *arg, const uint8_t layer_id[16], uint64_t offset, uint64_t len)
 {
 	struct guest_mem *mem = arg;
-	int err = 0;
 
 	pthread_mutex_lock(&want_lock);
-	while (len && !err && __atomic_load_n(&mem->filling, __ATOMIC_ACQUIRE)) {
+	while (len && __atomic_load_n(&mem->filling, __ATOMIC_ACQUIRE)) {
 		struct pager_want w = {.magic = PAGER_WANT,
 				       .offset = offset,
 				       .len = len < PAGER_WANT_MAX ? len : PAGER_WANT_MAX};
@@ -163,24 +166,26 @@ int mem_pager_fetch(void *arg, const uint8_t layer_id[16], uint64_t offset, uint
 		do
 			n = send(mem->pager_fd, &w, sizeof(w), MSG_NOSIGNAL);
 		while (n < 0 && errno == EINTR);
-		if (n != (ssize_t)sizeof(w)) {
-			/* the pager is gone: whole (its PAGER_DONE on the way), or the VMM ends */
-			err = __atomic_load_n(&mem->filling, __ATOMIC_ACQUIRE) ? -EIO : 0;
-			break;
-		}
+		/* A send that fails: the pager is gone, having said every layer is whole (its
+		 * PAGER_DONE on the way to the watcher) or not (the watcher ends the VMM): waited
+		 * for as the answer is. */
 		clock_gettime(CLOCK_REALTIME, &until);
 		until.tv_sec += WANT_WAIT_S;
-		while (!want_have && __atomic_load_n(&mem->filling, __ATOMIC_ACQUIRE) && !err)
-			if (pthread_cond_timedwait(&want_cond, &want_lock, &until) == ETIMEDOUT)
-				err = -ETIMEDOUT;
+		while ((n != (ssize_t)sizeof(w) || !want_have) &&
+		       __atomic_load_n(&mem->filling, __ATOMIC_ACQUIRE))
+			if (pthread_cond_timedwait(&want_cond, &want_lock, &until) == ETIMEDOUT) {
+				/* an answer that came later would answer the next want: the
+				 * VM stops, as when the pager goes away */
+				log_error("a disk layer's clusters did not come from the pager "
+					  "within %d s: stopped",
+					  WANT_WAIT_S);
+				_exit(VM_EXIT_VMM_ERROR);
+			}
 		offset += w.len;
 		len -= w.len;
 	}
 	pthread_mutex_unlock(&want_lock);
-	if (err)
-		log_error("a disk layer's clusters did not come from the pager: %s",
-			  strerror(-err));
-	return err;
+	return 0;
 }
 
 static int mem_pager_start(struct guest_mem *mem)

@@ -386,9 +386,9 @@ static int mem_copy_changed(const struct guest_mem *mem, int fd, uint64_t *writt
  * freeze): a bit a page of the RAM file, the lowest bit of byte 0 first, set where
  * /proc/self/pagemap has the page in our private mapping (a guest's read or write through
  * KVM maps it here) or swapped out. What a restore of this snapshot will likely touch first
- * (store/snap_touched.c reads it ahead). Only over a private mapping: a fresh VM's memfd
- * holds every page it ever touched, and a lazy restore's every page it was filled with
- * (-ENOTSUP). *bits (*len bytes) is the caller's to free.
+ * (store/snap_touched.c reads it ahead). Only over a private mapping, or a memfd since
+ * mem_touched_mark: otherwise a fresh VM's memfd holds every page it ever touched, and a lazy
+ * restore's every page it was filled with (-ENOTSUP). *bits (*len bytes) is the caller's.
  */
 int mem_touched_pages(const struct guest_mem *mem, uint8_t **bits, size_t *len)
 {
@@ -398,7 +398,8 @@ int mem_touched_pages(const struct guest_mem *mem, uint8_t **bits, size_t *len)
 
 	*bits = NULL;
 	*len = 0;
-	if (!mem->private_file || mem->ram_len % MEM_PAGE)
+	if ((!mem->private_file && !__atomic_load_n(&mem->touched_marked, __ATOMIC_ACQUIRE)) ||
+	    mem->ram_len % MEM_PAGE)
 		return -ENOTSUP;
 	if ((err = mem_pagemap_open()) < 0)
 		return err;
@@ -429,6 +430,18 @@ int mem_touched_pages(const struct guest_mem *mem, uint8_t **bits, size_t *len)
 		return err;
 	}
 	*len = (size_t)((npages + 7) / 8);
+	return 0;
+}
+
+int mem_touched_mark(struct guest_mem *mem)
+{
+	if (mem->private_file || mem->fd < 0)
+		return 0; /* counts from its restore; a test's buffer: nothing to count */
+	if (__atomic_load_n(&mem->filling, __ATOMIC_ACQUIRE) || mem->uffd >= 0)
+		return -EAGAIN; /* a lazy restore's: holes the pager has yet to fill */
+	if (madvise(mem->base, mem->ram_len, MADV_DONTNEED) < 0)
+		return -errno;
+	__atomic_store_n(&mem->touched_marked, true, __ATOMIC_RELEASE);
 	return 0;
 }
 

@@ -230,6 +230,10 @@ int vm_snapshot(struct vm *vm, const struct snapshot_req *req, struct snapshot_s
 		 * snapshot only once no process has it open for writing (a read lease). */
 		close(memfd);
 		memfd = -1;
+		/* the write mapped every page: the next snapshot's touched-pages count from here */
+		if (__atomic_load_n(&vm->mem.touched_marked, __ATOMIC_ACQUIRE) &&
+		    mem_touched_mark(&vm->mem) < 0)
+			log_warn("snapshot: the touched pages still count from before it");
 	}
 	/* Disks last: a snapshot that failed before this point leaves them as they were. */
 	if ((err = snap_freeze_disks(vm, req, msg, msg_len)) < 0)

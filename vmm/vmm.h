@@ -152,6 +152,9 @@ struct guest_mem {
 	 * without; filling (read with __atomic) while pages are still missing. */
 	int pager_fd, uffd;
 	bool filling;
+	/* A memfd's RAM whose mappings were dropped (mem_touched_mark): what is mapped since is
+	 * what the guest touched since. */
+	bool touched_marked;
 };
 
 /* Lay out `ram_len` bytes of RAM mapped at `base` (no allocation): below the hole, then above
@@ -177,6 +180,12 @@ int mem_pagemap_open(void);
  * freeze): a bit a page, *len bytes of *bits (the caller frees), for the snapshot's state
  * ("touched-pages"). -ENOTSUP for RAM that is no private mapping of files. */
 int mem_touched_pages(const struct guest_mem *mem, uint8_t **bits, size_t *len);
+/* From now on, mem_touched_pages counts what the guest touches from here: a memfd's RAM (not a
+ * private mapping, whose dropped pages would lose what the guest wrote) has its mappings
+ * dropped (MADV_DONTNEED: the memfd keeps every page; the guest's next touch maps it again).
+ * 0; a private mapping counts from its restore: 0, nothing done; -EAGAIN while a pager fills
+ * it. */
+int mem_touched_mark(struct guest_mem *mem);
 /* Freeze RAM for a fork: from now on the guest writes to private copies of its pages, and
  * the VM's memory files (mem->fd, then mem->deltas, open until mem_destroy) hold RAM as it
  * was. RAM stays at the same host addresses. The first freeze of a fresh VM's memfd copies

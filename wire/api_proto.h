@@ -19,21 +19,24 @@
 #include <stdint.h>
 
 #define API_MAGIC	0x41584253u /* "SBXA" in little-endian byte order */
-#define API_VERSION	2	    /* changes with any change to this file's formats */
+#define API_VERSION	3	    /* changes with any change to this file's formats */
 /* 1 also covered SNAPSHOT: it was reserved (-EOPNOTSUPP) before it was defined. 2: the
  * memory file's digest in api_snapshot_result. The VMM still serves version 1 requests,
  * answered in version 1 (a SNAPSHOT result then ends before memory_sha256): the SDK's and the
- * tests' clients that only ask for STATUS, PAUSE, RESUME or SHUTDOWN need no change. */
+ * tests' clients that only ask for STATUS, PAUSE, RESUME or SHUTDOWN need no change. 3:
+ * TOUCH_MARK. */
 #define API_VERSION_MIN 1
 #define API_PAYLOAD_MAX 4096
 #define API_REPLY	0x8000u
 
 /* X(name, value, minimum request payload): the request types. */
 #define API_REQUESTS(X)                                                                            \
-	X(STATUS, 1, 0)	   /* -> api_status */                                                     \
-	X(PAUSE, 2, 0)	   /* park every vCPU; 0 also when already paused */                       \
-	X(RESUME, 3, 0)	   /* run them again; 0 also when running */                               \
-	X(SHUTDOWN, 4, 0)  /* stop the VM now, exit status 0 (no guest cooperation) */             \
+	X(STATUS, 1, 0)	  /* -> api_status */                                                      \
+	X(PAUSE, 2, 0)	  /* park every vCPU; 0 also when already paused */                        \
+	X(RESUME, 3, 0)	  /* run them again; 0 also when running */                                \
+	X(SHUTDOWN, 4, 0) /* stop the VM now, exit status 0 (no guest cooperation) */              \
+	X(TOUCH_MARK, 5,                                                                           \
+	  0) /* the next snapshot's touched-pages count from now (docs/snapshots.md) */            \
 	X(SNAPSHOT, 16, 8) /* api_snapshot_req -> api_snapshot_result */
 
 enum api_type {

@@ -65,8 +65,9 @@ def snapshots(t, key, live):
     src = live[sorted(live)[0]]
     a_host = host_of(owner_of(src))
     b_host, c_host = [i for i in range(1, HOSTS + 1) if i != a_host][:2]
+    # (synced and out of the page cache: the restored box reads it from its lazy disk layer)
     out = run(src, key, "echo kept > /root/mark; setsid sleep 1000 </dev/null >/dev/null 2>&1 & "
-              "echo started")
+              "sync; echo 3 > /proc/sys/vm/drop_caches; echo started")
     st, snap = api(b_host, key, "POST", "/v2/sandboxes/boxes/%s/snapshot" % src["name"],
                    {"name": "fleet-snap"})
     ok = out.strip() == "started" and st == 200 and isinstance(snap, dict) and "id" in snap
@@ -104,9 +105,12 @@ def snapshots(t, key, live):
 
 def lazy_figures(t, box, host):
     """The restore was lazy: what came of its memory before its first answer (the host's log,
-    once the rest followed) is less than all of it."""
+    once the rest followed) is less than all of it; its disk layer was read as it came (the
+    file the box reads after it is in no page cache: it waited for it)."""
     pat = re.compile(r"box %s: its memory in from the store in (\d+) ms: (\d+) MiB .*, "
-                     r"(\d+) MiB of it before its first answer" % re.escape(box["id"]))
+                     r"(\d+) MiB of it before its first answer .*; its disk layers: (\d+) "
+                     r"reads waited for them \((\d+) before that answer\), (\d+) chunks "
+                     r"filled after" % re.escape(box["id"]))
     deadline, m = time.time() + 120, None
     while time.time() < deadline and not m:
         m = pat.search(t.log(host))
@@ -115,6 +119,10 @@ def lazy_figures(t, box, host):
     check(m is not None and before < total,
           "its memory came lazily: %d MiB of %d MiB before its first answer, all of it in %s "
           "ms" % (before, total, m.group(1) if m else "?"))
+    waits, fills = (int(m.group(4)), int(m.group(6))) if m else (0, 0)
+    check(m is not None and waits > 0,
+          "its disk layers came lazily: %d reads waited for their chunks (%s before its first "
+          "answer), %d chunks filled after" % (waits, m.group(5) if m else "?", fills))
 
 
 def locality(t, key, live):

@@ -2,6 +2,8 @@
 /* vmm/memory.c: the RAM layout around the MMIO hole and the one checked gpa -> hva helper. */
 #include <errno.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
@@ -192,4 +194,45 @@ Test(memory, write_high_ram_lands_after_low_ram)
 	cr_assert(eq(u32, got, v));
 	cr_assert(eq(int, mem_write(&mem, 4 * GIB - 2, &v, sizeof(v)), -EFAULT));
 	fake_mem_destroy(&mem);
+}
+
+/* The pages touched since a mark (mem_touched_mark, mem_touched_pages): a memfd's RAM counts
+ * nothing before its first mark; after it, the pages touched since, read or written (a
+ * transparent huge page maps, and so counts, its whole 2 MiB: the test touches the first and
+ * the third 2 MiB and checks the second and fourth untouched); a page written before the mark
+ * keeps its bytes. */
+Test(memory, touched_pages_since_the_mark)
+{
+	const size_t huge = 2 * MIB / 4096 / 8; /* bitmap bytes of 2 MiB */
+	struct guest_mem mem;
+	uint8_t *bits;
+	size_t len;
+	volatile uint8_t sink;
+
+	memset(&mem, 0, sizeof(mem)); /* as vm_create_from leaves it */
+	mem.pager_fd = mem.uffd = -1;
+	cr_assert_eq(mem_create(&mem, 8 * MIB), 0);
+	cr_assert_eq(mem_touched_pages(&mem, &bits, &len), -ENOTSUP, "a memfd before a mark");
+	mem.base[5 * 4096] = 0x5a;
+	mem.base[2 * MIB + 4096] = 0x5b; /* the second 2 MiB, before the mark */
+	cr_assert_eq(mem_touched_mark(&mem), 0);
+	cr_assert_eq(mem_touched_pages(&mem, &bits, &len), 0);
+	cr_assert_eq(len, 8 * MIB / 4096 / 8);
+	for (size_t i = 0; i < len; i++)
+		cr_assert_eq(bits[i], 0, "byte %zu: %#x right after the mark", i, bits[i]);
+	free(bits);
+	sink = mem.base[3 * 4096];    /* a read */
+	mem.base[4 * MIB + 8192] = 1; /* a write, in the third 2 MiB */
+	cr_assert_eq(mem.base[5 * 4096], 0x5a, "the memfd kept what was written before");
+	(void)sink;
+	cr_assert_eq(mem_touched_pages(&mem, &bits, &len), 0);
+	cr_assert_eq(bits[0] & 0x28, 0x28, "pages 3 and 5: %#x", bits[0]);
+	cr_assert_eq(bits[2 * huge] & 0x04, 0x04, "page 1026: %#x", bits[2 * huge]);
+	for (size_t i = huge; i < 2 * huge; i++)
+		cr_assert_eq(bits[i], 0, "byte %zu (the second 2 MiB): %#x", i, bits[i]);
+	for (size_t i = 3 * huge; i < len; i++)
+		cr_assert_eq(bits[i], 0, "byte %zu (the fourth 2 MiB): %#x", i, bits[i]);
+	cr_assert_eq(mem.base[2 * MIB + 4096], 0x5b, "the second 2 MiB kept its byte");
+	free(bits);
+	mem_destroy(&mem);
 }
