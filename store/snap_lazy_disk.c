@@ -150,6 +150,21 @@ int lazy_disks_open(struct lazy_disks *ld, const struct manifest *mf, const char
 	return 0;
 }
 
+/* Chunk ci of d in: 0 when it was, 1 fetched now, or the failure. */
+static int bring_in(struct lazy_disks *ld, struct lazy_disk *d, struct chunk_store *cs, uint64_t ci,
+		    char *err, size_t err_len)
+{
+	int r;
+
+	if (d->in[ci])
+		return 0;
+	if ((r = put_chunk(ld->mf, d->f, d->fd, cs, ci, ld->buf, err, err_len)) < 0)
+		return r;
+	d->in[ci] = 1;
+	d->left--;
+	return 1;
+}
+
 int lazy_disks_get(struct lazy_disks *ld, struct chunk_store *cs, const uint8_t id[16],
 		   uint64_t off, uint64_t len, char *err, size_t err_len)
 {
@@ -165,15 +180,11 @@ int lazy_disks_get(struct lazy_disks *ld, struct chunk_store *cs, const uint8_t 
 		if (len > d->f->size - off)
 			len = d->f->size - off;
 		for (uint64_t ci = off / c; ci <= (off + len - 1) / c; ci++) {
-			int r;
+			int r = bring_in(ld, d, cs, ci, err, err_len);
 
-			if (d->in[ci])
-				continue;
-			if ((r = put_chunk(ld->mf, d->f, d->fd, cs, ci, ld->buf, err, err_len)) < 0)
+			if (r < 0)
 				return r;
-			d->in[ci] = 1;
-			d->left--;
-			ld->want_chunks++;
+			ld->want_chunks += (uint64_t)r;
 		}
 		return 0;
 	}
@@ -186,17 +197,14 @@ int lazy_disks_next(struct lazy_disks *ld, struct chunk_store *cs, char *err, si
 		struct lazy_disk *d = &ld->d[ld->next];
 
 		for (; d->left && ld->next_chunk < d->f->nchunks; ld->next_chunk++) {
-			uint64_t ci = ld->next_chunk;
-			int r;
+			int r = bring_in(ld, d, cs, ld->next_chunk, err, err_len);
 
-			if (d->in[ci])
-				continue;
-			if ((r = put_chunk(ld->mf, d->f, d->fd, cs, ci, ld->buf, err, err_len)) < 0)
+			if (r < 0)
 				return r;
-			d->in[ci] = 1;
-			d->left--;
-			ld->fill_chunks++;
-			return 1;
+			if (r == 1) {
+				ld->fill_chunks++;
+				return 1;
+			}
 		}
 	}
 	/* whole: on the disk before the caller says so (its mark goes then) */
