@@ -367,14 +367,8 @@ static int lazy_get(void *arg, uint64_t i, uint8_t *buf, char *err, size_t len)
 	/* read ahead by a worker: waited for, then in the cache (unless the cache let it go) */
 	if (chunk_ahead_claim(ls->ahead, i) == 1)
 		__atomic_add_fetch(&ls->ahead_used, 1, __ATOMIC_RELAXED);
-	/* a missing or corrupt chunk is final; the store's other failures (a timeout, a 5xx, a
-	 * reset) are tried again, 3 times, 0.2, 0.4 then 0.8 s apart: a running guest waits */
-	for (unsigned try = 0;; try++) {
-		r = chunk_get(&ls->h.cs, ls->mem->hash[i], buf, cs, &got);
-		if (r == 0 || r == -ENOENT || r == -EBADMSG || try == 3)
-			break;
-		usleep(200000u << try);
-	}
+	/* a running guest waits on it: the store's passing failures tried again */
+	r = chunk_get_waited(&ls->h.cs, ls->mem->hash[i], buf, cs, &got);
 	if (r < 0) {
 		snprintf(err, len, "%s", ls->h.cs.err);
 		return r;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "store.h"
 
@@ -329,6 +330,19 @@ int chunk_get(struct chunk_store *cs, const uint8_t hash[CHUNK_HASH_LEN], uint8_
 	if (cs->s3 && cs->cache)
 		(void)chunk_cache_put(cs->cache, oid, out, *len);
 	return 0;
+}
+
+int chunk_get_waited(struct chunk_store *cs, const uint8_t hash[CHUNK_HASH_LEN], uint8_t *out,
+		     size_t cap, size_t *len)
+{
+	int r;
+
+	for (unsigned try = 0;; try++) {
+		r = chunk_get(cs, hash, out, cap, len);
+		if (r == 0 || r == -ENOENT || r == -EBADMSG || try == 3)
+			return r;
+		usleep(200000u << try);
+	}
 }
 
 void chunk_store_recipes(struct chunk_store *cs, const struct manifest *m)

@@ -22,15 +22,14 @@
 
 static const uint8_t zero_hash[CHUNK_HASH_LEN];
 
-/* The header's data_offset: where the clusters start, the end of what opening the layer reads. */
-static int head_len(int fd, uint64_t size, uint64_t *len)
+/* The header (into h) and its data_offset: where the clusters start, the end of what opening
+ * the layer reads. */
+static int head_len(int fd, uint64_t size, struct disk_header *h, uint64_t *len)
 {
-	struct disk_header h;
-
-	if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
-	    memcmp(h.magic, DISK_MAGIC, DISK_MAGIC_LEN) != 0)
+	if (pread(fd, h, sizeof(*h), 0) != (ssize_t)sizeof(*h) ||
+	    memcmp(h->magic, DISK_MAGIC, DISK_MAGIC_LEN) != 0)
 		return -EBADMSG;
-	*len = le64toh(h.data_offset);
+	*len = le64toh(h->data_offset);
 	if (*len < DISK_HEADER_LEN)
 		return -EBADMSG;
 	if (*len > size)
@@ -47,14 +46,7 @@ static int put_chunk(const struct manifest *mf, const struct manifest_file *f, i
 
 	if (memcmp(f->hash[ci], zero_hash, CHUNK_HASH_LEN) == 0)
 		return 0; /* zeros: a hole already */
-	/* a missing or corrupt chunk is final; the store's other failures are tried again, 3
-	 * times, 0.2, 0.4 then 0.8 s apart: a guest waits for it */
-	for (unsigned try = 0;; try++) {
-		r = chunk_get(cs, f->hash[ci], buf, mf->chunk_size, &got);
-		if (r == 0 || r == -ENOENT || r == -EBADMSG || try == 3)
-			break;
-		usleep(200000u << try);
-	}
+	r = chunk_get_waited(cs, f->hash[ci], buf, mf->chunk_size, &got);
 	if (r == 0)
 		r = manifest_write_chunk(mf, f, cs, ci, buf, got, fd, f->name);
 	if (r < 0)
@@ -78,6 +70,7 @@ int snap_lazy_disk_head(const struct manifest *mf, struct chunk_store *cs, const
 	uint8_t *buf = malloc(mf->chunk_size);
 	const struct chunk_recipe *recipe0 = cs->recipe;
 	uint64_t len = 0, nrecipes0 = cs->nrecipes;
+	struct disk_header h;
 	int fd, r = 0;
 
 	if (!f || !buf) {
@@ -94,7 +87,7 @@ int snap_lazy_disk_head(const struct manifest *mf, struct chunk_store *cs, const
 	}
 	if (f->nchunks && (r = put_chunk(mf, f, fd, cs, 0, buf, err, err_len)) < 0)
 		goto out;
-	if ((r = head_len(fd, f->size, &len)) < 0) {
+	if ((r = head_len(fd, f->size, &h, &len)) < 0) {
 		snprintf(err, err_len, "disk layer %s: not a layer file", name);
 		goto out;
 	}
@@ -112,11 +105,13 @@ out:
 int lazy_disks_open(struct lazy_disks *ld, const struct manifest *mf, const char *dir, char *err,
 		    size_t err_len)
 {
+	bool lazy = snap_lazy_layers(mf); /* (else pulled whole: none to fill) */
+
 	memset(ld, 0, sizeof(*ld));
 	ld->mf = mf;
 	if (!(ld->buf = malloc(mf->chunk_size)))
 		return -ENOMEM;
-	for (unsigned i = 0; i < mf->nfiles && snap_lazy_layers(mf); i++) {
+	for (unsigned i = 0; i < mf->nfiles && lazy; i++) {
 		const struct manifest_file *f = &mf->file[i];
 		struct lazy_disk *d = &ld->d[ld->n];
 		struct disk_header h;
@@ -129,8 +124,7 @@ int lazy_disks_open(struct lazy_disks *ld, const struct manifest *mf, const char
 		d->f = f;
 		d->fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
 		d->in = calloc(f->nchunks ? f->nchunks : 1, 1);
-		if (d->fd < 0 || !d->in || head_len(d->fd, f->size, &head) < 0 ||
-		    pread(d->fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h)) {
+		if (d->fd < 0 || !d->in || head_len(d->fd, f->size, &h, &head) < 0) {
 			snprintf(err, err_len, "%s: %s", path,
 				 d->fd < 0 ? strerror(errno) : "not a layer file");
 			if (d->fd >= 0)

@@ -247,6 +247,11 @@ int chunk_put(struct chunk_store *cs, const void *data, size_t len, uint8_t hash
  * handle's recipes is made from its base and patch (and kept in the cache as itself). */
 int chunk_get(struct chunk_store *cs, const uint8_t hash[CHUNK_HASH_LEN], uint8_t *out, size_t cap,
 	      size_t *len) __attribute__((warn_unused_result));
+/* chunk_get for a guest that waits on it (a lazy restore's pager): a missing or corrupt chunk
+ * is final; the store's other failures (a timeout, a 5xx, a reset) are tried again, 3 times,
+ * 0.2, 0.4 then 0.8 s apart. */
+int chunk_get_waited(struct chunk_store *cs, const uint8_t hash[CHUNK_HASH_LEN], uint8_t *out,
+		     size_t cap, size_t *len) __attribute__((warn_unused_result));
 
 /* The store's key of the chunk of hash (PREFIX/c/<object name>) and its object id; whether
  * the handle knows the store holds that id; that it does (chunk_store.c, for chunk_par.c). */
