@@ -135,8 +135,7 @@ static void *mem_pager_watch(void *arg)
 			close(uffd);
 		/* the next snapshot's touched-pages: what the guest touches from here (every page
 		 * is in the memfd now; dropping the mappings loses none) */
-		if (madvise(mem->base, mem->ram_len, MADV_DONTNEED) == 0)
-			__atomic_store_n(&mem->touched_marked, true, __ATOMIC_RELEASE);
+		(void)mem_touched_drop(mem);
 		__atomic_store_n(&mem->filling, false, __ATOMIC_RELEASE);
 		pthread_mutex_lock(&want_lock); /* a want under way: the disks are whole */
 		pthread_cond_broadcast(&want_cond);

@@ -327,6 +327,15 @@ out:
 	return err;
 }
 
+/* n /proc/self/pagemap entries of RAM from page `at` on into entries: 0 or -errno. */
+static int pagemap_batch(const struct guest_mem *mem, uint64_t at, uint64_t n, uint64_t *entries)
+{
+	uint64_t first = (uintptr_t)mem->base / MEM_PAGE;
+	ssize_t got = pread(pagemap_fd, entries, n * 8, (off_t)((first + at) * 8));
+
+	return got == (ssize_t)(n * 8) ? 0 : got < 0 ? -errno : -EIO;
+}
+
 /*
  * The pages the guest wrote since the last freeze, into `fd` (RAM-sized, sparse): those that
  * are anonymous in our private mapping, present or swapped out. Zero pages are written too:
@@ -335,23 +344,19 @@ out:
 static int mem_copy_changed(const struct guest_mem *mem, int fd, uint64_t *written)
 {
 	uint64_t entries[PAGEMAP_BATCH], npages = mem->ram_len / MEM_PAGE;
-	uint64_t first = (uintptr_t)mem->base / MEM_PAGE, run_start = 0, run_len = 0;
-	int pm, err = 0;
+	uint64_t run_start = 0, run_len = 0;
+	int err = 0;
 
 	*written = 0;
 	if (ftruncate(fd, (off_t)mem->ram_len) < 0)
 		return -errno;
 	if ((err = mem_pagemap_open()) < 0)
 		return err;
-	pm = pagemap_fd;
 	for (uint64_t at = 0; at < npages && !err; at += PAGEMAP_BATCH) {
 		uint64_t n = npages - at < PAGEMAP_BATCH ? npages - at : PAGEMAP_BATCH;
-		ssize_t got = pread(pm, entries, n * 8, (off_t)((first + at) * 8));
 
-		if (got != (ssize_t)(n * 8)) {
-			err = got < 0 ? -errno : -EIO;
+		if ((err = pagemap_batch(mem, at, n, entries)) < 0)
 			break;
-		}
 		for (uint64_t i = 0; i < n; i++) {
 			uint64_t e = entries[i], page = (at + i) * MEM_PAGE;
 			bool changed = (e & PM_SWAPPED) || ((e & PM_PRESENT) && !(e & PM_FILE));
@@ -393,7 +398,6 @@ static int mem_copy_changed(const struct guest_mem *mem, int fd, uint64_t *writt
 int mem_touched_pages(const struct guest_mem *mem, uint8_t **bits, size_t *len)
 {
 	uint64_t *entries, npages = mem->ram_len / MEM_PAGE;
-	uint64_t first = (uintptr_t)mem->base / MEM_PAGE;
 	int err = 0;
 
 	*bits = NULL;
@@ -413,12 +417,9 @@ int mem_touched_pages(const struct guest_mem *mem, uint8_t **bits, size_t *len)
 	}
 	for (uint64_t at = 0; at < npages; at += PAGEMAP_BATCH) {
 		uint64_t n = npages - at < PAGEMAP_BATCH ? npages - at : PAGEMAP_BATCH;
-		ssize_t got = pread(pagemap_fd, entries, n * 8, (off_t)((first + at) * 8));
 
-		if (got != (ssize_t)(n * 8)) {
-			err = got < 0 ? -errno : -EIO;
+		if ((err = pagemap_batch(mem, at, n, entries)) < 0)
 			break;
-		}
 		for (uint64_t i = 0; i < n; i++)
 			if (entries[i] & (PM_PRESENT | PM_SWAPPED))
 				(*bits)[(at + i) / 8] |= (uint8_t)(1u << ((at + i) % 8));
@@ -439,6 +440,11 @@ int mem_touched_mark(struct guest_mem *mem)
 		return 0; /* counts from its restore; a test's buffer: nothing to count */
 	if (__atomic_load_n(&mem->filling, __ATOMIC_ACQUIRE) || mem->uffd >= 0)
 		return -EAGAIN; /* a lazy restore's: holes the pager has yet to fill */
+	return mem_touched_drop(mem);
+}
+
+int mem_touched_drop(struct guest_mem *mem)
+{
 	if (madvise(mem->base, mem->ram_len, MADV_DONTNEED) < 0)
 		return -errno;
 	__atomic_store_n(&mem->touched_marked, true, __ATOMIC_RELEASE);

@@ -186,6 +186,9 @@ int mem_touched_pages(const struct guest_mem *mem, uint8_t **bits, size_t *len);
  * 0; a private mapping counts from its restore: 0, nothing done; -EAGAIN while a pager fills
  * it. */
 int mem_touched_mark(struct guest_mem *mem);
+/* mem_touched_mark's drop itself, for a memfd with no holes (the caller knows: the pager's
+ * watcher at PAGER_DONE, while filling still keeps snapshots away). */
+int mem_touched_drop(struct guest_mem *mem);
 /* Freeze RAM for a fork: from now on the guest writes to private copies of its pages, and
  * the VM's memory files (mem->fd, then mem->deltas, open until mem_destroy) hold RAM as it
  * was. RAM stays at the same host addresses. The first freeze of a fresh VM's memfd copies
