@@ -262,58 +262,96 @@ static void api_fetch_check(const struct manifest *m, const char *path)
 	free((void *)a.img);
 }
 
+/* What a read-ahead check works on: m's "disk" file, its bytes, a fresh cache and a handle of
+ * its chunks over that cache. */
+struct ahead_run {
+	const struct manifest *m;
+	const struct manifest_file *f;
+	struct chunk_cache *cache;
+	struct chunk_store h;
+	uint8_t *img, *buf;
+};
+
+static const uint8_t ahead_zero[CHUNK_HASH_LEN];
+
+static void ahead_open(struct ahead_run *r, const struct manifest *m, struct s3 *s3,
+		       const uint8_t secret[32], const char *path, const char *cdir,
+		       const char *name)
+{
+	size_t n;
+
+	r->m = m;
+	r->f = manifest_find(m, "disk");
+	r->img = read_all(path, &n);
+	r->buf = malloc(m->chunk_size);
+	check(r->f && r->img && r->buf && chunk_cache_open(cdir, 256u << 20, &r->cache) == 0 &&
+		      chunk_store_open(&r->h, s3, "ws/test-a", secret) == 0,
+	      name, "%s", r->h.err);
+	r->h.cache = r->cache;
+}
+
+/* Every chunk with data asked for in order, as a pager does (claimed first, a guest's pause
+ * between): whether each came right; *nonzero how many, *hits how many came read ahead. */
+static bool ahead_take_all(struct ahead_run *r, struct chunk_ahead *a, uint64_t *nonzero,
+			   uint64_t *hits)
+{
+	uint32_t cs = r->m->chunk_size;
+	bool same = true;
+	size_t len;
+
+	*nonzero = *hits = 0;
+	for (uint64_t i = 0; i < r->f->nchunks; i++) {
+		if (memcmp(r->f->hash[i], ahead_zero, CHUNK_HASH_LEN) == 0)
+			continue;
+		(*nonzero)++;
+		*hits += chunk_ahead_claim(a, i) == 1;
+		if (chunk_get(&r->h, r->f->hash[i], r->buf, cs, &len) < 0 || len != cs ||
+		    memcmp(r->buf, r->img + i * cs, len) != 0)
+			same = false;
+		usleep(2000); /* a guest between faults */
+	}
+	return same;
+}
+
+static void ahead_close(struct ahead_run *r)
+{
+	chunk_store_close(&r->h);
+	chunk_cache_close(r->cache);
+	free(r->buf);
+	free(r->img);
+}
+
 /* A lazy restore's read-ahead (chunk_ahead.c): 3 workers fetch m's chunks into a cache while
  * this thread asks for each in order, as a pager does; every chunk comes right, none is
  * fetched twice, and some came ahead. */
 static void ahead_check(const struct manifest *m, struct s3 *s3, const uint8_t secret[32],
 			const char *path, const char *dir)
 {
-	const struct manifest_file *f = manifest_find(m, "disk");
-	static const uint8_t zero[CHUNK_HASH_LEN];
-	struct chunk_cache *cache;
-	struct chunk_store h;
+	struct ahead_run r;
 	struct chunk_ahead *a;
 	char cdir[4300];
-	uint8_t *img, *buf = malloc(m->chunk_size);
-	uint64_t nonzero = 0, hits = 0, fetched;
-	size_t n, len;
-	bool same = true;
+	uint64_t nonzero, hits, fetched;
+	bool same;
 
-	img = read_all(path, &n);
 	snprintf(cdir, sizeof(cdir), "%s/ahead-cache", dir);
-	check(img && buf && chunk_cache_open(cdir, 256u << 20, &cache) == 0 &&
-		      chunk_store_open(&h, s3, "ws/test-a", secret) == 0,
-	      "ahead-open", "%s", h.err);
-	h.cache = cache;
-	a = chunk_ahead_start(&h, (const uint8_t(*)[CHUNK_HASH_LEN])f->hash, f->nchunks,
+	ahead_open(&r, m, s3, secret, path, cdir, "ahead-open");
+	a = chunk_ahead_start(&r.h, (const uint8_t(*)[CHUNK_HASH_LEN])r.f->hash, r.f->nchunks,
 			      m->chunk_size, 3, NULL);
 	check(a != NULL, "ahead-started", "-");
-	for (uint64_t i = 0; i < f->nchunks; i++) {
-		if (memcmp(f->hash[i], zero, CHUNK_HASH_LEN) == 0)
-			continue;
-		nonzero++;
-		hits += chunk_ahead_claim(a, i) == 1;
-		if (chunk_get(&h, f->hash[i], buf, m->chunk_size, &len) < 0 ||
-		    len != m->chunk_size || memcmp(buf, img + i * m->chunk_size, len) != 0)
-			same = false;
-		usleep(2000); /* a guest between faults */
-	}
+	same = ahead_take_all(&r, a, &nonzero, &hits);
 	fetched = chunk_ahead_stop(a);
-	check(same && fetched == hits && fetched > 0 && h.got_chunks + fetched == nonzero &&
-		      h.cache_hits == hits,
+	check(same && fetched == hits && fetched > 0 && r.h.got_chunks + fetched == nonzero &&
+		      r.h.cache_hits == hits,
 	      "ahead-once-each",
 	      "same %d: %llu chunks, %llu read ahead (%llu taken), %llu by "
 	      "the caller, %llu cache hits",
 	      same, (unsigned long long)nonzero, (unsigned long long)fetched,
-	      (unsigned long long)hits, (unsigned long long)h.got_chunks,
-	      (unsigned long long)h.cache_hits);
+	      (unsigned long long)hits, (unsigned long long)r.h.got_chunks,
+	      (unsigned long long)r.h.cache_hits);
 	printf("read-ahead: %llu of %llu chunks came ahead, %llu fetched by the caller\n",
 	       (unsigned long long)fetched, (unsigned long long)nonzero,
-	       (unsigned long long)h.got_chunks);
-	chunk_store_close(&h);
-	chunk_cache_close(cache);
-	free(buf);
-	free(img);
+	       (unsigned long long)r.h.got_chunks);
+	ahead_close(&r);
 }
 
 /* The read-ahead given the chunks a snapshot's last run touched (chunk_ahead.c, snap_touched.c):
@@ -323,29 +361,23 @@ static void ahead_check(const struct manifest *m, struct s3 *s3, const uint8_t s
 static void ahead_hot_check(const struct manifest *m, struct s3 *s3, const uint8_t secret[32],
 			    const char *path, const char *dir)
 {
-	const struct manifest_file *f = manifest_find(m, "disk");
-	static const uint8_t zero[CHUNK_HASH_LEN];
-	struct chunk_cache *cache;
-	struct chunk_store h;
+	struct ahead_run r;
 	struct chunk_ahead *a;
 	char cdir[4300];
-	uint8_t *img, *buf = malloc(m->chunk_size), *hot = calloc(f->nchunks, 1);
-	uint64_t nonzero = 0, nhot = 0, held, hits = 0, fetched;
-	size_t n, len;
-	bool same = true;
+	uint8_t *hot;
+	uint64_t nonzero = 0, nhot = 0, held, hits, fetched;
+	bool same;
 
-	img = read_all(path, &n);
 	snprintf(cdir, sizeof(cdir), "%s/ahead-hot-cache", dir);
-	check(img && buf && hot && chunk_cache_open(cdir, 256u << 20, &cache) == 0 &&
-		      chunk_store_open(&h, s3, "ws/test-a", secret) == 0,
-	      "ahead-hot-open", "%s", h.err);
-	h.cache = cache;
-	for (uint64_t i = 0; i < f->nchunks; i++)
-		if (memcmp(f->hash[i], zero, CHUNK_HASH_LEN) != 0 && nonzero++ % 3 == 1) {
+	ahead_open(&r, m, s3, secret, path, cdir, "ahead-hot-open");
+	hot = calloc(r.f->nchunks, 1);
+	check(hot != NULL, "ahead-hot-list", "-");
+	for (uint64_t i = 0; i < r.f->nchunks; i++)
+		if (memcmp(r.f->hash[i], ahead_zero, CHUNK_HASH_LEN) != 0 && nonzero++ % 3 == 1) {
 			hot[i] = 1;
 			nhot++;
 		}
-	a = chunk_ahead_start(&h, (const uint8_t(*)[CHUNK_HASH_LEN])f->hash, f->nchunks,
+	a = chunk_ahead_start(&r.h, (const uint8_t(*)[CHUNK_HASH_LEN])r.f->hash, r.f->nchunks,
 			      m->chunk_size, 3, hot);
 	check(a != NULL && nhot > 1 && nhot < nonzero, "ahead-hot-started", "%llu hot of %llu",
 	      (unsigned long long)nhot, (unsigned long long)nonzero);
@@ -356,29 +388,18 @@ static void ahead_hot_check(const struct manifest *m, struct s3 *s3, const uint8
 	check(held == nhot, "ahead-hot-first", "%llu fetched before the release, %llu hot",
 	      (unsigned long long)held, (unsigned long long)nhot);
 	chunk_ahead_release(a);
-	for (uint64_t i = 0; i < f->nchunks; i++) {
-		if (memcmp(f->hash[i], zero, CHUNK_HASH_LEN) == 0)
-			continue;
-		hits += chunk_ahead_claim(a, i) == 1;
-		if (chunk_get(&h, f->hash[i], buf, m->chunk_size, &len) < 0 ||
-		    len != m->chunk_size || memcmp(buf, img + i * m->chunk_size, len) != 0)
-			same = false;
-		usleep(2000);
-	}
+	same = ahead_take_all(&r, a, &nonzero, &hits);
 	fetched = chunk_ahead_stop(a);
-	check(same && hits >= nhot && fetched == hits && h.got_chunks + fetched == nonzero,
+	check(same && hits >= nhot && fetched == hits && r.h.got_chunks + fetched == nonzero,
 	      "ahead-hot-then-rest",
 	      "same %d: %llu chunks, %llu hot, %llu read ahead (%llu taken), %llu by the caller",
 	      same, (unsigned long long)nonzero, (unsigned long long)nhot,
 	      (unsigned long long)fetched, (unsigned long long)hits,
-	      (unsigned long long)h.got_chunks);
+	      (unsigned long long)r.h.got_chunks);
 	printf("read-ahead of touched chunks: %llu hot first, then %llu of %llu chunks ahead\n",
 	       (unsigned long long)nhot, (unsigned long long)fetched, (unsigned long long)nonzero);
-	chunk_store_close(&h);
-	chunk_cache_close(cache);
 	free(hot);
-	free(buf);
-	free(img);
+	ahead_close(&r);
 }
 
 /* Several transfers at once (chunk_par.c): the manifest m (made with cs->transfers 4) lists the
